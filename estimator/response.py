@@ -1,0 +1,128 @@
+"""The response contract: typed, frozen results; bytes are integers, times are seconds."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "EstimateResponse",
+    "HostResult",
+    "LayoutSummary",
+    "MemoryBreakdown",
+    "MemoryResult",
+    "ModelSummary",
+    "TimeResult",
+    "TrainResult",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MemoryBreakdown(_Frozen):
+    """Bytes on the busiest GPU at the moment of its peak, by kind. The items add up to
+    ``peak_allocated_bytes`` (parameters .. temporary) plus ``overhead`` (what only nvidia-smi sees)."""
+
+    parameters: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    logits: int
+    temporary: int
+    overhead: int
+
+
+class MemoryResult(_Frozen):
+    breakdown_bytes: MemoryBreakdown
+    peak_allocated_bytes: int = Field(description="torch.cuda.max_memory_allocated() on the busiest GPU")
+    total_bytes: int = Field(description="what nvidia-smi would show at the peak")
+    capacity_bytes: int
+    fits: bool
+    headroom_bytes: int = Field(description="capacity_bytes - total_bytes (negative when it does not fit)")
+    max_micro_batch_size: int = Field(description="largest micro-batch that fits, 0 if none")
+    error_bar_pct: float
+    peak_phase: str = Field(description="forward, backward or optimizer: when the peak happens")
+    busiest_rank: str = Field(description="which GPU is the busiest, in words")
+
+
+class TimeResult(_Frozen):
+    step_time_s: float
+    compute_s: float
+    communication_s: float
+    exposed_communication_s: float
+    bubble_s: float
+    optimizer_s: float
+    offload_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    tflops_per_gpu: float
+    mfu: float
+    error_bar_pct: float
+    flops_per_step: float = 0.0
+    breakdown_s: dict[str, float] = Field(default_factory=dict)
+
+
+class TrainResult(_Frozen):
+    time_to_train_s: float
+    gpu_hours: float
+    energy_kwh: float
+    checkpoint_bytes: int
+    checkpoint_write_s: float
+    steps: int
+    dataset_read_bytes_per_s: float
+
+
+class HostResult(_Frozen):
+    ram_bytes_per_node: int
+    ram_bytes_per_process: int
+    ram_breakdown_bytes: dict[str, int]
+    nvme_bytes: int
+    checkpoint_bytes: int
+    checkpoint_write_s: float
+    dataset_read_bytes_per_s: float
+    network_bytes_per_s_per_node: float
+    power_w_per_node: float
+    fits_server: bool
+    warnings: list[str] = Field(default_factory=list)
+    recommended_ram_gib: int = 0
+    recommended_nics: str = ""
+
+
+class ModelSummary(_Frozen):
+    name: str
+    total_params: int
+    active_params: int
+    trainable_params: int
+    published_params: int | None
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+
+
+class LayoutSummary(_Frozen):
+    world_size: int
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    sharding: str
+    shard_group_size: int
+    global_batch_tokens: int
+    gpu: str
+    server: str | None
+
+
+class EstimateResponse(_Frozen):
+    model: ModelSummary
+    layout: LayoutSummary
+    memory: MemoryResult
+    time: TimeResult | None = None
+    train: TrainResult | None = None
+    host: HostResult | None = None
+    bill_of_materials: list[dict[str, object]] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    estimator_version: str
+    catalog_version: str

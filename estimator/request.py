@@ -67,6 +67,9 @@ class ModelArch(_Frozen):
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
     sliding_window: int | None = Field(default=None, gt=0)
+    norms_per_layer: int = Field(default=2, ge=0, le=8)
+    learned_position_embeddings: int = Field(default=0, ge=0)
+    source: str = ""
     published_params: int | None = Field(default=None, gt=0, description="published parameter count")
 
     @model_validator(mode="after")

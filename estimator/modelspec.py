@@ -1,0 +1,262 @@
+"""Model shapes: presets, Hugging Face ``config.json`` parsing, and parameter counts.
+
+Parameter counts follow the module layout of Hugging Face ``transformers`` (``modeling_llama.py``,
+``modeling_mixtral.py``, ``modeling_deepseek_v3.py``, ``modeling_gpt2.py``): attention q/k/v/o projections,
+a gated (SwiGLU, three matrices) or plain (two matrices) MLP, RMSNorm/LayerNorm weights, token embeddings and
+an LM head unless tied. Multi-head latent attention follows DeepSeek-V2 (arXiv 2405.04434) Sec. 2.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from estimator.errors import ModelConfigError, UnknownModelError
+from estimator.request import HfConfigModel, ModelArch, ModelInput
+
+__all__ = ["Linear", "ModelShape", "list_presets", "parse_hf_config", "preset", "resolve_model"]
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One weight matrix ``[in_features, out_features]``; ``count`` copies per layer."""
+
+    name: str
+    in_features: int
+    out_features: int
+    count: int = 1
+    kind: str = "attention"  # attention | mlp | expert
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features * self.count
+
+
+@cache
+def _presets() -> dict[str, dict[str, Any]]:
+    text = resources.files("estimator").joinpath("data/model_presets.yaml").read_text()
+    data: dict[str, dict[str, Any]] = yaml.safe_load(text)
+    return data
+
+
+def list_presets() -> list[dict[str, Any]]:
+    """Preset ids with their display names and published parameter counts."""
+    return [
+        {"id": k, "name": v["name"], "published_params": v.get("published_params"), "source": v["source"]}
+        for k, v in _presets().items()
+    ]
+
+
+def preset(preset_id: str) -> ModelArch:
+    data = _presets().get(preset_id.lower())
+    if data is None:
+        known = ", ".join(sorted(_presets()))
+        raise UnknownModelError(f"unknown model preset {preset_id!r}; known presets: {known}", "model")
+    return ModelArch(**data)
+
+
+def resolve_model(model: ModelInput) -> ModelArch:
+    """A preset id, a pasted HF config or an explicit shape, as a :class:`ModelArch`."""
+    if isinstance(model, str):
+        return preset(model)
+    if isinstance(model, HfConfigModel):
+        return parse_hf_config(model.hf_config)
+    return model
+
+
+def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return default
+
+
+_TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "opt", "bloom", "gpt_neox_japanese"}
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl"}
+_LAYERNORM = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
+_NON_GATED = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
+
+
+def _hf_moe(cfg: dict[str, Any]) -> dict[str, Any]:
+    experts = int(_first(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=1) or 1)
+    if experts <= 1:
+        return {}
+    moe_ffn = _first(cfg, "moe_intermediate_size", default=None)
+    shared = int(_first(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0)
+    shared_size = cfg.get("shared_expert_intermediate_size")
+    if shared_size and moe_ffn:
+        shared = max(1, round(shared_size / moe_ffn))
+    return {
+        "num_experts": experts,
+        "experts_per_token": int(_first(cfg, "num_experts_per_tok", "moe_topk", default=2)),
+        "moe_ffn_hidden_size": moe_ffn,
+        "num_shared_experts": shared,
+        "first_dense_layers": int(cfg.get("first_k_dense_replace", 0) or 0),
+    }
+
+
+def _hf_mla(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg.get("kv_lora_rank"):
+        return {}
+    keys = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+    return {k: cfg.get(k) for k in keys}
+
+
+def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
+    """Read a Hugging Face ``config.json`` (Llama, Mistral, Mixtral, Qwen2, Gemma 2, DeepSeek-V3, GPT-2 …)."""
+    cfg = {**cfg.get("text_config", {}), **{k: v for k, v in cfg.items() if k != "text_config"}}
+    model_type = str(cfg.get("model_type", "")).lower()
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    vocab = _first(cfg, "vocab_size")
+    missing = [n for n, v in (("hidden_size", hidden), ("num_attention_heads", heads),
+                              ("num_hidden_layers", layers), ("vocab_size", vocab)) if v is None]
+    if missing:
+        raise ModelConfigError(f"config.json lacks {', '.join(missing)}", "model.hf_config")
+    ffn = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", default=None) or 4 * int(hidden)
+    fields: dict[str, Any] = {
+        "name": str(_first(cfg, "_name_or_path", "name", default=model_type or "hf-config")),
+        "num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+        "num_kv_heads": _first(cfg, "num_key_value_heads", "num_kv_heads", default=heads),
+        "head_dim": cfg.get("head_dim"), "ffn_hidden_size": ffn, "vocab_size": vocab,
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
+        "qkv_bias": bool(cfg.get("attention_bias", False)) or model_type in _QKV_BIAS,
+        "attention_bias": bool(cfg.get("attention_bias", False)) or model_type == "gpt2",
+        "mlp_bias": bool(cfg.get("mlp_bias", False)) or model_type == "gpt2",
+        "gated_mlp": model_type not in _NON_GATED,
+        "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
+        "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
+        "learned_position_embeddings": int(cfg.get("n_positions", 0)) if model_type == "gpt2" else 0,
+        "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
+        **_hf_moe(cfg), **_hf_mla(cfg),
+    }
+    if model_type == "gpt2":
+        fields["qkv_bias"] = True
+    try:
+        return ModelArch(**fields)
+    except (ValidationError, TypeError) as exc:
+        raise ModelConfigError(f"config.json is not a model the estimator can read: {exc}",
+                               "model.hf_config") from exc
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """Derived sizes of a :class:`ModelArch`; all counts are parameters (elements), not bytes."""
+
+    arch: ModelArch
+
+    @property
+    def kv_heads(self) -> int:
+        return self.arch.num_kv_heads or self.arch.num_attention_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.arch.head_dim or self.arch.hidden_size // self.arch.num_attention_heads
+
+    @property
+    def is_mla(self) -> bool:
+        return self.arch.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.arch.num_experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        return self.arch.num_layers - self.arch.first_dense_layers if self.is_moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.arch.num_layers - self.moe_layers
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.arch.moe_ffn_hidden_size or self.arch.ffn_hidden_size
+
+    def attention_linears(self) -> list[Linear]:
+        a, h = self.arch, self.arch.hidden_size
+        if self.is_mla:
+            return self._mla_linears()
+        q, kv = a.num_attention_heads * self.head_dim, self.kv_heads * self.head_dim
+        return [Linear("q_proj", h, q), Linear("k_proj", h, kv), Linear("v_proj", h, kv),
+                Linear("o_proj", q, h)]
+
+    def _mla_linears(self) -> list[Linear]:
+        a, h, n = self.arch, self.arch.hidden_size, self.arch.num_attention_heads
+        rope, nope, v = a.qk_rope_head_dim or 64, a.qk_nope_head_dim or 128, a.v_head_dim or 128
+        kvr = a.kv_lora_rank or 512
+        q = ([Linear("q_a_proj", h, a.q_lora_rank), Linear("q_b_proj", a.q_lora_rank, n * (nope + rope))]
+             if a.q_lora_rank else [Linear("q_proj", h, n * (nope + rope))])
+        return [*q, Linear("kv_a_proj_with_mqa", h, kvr + rope), Linear("kv_b_proj", kvr, n * (nope + v)),
+                Linear("o_proj", n * v, h)]
+
+    def mlp_linears(self, ffn: int, count: int = 1, kind: str = "mlp") -> list[Linear]:
+        h = self.arch.hidden_size
+        up = [Linear("gate_proj", h, ffn, count, kind)] if self.arch.gated_mlp else []
+        return [*up, Linear("up_proj", h, ffn, count, kind), Linear("down_proj", ffn, h, count, kind)]
+
+    def attention_params(self) -> int:
+        a = self.arch
+        weights = sum(lin.params for lin in self.attention_linears())
+        q_out, kv_out = a.num_attention_heads * self.head_dim, self.kv_heads * self.head_dim
+        bias = (q_out + 2 * kv_out) if a.qkv_bias and not self.is_mla else 0
+        bias += a.hidden_size if a.attention_bias else 0
+        mla_norms = (a.q_lora_rank or 0) + (a.kv_lora_rank or 0) if self.is_mla else 0
+        return weights + bias + mla_norms
+
+    def mlp_params(self, ffn: int) -> int:
+        bias = (ffn * (2 if self.arch.gated_mlp else 1) + self.arch.hidden_size) if self.arch.mlp_bias else 0
+        return sum(lin.params for lin in self.mlp_linears(ffn)) + bias
+
+    def norm_params_per_layer(self) -> int:
+        per_norm = self.arch.hidden_size * (2 if self.arch.norm == "layernorm" else 1)
+        return self.arch.norms_per_layer * per_norm
+
+    def routed_expert_params_per_layer(self) -> int:
+        return self.arch.num_experts * self.mlp_params(self.expert_ffn) if self.is_moe else 0
+
+    def shared_expert_params_per_layer(self) -> int:
+        return self.arch.num_shared_experts * self.mlp_params(self.expert_ffn)
+
+    def router_params_per_layer(self) -> int:
+        return self.arch.hidden_size * self.arch.num_experts if self.is_moe else 0
+
+    def dense_layer_params(self) -> int:
+        return self.attention_params() + self.mlp_params(self.arch.ffn_hidden_size) + self.norm_params_per_layer()
+
+    def moe_layer_params(self) -> int:
+        return (self.attention_params() + self.norm_params_per_layer() + self.router_params_per_layer()
+                + self.routed_expert_params_per_layer() + self.shared_expert_params_per_layer())
+
+    def embedding_params(self) -> int:
+        a = self.arch
+        return a.vocab_size * a.hidden_size + a.learned_position_embeddings * a.hidden_size
+
+    def lm_head_params(self) -> int:
+        return 0 if self.arch.tied_embeddings else self.arch.vocab_size * self.arch.hidden_size
+
+    def final_norm_params(self) -> int:
+        return self.arch.hidden_size * (2 if self.arch.norm == "layernorm" else 1)
+
+    def layer_params_total(self) -> int:
+        return self.dense_layers * self.dense_layer_params() + self.moe_layers * self.moe_layer_params()
+
+    def total_params(self) -> int:
+        return self.layer_params_total() + self.embedding_params() + self.lm_head_params() + self.final_norm_params()
+
+    def active_params(self) -> int:
+        """Parameters touched per token: routed experts count ``experts_per_token`` of ``num_experts``."""
+        if not self.is_moe:
+            return self.total_params()
+        idle = self.arch.num_experts - self.arch.experts_per_token
+        return self.total_params() - self.moe_layers * idle * self.mlp_params(self.expert_ffn)
+
+    def max_layer_params(self) -> int:
+        return max(self.dense_layer_params() if self.dense_layers else 0,
+                   self.moe_layer_params() if self.moe_layers else 0)

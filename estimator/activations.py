@@ -1,0 +1,151 @@
+"""Activation memory: bytes saved for backward per token and layer, and the logits/loss buffers.
+
+The counting follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph saves, with tensor-parallel
+(/t) and sequence-parallel (/t) splits. It is refined for the code that actually runs:
+
+- Hugging Face ``modeling_llama.py``: RMSNorm upcasts to fp32 (saves the fp32 input and, when its weight is
+  trained, the normalised bf16 tensor); SDPA/flash attention saves q, k, v, the output and the log-sum-exp
+  (Dao 2023, FlashAttention-2, arXiv 2307.08691) instead of the s x s score matrix; the attention output is
+  made contiguous before ``o_proj``; SwiGLU saves gate, up, silu(gate) and their product.
+- ``torch.autocast`` casts the input of every linear separately (q, k and v each save their own bf16 copy)
+  and keeps the residual stream in the fp32 parameter dtype (PyTorch AMP docs, "CUDA ops that can autocast").
+- PyTorch autograd saves an operand only when the other operand needs a gradient (``derivatives.yaml``), so
+  a frozen base (LoRA) saves fewer tensors; PEFT's ``lora.Linear`` saves its own cast of the input.
+- Eager attention adds fp32 softmax probabilities and their bf16 copy (6 bytes per score).
+- Logits: HF ``ForCausalLMLoss`` upcasts the logits to fp32; cross-entropy saves fp32 log-probabilities and
+  its backward holds the gradient and the log-probabilities at once (12 bytes per logit at the peak).
+  Megatron's vocab-parallel cross-entropy keeps bf16 logits and an fp32 softmax sharded by t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.layout import Layout
+from estimator.modelspec import ModelShape
+from estimator.request import EstimateRequest
+
+__all__ = ["ActivationModel", "activation_model"]
+
+
+@dataclass(frozen=True)
+class ActivationModel:
+    """Per-rank activation bytes for one micro-batch."""
+
+    per_layer_bytes: int  # saved by one decoder layer without recomputation
+    stored_per_layer_bytes: int  # what one layer keeps between forward and backward under the chosen policy
+    recompute_layer_bytes: int  # transient: one layer's activations rebuilt during backward (0 if none)
+    logits_forward_bytes: int
+    logits_backward_bytes: int
+    residual_bytes: int  # one residual-stream tensor (a layer's input)
+    tokens: int
+
+
+def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
+    """(bytes of the residual stream, whether autocast casts each linear input)."""
+    t, p = req.training, req.parallelism
+    if t.precision == "fp32":
+        return 4, False
+    frozen_bf16 = t.method in ("lora", "qlora")
+    autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
+                and layout.sharding in ("none", "zero1") and not frozen_bf16)
+    return (4 if autocast else 2), autocast
+
+
+def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
+    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor."""
+    saved_input = 4 * h
+    normalised = (residual if residual == 4 else 2) * h if trainable else 0
+    return saved_input + normalised
+
+
+def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autocast: bool) -> tuple[float, float]:
+    """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
+    q- or ffn-sized, split by TP)."""
+    a, t = shape.arch, req.training
+    h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
+    n_up = 2 if a.gated_mlp else 1
+    if t.method == "full":
+        attn_in = 3 * 2 * h if autocast else residual * h
+        mlp_in = n_up * 2 * h if autocast else residual * h
+        return attn_in + mlp_in, 2 * qd + 2 * f
+    # LoRA/QLoRA: each adapted linear saves its own bf16 cast of its input (PEFT lora.Linear.forward).
+    if t.lora_targets == "all-linear":
+        return 3 * 2 * h + n_up * 2 * h, 2 * qd + 2 * f
+    return 3 * 2 * h, 2 * qd
+
+
+def _attention_core(shape: ModelShape, req: EstimateRequest) -> float:
+    a = shape.arch
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    core = 2 * qd + 2 * 2 * kvd + 2 * qd + 4 * a.num_attention_heads  # q, k, v, out, lse
+    if req.training.attention == "eager":
+        window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
+        core += 6 * a.num_attention_heads * window
+    if req.training.activation_checkpointing == "selective":
+        core -= 2 * qd + 4 * a.num_attention_heads  # Megatron selective: core attention recomputed
+    return core
+
+
+def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float:
+    """gate, silu(gate), up (gated) or the pre-activation (plain) tensors saved by the activation."""
+    saved = 3 * 2 * ffn if shape.arch.gated_mlp else 2 * ffn
+    return saved
+
+
+def _moe_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them)."""
+    a = shape.arch
+    k, h = a.experts_per_token, a.hidden_size
+    per_expert = _mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn + 2 * h
+    shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn)
+    return 4 * a.num_experts + 2 * h * k + k * per_expert + shared
+
+
+def _split(value: float, divisor: int) -> float:
+    return value / divisor
+
+
+def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+    """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
+    residual, autocast = _regime(req, layout)
+    a, tp = shape.arch, layout.tp
+    trainable_norm = req.training.method == "full"
+    norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
+    h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
+    replicated = norms + h_inputs
+    sharded = split_inputs
+    sharded += _attention_core(shape, req)
+    dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, req)
+    if shape.is_moe:
+        frac = shape.moe_layers / a.num_layers
+        dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, req)
+    sharded += dense_mlp
+    rep_div = tp if layout.sequence_parallel else 1
+    return _split(replicated, rep_div) + _split(sharded, tp)
+
+
+def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
+    vocab_local = shape.arch.vocab_size / layout.tp
+    logits = tokens * vocab_local
+    if req.parallelism.framework == "megatron":
+        return int(10 * logits), int(6 * logits)
+    return int(10 * logits), int(12 * logits)
+
+
+def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationModel:
+    t = req.training
+    tokens = t.micro_batch_size * t.seq_len // layout.cp
+    per_layer = int(_layer_bytes_per_token(shape, req, layout) * tokens)
+    residual_dtype, _ = _regime(req, layout)
+    residual = residual_dtype * shape.arch.hidden_size * tokens
+    residual //= layout.tp if layout.sequence_parallel else 1
+    if t.activation_checkpointing == "full":
+        stored, recompute = residual, per_layer
+    else:
+        stored, recompute = per_layer, 0
+    fwd, bwd = _logits(req, shape, layout, tokens)
+    return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
+                           recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
+                           residual_bytes=residual, tokens=tokens)

@@ -1,0 +1,165 @@
+"""The estimator's entry point: one request in, one typed response out."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from estimator.accuracy import memory_error_bar_pct
+from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.explain import assumptions_for, warnings_for
+from estimator.layout import Layout, build_layout
+from estimator.memory import MemoryPeak, peak_memory
+from estimator.modelspec import ModelShape, resolve_model
+from estimator.params import lora_params_per_layer
+from estimator.request import EstimateRequest
+from estimator.response import (
+    EstimateResponse,
+    LayoutSummary,
+    MemoryBreakdown,
+    MemoryResult,
+    ModelSummary,
+)
+from estimator.version import ESTIMATOR_VERSION
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
+
+__all__ = ["Hardware", "estimate", "estimate_memory", "resolve_hardware"]
+
+MAX_MICRO_BATCH_SEARCH = 4096
+
+
+def _default_catalog() -> Catalog:
+    from hardware_catalog import load_catalog
+
+    return load_catalog()
+
+
+class Hardware:
+    """The GPU and (optional) server of a request, looked up in the catalog."""
+
+    def __init__(self, gpu: Any, server: Any | None) -> None:
+        self.gpu = gpu
+        self.server = server
+
+
+def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> Hardware:
+    hw = req.hardware
+    server = None
+    if hw.server is not None:
+        server = catalog.servers.get(hw.server)
+        if server is None:
+            raise UnknownHardwareError(f"unknown server {hw.server!r}; GET /api/v1/catalog/servers lists them",
+                                       "hardware.server")
+        if hw.gpus_per_node > server.gpu_count:
+            raise InvalidRequestError(f"{server.name} holds {server.gpu_count} GPUs, not {hw.gpus_per_node}",
+                                      "hardware.gpus_per_node")
+    gpu_id = server.gpu_id if server is not None and hw.gpu == _DEFAULT_GPU and server.gpu_id != hw.gpu else hw.gpu
+    gpu = catalog.gpus.get(gpu_id)
+    if gpu is None:
+        raise UnknownHardwareError(f"unknown GPU {gpu_id!r}; GET /api/v1/catalog/gpus lists them", "hardware.gpu")
+    if server is not None and server.gpu_id != gpu.id:
+        raise InvalidRequestError(f"{server.name} carries {server.gpu_id}, not {gpu.id}", "hardware.gpu")
+    if req.training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
+        raise InvalidRequestError(f"{gpu.name} has no fp8 tensor cores; use bf16-mixed", "training.precision")
+    return Hardware(gpu, server)
+
+
+_DEFAULT_GPU = "h100-sxm5-80gb"
+
+
+def _trainable(req: EstimateRequest, shape: ModelShape) -> int:
+    if req.training.method == "full":
+        return shape.total_params()
+    return lora_params_per_layer(shape, req.training.lora_rank, req.training.lora_targets) * shape.arch.num_layers
+
+
+def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> MemoryPeak:
+    return peak_memory(req, shape, layout, capacity)
+
+
+def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> int:
+    """Largest micro-batch whose total fits (doubling, then bisection); 0 if even 1 does not fit."""
+
+    def fits(mbs: int) -> bool:
+        trial = req.model_copy(update={"training": req.training.model_copy(update={"micro_batch_size": mbs})})
+        return peak_memory(trial, shape, layout, capacity).total <= capacity
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= MAX_MICRO_BATCH_SEARCH and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > MAX_MICRO_BATCH_SEARCH:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int,
+                   peak: MemoryPeak) -> MemoryResult:
+    ph = peak.peak
+    breakdown = MemoryBreakdown(parameters=ph.parameters, gradients=ph.gradients,
+                                optimizer_states=ph.optimizer_states, activations=ph.activations,
+                                logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
+    return MemoryResult(breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
+                        total_bytes=peak.total, capacity_bytes=capacity, fits=peak.total <= capacity,
+                        headroom_bytes=capacity - peak.total,
+                        max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
+                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method),
+                        peak_phase=ph.name, busiest_rank=peak.busiest_rank)
+
+
+def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
+    t = req.training
+    gbt = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
+                         ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
+                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server)
+
+
+def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
+    a = shape.arch
+    return ModelSummary(name=a.name, total_params=shape.total_params(), active_params=shape.active_params(),
+                        trainable_params=_trainable(req, shape), published_params=a.published_params,
+                        num_layers=a.num_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size)
+
+
+@lru_cache(maxsize=64)
+def _shape(req_model: Any) -> ModelShape:
+    return ModelShape(resolve_model(req_model))
+
+
+def _catalog_version(catalog: Catalog) -> str:
+    return str(getattr(catalog, "version", "unknown"))
+
+
+def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateResponse:
+    """Memory, step time and time-to-train of one training layout on one hardware choice."""
+    catalog = catalog or _default_catalog()
+    shape = _shape(req.model)
+    layout = build_layout(req, shape)
+    hw = resolve_hardware(req, catalog)
+    capacity = int(hw.gpu.memory_bytes)
+    peak = estimate_memory(req, shape, layout, capacity)
+    memory = _memory_result(req, shape, layout, capacity, peak)
+    timing, train = _time_and_train(req, shape, layout, hw, catalog)
+    return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
+                            memory=memory, time=timing, train=train,
+                            assumptions=assumptions_for(req, layout, hw),
+                            warnings=warnings_for(req, shape, layout, hw, memory),
+                            estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
+
+
+def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Hardware,
+                    catalog: Catalog) -> tuple[Any, Any]:
+    try:
+        from estimator.timing import step_time
+        from estimator.train import train_result
+    except ImportError:  # the step-time model is optional while it is being built
+        return None, None
+    timing = step_time(req, shape, layout, hw.gpu, hw.server, catalog)
+    return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)

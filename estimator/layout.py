@@ -1,0 +1,119 @@
+"""The parallel layout of a request: degrees, shard groups and what the busiest GPU holds.
+
+Degrees follow Megatron-LM (Narayanan et al. 2021, arXiv 2104.04473, Sec. 3): world = dp x tp x pp x cp;
+expert parallelism splits the experts over ``ep`` ranks of the data-parallel group (Megatron-Core MoE docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.errors import InvalidRequestError, UnsupportedCombinationError
+from estimator.modelspec import ModelShape
+from estimator.request import EstimateRequest
+
+__all__ = ["Layout", "build_layout"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    world_size: int
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    vp: int
+    sharding: str  # none | zero1 | zero2 | zero3 | hsdp
+    shard_group: int  # ranks one parameter is sharded over (1 = replicated)
+    gpus_per_node: int
+    num_nodes: int
+    layers_per_stage: int
+    sequence_parallel: bool
+
+    @property
+    def optimizer_shard(self) -> int:
+        return self.shard_group if self.sharding != "none" else 1
+
+    @property
+    def grad_shard(self) -> int:
+        return self.shard_group if self.sharding in ("zero2", "zero3", "hsdp") else 1
+
+    @property
+    def param_shard(self) -> int:
+        return self.shard_group if self.sharding in ("zero3", "hsdp") else 1
+
+
+def _check(cond: bool, message: str, field: str) -> None:
+    if not cond:
+        raise InvalidRequestError(message, field)
+
+
+def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
+    p, a = req.parallelism, shape.arch
+    _check(a.num_attention_heads % p.tp == 0,
+           f"tp={p.tp} must divide num_attention_heads={a.num_attention_heads}", "parallelism.tp")
+    kv = shape.kv_heads
+    _check(kv % p.tp == 0 or p.tp % kv == 0,
+           f"tp={p.tp} and num_kv_heads={kv}: one must divide the other", "parallelism.tp")
+    _check(a.num_layers % (p.pp * req.training.virtual_stages) == 0,
+           f"pp x virtual_stages = {p.pp * req.training.virtual_stages} must divide num_layers={a.num_layers}",
+           "parallelism.pp")
+    _check(p.ep == 1 or shape.is_moe, "ep > 1 needs a mixture-of-experts model", "parallelism.ep")
+    _check(a.num_experts % p.ep == 0, f"ep={p.ep} must divide num_experts={a.num_experts}", "parallelism.ep")
+    _check(req.training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={req.training.seq_len}",
+           "parallelism.cp")
+
+
+def _check_combinations(req: EstimateRequest) -> None:
+    p, t = req.parallelism, req.training
+    _check(not p.sequence_parallel or p.tp > 1, "sequence_parallel needs tp > 1", "parallelism.sequence_parallel")
+    _check(t.virtual_stages == 1 or p.pp > 1, "virtual_stages > 1 needs pp > 1", "training.virtual_stages")
+    sharding = p.normalized_sharding
+    if p.offload != "none" and sharding == "none":
+        raise UnsupportedCombinationError(
+            "CPU offload needs ZeRO/FSDP sharding (DeepSpeed ZeRO-Offload or FSDP CPUOffload)", "parallelism.offload")
+    if p.offload == "optimizer+params" and sharding not in ("zero3", "hsdp"):
+        raise UnsupportedCombinationError("offloading parameters needs ZeRO-3 / FSDP full sharding",
+                                          "parallelism.offload")
+    if t.method == "qlora" and p.offload == "optimizer+params":
+        raise UnsupportedCombinationError("QLoRA's 4-bit base weights cannot be offloaded with ZeRO-3 "
+                                          "parameter offload (bitsandbytes Params4bit)", "parallelism.offload")
+    if t.method == "qlora" and t.precision in ("fp32", "fp8-mixed"):
+        raise UnsupportedCombinationError("QLoRA computes in bf16: use precision bf16-mixed or bf16-true",
+                                          "training.precision")
+    if p.framework == "megatron" and sharding in ("zero2", "zero3", "hsdp"):
+        raise UnsupportedCombinationError("Megatron-LM shards optimizer states only (distributed optimizer = "
+                                          "zero1); use framework pytorch or deepspeed for ZeRO-2/3",
+                                          "parallelism.sharding")
+    if t.optimizer == "adamw-8bit" and p.offload != "none":
+        raise UnsupportedCombinationError("8-bit AdamW (bitsandbytes) runs on the GPU; it cannot be offloaded",
+                                          "training.optimizer")
+
+
+def _shard_group(req: EstimateRequest, dp: int) -> int:
+    p = req.parallelism
+    if p.normalized_sharding == "none":
+        return 1
+    if p.normalized_sharding != "hsdp":
+        return dp
+    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp))
+    _check(dp % size == 0, f"hsdp_shard_size={size} must divide the data-parallel degree {dp}",
+           "parallelism.hsdp_shard_size")
+    return size
+
+
+def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
+    p, hw = req.parallelism, req.hardware
+    mp = p.tp * p.pp * p.cp
+    _check(hw.world_size % mp == 0,
+           f"num_nodes x gpus_per_node = {hw.world_size} is not divisible by tp x pp x cp = {mp}", "parallelism")
+    dp = hw.world_size // mp
+    _check(p.ep <= dp * p.tp and (dp * p.tp) % p.ep == 0,
+           f"ep={p.ep} must divide dp x tp = {dp * p.tp}", "parallelism.ep")
+    _check_model_split(req, shape)
+    _check_combinations(req)
+    return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
+                  vp=req.training.virtual_stages, sharding=p.normalized_sharding,
+                  shard_group=_shard_group(req, dp), gpus_per_node=hw.gpus_per_node, num_nodes=hw.num_nodes,
+                  layers_per_stage=shape.arch.num_layers // p.pp, sequence_parallel=p.sequence_parallel)

@@ -1,0 +1,192 @@
+"""Per-GPU training memory: the peak over one step (forward, backward, optimizer) on the busiest GPU.
+
+Instead of summing worst cases, the step is evaluated at the moments where the allocated bytes peak
+(PyTorch memory snapshots, ``torch.cuda.memory._record_memory_history``, show these four):
+
+- ``forward``: end of the forward pass, inside the loss (all saved activations, the fp32 logits being made);
+- ``backward``: start of backward (activations still held, the loss gradient at its largest);
+- ``backward-end``: all gradients present, activations gone, the last layers' gradient temporaries;
+- ``optimizer``: gradients + optimizer states + the optimizer's own temporaries.
+
+Model states follow ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054) per sharding stage; FSDP2's
+all-gather and reduce-scatter buffers follow ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``
+(unsharded bf16 parameters of the current and the prefetched group; gradients reduce-scattered in the
+``reduce_dtype``). The PyTorch foreach optimizers allocate full-size intermediates over the whole parameter
+list (``torch/optim/adamw.py`` ``_multi_tensor_adamw``: ``torch._foreach_sqrt(exp_avg_sqs)`` and its
+in-place updates); the fused kernels (``_fused_adamw``) do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.activations import ActivationModel, activation_model
+from estimator.layout import Layout
+from estimator.modelspec import ModelShape
+from estimator.overhead import OverheadInput, overhead_bytes
+from estimator.params import ParamPlacement, place_params
+from estimator.precision import optimizer_state_bytes, state_bytes
+from estimator.request import EstimateRequest
+
+__all__ = ["MemoryPeak", "Phase", "peak_memory"]
+
+# Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
+# optimizer-phase peak minus parameters, gradients and states; see docs/accuracy.md).
+FOREACH_TEMP_FRACTION = 1.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    parameters: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    logits: int
+    temporary: int
+
+    @property
+    def allocated(self) -> int:
+        return (self.parameters + self.gradients + self.optimizer_states + self.activations + self.logits
+                + self.temporary)
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    peak: Phase
+    phases: tuple[Phase, ...]
+    overhead: int
+    busiest_rank: str
+
+    @property
+    def peak_allocated(self) -> int:
+        return self.peak.allocated
+
+    @property
+    def total(self) -> int:
+        return self.peak.allocated + self.overhead
+
+
+@dataclass(frozen=True)
+class _States:
+    params: int  # stored parameters (+ master copies)
+    compute_cache: int  # autocast bf16 weight copies alive from forward into backward
+    grads: int
+    optimizer: int
+    optimizer_temp: int
+    gathered: int  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
+    gathered_backward: int  # + unsharded gradients and the reduce-scatter input (backward)
+    persistent_gathered: int  # ZeRO-2: unsharded compute parameters kept from forward through backward
+
+
+def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
+    t, p = req.training, req.parallelism
+    sb = state_bytes(t.precision, p.framework)
+    trainable = place.trainable_local
+    frozen_bytes = place.frozen_local_bytes
+    opt_on_gpu = p.offload == "none"
+    params_on_gpu = p.offload != "optimizer+params"
+    shard_o, shard_g, shard_p = layout.optimizer_shard, layout.grad_shard, layout.param_shard
+    opt_per = optimizer_state_bytes(t.optimizer, t.precision, p.framework)
+    optimizer = int(trainable * opt_per / shard_o) if opt_on_gpu else 0
+    optimizer += place.adafactor_state_local if opt_on_gpu and t.optimizer == "adafactor" else 0
+    master = int(trainable * sb.master / shard_o) if opt_on_gpu else 0
+    param_store = int(trainable * sb.param / shard_p) if params_on_gpu else 0
+    params = param_store + master + frozen_bytes // shard_p
+    grads = int(trainable * sb.grad / shard_g) + int(trainable * sb.low_grad / max(1, shard_g))
+    if p.offload != "none":
+        grads = int(trainable * 2 / shard_g)  # bf16 gradients staged on the GPU before the CPU copy
+    sharded_params = layout.sharding in ("zero3", "hsdp")
+    cache = 0
+    if sb.compute_param and not sharded_params and layout.sharding != "zero2" and t.method == "full":
+        cache = int(place.linear_trainable_local * sb.compute_param)
+    temp = _optimizer_temp(req, place, shard_o) if opt_on_gpu else 0
+    gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)
+    persistent_gathered = int(trainable * 2) if layout.sharding == "zero2" and layout.shard_group > 1 else 0
+    return _States(params, cache, grads, optimizer, temp, gathered, gathered_bwd, persistent_gathered)
+
+
+def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, shard: int) -> int:
+    t = req.training
+    if t.optimizer in ("adamw-8bit",):
+        return 0
+    dtype = 2 if t.precision == "bf16-true" else 4
+    if t.optimizer_impl == "foreach":
+        return int(place.trainable_local * dtype * FOREACH_TEMP_FRACTION / shard)
+    if t.optimizer_impl == "for-loop":
+        return int(place.largest_tensor * dtype * 2 / shard)
+    return 0
+
+
+def _gather_buffers(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> tuple[int, int]:
+    """ZeRO-3/FSDP2: unsharded bf16 parameters of the current and the prefetched layer in forward; in backward
+    also the unsharded gradient and its fp32 reduce-scatter copy (``reduce_dtype=float32``)."""
+    layer = place.max_layer_local
+    compute = 2 if req.training.precision != "fp32" else 4
+    forward = 2 * layer * compute + place.root_local * compute
+    reduce_bytes = 4 if req.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
+    grad_layer = layer if req.training.method == "full" else place.max_layer_trainable_local
+    backward = forward + grad_layer * (compute + reduce_bytes)
+    return forward, backward
+
+
+def _in_flight(req: EstimateRequest, layout: Layout) -> float:
+    """Micro-batches whose activations the first pipeline stage holds (Narayanan 2021 Sec. 2.2; interleaved
+    schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3)."""
+    if layout.pp == 1:
+        return 1.0
+    m = req.training.gradient_accumulation_steps
+    if req.training.pipeline_schedule == "gpipe":
+        return float(m)
+    in_flight = float(min(layout.pp, m))
+    if layout.vp > 1:
+        in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.vp)
+    return in_flight
+
+
+def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationModel, place: ParamPlacement,
+            stage: str) -> tuple[Phase, ...]:
+    layers = layout.layers_per_stage
+    in_flight = _in_flight(req, layout)
+    stored = int(act.stored_per_layer_bytes * layers * in_flight) + (act.residual_bytes if stage != "last" else 0)
+    has_logits = stage in ("last", "only")
+    fwd_logits = act.logits_forward_bytes if has_logits else 0
+    bwd_logits = act.logits_backward_bytes if has_logits else 0
+    accumulating = req.training.gradient_accumulation_steps > 1 or layout.pp > 1
+    grads_during_fwd = st.grads if accumulating else 0
+    params = st.params + st.persistent_gathered
+    ckpt = req.training.activation_checkpointing == "full"
+    bwd_cache = 0 if ckpt else st.compute_cache
+    temp_bwd = st.gathered_backward + act.recompute_layer_bytes + place.backward_temp_bytes(act)
+    return (
+        Phase("forward", params + st.compute_cache, grads_during_fwd, st.optimizer, stored, fwd_logits,
+              st.gathered),
+        Phase("backward", params + bwd_cache, grads_during_fwd, st.optimizer, stored, bwd_logits, temp_bwd),
+        Phase("backward-end", params, st.grads, st.optimizer, 0, 0,
+              st.gathered_backward + place.backward_temp_bytes(act)),
+        Phase("optimizer", params, st.grads, st.optimizer, 0, 0, st.optimizer_temp),
+    )
+
+
+def _stages(layout: Layout) -> tuple[str, ...]:
+    return ("only",) if layout.pp == 1 else ("first", "last")
+
+
+def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
+    best: tuple[Phase, tuple[Phase, ...], str] | None = None
+    act = activation_model(req, shape, layout)
+    for stage in _stages(layout):
+        place = place_params(req, shape, layout, stage)
+        st = _states(req, shape, layout, place)
+        phases = _phases(req, layout, st, act, place, stage)
+        top = max(phases, key=lambda ph: ph.allocated)
+        if best is None or top.allocated > best[0].allocated:
+            best = (top, phases, stage)
+    assert best is not None
+    peak, phases, stage = best
+    over = overhead_bytes(OverheadInput(peak_allocated=peak.allocated, world_size=layout.world_size,
+                                        num_nodes=layout.num_nodes, gpu_memory_bytes=gpu_memory_bytes,
+                                        sharded=layout.sharding != "none"))
+    rank = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches "
+            "in flight)", "last": "last pipeline stage (LM head and loss)"}[stage]
+    return MemoryPeak(peak=peak, phases=phases, overhead=over, busiest_rank=rank)

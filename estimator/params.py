@@ -1,0 +1,127 @@
+"""Which parameters a rank holds, before data-parallel sharding: after tensor, pipeline and expert splits.
+
+- Tensor parallelism splits every projection and the vocabulary (Megatron-LM column/row-parallel linears and
+  vocab-parallel embedding, Shoeybi et al. 2019, arXiv 1909.08053, Sec. 3); norms are replicated.
+- Pipeline parallelism gives each stage L/p layers; the first stage also holds the embedding, the last the LM
+  head and final norm (Narayanan et al. 2021); with tied embeddings the last stage keeps its own copy.
+- Expert parallelism splits routed experts over ep ranks (Megatron-Core MoE).
+- LoRA (Hu et al. 2021, arXiv 2106.09685) trains r x (in + out) per adapted matrix; PEFT's "all-linear"
+  adapts every linear of the decoder layers except the LM head. QLoRA (Dettmers et al. 2023, arXiv 2305.14314,
+  Sec. 3) stores the base linears in NF4 (0.5 byte) with double-quantised block constants
+  (8-bit per 64 weights + fp32 per 256 blocks: 0.127 bit per weight); everything else stays bf16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.activations import ActivationModel
+from estimator.layout import Layout
+from estimator.modelspec import Linear, ModelShape
+from estimator.request import EstimateRequest
+
+__all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
+
+NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
+
+
+@dataclass(frozen=True)
+class ParamPlacement:
+    trainable_local: int
+    frozen_local_bytes: int
+    linear_trainable_local: int
+    largest_tensor: int
+    max_layer_local: int
+    max_layer_trainable_local: int
+    root_local: int
+    adafactor_state_local: int
+    total_local: int
+    tokens_ffn_local: int
+    method: str
+    dequant_bytes: int
+
+    def backward_temp_bytes(self, act: ActivationModel) -> int:
+        """One layer's backward transients: gradients of the widest intermediates (gate and up, bf16) and the
+        low-precision weight gradient of the largest matrix before it is accumulated into ``.grad``."""
+        grads_of_intermediates = 2 * 2 * act.tokens * self.tokens_ffn_local
+        weight_grad = 2 * self.largest_tensor if self.method == "full" else 0
+        return grads_of_intermediates + weight_grad + self.dequant_bytes
+
+
+def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
+    attn = shape.attention_linears()
+    if targets == "attention":
+        return attn
+    mlp = shape.mlp_linears(shape.arch.ffn_hidden_size) if shape.dense_layers else []
+    shared = shape.mlp_linears(shape.expert_ffn, shape.arch.num_shared_experts) if shape.is_moe else []
+    return attn + mlp + [s for s in shared if s.count]
+
+
+def lora_params_per_layer(shape: ModelShape, rank: int, targets: str) -> int:
+    return sum(rank * (lin.in_features + lin.out_features) * lin.count for lin in _adapted(shape, targets))
+
+
+def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
+    """(dense layers, MoE layers) on the busiest stage, assuming MoE layers spread evenly."""
+    per_stage = layout.layers_per_stage
+    moe_frac = shape.moe_layers / shape.arch.num_layers
+    moe = round(per_stage * moe_frac)
+    return per_stage - moe, moe
+
+
+def _layer_local(shape: ModelShape, layout: Layout, moe: bool) -> int:
+    if not moe:
+        return shape.dense_layer_params() // layout.tp
+    routed = shape.routed_expert_params_per_layer() // layout.ep
+    rest = shape.moe_layer_params() - shape.routed_expert_params_per_layer()
+    return rest // layout.tp + routed // layout.tp
+
+
+def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:
+    embed = shape.embedding_params() if stage in ("first", "only") else 0
+    head = shape.lm_head_params() if stage in ("last", "only") else 0
+    if stage == "last" and shape.arch.tied_embeddings:
+        head = shape.embedding_params()
+    norm = shape.final_norm_params() if stage in ("last", "only") else 0
+    return (embed + head) // layout.tp + norm
+
+
+def _linear_params(shape: ModelShape, dense: int, moe: int, tp: int) -> int:
+    attn = sum(lin.params for lin in shape.attention_linears())
+    mlp = sum(lin.params for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
+    experts = shape.routed_expert_params_per_layer() + shape.shared_expert_params_per_layer()
+    return (dense * (attn + mlp) + moe * (attn + experts)) // tp
+
+
+def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+    t = req.training
+    dense, moe = _stage_layers(shape, layout)
+    layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)
+    root = _root_local(shape, layout, stage)
+    total = layers_local + root
+    max_layer = max(_layer_local(shape, layout, False) if dense else 0, _layer_local(shape, layout, True) if moe else 0)
+    h, f = shape.arch.hidden_size, shape.arch.ffn_hidden_size
+    largest = max(h * f // layout.tp, (shape.arch.vocab_size * h) // layout.tp)
+    ffn_local = (shape.expert_ffn * shape.arch.experts_per_token if moe and not dense else f) // layout.tp
+    head_linear = (shape.lm_head_params() or shape.embedding_params()) // layout.tp if stage in ("last", "only") else 0
+    linears = _linear_params(shape, dense, moe, layout.tp)
+    if t.method == "full":
+        return ParamPlacement(total, 0, linears + head_linear, largest, max_layer, max_layer, root,
+                              _adafactor(shape, layout, dense + moe), total, ffn_local, "full", 0)
+    lora_layer = lora_params_per_layer(shape, t.lora_rank, t.lora_targets) // layout.tp
+    trainable = lora_layer * (dense + moe)
+    if t.method == "lora":
+        frozen = 2 * total
+        dequant = 0
+    else:
+        frozen = int(NF4_BYTES_PER_PARAM * linears + 2 * (total - linears))
+        dequant = 2 * max(h * f // layout.tp, h * h)
+    return ParamPlacement(trainable, frozen, trainable, largest, max_layer, lora_layer, root, 0, total + trainable,
+                          ffn_local, t.method, dequant)
+
+
+def _adafactor(shape: ModelShape, layout: Layout, layers: int) -> int:
+    """Adafactor's factored second moment: one fp32 value per row and per column of every matrix."""
+    per_layer = sum((lin.in_features + lin.out_features) * lin.count for lin in shape.attention_linears()
+                    + shape.mlp_linears(shape.arch.ffn_hidden_size))
+    return 4 * per_layer * layers // layout.tp

@@ -1,0 +1,79 @@
+"""Parameter counts of every preset against the count its authors publish, and HF config.json parsing."""
+
+import pytest
+
+from estimator.errors import ModelConfigError, UnknownModelError
+from estimator.modelspec import ModelShape, list_presets, parse_hf_config, preset, resolve_model
+from estimator.request import HfConfigModel
+
+# Published counts: each preset's `published_params` and `source` in estimator/data/model_presets.yaml
+# (HF model cards / papers). Tolerance 0.5%: GPT-3's "175B" is a rounded figure (174.6B by its Table 2.1 shape).
+PRESETS = [p["id"] for p in list_presets()]
+
+
+@pytest.mark.parametrize("preset_id", PRESETS)
+def test_parameter_count_matches_published(preset_id: str) -> None:
+    arch = preset(preset_id)
+    assert arch.published_params is not None
+    total = ModelShape(arch).total_params()
+    assert abs(total - arch.published_params) / arch.published_params < 0.005
+
+
+@pytest.mark.parametrize(
+    ("preset_id", "active_b"),
+    [
+        ("mixtral-8x7b", 12.9),  # Jiang et al. 2024: 12.9B active of 46.7B
+        ("mixtral-8x22b", 39.1),  # Mistral AI: 39B active of 141B
+        ("deepseek-v3", 37.5),  # DeepSeek-V3 report: 37B active (without MTP)
+    ],
+)
+def test_moe_active_params(preset_id: str, active_b: float) -> None:
+    active = ModelShape(preset(preset_id)).active_params() / 1e9
+    assert abs(active - active_b) / active_b < 0.03
+
+
+def test_required_presets_exist() -> None:
+    required = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b",
+                "llama-3.1-70b", "llama-3.1-405b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-7b",
+                "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma-2-9b", "gemma-2-27b", "deepseek-v3",
+                "gpt-3-175b"}
+    assert required <= set(PRESETS)
+
+
+LLAMA_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json (abridged to the fields that shape the model)
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "tie_word_embeddings": False, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+}
+QWEN_7B_CONFIG = {  # Qwen/Qwen2.5-7B config.json: q/k/v biases are implied by model_type qwen2
+    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False,
+}
+MIXTRAL_CONFIG = {  # mistralai/Mixtral-8x7B-v0.1 config.json
+    "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 32000, "num_local_experts": 8,
+    "num_experts_per_tok": 2, "tie_word_embeddings": False,
+}
+GPT2_CONFIG = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+               "vocab_size": 50257}  # openai-community/gpt2: 124,439,808 parameters (HF model.num_parameters())
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [(LLAMA_8B_CONFIG, 8030261248), (QWEN_7B_CONFIG, 7615616512), (MIXTRAL_CONFIG, 46702792704),
+     (GPT2_CONFIG, 124439808)],
+)
+def test_hf_config_parameter_count(config: dict, expected: int) -> None:
+    assert ModelShape(parse_hf_config(config)).total_params() == expected
+
+
+def test_hf_config_missing_fields_is_a_clear_error() -> None:
+    with pytest.raises(ModelConfigError, match="hidden_size") as info:
+        resolve_model(HfConfigModel(hf_config={"model_type": "llama"}))
+    assert info.value.field == "model.hf_config"
+
+
+def test_unknown_preset_names_known_ones() -> None:
+    with pytest.raises(UnknownModelError, match="llama-3.1-70b") as info:
+        preset("llama-9-1t")
+    assert info.value.field == "model"

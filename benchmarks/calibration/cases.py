@@ -1,0 +1,289 @@
+"""Calibration cases measured on one NVIDIA H200 (see docs/calibration-method.md).
+
+Each case is a dict:
+
+* ``id``: unique name.
+* ``request``: a JSON dict valid for ``estimator.request.EstimateRequest`` describing exactly what ran
+  (full ``ModelArch`` dict, training, parallelism, hardware).
+* run-only fields: ``hf_arch`` (which Hugging Face class builds the model), ``hf_extra`` (config fields that
+  do not change the memory or FLOP count, e.g. rope settings), ``steps`` (memory steps, with a peak-statistics
+  reset between phases), ``timed_steps`` (steps timed afterwards without resets), ``world_size_fake``
+  (None for a plain single-GPU run; W for an FSDP2 run of rank 0 under PyTorch's fake process group),
+  ``call`` (priority tier: 1 first; cases run in list order; a device call runs as many as its deadline
+  allows and the next call runs the rest), ``expect`` (what we expected
+  beforehand: "fit", "oom" or "edge") and ``note``.
+
+This module imports nothing outside the standard library so that it runs on the device machine as is.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+GPU = "h200-sxm-141gb"
+
+# Shapes from each model's published Hugging Face config.json (same numbers as estimator/data/model_presets.yaml).
+_LLAMA3_ROPE = {"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
+
+MODELS: dict[str, dict[str, Any]] = {
+    "llama-3.2-1b": {
+        "arch": {"name": "Llama 3.2 1B", "source": "meta-llama/Llama-3.2-1B config.json", "num_layers": 16,
+                 "hidden_size": 2048, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 8192,
+                 "vocab_size": 128256, "tied_embeddings": True},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 32.0},
+                     "max_position_embeddings": 131072, "rms_norm_eps": 1e-5},
+    },
+    "llama-3.2-3b": {
+        "arch": {"name": "Llama 3.2 3B", "source": "meta-llama/Llama-3.2-3B config.json", "num_layers": 28,
+                 "hidden_size": 3072, "num_attention_heads": 24, "num_kv_heads": 8, "ffn_hidden_size": 8192,
+                 "vocab_size": 128256, "tied_embeddings": True},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 32.0},
+                     "max_position_embeddings": 131072, "rms_norm_eps": 1e-5},
+    },
+    "llama-3.1-8b": {
+        "arch": {"name": "Llama 3.1 8B", "source": "meta-llama/Llama-3.1-8B config.json", "num_layers": 32,
+                 "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+                 "vocab_size": 128256, "tied_embeddings": False},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 8.0},
+                     "max_position_embeddings": 131072, "rms_norm_eps": 1e-5},
+    },
+    "llama-3.1-70b": {
+        "arch": {"name": "Llama 3.1 70B", "source": "meta-llama/Llama-3.1-70B config.json", "num_layers": 80,
+                 "hidden_size": 8192, "num_attention_heads": 64, "num_kv_heads": 8, "ffn_hidden_size": 28672,
+                 "vocab_size": 128256, "tied_embeddings": False},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 500000.0, "rope_scaling": {**_LLAMA3_ROPE, "factor": 8.0},
+                     "max_position_embeddings": 131072, "rms_norm_eps": 1e-5},
+    },
+    "mistral-7b-v0.3": {
+        "arch": {"name": "Mistral 7B v0.3", "source": "mistralai/Mistral-7B-v0.3 config.json (no sliding window)",
+                 "num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8,
+                 "ffn_hidden_size": 14336, "vocab_size": 32768, "tied_embeddings": False},
+        "hf_arch": "mistral",
+        "hf_extra": {"rope_theta": 1000000.0, "sliding_window": None, "max_position_embeddings": 32768,
+                     "rms_norm_eps": 1e-5},
+    },
+    "qwen2.5-7b": {
+        "arch": {"name": "Qwen2.5 7B", "source": "Qwen/Qwen2.5-7B config.json", "num_layers": 28,
+                 "hidden_size": 3584, "num_attention_heads": 28, "num_kv_heads": 4, "ffn_hidden_size": 18944,
+                 "vocab_size": 152064, "tied_embeddings": False, "qkv_bias": True},
+        "hf_arch": "qwen2",
+        "hf_extra": {"rope_theta": 1000000.0, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+                     "use_sliding_window": False},
+    },
+    "qwen2.5-14b": {
+        "arch": {"name": "Qwen2.5 14B", "source": "Qwen/Qwen2.5-14B config.json", "num_layers": 48,
+                 "hidden_size": 5120, "num_attention_heads": 40, "num_kv_heads": 8, "ffn_hidden_size": 13824,
+                 "vocab_size": 152064, "tied_embeddings": False, "qkv_bias": True},
+        "hf_arch": "qwen2",
+        "hf_extra": {"rope_theta": 1000000.0, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+                     "use_sliding_window": False},
+    },
+    "qwen2.5-32b": {
+        "arch": {"name": "Qwen2.5 32B", "source": "Qwen/Qwen2.5-32B config.json", "num_layers": 64,
+                 "hidden_size": 5120, "num_attention_heads": 40, "num_kv_heads": 8, "ffn_hidden_size": 27648,
+                 "vocab_size": 152064, "tied_embeddings": False, "qkv_bias": True},
+        "hf_arch": "qwen2",
+        "hf_extra": {"rope_theta": 1000000.0, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+                     "use_sliding_window": False},
+    },
+    "gemma-2-9b": {
+        "arch": {"name": "Gemma 2 9B", "source": "google/gemma-2-9b config.json (logit soft-capping on)",
+                 "num_layers": 42, "hidden_size": 3584, "num_attention_heads": 16, "num_kv_heads": 8,
+                 "head_dim": 256, "ffn_hidden_size": 14336, "vocab_size": 256000, "tied_embeddings": True,
+                 "norms_per_layer": 4, "sliding_window": 4096},
+        "hf_arch": "gemma2",
+        "hf_extra": {"rope_theta": 10000.0, "max_position_embeddings": 8192, "rms_norm_eps": 1e-6,
+                     "query_pre_attn_scalar": 256, "final_logit_softcapping": 30.0,
+                     "attn_logit_softcapping": 50.0, "hidden_activation": "gelu_pytorch_tanh"},
+    },
+    "mixtral-8x7b": {
+        "arch": {"name": "Mixtral 8x7B", "source": "mistralai/Mixtral-8x7B-v0.1 config.json", "num_layers": 32,
+                 "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
+                 "vocab_size": 32000, "tied_embeddings": False, "num_experts": 8, "experts_per_token": 2},
+        "hf_arch": "mixtral",
+        "hf_extra": {"rope_theta": 1000000.0, "sliding_window": None, "max_position_embeddings": 32768,
+                     "rms_norm_eps": 1e-5},
+    },
+}
+
+# Short model keys used in case ids.
+_SHORT = {"llama-3.2-1b": "l1b", "llama-3.2-3b": "l3b", "llama-3.1-8b": "l8b", "llama-3.1-70b": "l70b",
+          "mistral-7b-v0.3": "m7b", "qwen2.5-7b": "q7b", "qwen2.5-14b": "q14b", "qwen2.5-32b": "q32b",
+          "gemma-2-9b": "g9b", "mixtral-8x7b": "mx8x7b"}
+
+_PREC = {"bf16-mixed": "mixed", "bf16-true": "true"}
+_CKPT = {"none": "nock", "full": "ck"}
+
+
+def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed", impl: str = "fused",
+              mbs: int = 1, seq: int = 4096, ckpt: str = "none", rank: int = 16, targets: str = "all-linear",
+              world: int | None = None, call: int = 1, expect: str = "fit", note: str = "",
+              steps: int | None = None, timed_steps: int | None = None) -> dict[str, Any]:
+    spec = MODELS[model]
+    training: dict[str, Any] = {
+        "method": method, "precision": precision, "optimizer": "adamw", "optimizer_impl": impl,
+        "micro_batch_size": mbs, "seq_len": seq, "gradient_accumulation_steps": 1,
+        "activation_checkpointing": ckpt, "attention": "sdpa",
+    }
+    if method == "lora":
+        training["lora_rank"] = rank
+        training["lora_targets"] = targets
+    if world is None:
+        parallelism = {"sharding": "none", "framework": "pytorch"}
+        hardware = {"gpu": GPU, "num_nodes": 1, "gpus_per_node": 1}
+    else:
+        parallelism = {"sharding": "fsdp", "framework": "pytorch"}
+        hardware = {"gpu": GPU, "num_nodes": max(1, world // 8), "gpus_per_node": min(8, world)}
+    parts = [_SHORT[model], method if method != "lora" else f"lora{rank}{'al' if targets == 'all-linear' else 'at'}"]
+    if method == "full":
+        parts.append(_PREC[precision])
+    parts += [impl, f"b{mbs}", f"s{seq}", _CKPT[ckpt]]
+    if world is not None:
+        parts.append(f"fsdp{world}")
+    tokens = mbs * seq
+    big = tokens >= 16384 or model in ("llama-3.1-70b", "qwen2.5-32b", "mixtral-8x7b", "qwen2.5-14b")
+    if steps is None:
+        steps = 3 if big else 4
+    if timed_steps is None:
+        timed_steps = 2 if big else 3
+    return {
+        "id": "-".join(parts),
+        "request": {
+            "model": copy.deepcopy(spec["arch"]),
+            "training": training,
+            "parallelism": parallelism,
+            "hardware": hardware,
+        },
+        "hf_arch": spec["hf_arch"],
+        "hf_extra": copy.deepcopy(spec["hf_extra"]),
+        "model_key": model,
+        "steps": steps,
+        "timed_steps": timed_steps,
+        "world_size_fake": world,
+        "call": call,
+        "expect": expect,
+        "note": note,
+    }
+
+
+def _cases() -> list[dict[str, Any]]:
+    c = make_case
+    out = [
+        # ---------------- tier 1: the core full fine-tune / LoRA / OOM set ----------------
+        # Llama 3.2 1B: precision x optimizer implementation at one shape.
+        c("llama-3.2-1b", precision="bf16-mixed", impl="fused", call=1),
+        c("llama-3.2-1b", precision="bf16-mixed", impl="foreach", call=1),
+        c("llama-3.2-1b", precision="bf16-true", impl="fused", call=1),
+        c("llama-3.2-1b", precision="bf16-true", impl="foreach", call=1),
+        # Llama 3.1 8B: the single-GPU edge of full fine-tuning.
+        c("llama-3.1-8b", precision="bf16-mixed", impl="fused", ckpt="full", call=1, expect="edge",
+          note="16 B/param = 120 GiB of states before activations"),
+        c("llama-3.1-8b", precision="bf16-mixed", impl="foreach", ckpt="full", call=1, expect="oom",
+          note="foreach AdamW needs a state-sized temporary at step()"),
+        c("llama-3.1-8b", precision="bf16-mixed", impl="fused", ckpt="none", call=1, expect="oom"),
+        c("llama-3.1-8b", precision="bf16-mixed", impl="fused", mbs=8, seq=8192, ckpt="none", call=1,
+          expect="oom", note="deliberate OOM in forward"),
+        c("llama-3.1-8b", precision="bf16-true", impl="fused", ckpt="none", call=1),
+        c("llama-3.1-8b", precision="bf16-true", impl="foreach", ckpt="none", call=1),
+        c("llama-3.1-8b", precision="bf16-true", impl="fused", ckpt="full", call=1),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", ckpt="none", call=1),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", ckpt="full", call=1),
+        c("llama-3.1-8b", method="lora", rank=64, targets="attention", ckpt="none", call=1),
+        # Sharded (FSDP2, fake process group): per-rank memory.
+        c("llama-3.1-8b", world=8, ckpt="none", call=1),
+        c("llama-3.1-8b", world=8, ckpt="full", call=1),
+        c("llama-3.1-70b", world=32, ckpt="full", call=1),
+        c("llama-3.1-70b", world=64, ckpt="full", call=1),
+        c("llama-3.1-70b", world=64, ckpt="none", call=1, expect="oom", note="deliberate OOM in forward"),
+        c("llama-3.1-70b", method="lora", rank=16, targets="all-linear", world=8, ckpt="full", call=1),
+        # Qwen2.5 14B full fine-tune bf16-mixed does not fit one GPU (deliberate OOM); bf16-true is the edge.
+        c("qwen2.5-14b", precision="bf16-mixed", impl="fused", seq=2048, ckpt="full", call=1, expect="oom",
+          note="deliberate OOM: 14.8B x 16 B"),
+        c("qwen2.5-14b", precision="bf16-true", impl="fused", ckpt="full", call=1, expect="edge"),
+        # Qwen2.5 7B (qkv bias, 152k vocabulary).
+        c("qwen2.5-7b", precision="bf16-mixed", impl="fused", ckpt="full", call=1, expect="edge"),
+        c("qwen2.5-7b", precision="bf16-true", impl="fused", ckpt="none", call=1),
+        c("qwen2.5-7b", method="lora", rank=16, targets="all-linear", mbs=2, ckpt="none", call=1),
+        # Llama 3.2 3B.
+        c("llama-3.2-3b", precision="bf16-mixed", impl="fused", call=1),
+        c("llama-3.2-3b", precision="bf16-mixed", impl="foreach", call=1),
+        c("llama-3.2-3b", precision="bf16-true", impl="fused", call=1),
+        c("llama-3.2-3b", precision="bf16-mixed", impl="fused", mbs=2, ckpt="full", call=1),
+        # Qwen2.5 32B LoRA on one GPU (bf16 base = 61 GiB).
+        c("qwen2.5-32b", method="lora", rank=16, targets="all-linear", ckpt="full", call=1),
+        # ---------------- tier 2: sweeps for the step-time model and more shapes ----------------
+        # Llama 3.2 1B: batch and sequence sweeps, checkpointing on/off.
+        c("llama-3.2-1b", seq=1024, call=2),
+        c("llama-3.2-1b", mbs=2, call=2),
+        c("llama-3.2-1b", mbs=4, call=2),
+        c("llama-3.2-1b", mbs=4, ckpt="full", call=2),
+        c("llama-3.2-1b", mbs=8, ckpt="full", call=2),
+        c("llama-3.2-1b", mbs=8, ckpt="none", call=2, expect="edge", note="logits 8x4096x128256"),
+        c("llama-3.2-1b", seq=16384, call=2),
+        c("llama-3.2-1b", seq=16384, ckpt="full", call=2),
+        c("llama-3.2-1b", method="lora", rank=16, targets="all-linear", mbs=4, call=2),
+        # Llama 3.2 3B sweeps.
+        c("llama-3.2-3b", seq=1024, call=2),
+        c("llama-3.2-3b", mbs=4, ckpt="full", call=2),
+        c("llama-3.2-3b", seq=16384, ckpt="full", call=2),
+        c("llama-3.2-3b", method="lora", rank=64, targets="all-linear", mbs=2, call=2),
+        # Llama 3.1 8B sweeps (bf16-true leaves room for activations).
+        c("llama-3.1-8b", precision="bf16-true", seq=1024, call=2),
+        c("llama-3.1-8b", precision="bf16-true", mbs=2, ckpt="full", call=2),
+        c("llama-3.1-8b", precision="bf16-true", mbs=4, ckpt="full", call=2),
+        c("llama-3.1-8b", precision="bf16-true", seq=16384, ckpt="full", call=2),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", mbs=4, seq=8192, ckpt="full", call=2),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", seq=16384, ckpt="none", call=2),
+        # Mistral 7B (32k vocabulary).
+        c("mistral-7b-v0.3", precision="bf16-true", ckpt="none", call=2),
+        c("mistral-7b-v0.3", precision="bf16-mixed", ckpt="full", call=2, expect="edge"),
+        c("mistral-7b-v0.3", method="lora", rank=16, targets="all-linear", ckpt="full", call=2),
+        # More sharded cases.
+        c("llama-3.1-8b", world=16, seq=8192, ckpt="full", call=2),
+        c("llama-3.1-70b", world=16, ckpt="full", call=2),
+        c("llama-3.1-70b", world=8, ckpt="full", call=2, expect="oom",
+          note="141 GB of fp32 params+grads+Adam per rank"),
+        c("llama-3.1-70b", world=64, seq=1024, ckpt="none", call=2),
+        c("qwen2.5-32b", world=8, ckpt="full", call=2),
+        # Larger vocabulary (Gemma 2 9B, 256k, soft-capped logits) and MoE.
+        c("gemma-2-9b", method="lora", rank=16, targets="all-linear", ckpt="full", call=2),
+        c("gemma-2-9b", precision="bf16-true", ckpt="full", call=2),
+        c("qwen2.5-32b", method="lora", rank=64, targets="attention", seq=2048, ckpt="none", call=2),
+        c("qwen2.5-32b", precision="bf16-true", seq=2048, ckpt="full", call=2, expect="oom",
+          note="deliberate OOM: 32.8B x 8 B"),
+        c("mixtral-8x7b", method="lora", rank=16, targets="attention", seq=2048, ckpt="full", call=2),
+    ]
+    ids = [x["id"] for x in out]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise ValueError(f"duplicate case ids: {sorted(dup)}")
+    return out
+
+
+CASES: list[dict[str, Any]] = _cases()
+
+
+def by_id(case_id: str) -> dict[str, Any]:
+    for x in CASES:
+        if x["id"] == case_id:
+            return x
+    raise KeyError(case_id)
+
+
+if __name__ == "__main__":  # list the cases; validate the requests where the estimator is importable
+    try:
+        from estimator.request import EstimateRequest
+    except ImportError:  # pragma: no cover - the device machine has no pydantic
+        EstimateRequest = None  # type: ignore[assignment,misc]
+    for x in CASES:
+        if EstimateRequest is not None:
+            EstimateRequest.model_validate(x["request"])
+        t = x["request"]["training"]
+        print(f"{x['call']} {x['id']:60s} {x['expect']:5s} steps={x['steps']}+{x['timed_steps']}")
+    print(len(CASES), "cases", "(requests validated)" if EstimateRequest is not None else "")

@@ -1,0 +1,17 @@
+"""``/api/v1``: every JSON router, rate limited, with 401/429 documented on each operation."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from app.api.routes import estimates, plans, tco
+from app.deps import enforce_rate_limit
+from app.schemas.problem import problem_responses
+
+__all__ = ["api_router"]
+
+api_router = APIRouter(
+    prefix="/api/v1", dependencies=[Depends(enforce_rate_limit)], responses=problem_responses(401, 429)
+)
+for module in (estimates, plans, tco):
+    api_router.include_router(module.router)

@@ -1,0 +1,113 @@
+"""Every injectable, declared once as an ``Annotated`` alias. Routes never call ``Depends()`` inline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
+from sqlalchemy.orm import Session
+
+from app.errors import RateLimited, Unauthorized
+from app.metrics import Metrics
+from app.models import ApiKey
+from app.repositories.api_keys import authenticate
+from app.settings import Settings, get_settings
+
+__all__ = [
+    "CatalogDep",
+    "ClientDep",
+    "MetricsDep",
+    "SessionDep",
+    "SettingsDep",
+    "SourceCatalogDep",
+    "WriterDep",
+    "api_key_header",
+    "enforce_rate_limit",
+    "get_catalog",
+    "get_session",
+]
+
+API_KEY_HEADER = "X-API-Key"
+api_key_header = APIKeyHeader(
+    name=API_KEY_HEADER,
+    scheme_name="ApiKey",
+    auto_error=False,
+    description="Key made with `capplan api-keys create`; needed for every write.",
+)
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session on the app's engine; routes that write commit explicitly before answering."""
+    with request.app.state.sessionmaker() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_source_catalog(request: Request) -> Any:
+    """The hardware catalog as shipped (YAML), loaded once at start."""
+    return request.app.state.catalog_cache.source
+
+
+def get_catalog(request: Request, session: SessionDep) -> Any:
+    """The effective catalog: seeded data, sales overrides and custom entries (see app.catalog_cache)."""
+    return request.app.state.catalog_cache.get(session)
+
+
+SourceCatalogDep = Annotated[Any, Depends(get_source_catalog)]
+CatalogDep = Annotated[Any, Depends(get_catalog)]
+
+
+def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+
+def get_client(request: Request, session: SessionDep) -> ApiKey | None:
+    """The API key presented in ``X-API-Key``; ``None`` when there is none; 401 when it is unknown or revoked.
+
+    Reads the header directly, so that routes open to everyone do not declare a security requirement."""
+    presented = request.headers.get(API_KEY_HEADER)
+    if presented is None:
+        return None
+    client = authenticate(session=session, presented=presented)
+    if client is None:
+        raise Unauthorized("unknown or revoked API key", headers={"WWW-Authenticate": "ApiKey"})
+    return client
+
+
+ClientDep = Annotated[ApiKey | None, Depends(get_client)]
+
+
+def require_writer(client: ClientDep, _key: Annotated[str | None, Security(api_key_header)]) -> ApiKey:
+    if client is None:
+        raise Unauthorized(
+            f"this endpoint changes data and needs an {API_KEY_HEADER} header", headers={"WWW-Authenticate": "ApiKey"}
+        )
+    return client
+
+
+WriterDep = Annotated[ApiKey, Depends(require_writer)]
+
+
+def enforce_rate_limit(request: Request, client: ClientDep, settings: SettingsDep) -> None:
+    """Count the request against its API key, or its client address when it has none; 429 past the limit."""
+    if client is not None:
+        identity, limit = f"key:{client.id}", client.rate_limit or settings.rate_limit_per_key
+    else:
+        identity = f"ip:{request.client.host if request.client else 'unknown'}"
+        limit = settings.rate_limit_anonymous
+    decision = request.app.state.limiter.hit(identity, limit)
+    if not decision.allowed:
+        raise RateLimited(
+            f"more than {limit} requests; retry in {decision.retry_after_s} s",
+            headers={"Retry-After": str(decision.retry_after_s)},
+        )

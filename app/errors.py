@@ -1,0 +1,207 @@
+"""The one path from an exception to an error response.
+
+Under ``/api/`` (and for clients that ask for JSON) every error is RFC 9457 ``application/problem+json`` with
+``type, title, status, detail, instance, request_id`` and an ``errors`` list naming each field; elsewhere it is
+a small HTML page. Estimator errors, request validation, HTTP errors and our own :class:`ApiError` all come
+here; anything else becomes a 500 problem with no traceback (the traceback goes to the log).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.request_id import HEADER, request_id_of
+from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
+from estimator.errors import (
+    EstimatorError,
+    ModelConfigError,
+    UnknownHardwareError,
+    UnknownModelError,
+    UnsupportedCombinationError,
+)
+
+__all__ = [
+    "ApiError",
+    "Conflict",
+    "NotFound",
+    "NotImplementedYet",
+    "RateLimited",
+    "Unauthorized",
+    "field_errors_from_locs",
+    "install_error_handlers",
+    "problem_response",
+]
+
+log = logging.getLogger("capplan.errors")
+
+HtmlRenderer = Callable[[Request, Problem], Response]
+
+
+class ApiError(Exception):
+    """An error with its HTTP status; raise a subclass from a route or dependency."""
+
+    status = 400
+    slug = "bad-request"
+    title = "Bad request"
+
+    def __init__(
+        self, detail: str, errors: Sequence[FieldError] = (), headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = headers or {}
+
+
+class Unauthorized(ApiError):
+    status, slug, title = 401, "unauthorized", "API key required"
+
+
+class NotFound(ApiError):
+    status, slug, title = 404, "not-found", "Not found"
+
+
+class Conflict(ApiError):
+    status, slug, title = 409, "conflict", "Conflict"
+
+
+class RateLimited(ApiError):
+    status, slug, title = 429, "rate-limited", "Too many requests"
+
+
+class NotImplementedYet(ApiError):
+    status, slug, title = 501, "not-implemented", "Not implemented yet"
+
+
+_ESTIMATOR: list[tuple[type[EstimatorError], str, str]] = [
+    (UnsupportedCombinationError, "unsupported-combination", "Unsupported combination"),
+    (UnknownModelError, "unknown-model", "Unknown model"),
+    (UnknownHardwareError, "unknown-hardware", "Unknown hardware"),
+    (ModelConfigError, "model-config", "Unreadable model config"),
+    (EstimatorError, "invalid-request", "Invalid request"),
+]
+
+_HTTP_TITLES = {404: "Not found", 405: "Method not allowed", 401: "Unauthorized", 413: "Request too large"}
+
+
+def _type_uri(slug: str) -> str:
+    return f"urn:capplan:problem:{slug}"
+
+
+def field_error(path: Sequence[str | int], detail: str, kind: str | None = None) -> FieldError:
+    parts = [str(p) for p in path]
+    return FieldError(field=".".join(parts), pointer="#/" + "/".join(parts), detail=detail, type=kind)
+
+
+# Location segments pydantic adds for the members of a union (``str``, ``HfConfigModel``,
+# ``function-after[_check(), ModelArch]``, ``list[EstimateRequest]``): not fields, so not in the path.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|[A-Z]\w*|[\w-]+\[.*\])$")
+
+
+def field_errors_from_locs(errors: Iterable[Any]) -> list[FieldError]:
+    """Pydantic/FastAPI errors → field errors. Body fields lose the ``body`` prefix; query/path keep it."""
+    result = []
+    for err in errors:
+        loc = list(err.get("loc", ()))
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        path = [p for p in loc if not (isinstance(p, str) and _UNION_MEMBER.match(p))]
+        result.append(field_error(path, str(err.get("msg", "invalid")), err.get("type")))
+    return result
+
+
+def _wants_html(request: Request) -> bool:
+    if request.url.path.startswith("/api/"):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept or not accept or accept == "*/*"
+
+
+def _default_html(_request: Request, problem: Problem) -> Response:
+    title, detail = html.escape(problem.title), html.escape(problem.detail)
+    body = (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{problem.status} {title}</title>"
+        f"<h1>{problem.status} {title}</h1><p>{detail}</p>"
+        f"<p><small>request id {html.escape(problem.request_id)}</small></p></html>"
+    )
+    return HTMLResponse(body, status_code=problem.status)
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    errors: Sequence[FieldError] = (),
+    headers: dict[str, str] | None = None,
+) -> Response:
+    request_id = request_id_of(request)
+    problem = Problem(
+        type=_type_uri(slug),
+        title=title,
+        status=status,
+        detail=detail,
+        instance=request.url.path,
+        request_id=request_id,
+        errors=list(errors),
+    )
+    all_headers = {**(headers or {}), HEADER: request_id}
+    if _wants_html(request):
+        renderer: HtmlRenderer = getattr(request.app.state, "html_error_renderer", None) or _default_html
+        response = renderer(request, problem)
+        response.headers.update(all_headers)
+        return response
+    return JSONResponse(
+        problem.model_dump(mode="json"), status_code=status, headers=all_headers, media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return problem_response(request, exc.status, exc.slug, exc.title, exc.detail, exc.errors, exc.headers)
+
+
+async def _estimator_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EstimatorError)
+    slug, title = next((s, t) for cls, s, t in _ESTIMATOR if isinstance(exc, cls))
+    errors = [field_error(exc.field.split("."), exc.message, slug)] if exc.field else []
+    return problem_response(request, 422, slug, title, exc.message, errors)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = field_errors_from_locs(exc.errors())
+    fields = ", ".join(e.field or "(body)" for e in errors[:5])
+    detail = f"{len(errors)} invalid field(s): {fields}" if errors else "invalid request"
+    return problem_response(request, 422, "validation-error", "Invalid request", detail, errors)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    title = _HTTP_TITLES.get(exc.status_code, "HTTP error")
+    slug = title.lower().replace(" ", "-")
+    return problem_response(request, exc.status_code, slug, title, str(exc.detail), (), exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    detail = f"internal error; quote request id {request_id_of(request)} when reporting it"
+    return problem_response(request, 500, "internal-error", "Internal error", detail)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(EstimatorError, _estimator_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,90 @@
+"""The application factory: ``create_app(settings)``; its lifespan owns the engine.
+
+``uvicorn app.main:create_app --factory`` (what ``capplan serve`` runs) builds it from the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.api import docs, health
+from app.api.router import api_router
+from app.catalog_cache import CatalogCache
+from app.db import make_engine, make_sessionmaker
+from app.errors import install_error_handlers
+from app.metrics import Metrics, MetricsMiddleware
+from app.openapi import install_openapi, operation_id
+from app.ratelimit import RateLimiter
+from app.request_id import RequestIdMiddleware
+from app.settings import Settings, get_settings
+from app.startup import load_source_catalog, prepare_database
+from app.web import router as web_router
+from estimator import ESTIMATOR_VERSION
+
+__all__ = ["create_app"]
+
+DESCRIPTION = f"""Capacity planner for training and fine-tuning LLMs on multi-GPU servers
+(estimator {ESTIMATOR_VERSION}).
+
+Reads are open; writes (quotes, saved plans, catalog changes) need an `X-API-Key` made with
+`capplan api-keys create`. Every error is `application/problem+json` (RFC 9457) with a `request_id`.
+"""
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    engine = make_engine(settings.database_url)
+    try:
+        if app.state.catalog_cache is None:
+            app.state.catalog_cache = CatalogCache(await anyio.to_thread.run_sync(load_source_catalog))
+        source = app.state.catalog_cache.source
+        await anyio.to_thread.run_sync(
+            lambda: prepare_database(
+                engine, source, migrate=settings.migrate_on_start, seed=settings.seed_catalog_on_start
+            )
+        )
+        app.state.engine = engine
+        app.state.sessionmaker = make_sessionmaker(engine)
+        yield
+    finally:
+        engine.dispose()
+
+
+def create_app(settings: Settings | None = None, *, catalog: Any = None) -> FastAPI:
+    """Build the app. ``settings`` default to the environment's; ``catalog`` to the shipped hardware catalog."""
+    app = FastAPI(
+        title="capplan",
+        version=version("capplan"),
+        lifespan=_lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=docs.OPENAPI_URL,
+        generate_unique_id_function=operation_id,
+    )
+    if settings is None:
+        settings = get_settings()
+    else:
+        app.dependency_overrides[get_settings] = lambda: settings
+    app.state.settings = settings
+    app.state.catalog_cache = CatalogCache(catalog) if catalog is not None else None
+    app.state.limiter = RateLimiter(settings.rate_limit_storage)
+    app.state.metrics = Metrics()
+
+    install_error_handlers(app)
+    install_openapi(app, DESCRIPTION)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(RequestIdMiddleware)
+    app.include_router(api_router)
+    app.include_router(health.router)
+    app.include_router(docs.router)
+    app.include_router(web_router)
+    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    return app

@@ -1,0 +1,183 @@
+"""Database tables (SQLAlchemy 2 typed models).
+
+- ``api_keys``: quoting-tool credentials; only a salted hash of each key is kept.
+- ``catalog_entries``: one row per GPU, server or cloud offer. ``data`` is the seeded source data (or what a
+  user posted for a custom entry); ``overrides`` holds sales overrides, kept apart so the effective value is
+  always ``data`` updated by ``overrides`` and the seeded value stays visible.
+- ``catalog_audit``: every change to an entry (seed, re-seed, create, override), who made it and when.
+- ``catalog_seeds``: each time a catalog version was seeded, with what it added and changed.
+- ``saved_items`` + ``saved_revisions``: quotes and saved plans. A revision is immutable; a recompute adds one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, DateTime, ForeignKey, MetaData, Numeric, String, TypeDecorator, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+__all__ = [
+    "ApiKey",
+    "Base",
+    "CatalogAudit",
+    "CatalogEntry",
+    "CatalogSeed",
+    "SavedItem",
+    "SavedRevision",
+    "utcnow",
+]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite drops the offset)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return value.astimezone(UTC) if value is not None and value.tzinfo else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: PortableJSON,
+        list[Any]: PortableJSON,
+        datetime: UTCDateTime(),
+    }
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True, comment="public part of the key, for lookup")
+    salt: Mapped[str] = mapped_column(String(64))
+    key_hash: Mapped[str] = mapped_column(String(128), comment="sha256(salt + secret), hex")
+    rate_limit: Mapped[str | None] = mapped_column(String(50), comment="e.g. 600/minute; null = default")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+
+
+class CatalogEntry(Base):
+    __tablename__ = "catalog_entries"
+    __table_args__ = (UniqueConstraint("kind", "entry_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20), comment="gpu | server | cloud_offer")
+    entry_id: Mapped[str] = mapped_column(String(200))
+    origin: Mapped[str] = mapped_column(String(20), comment="seeded | custom")
+    data: Mapped[dict[str, Any]] = mapped_column(comment="seeded source data, or the posted custom entry")
+    overrides: Mapped[dict[str, Any]] = mapped_column(default=dict, comment="sales overrides of fields")
+    catalog_version: Mapped[str | None] = mapped_column(String(100), comment="catalog that seeded the row")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(100))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(100))
+
+    audit: Mapped[list[CatalogAudit]] = relationship(
+        back_populates="entry", order_by="CatalogAudit.id", cascade="all, delete-orphan"
+    )
+
+    @property
+    def effective(self) -> dict[str, Any]:
+        return {**self.data, **self.overrides}
+
+
+class CatalogAudit(Base):
+    __tablename__ = "catalog_audit"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    entry_pk: Mapped[int] = mapped_column(ForeignKey("catalog_entries.id", ondelete="CASCADE"), index=True)
+    action: Mapped[str] = mapped_column(String(20), comment="seed | reseed | create | override")
+    changes: Mapped[dict[str, Any]] = mapped_column(comment="fields set (and unset) by this action")
+    previous: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON, comment="values before the action")
+    reason: Mapped[str | None] = mapped_column(String(500))
+    actor: Mapped[str] = mapped_column(String(100), comment="API key name, or catalog:<version>")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    entry: Mapped[CatalogEntry] = relationship(back_populates="audit")
+
+
+class CatalogSeed(Base):
+    __tablename__ = "catalog_seeds"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    catalog_version: Mapped[str] = mapped_column(String(100))
+    added: Mapped[int]
+    changed: Mapped[int]
+    unchanged: Mapped[int]
+    conflicts: Mapped[list[Any]] = mapped_column(comment="ids seeded but held by custom entries")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SavedItem(Base):
+    """A quote (``kind="quote"``) or a saved plan (``kind="plan"``); its content lives in revisions."""
+
+    __tablename__ = "saved_items"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(10), index=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    customer: Mapped[str | None] = mapped_column(String(200), index=True)
+    latest_revision: Mapped[int] = mapped_column(default=1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(100))
+    deleted_at: Mapped[datetime | None]
+    deleted_by: Mapped[str | None] = mapped_column(String(100))
+
+    revisions: Mapped[list[SavedRevision]] = relationship(
+        back_populates="item", order_by="SavedRevision.number", cascade="all, delete-orphan"
+    )
+
+
+class SavedRevision(Base):
+    """One immutable version of a quote or plan: the inputs, the full result and the versions used."""
+
+    __tablename__ = "saved_revisions"
+    __table_args__ = (UniqueConstraint("item_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("saved_items.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    reason: Mapped[str] = mapped_column(String(20), comment="created | recomputed")
+    input_kind: Mapped[str] = mapped_column(String(20), comment="estimate (plan once the planner lands)")
+    inputs: Mapped[dict[str, Any]]
+    chosen_option: Mapped[str | None] = mapped_column(String(200))
+    server_count: Mapped[int | None]
+    price: Mapped[Decimal | None] = mapped_column(Numeric(16, 2))
+    currency: Mapped[str | None] = mapped_column(String(3))
+    notes: Mapped[str | None] = mapped_column(String(2000))
+    result: Mapped[dict[str, Any]]
+    estimator_version: Mapped[str] = mapped_column(String(50))
+    catalog_version: Mapped[str] = mapped_column(String(100))
+    diff: Mapped[list[Any] | None] = mapped_column(PortableJSON, comment="changes from the previous revision")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(100))
+
+    item: Mapped[SavedItem] = relationship(back_populates="revisions")

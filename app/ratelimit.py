@@ -1,0 +1,38 @@
+"""Per-client rate limits with the ``limits`` library (moving window).
+
+A request with a valid API key counts against that key (its own limit, else ``rate_limit_per_key``);
+one without counts against its client address (``rate_limit_anonymous``). Storage defaults to memory, per
+process; point ``CAPPLAN_RATE_LIMIT_STORAGE`` at e.g. ``redis://`` when running several replicas.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from limits import RateLimitItem, parse
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+__all__ = ["Decision", "RateLimiter"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    limit: int
+    remaining: int
+    retry_after_s: int
+
+
+class RateLimiter:
+    def __init__(self, storage_uri: str = "memory://") -> None:
+        self._limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
+
+    def hit(self, identity: str, limit: str) -> Decision:
+        item: RateLimitItem = parse(limit)
+        allowed = self._limiter.hit(item, identity)
+        stats = self._limiter.get_window_stats(item, identity)
+        retry = 0 if allowed else max(1, math.ceil(stats.reset_time - time.time()))
+        return Decision(allowed, item.amount, stats.remaining, retry)

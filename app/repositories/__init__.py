@@ -1,0 +1,1 @@
+"""Database access, one module per table group; keyword-only functions taking a ``Session``."""

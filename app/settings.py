@@ -1,0 +1,55 @@
+"""Application settings, read from the environment (``CAPPLAN_`` prefix) or passed to ``create_app``.
+
+``DATABASE_URL`` is also read without the prefix, as every hosting platform sets it that way.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from limits import parse
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAPPLAN_", env_ignore_empty=True, extra="ignore")
+
+    database_url: str = Field(
+        default="sqlite:///./capplan.db",
+        validation_alias=AliasChoices("CAPPLAN_DATABASE_URL", "DATABASE_URL", "database_url"),
+        description="SQLAlchemy URL; postgres:// and postgresql:// are rewritten to postgresql+psycopg://",
+    )
+    migrate_on_start: bool = Field(default=True, description="run `alembic upgrade head` when the app starts")
+    seed_catalog_on_start: bool = Field(default=True, description="seed the hardware catalog on start")
+    rate_limit_anonymous: str = Field(default="120/minute", description="requests without an API key, per IP")
+    rate_limit_per_key: str = Field(default="600/minute", description="default limit of one API key")
+    rate_limit_storage: str = Field(default="memory://", description="limits storage URI, e.g. redis://host")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    static_dir: Path = Field(default=Path(__file__).resolve().parents[1] / "static")
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _psycopg_driver(cls, value: object) -> object:
+        if isinstance(value, str):
+            for prefix in ("postgres://", "postgresql://"):
+                if value.startswith(prefix):
+                    return "postgresql+psycopg://" + value[len(prefix) :]
+        return value
+
+
+    @field_validator("rate_limit_anonymous", "rate_limit_per_key")
+    @classmethod
+    def _limit_parses(cls, value: str) -> str:
+        parse(value)  # raises ValueError naming the bad limit
+        return value
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings from the environment; a FastAPI dependency that tests override."""
+    return Settings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from app.api.routes import estimates, plans, tco
+from app.api.routes import catalog, compare, estimates, plans, quotes, saved_plans, tco
 from app.deps import enforce_rate_limit
 from app.schemas.problem import problem_responses
 
@@ -13,5 +13,5 @@ __all__ = ["api_router"]
 api_router = APIRouter(
     prefix="/api/v1", dependencies=[Depends(enforce_rate_limit)], responses=problem_responses(401, 429)
 )
-for module in (estimates, plans, tco):
+for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans):
     api_router.include_router(module.router)

@@ -1,0 +1,121 @@
+"""The routes quotes and saved plans share: list, get, recompute, delete and exports.
+
+Both are ``saved_items`` rows of a different ``kind``. Deleting is a soft delete: the item disappears from
+every read (404 afterwards) but its revisions stay in the database for the audit trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+from fastapi.responses import HTMLResponse, JSONResponse
+from sqlalchemy.exc import IntegrityError
+
+from app.deps import CatalogDep, SessionDep, WriterDep
+from app.errors import Conflict, NotFound
+from app.exports.documents import csv_document, json_document, print_document
+from app.models import SavedItem, SavedRevision
+from app.repositories.saved import list_items, soft_delete
+from app.schemas.problem import problem_responses
+from app.schemas.saved import RecomputeOut, SavedList, SavedOut, SavedSummary
+from app.services.saved import find_saved, recompute
+
+__all__ = ["ItemId", "add_export_routes", "add_saved_routes"]
+
+ItemId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+RevisionQuery = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="a revision number; default latest")]
+
+
+def _revision(item: SavedItem, number: int | None) -> SavedRevision:
+    if number is None:
+        return item.revisions[-1]
+    for rev in item.revisions:
+        if rev.number == number:
+            return rev
+    raise NotFound(f"{item.kind} {item.id} has no revision {number}")
+
+
+def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
+    def list_saved(
+        session: SessionDep,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        customer: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring")] = None,
+    ) -> SavedList:
+        items, total = list_items(session=session, kind=kind, customer=customer, name=name, limit=limit,
+                                  offset=offset)
+        return SavedList(items=[SavedSummary.of(i) for i in items], total=total, limit=limit, offset=offset)
+
+    def get_saved(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> SavedOut:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        return SavedOut.with_revision(item, _revision(item, revision))
+
+    def recompute_saved(
+        item_id: ItemId, session: SessionDep, catalog: CatalogDep, writer: WriterDep,
+        dry_run: Annotated[bool, Query(description="compute and diff, but store nothing")] = False,
+    ) -> RecomputeOut:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        done = recompute(session=session, catalog=catalog, item=item, actor=writer.name, store=not dry_run)
+        try:
+            session.commit()
+        except IntegrityError:
+            raise Conflict(f"{kind} {item_id} was recomputed at the same time; try again") from None
+        shown = done.new or done.previous
+        return RecomputeOut(saved=SavedOut.with_revision(item, shown), previous_revision=done.previous.number,
+                            new_revision=done.new.number if done.new else None, changed=bool(done.diff),
+                            diff=done.diff)  # type: ignore[arg-type]
+
+    def delete_saved(item_id: ItemId, session: SessionDep, writer: WriterDep) -> Response:
+        soft_delete(item=find_saved(session=session, kind=kind, item_id=item_id), actor=writer.name)
+        session.commit()
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+    return {"list": list_saved, "get": get_saved, "recompute": recompute_saved, "delete": delete_saved}
+
+
+def add_saved_routes(router: APIRouter, kind: str, one: str, many: str) -> None:
+    h = _handlers(kind)
+    router.add_api_route("", h["list"], methods=["GET"], response_model=SavedList, name=f"list_{many}",
+                         summary=f"List {many.replace('_', ' ')}, newest first (paged, filtered)")
+    router.add_api_route("/{item_id}", h["get"], methods=["GET"], response_model=SavedOut, name=f"get_{one}",
+                         responses=problem_responses(404), summary=f"One {one.replace('_', ' ')}")
+    router.add_api_route("/{item_id}/recompute", h["recompute"], methods=["POST"], response_model=RecomputeOut,
+                         name=f"recompute_{one}", responses=problem_responses(404, 409),
+                         summary="Re-run on the current estimator and catalog; stores a new revision and the diff")
+    router.add_api_route("/{item_id}", h["delete"], methods=["DELETE"], status_code=204,
+                         response_class=Response, name=f"delete_{one}", responses=problem_responses(404),
+                         summary="Soft delete: hidden from reads, revisions kept for the audit trail")
+
+
+def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
+    """``/{id}.json``, ``/{id}.csv`` and ``/{id}/print``; add before ``/{id}`` so the suffixes match first."""
+
+    def export_json(item_id: ItemId, session: SessionDep) -> JSONResponse:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        return JSONResponse(json_document(item),
+                            headers={"Content-Disposition": f'attachment; filename="{kind}-{item_id}.json"'})
+
+    def export_csv(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> Response:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        rev = _revision(item, revision)
+        return Response(csv_document(item, rev), media_type="text/csv; charset=utf-8", headers={
+            "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.csv"'})
+
+    def print_saved(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> HTMLResponse:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        return HTMLResponse(print_document(item, _revision(item, revision)))
+
+    text = {"content": {"text/csv": {"schema": {"type": "string"}}}}
+    html = {"content": {"text/html": {"schema": {"type": "string"}}}}
+    router.add_api_route("/{item_id}.json", export_json, methods=["GET"], name=f"export_{one}_json",
+                         response_class=JSONResponse, responses=problem_responses(404),
+                         summary="Export with every revision, as a JSON document")
+    router.add_api_route("/{item_id}.csv", export_csv, methods=["GET"], name=f"export_{one}_csv",
+                         response_class=Response, responses={200: text, **problem_responses(404)},
+                         summary="Export one revision as field,value CSV")
+    router.add_api_route("/{item_id}/print", print_saved, methods=["GET"], name=f"print_{one}",
+                         response_class=HTMLResponse, responses={200: html, **problem_responses(404)},
+                         summary="Printable HTML (print to PDF from the browser)")

@@ -1,0 +1,1 @@
+"""Quote exports: a JSON document, a CSV sheet and a printable HTML page."""

@@ -1,0 +1,63 @@
+"""The export documents of a quote or plan: JSON (every revision), CSV and printable HTML (one revision)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from app.exports.flatten import flatten
+from app.models import SavedItem, SavedRevision
+from app.schemas.saved import RevisionOut, SavedSummary
+
+__all__ = ["csv_document", "json_document", "print_document"]
+
+_ENV = Environment(
+    loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+    autoescape=select_autoescape(default=True),
+)
+GIB = 2**30
+
+
+def json_document(item: SavedItem) -> dict[str, Any]:
+    return {
+        **SavedSummary.of(item).model_dump(mode="json"),
+        "revisions": [RevisionOut.of(r).model_dump(mode="json") for r in item.revisions],
+    }
+
+
+def _header(item: SavedItem, rev: SavedRevision) -> list[tuple[str, Any]]:
+    return [
+        ("id", item.id), ("kind", item.kind), ("name", item.name), ("customer", item.customer),
+        ("revision", rev.number), ("revision_reason", rev.reason), ("created_at", rev.created_at.isoformat()),
+        ("created_by", rev.created_by), ("chosen_option", rev.chosen_option), ("server_count", rev.server_count),
+        ("price", rev.price), ("currency", rev.currency), ("notes", rev.notes),
+        ("estimator_version", rev.estimator_version), ("catalog_version", rev.catalog_version),
+    ]
+
+
+def csv_document(item: SavedItem, rev: SavedRevision) -> str:
+    """``field,value`` rows: the quote, then ``inputs.*`` and ``result.*`` flattened."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["field", "value"])
+    writer.writerows(_header(item, rev))
+    writer.writerows(flatten(rev.inputs, "inputs"))
+    writer.writerows(flatten(rev.result, "result"))
+    return out.getvalue()
+
+
+def _gib(value: Any) -> str:
+    return f"{value / GIB:,.1f} GiB" if isinstance(value, int | float) else "–"
+
+
+def print_document(item: SavedItem, rev: SavedRevision) -> str:
+    memory = rev.result.get("memory", {})
+    return _ENV.get_template("quote_print.html").render(
+        item=item, rev=rev, header=_header(item, rev), memory=memory,
+        breakdown=memory.get("breakdown_bytes", {}), inputs=list(flatten(rev.inputs)),
+        result=rev.result, gib=_gib,
+    )

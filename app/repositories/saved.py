@@ -1,0 +1,62 @@
+"""Quotes and saved plans (``saved_items``) and their immutable revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from app.models import SavedItem, SavedRevision, utcnow
+
+__all__ = ["add_revision", "create_item", "get_item", "list_items", "soft_delete"]
+
+
+def create_item(*, session: Session, kind: str, name: str, customer: str | None, actor: str,
+                revision: dict[str, Any]) -> SavedItem:
+    item = SavedItem(kind=kind, name=name, customer=customer, created_by=actor, latest_revision=1)
+    item.revisions.append(SavedRevision(number=1, reason="created", created_by=actor, diff=None, **revision))
+    session.add(item)
+    session.flush()
+    return item
+
+
+def get_item(*, session: Session, kind: str, item_id: int) -> SavedItem | None:
+    """The live (not deleted) item with its revisions, or ``None``."""
+    return session.scalar(
+        select(SavedItem)
+        .where(SavedItem.id == item_id, SavedItem.kind == kind, SavedItem.deleted_at.is_(None))
+        .options(selectinload(SavedItem.revisions))
+    )
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def list_items(*, session: Session, kind: str, customer: str | None, name: str | None, limit: int,
+               offset: int) -> tuple[list[SavedItem], int]:
+    """Newest first. ``customer`` matches exactly (ignoring case), ``name`` as a substring (ignoring case)."""
+    query = select(SavedItem).where(SavedItem.kind == kind, SavedItem.deleted_at.is_(None))
+    if customer is not None:
+        query = query.where(func.lower(SavedItem.customer) == customer.lower())
+    if name is not None:
+        query = query.where(SavedItem.name.ilike(f"%{_escape_like(name)}%", escape="\\"))
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(SavedItem.id.desc()).limit(limit).offset(offset))
+    return list(rows), int(total)
+
+
+def add_revision(*, session: Session, item: SavedItem, actor: str, diff: list[Any],
+                 revision: dict[str, Any]) -> SavedRevision:
+    number = item.latest_revision + 1
+    rev = SavedRevision(number=number, reason="recomputed", created_by=actor, diff=diff, **revision)
+    item.revisions.append(rev)
+    item.latest_revision = number
+    session.flush()
+    return rev
+
+
+def soft_delete(*, item: SavedItem, actor: str) -> None:
+    """Hide the item from every read; its rows and revisions stay for the audit trail."""
+    item.deleted_at, item.deleted_by = utcnow(), actor

@@ -1,0 +1,84 @@
+"""Custom catalog entries and sales overrides, validated against the catalog's own models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session
+
+from app.catalog_cache import entry_model
+from app.catalog_kinds import Kind, source_items
+from app.errors import Conflict, NotFound, field_error
+from app.models import CatalogEntry
+from app.repositories.catalog import add_custom, apply_override, get_entry
+from app.schemas.catalog import OverridePatch
+
+__all__ = ["create_custom_entry", "find_entry", "override_entry"]
+
+
+def _validate(cls: type[BaseModel], data: dict[str, Any], where: Any) -> BaseModel:
+    """Validate ``data``; errors are raised with body locations chosen by ``where(loc)``."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *where(tuple(e["loc"])))} for e in exc.errors(include_url=False)]
+        ) from None
+
+
+def _check_gpu_ref(kind: Kind, data: dict[str, Any], catalog: Any, loc: tuple[str, ...]) -> None:
+    if kind == "gpu" or "gpu_id" not in data:
+        return
+    if str(data["gpu_id"]) not in source_items(catalog, "gpu"):
+        raise RequestValidationError(
+            [{"loc": ("body", *loc), "msg": f"no GPU {data['gpu_id']!r} in the catalog", "type": "unknown_gpu"}]
+        )
+
+
+def find_entry(*, session: Session, kind: Kind, entry_id: str) -> CatalogEntry:
+    row = get_entry(session=session, kind=kind, entry_id=entry_id)
+    if row is None:
+        raise NotFound(f"no {kind.replace('_', ' ')} {entry_id!r} in the catalog")
+    return row
+
+
+def create_custom_entry(
+    *, session: Session, source: Any, catalog: Any, kind: Kind, body: dict[str, Any], actor: str
+) -> CatalogEntry:
+    data = _validate(entry_model(source, kind), body, lambda loc: loc).model_dump(mode="json")
+    _check_gpu_ref(kind, data, catalog, ("gpu_id",))
+    if get_entry(session=session, kind=kind, entry_id=str(data["id"])) is not None:
+        raise Conflict(f"{kind.replace('_', ' ')} {data['id']!r} already exists; PATCH it to override fields",
+                       [field_error(["id"], "already exists", "conflict")])
+    return add_custom(session=session, kind=kind, data=data, actor=actor)
+
+
+def _patch_loc(set_fields: dict[str, Any], unset: Sequence[str]) -> Any:
+    def where(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+        if loc and loc[0] in set_fields:
+            return ("set", *loc)
+        return ("unset",) if loc and loc[0] in unset else loc
+
+    return where
+
+
+def override_entry(
+    *, session: Session, source: Any, catalog: Any, kind: Kind, entry_id: str, patch: OverridePatch, actor: str
+) -> CatalogEntry:
+    row = find_entry(session=session, kind=kind, entry_id=entry_id)
+    not_overridden = [f for f in patch.unset if f not in row.overrides]
+    if not_overridden:
+        raise RequestValidationError(
+            [{"loc": ("body", "unset"), "msg": f"not overridden: {', '.join(not_overridden)}", "type": "value_error"}]
+        )
+    kept = {k: v for k, v in row.overrides.items() if k not in patch.unset}
+    merged = {**row.data, **kept, **patch.set}
+    model = _validate(entry_model(source, kind), merged, _patch_loc(patch.set, patch.unset))
+    normalized = model.model_dump(mode="json")
+    _check_gpu_ref(kind, normalized, catalog, ("set", "gpu_id"))
+    set_fields = {k: normalized[k] for k in patch.set}
+    apply_override(entry=row, set_fields=set_fields, unset=patch.unset, actor=actor, reason=patch.reason)
+    return row

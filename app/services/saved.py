@@ -1,0 +1,90 @@
+"""Saving quotes and plans with their full result and versions, and recomputing them into new revisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, NotFound, field_error, field_errors_from_locs
+from app.models import SavedItem, SavedRevision
+from app.repositories.saved import add_revision, create_item, get_item
+from app.schemas.saved import PlanCreate, QuoteCreate
+from app.services.diff import json_diff
+from app.services.estimates import prefix_error
+from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
+
+__all__ = ["Recomputed", "find_saved", "recompute", "save_plan", "save_quote"]
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    item: SavedItem
+    previous: SavedRevision
+    new: SavedRevision | None
+    diff: list[dict[str, Any]]
+
+
+def _computed(request: EstimateRequest, catalog: Any) -> dict[str, Any]:
+    try:
+        result: EstimateResponse = estimate(request, catalog)
+    except EstimatorError as exc:
+        raise prefix_error(exc, "inputs") from exc
+    return {
+        "input_kind": "estimate",
+        "inputs": request.model_dump(mode="json"),
+        "result": result.model_dump(mode="json"),
+        "estimator_version": result.estimator_version,
+        "catalog_version": result.catalog_version,
+    }
+
+
+def save_quote(*, session: Session, catalog: Any, body: QuoteCreate, actor: str) -> SavedItem:
+    revision = _computed(body.inputs, catalog) | {
+        "chosen_option": body.chosen_option, "server_count": body.server_count, "price": body.price,
+        "currency": body.currency, "notes": body.notes,
+    }
+    return create_item(session=session, kind="quote", name=body.name, customer=body.customer, actor=actor,
+                       revision=revision)
+
+
+def save_plan(*, session: Session, catalog: Any, body: PlanCreate, actor: str) -> SavedItem:
+    revision = _computed(body.inputs, catalog) | {"notes": body.notes}
+    return create_item(session=session, kind="plan", name=body.name, customer=None, actor=actor,
+                       revision=revision)
+
+
+def find_saved(*, session: Session, kind: str, item_id: int) -> SavedItem:
+    item = get_item(session=session, kind=kind, item_id=item_id)
+    if item is None:
+        raise NotFound(f"no {kind} {item_id}")
+    return item
+
+
+def _still_valid(latest: SavedRevision) -> EstimateRequest:
+    try:
+        return EstimateRequest.model_validate(latest.inputs)
+    except ValidationError as exc:
+        errors = field_errors_from_locs({**e, "loc": ("inputs", *e["loc"])} for e in exc.errors())
+        raise Conflict("the saved inputs are no longer valid for the current estimator", errors) from None
+
+
+def recompute(*, session: Session, catalog: Any, item: SavedItem, actor: str, store: bool = True) -> Recomputed:
+    """Re-run the latest revision's inputs on the current estimator and catalog. With ``store`` the result
+    becomes a new revision (the old ones are kept as they were); without, nothing is written."""
+    latest = item.revisions[-1]
+    request = _still_valid(latest)
+    try:
+        fresh = _computed(request, catalog)
+    except EstimatorError as exc:
+        errors = [field_error((exc.field or "inputs").split("."), exc.message, "recompute-failed")]
+        raise Conflict(f"the saved inputs no longer compute: {exc.message}", errors) from None
+    changes = json_diff(latest.result, fresh["result"])
+    if not store:
+        return Recomputed(item, latest, None, changes)
+    carried = {"chosen_option": latest.chosen_option, "server_count": latest.server_count,
+               "price": latest.price, "currency": latest.currency, "notes": latest.notes}
+    new = add_revision(session=session, item=item, actor=actor, diff=changes, revision=fresh | carried)
+    return Recomputed(item, latest, new, changes)

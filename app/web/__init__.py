@@ -1,5 +1,16 @@
-"""HTML pages (Jinja2 + HTMX) for capplan."""
+"""HTML pages (Jinja2 + HTMX) for capplan: one router, included by ``create_app``.
 
-from app.web.routes import router
+``render_problem`` draws an error as an HTML page (or an htmx fragment); ``create_app`` sets it as
+``app.state.html_error_renderer`` so ``app.errors`` uses it for every non-API error.
+"""
 
-__all__ = ["router"]
+from fastapi import APIRouter
+
+from app.web import estimate_page, saved_pages
+from app.web.error_page import render_problem
+
+__all__ = ["render_problem", "router"]
+
+router = APIRouter(include_in_schema=False)
+for module in (estimate_page, saved_pages):
+    router.include_router(module.router)

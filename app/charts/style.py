@@ -1,0 +1,42 @@
+"""Shared look of every capplan chart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+__all__ = ["GIB", "MEMORY_COLORS", "base_layout", "figure_json"]
+
+GIB = 2**30
+
+#: One colour per memory kind, in stacking order (model state first, then transient memory).
+MEMORY_COLORS: dict[str, str] = {
+    "parameters": "#1f4e79",
+    "gradients": "#2e75b6",
+    "optimizer_states": "#9dc3e6",
+    "activations": "#c55a11",
+    "logits": "#f4b183",
+    "temporary": "#bf9000",
+    "overhead": "#a5a5a5",
+}
+
+
+def base_layout(title: str, height: int) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "height": height,
+        "margin": {"l": 10, "r": 20, "t": 44, "b": 96},
+        "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#222"},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0,
+                   "traceorder": "normal"},
+        "hoverlabel": {"font": {"size": 12}},
+    }
+
+
+def figure_json(fig: go.Figure) -> str:
+    """JSON for ``Plotly.newPlot``; plotly escapes ``<``, ``>`` and ``/`` so it is safe inside ``<script>``."""
+    text: str = fig.to_json()
+    return text

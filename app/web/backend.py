@@ -1,0 +1,59 @@
+"""What the pages need from the estimator and the hardware catalog, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.services.estimates import run_estimate
+from estimator import list_presets
+
+__all__ = ["Option", "gpu_name", "gpu_options", "model_options", "run_estimate", "server_name", "server_options"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``<option>`` of a select."""
+
+    value: str
+    label: str
+    detail: str = ""
+
+
+def _params(value: int | None) -> str:
+    if not value:
+        return ""
+    return f"{value / 1e9:.3g}B" if value >= 1e9 else f"{value / 1e6:.3g}M"
+
+
+def model_options() -> list[Option]:
+    return [
+        Option(p["id"], p["name"], _params(p.get("published_params")))
+        for p in list_presets()
+    ]
+
+
+def _gib(value: int) -> str:
+    return f"{value / 10**9:.0f} GB"
+
+
+def gpu_options(catalog: Any) -> list[Option]:
+    gpus = catalog.gpus.values()
+    return [Option(g.id, g.name, _gib(g.memory_bytes)) for g in sorted(gpus, key=lambda g: g.name)]
+
+
+def server_options(catalog: Any) -> list[Option]:
+    servers = catalog.servers.values()
+    return [Option(s.id, s.name, f"{s.gpu_count}x {s.gpu_id}") for s in sorted(servers, key=lambda s: s.name)]
+
+
+def gpu_name(catalog: Any, gpu_id: str) -> str:
+    gpu = catalog.gpus.get(gpu_id)
+    return str(gpu.name) if gpu is not None else gpu_id
+
+
+def server_name(catalog: Any, server_id: str | None) -> str | None:
+    if server_id is None:
+        return None
+    server = catalog.servers.get(server_id)
+    return str(server.name) if server is not None else server_id

@@ -1,0 +1,130 @@
+"""Home ("Size a fine-tune") and ``GET /estimate``: the form, and its result in place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from app.charts.memory import MEMORY_LABELS, memory_figure, memory_parts
+from app.charts.step_time import step_time_figure
+from app.charts.style import MEMORY_COLORS, figure_json
+from app.deps import CatalogDep
+from app.web import backend
+from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.templating import gib, is_htmx, render
+from estimator import EstimateRequest, EstimateResponse, EstimatorError
+
+__all__ = ["Verdict", "estimate_context", "form_context", "router", "run_form", "verdict_of"]
+
+router = APIRouter()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    tone: str  # ok | tight | bad
+    label: str
+    sentence: str
+
+
+def verdict_of(result: EstimateResponse) -> Verdict:
+    """Fits / tight (fits, but within the error bar) / does not fit, in words."""
+    mem = result.memory
+    margin = mem.total_bytes * mem.error_bar_pct / 100
+    used = f"{gib(mem.total_bytes)} of {gib(mem.capacity_bytes)} per GPU (± {mem.error_bar_pct:.0f}%)"
+    if not mem.fits:
+        return Verdict("bad", "Does not fit", f"Needs {used}: {gib(-mem.headroom_bytes)} over.")
+    if mem.headroom_bytes < margin:
+        return Verdict("tight", "Fits, tight", f"Uses {used}; the {gib(mem.headroom_bytes)} headroom is "
+                                               "inside the error bar.")
+    return Verdict("ok", "Fits", f"Uses {used}, leaving {gib(mem.headroom_bytes)} headroom.")
+
+
+def _dom_id(name: str) -> str:
+    return "f-" + name.replace(".", "-").replace("_", "-")
+
+
+def form_context(catalog: Any, values: dict[str, Any], errors: FormErrors) -> dict[str, Any]:
+    specs = field_specs()
+    advanced = [s for s in specs if s.name not in BASIC_FIELDS]
+    return {
+        "values": values,
+        "errors": errors.messages,
+        "models": backend.model_options(),
+        "gpus": backend.gpu_options(catalog),
+        "servers": backend.server_options(catalog),
+        "specs_by_name": {s.name: s for s in specs},
+        "advanced_specs": advanced,
+        "advanced_open": any(s.name in errors.messages for s in advanced)
+        or any(values.get(s.name) not in (s.default, None) for s in advanced),
+        "labels": {"model": "Model", "model_json": "config.json", **{s.name: s.label for s in specs}},
+        "dom_ids": {"model": "f-model", "model_json": "f-model-json", **{s.name: s.dom_id for s in specs}},
+        "all_fields": [("model", "f-model"), ("model_json", "f-model-json"), ("form", "form")]
+        + [(s.name, s.dom_id) for s in specs],
+    }
+
+
+def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
+    name = exc.field or "form"
+    if name.startswith("model"):
+        return "model_json" if values.get("model_json") else "model"
+    parts = name.split(".")
+    known = {s.name for s in field_specs()}
+    return ".".join(parts[:2]) if ".".join(parts[:2]) in known else "form"
+
+
+def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
+    """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
+    query = request_to_query(request)
+    gpu_label = backend.gpu_name(catalog, result.layout.gpu)
+    figs = {"memory": figure_json(memory_figure([(gpu_label, result.memory)]))}
+    if result.time is not None:
+        figs["step_time"] = figure_json(step_time_figure(result.time))
+    return {
+        "result": result,
+        "query": query,
+        "share_url": f"/estimate?{query}",
+        "compare_url": f"/compare?{query}",
+        "verdict": verdict_of(result),
+        "gpu_label": gpu_label,
+        "server_label": backend.server_name(catalog, result.layout.server),
+        "figs": figs,
+        "colors": MEMORY_COLORS,
+        "memory_rows": [(k, MEMORY_LABELS[k], v) for k, v in memory_parts(result.memory)],
+        "cost": None,
+        "can_save": True,
+    }
+
+
+def run_form(catalog: Any, params: Any) -> tuple[dict[str, Any], FormErrors]:
+    """Parse the form and run the estimate: the page's context, and the errors per field."""
+    form = parse_form(params)
+    context: dict[str, Any] = {"result": None, "inputs": form.request}
+    if form.request is not None:
+        try:
+            result = backend.run_estimate(form.request, catalog)
+        except EstimatorError as exc:
+            form.errors.add(_field_of(exc, form.values), exc.message)
+        else:
+            context = {**estimate_context(catalog, form.request, result), "inputs": form.request}
+    return {**form_context(catalog, form.values, form.errors), **context}, form.errors
+
+
+@router.get("/", response_class=HTMLResponse, name="home")
+def home(request: Request, catalog: CatalogDep) -> HTMLResponse:
+    form = parse_form({})
+    context = {**form_context(catalog, form.values, FormErrors()), "result": None, "charts": True, "active": "home"}
+    return render(request, "estimate.html", context)
+
+
+@router.get("/estimate", response_class=HTMLResponse, name="estimate_page")
+def estimate_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
+    """The whole page, or (for htmx) the result fragment plus out-of-band field errors."""
+    context, errors = run_form(catalog, request.query_params)
+    context.update(charts=True, active="home")
+    headers = {"HX-Push-Url": context["share_url"]} if "share_url" in context else {}
+    if is_htmx(request):
+        return render(request, "_result.html", {**context, "oob": True}, **headers)
+    return render(request, "estimate.html", context, status_code=422 if errors else 200)

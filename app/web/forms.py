@@ -1,0 +1,313 @@
+"""The "Size a fine-tune" form: flat query parameters <-> :class:`EstimateRequest`.
+
+Form fields are named by their dotted path in the request contract (``training.seq_len``,
+``hardware.gpu``), so a validation error's location names the form field it belongs to, and the query
+string of ``GET /estimate`` reproduces the page. The model is chosen by ``model`` (a preset id) unless
+``model_json`` holds a pasted Hugging Face ``config.json`` (or a capplan model shape with ``num_layers``).
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlencode
+
+from pydantic import BaseModel, ValidationError
+
+from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
+
+__all__ = [
+    "SECTIONS",
+    "FieldSpec",
+    "FormErrors",
+    "FormInput",
+    "parse_form",
+    "request_to_query",
+    "request_to_values",
+]
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "training": Training,
+    "parallelism": Parallelism,
+    "hardware": Hardware,
+}
+
+#: Fields shown in the main part of the form; every other contract field goes in "Advanced".
+BASIC_FIELDS = frozenset({"training.method", "hardware.gpu", "hardware.server", "hardware.num_nodes"})
+
+LABELS: dict[str, tuple[str, str]] = {
+    "training.method": ("Training method", "Full fine-tune, LoRA adapters, or LoRA on a 4-bit base model"),
+    "training.lora_rank": ("LoRA rank", "Rank r of the adapter matrices"),
+    "training.lora_targets": ("LoRA targets", "Which linear layers get adapters"),
+    "training.precision": ("Precision", "Number format of weights and compute"),
+    "training.optimizer": ("Optimizer", ""),
+    "training.optimizer_impl": ("Optimizer implementation", "PyTorch fused, foreach or for-loop kernels"),
+    "training.micro_batch_size": ("Micro-batch size", "Sequences per GPU per forward pass"),
+    "training.seq_len": ("Sequence length", "Tokens per sequence"),
+    "training.gradient_accumulation_steps": ("Gradient accumulation steps", ""),
+    "training.activation_checkpointing": ("Activation checkpointing", "Recompute activations to save memory"),
+    "training.train_tokens": ("Tokens to train on", "Total training tokens, e.g. 1e9; empty for none"),
+    "training.attention": ("Attention kernel", ""),
+    "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
+    "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
+    "parallelism.sharding": ("Sharding", "ZeRO stage / FSDP"),
+    "parallelism.tp": ("Tensor parallel (TP)", ""),
+    "parallelism.pp": ("Pipeline parallel (PP)", ""),
+    "parallelism.cp": ("Context parallel (CP)", ""),
+    "parallelism.ep": ("Expert parallel (EP)", "Mixture-of-experts models only"),
+    "parallelism.sequence_parallel": ("Sequence parallel", "Megatron sequence parallelism (with TP)"),
+    "parallelism.offload": ("CPU offload", ""),
+    "parallelism.framework": ("Framework", ""),
+    "parallelism.hsdp_shard_size": ("HSDP shard size", "GPUs per shard group; empty for one node"),
+    "hardware.gpu": ("GPU", ""),
+    "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
+    "hardware.num_nodes": ("Nodes", "Number of servers"),
+    "hardware.gpus_per_node": ("GPUs per node", ""),
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One form control for a contract field."""
+
+    name: str  # dotted path, also the form field name
+    kind: Literal["select", "number", "checkbox", "text"]
+    default: Any
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+    step: str = "1"
+    minimum: float | None = None
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.name, (self.name.split(".")[-1].replace("_", " ").capitalize(), ""))[0]
+
+    @property
+    def help(self) -> str:
+        return LABELS.get(self.name, ("", ""))[1]
+
+    @property
+    def dom_id(self) -> str:
+        return "f-" + self.name.replace(".", "-").replace("_", "-")
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0], len(args) < len(get_args(annotation))
+    return annotation, False
+
+
+def _lower_bound(metadata: list[Any]) -> float | None:
+    for item in metadata:
+        for attr in ("ge", "gt"):
+            if getattr(item, attr, None) is not None:
+                return float(getattr(item, attr))
+    return None
+
+
+def _field_spec(section: str, name: str, info: Any) -> FieldSpec:
+    annotation, optional = _unwrap_optional(info.annotation)
+    dotted = f"{section}.{name}"
+    if get_origin(annotation) is Literal:
+        return FieldSpec(dotted, "select", info.default, tuple(get_args(annotation)), optional)
+    if annotation is bool:
+        return FieldSpec(dotted, "checkbox", info.default)
+    if annotation in (int, float):
+        step = "1" if annotation is int else "any"
+        return FieldSpec(dotted, "number", info.default, (), optional, step, _lower_bound(info.metadata))
+    return FieldSpec(dotted, "text", info.default, (), optional)
+
+
+def field_specs() -> list[FieldSpec]:
+    """Every field of the training, parallelism and hardware sections, in contract order."""
+    return [
+        _field_spec(section, name, info)
+        for section, model in SECTIONS.items()
+        for name, info in model.model_fields.items()
+    ]
+
+
+@dataclass
+class FormErrors:
+    """Messages keyed by form field name (``"form"`` for errors that belong to no field)."""
+
+    messages: dict[str, str] = field(default_factory=dict)
+
+    def add(self, name: str, message: str) -> None:
+        self.messages.setdefault(name, message)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+
+@dataclass
+class FormInput:
+    """The parsed form: the values to show again, and the request when it validated."""
+
+    values: dict[str, Any]
+    request: EstimateRequest | None
+    errors: FormErrors
+
+
+def _get(params: Mapping[str, Any], name: str) -> str:
+    getlist = getattr(params, "getlist", None)
+    if getlist is not None:
+        items = getlist(name)
+        return str(items[-1]).strip() if items else ""
+    value = params.get(name, "")
+    return str(value).strip() if value is not None else ""
+
+
+def _coerce(spec: FieldSpec, raw: str, present: bool) -> Any:
+    """Absent or empty means the contract default (``None`` for optional fields); a checkbox that is
+    absent is unchecked."""
+    if spec.kind == "checkbox":
+        return raw.lower() in ("1", "true", "on", "yes") if present else False
+    if raw == "":
+        return None if spec.optional else spec.default
+    return raw
+
+
+def _model_input(values: dict[str, Any], errors: FormErrors) -> Any:
+    text = values.get("model_json", "")
+    if not text:
+        return values.get("model") or EstimateRequest.model_fields["model"].default
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        errors.add("model_json", f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        return None
+    if not isinstance(data, dict):
+        errors.add("model_json", "Paste a JSON object, such as the contents of a config.json")
+        return None
+    if "num_layers" in data and "num_hidden_layers" not in data:
+        return {"kind": "arch", "data": data}
+    return {"kind": "hf", "data": data}
+
+
+def _build_model(raw: Any) -> str | HfConfigModel | ModelArch:
+    if isinstance(raw, dict):
+        if raw["kind"] == "arch":
+            return ModelArch(**raw["data"])
+        return HfConfigModel(hf_config=raw["data"])
+    return str(raw)
+
+
+def _error_name(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if not isinstance(p, int)]
+    if not parts:
+        return "form"
+    if parts[0] not in SECTIONS:
+        return "model"
+    return ".".join(parts[:2])
+
+
+_PLAIN: dict[str, str] = {
+    "int_parsing": "Enter a whole number",
+    "int_from_float": "Enter a whole number",
+    "float_parsing": "Enter a number, such as 1e9",
+    "bool_parsing": "Enter true or false",
+    "greater_than_equal": "Must be at least {ge}",
+    "greater_than": "Must be more than {gt}",
+    "less_than_equal": "Must be at most {le}",
+    "less_than": "Must be less than {lt}",
+    "literal_error": "Choose one of {expected}",
+    "missing": "Required",
+    "extra_forbidden": "Unknown field",
+}
+
+
+def _pydantic_message(err: Mapping[str, Any]) -> str:
+    """Pydantic's message in plain words where we have them."""
+    template = _PLAIN.get(str(err.get("type")))
+    if template is not None:
+        try:
+            return template.format(**err.get("ctx", {}))
+        except (KeyError, IndexError):
+            pass
+    return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+
+
+def parse_form(params: Mapping[str, Any]) -> FormInput:
+    """Turn submitted form fields into an :class:`EstimateRequest`, or into messages per field."""
+    errors = FormErrors()
+    specs = field_specs()
+    values: dict[str, Any] = {
+        "model": _get(params, "model") or EstimateRequest.model_fields["model"].default,
+        "model_json": _get(params, "model_json"),
+    }
+    for spec in specs:
+        present = spec.name in params
+        values[spec.name] = _coerce(spec, _get(params, spec.name), present)
+    model_raw = _model_input(values, errors)
+    if errors:
+        return FormInput(values, None, errors)
+    sections: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    for spec in specs:
+        value = values[spec.name]
+        if value is not None:
+            section, name = spec.name.split(".", 1)
+            sections[section][name] = value
+    request = _validate(model_raw, sections, errors)
+    if request is not None:
+        values = {**request_to_values(request), "model": values["model"], "model_json": values["model_json"]}
+    return FormInput(values, request, errors)
+
+
+def _validate(model_raw: Any, sections: dict[str, dict[str, Any]], errors: FormErrors) -> EstimateRequest | None:
+    try:
+        model = _build_model(model_raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            errors.add("model_json", f"{where}: {_pydantic_message(err)}" if where else _pydantic_message(err))
+        return None
+    try:
+        return EstimateRequest(model=model, **sections)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        for err in exc.errors():
+            errors.add(_error_name(tuple(err.get("loc", ()))), _pydantic_message(err))
+        return None
+
+
+def request_to_values(request: EstimateRequest) -> dict[str, Any]:
+    """Form values that reproduce ``request`` (for re-opening a saved quote)."""
+    values: dict[str, Any] = {"model": EstimateRequest.model_fields["model"].default, "model_json": ""}
+    if isinstance(request.model, str):
+        values["model"] = request.model
+    elif isinstance(request.model, HfConfigModel):
+        values["model_json"] = json.dumps(request.model.hf_config, indent=2)
+    else:
+        arch = request.model.model_dump(exclude_defaults=True)
+        values["model_json"] = json.dumps(arch, indent=2)
+    for spec in field_specs():
+        section, name = spec.name.split(".", 1)
+        values[spec.name] = getattr(getattr(request, section), name)
+    return values
+
+
+def request_to_query(request: EstimateRequest) -> str:
+    """The shortest query string that reproduces ``request``: defaults are left out."""
+    values = request_to_values(request)
+    pairs: list[tuple[str, str]] = [("model", values["model"])] if not values["model_json"] else []
+    if values["model_json"]:
+        pairs.append(("model_json", json.dumps(json.loads(values["model_json"]), separators=(",", ":"))))
+    for spec in field_specs():
+        value = values[spec.name]
+        if value == spec.default or value is None:
+            continue
+        pairs.append((spec.name, _query_value(value)))
+    return urlencode(pairs)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+

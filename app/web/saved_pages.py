@@ -1,0 +1,188 @@
+"""Saved quotes and plans: save from a result, list, open (any revision), re-compute, print."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from starlette.datastructures import QueryParams
+
+from app.deps import CatalogDep, SessionDep
+from app.errors import ApiError, NotFound
+from app.models import SavedItem, SavedRevision
+from app.repositories.saved import list_items
+from app.schemas.saved import QuoteCreate
+from app.services.saved import find_saved, recompute, save_quote
+from app.web.estimate_page import estimate_context, run_form
+from app.web.forms import request_to_query
+from app.web.templating import render
+from estimator import EstimateRequest, EstimateResponse, EstimatorError
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+Kind = Literal["quote", "plan"]
+WEB_ACTOR = "web"
+PAGE_SIZE = 25
+_SAVE_FIELDS = ("name", "customer", "price", "currency", "notes")
+
+
+def _plural(kind: Kind) -> str:
+    return f"{kind}s"
+
+
+@router.post("/quotes", response_class=HTMLResponse, name="save_quote_page")
+def save_quote_page(
+    request: Request,
+    session: SessionDep,
+    catalog: CatalogDep,
+    query: Annotated[str, Form()],
+    name: Annotated[str, Form()] = "",
+    customer: Annotated[str, Form()] = "",
+    price: Annotated[str, Form()] = "",
+    currency: Annotated[str, Form()] = "USD",
+    notes: Annotated[str, Form()] = "",
+) -> Response:
+    """Save the result that ``query`` reproduces as a named quote, then show it (303 to its page)."""
+    submitted = {"name": name, "customer": customer, "price": price, "currency": currency, "notes": notes}
+    context, errors = run_form(catalog, QueryParams(query))
+    inputs: EstimateRequest | None = context.get("inputs")
+    if errors or inputs is None:
+        return render(request, "estimate.html", {**context, "charts": True, "active": "home"}, status_code=422)
+    try:
+        body = QuoteCreate(
+            name=name.strip(), customer=customer.strip(), inputs=inputs, price=price.strip() or "0",  # type: ignore[arg-type]
+            currency=currency.strip().upper() or "USD", notes=notes.strip() or None,
+            server_count=inputs.hardware.num_nodes,
+            chosen_option=inputs.hardware.server or inputs.hardware.gpu,
+        )
+    except ValidationError as exc:
+        save_errors = {str(e["loc"][0]): _plain(e) for e in exc.errors() if e["loc"] and e["loc"][0] in _SAVE_FIELDS}
+        ctx = {**context, "charts": True, "active": "home", "save_errors": save_errors, "save_values": submitted}
+        return render(request, "estimate.html", ctx, status_code=422)
+    item = save_quote(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
+    session.commit()
+    return RedirectResponse(f"/quotes/{item.id}?saved=1", status_code=303)
+
+
+def _plain(err: Any) -> str:
+    kind = err.get("type", "")
+    if kind == "string_too_short":
+        return "Required"
+    if kind in ("decimal_parsing", "decimal_type"):
+        return "Enter an amount, such as 125000"
+    if kind == "greater_than_equal":
+        return "Cannot be negative"
+    return str(err.get("msg", "invalid"))
+
+
+def _list_page(request: Request, session: Any, kind: Kind, q: str | None, customer: str | None,
+               page: int) -> HTMLResponse:
+    items, total = list_items(session=session, kind=kind, customer=customer or None, name=q or None,
+                              limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    pages = max(1, -(-total // PAGE_SIZE))
+    context = {
+        "kind": kind, "items": [_summary(i) for i in items], "total": total, "page": page, "pages": pages,
+        "q": q or "", "customer": customer or "", "active": "quotes",
+    }
+    return render(request, "saved_list.html", context)
+
+
+def _summary(item: SavedItem) -> dict[str, Any]:
+    latest = item.revisions[-1] if item.revisions else None
+    result = latest.result if latest is not None else {}
+    memory = result.get("memory", {})
+    return {
+        "item": item, "latest": latest, "fits": memory.get("fits"),
+        "model": result.get("model", {}).get("name", ""),
+        "gpus": result.get("layout", {}).get("world_size"), "gpu": result.get("layout", {}).get("gpu", ""),
+    }
+
+
+@router.get("/quotes", response_class=HTMLResponse, name="quotes_page")
+def quotes_page(
+    request: Request, session: SessionDep, q: str | None = None, customer: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> HTMLResponse:
+    return _list_page(request, session, "quote", q, customer, page)
+
+
+@router.get("/plans", response_class=HTMLResponse, name="plans_page")
+def plans_page(
+    request: Request, session: SessionDep, q: str | None = None, page: Annotated[int, Query(ge=1)] = 1
+) -> HTMLResponse:
+    return _list_page(request, session, "plan", q, None, page)
+
+
+def _revision(item: SavedItem, number: int | None) -> SavedRevision:
+    if number is None:
+        return item.revisions[-1]
+    for rev in item.revisions:
+        if rev.number == number:
+            return rev
+    raise NotFound(f"{item.kind} {item.id} has no revision {number}")
+
+
+def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[str, Any]:
+    inputs = EstimateRequest.model_validate(rev.inputs)
+    result = EstimateResponse.model_validate(rev.result)
+    return {
+        **estimate_context(catalog, inputs, result),
+        "can_save": False, "item": item, "rev": rev, "kind": item.kind, "active": "quotes", "charts": True,
+        "errors": {}, "form_query": request_to_query(inputs),
+    }
+
+
+def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int,
+            revision: int | None, template: str = "saved_detail.html") -> HTMLResponse:
+    item = find_saved(session=session, kind=kind, item_id=item_id)
+    rev = _revision(item, revision)
+    context = _detail_context(catalog, item, rev)
+    context["saved_flash"] = request.query_params.get("saved") == "1"
+    context["recomputed_flash"] = request.query_params.get("recomputed") == "1"
+    return render(request, template, context)
+
+
+@router.get("/quotes/{item_id}", response_class=HTMLResponse, name="quote_page")
+def quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
+               revision: int | None = None) -> HTMLResponse:
+    return _detail(request, session, catalog, "quote", item_id, revision)
+
+
+@router.get("/quotes/{item_id}/print", response_class=HTMLResponse, name="quote_print_page")
+def quote_print_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
+                     revision: int | None = None) -> HTMLResponse:
+    """A printable quote (the browser's "Print to PDF" makes the PDF)."""
+    return _detail(request, session, catalog, "quote", item_id, revision, "quote_print.html")
+
+
+@router.get("/plans/{item_id}", response_class=HTMLResponse, name="plan_page")
+def plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
+              revision: int | None = None) -> HTMLResponse:
+    return _detail(request, session, catalog, "plan", item_id, revision)
+
+
+def _recompute(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int) -> Response:
+    item = find_saved(session=session, kind=kind, item_id=item_id)
+    try:
+        recompute(session=session, catalog=catalog, item=item, actor=WEB_ACTOR)
+    except (ApiError, EstimatorError) as exc:
+        context = _detail_context(catalog, item, item.revisions[-1])
+        context["recompute_error"] = getattr(exc, "detail", None) or str(exc)
+        return render(request, "saved_detail.html", context, status_code=409)
+    session.commit()
+    return RedirectResponse(f"/{_plural(kind)}/{item.id}?recomputed=1", status_code=303)
+
+
+@router.post("/quotes/{item_id}/recompute", name="recompute_quote_page")
+def recompute_quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int) -> Response:
+    return _recompute(request, session, catalog, "quote", item_id)
+
+
+@router.post("/plans/{item_id}/recompute", name="recompute_plan_page")
+def recompute_plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int) -> Response:
+    return _recompute(request, session, catalog, "plan", item_id)
+

@@ -1,0 +1,96 @@
+"""The Jinja2 environment of the pages: template folder, vendored asset paths and display filters."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from plotly.offline import get_plotlyjs_version
+
+__all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
+HTMX_VERSION = "2.0.11"
+PLOTLY_JS = f"vendor/plotly-{get_plotlyjs_version()}.min.js"
+HTMX_JS = f"vendor/htmx-{HTMX_VERSION}.min.js"
+
+NAV = [
+    ("home", "/", "Size a fine-tune"),
+    ("compare", "/compare", "Compare GPUs"),
+    ("tco", "/tco", "TCO"),
+    ("catalog", "/catalog", "Catalog"),
+    ("quotes", "/quotes", "Saved quotes"),
+]
+
+
+def gib(value: float | None, digits: int = 1) -> str:
+    """Bytes as GiB (2**30), the unit nvidia-smi and PyTorch report."""
+    if value is None:
+        return "n/a"
+    return f"{value / 2**30:,.{digits}f} GiB"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds in the largest sensible unit: ``850 ms``, ``42 s``, ``3.2 h``, ``11.5 days``."""
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    for limit, div, unit in ((1, 1e-3, "ms"), (120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
+        if seconds < limit:
+            return f"{seconds / div:,.3g} {unit}"
+    return f"{seconds / 86400:,.1f} days"
+
+
+def si(value: float | None, unit: str = "") -> str:
+    """``1.23e9`` → ``1.23 G``; for parameter and token counts."""
+    if value is None:
+        return "n/a"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:,.3g} {prefix}{unit}".rstrip()
+    return f"{value:,.3g} {unit}".rstrip()
+
+
+def params(value: float | None) -> str:
+    """Parameter counts the way model cards write them: ``70.6B``, ``207M``."""
+    if value is None:
+        return "n/a"
+    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if value >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return str(int(value))
+
+
+def pct(value: float | None, digits: int = 0) -> str:
+    """A fraction (0.42) as a percentage (42%)."""
+    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def money(value: float | None, currency: str = "USD") -> str:
+    if value is None:
+        return "n/a"
+    symbol = "$" if currency == "USD" else f"{currency} "
+    return f"{symbol}{value:,.0f}" if abs(value) >= 100 else f"{symbol}{value:,.2f}"
+
+
+templates = Jinja2Templates(directory=TEMPLATE_DIR)
+templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
+templates.env.filters.update(gib=gib, duration=duration, si=si, params=params, pct=pct, money=money)
+
+
+def is_htmx(request: Request) -> bool:
+    """An htmx request that wants a fragment (a history restore wants the whole page)."""
+    headers = request.headers
+    return headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
+
+
+def render(
+    request: Request, name: str, context: dict[str, Any], status_code: int = 200, **headers: str
+) -> HTMLResponse:
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers["Vary"] = "HX-Request"
+    response.headers.update(headers)
+    return response

@@ -1,0 +1,82 @@
+"""Compare the estimator with the H200 measurements in ``tests/data/calibration_h200.json``.
+
+Shared by the accuracy tests (``tests/test_calibration_memory.py``) and the report writer
+(``benchmarks/calibration/accuracy_report.py``), so the table in ``docs/accuracy.md`` and the tests use the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from estimator import EstimateRequest, estimate
+
+ROOT = Path(__file__).resolve().parents[2]
+CALIBRATION_FILE = ROOT / "tests" / "data" / "calibration_h200.json"
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    case_id: str
+    klass: str  # full | lora | sharded
+    oom: bool
+    measured_bytes: int | None
+    estimated_bytes: int
+    estimated_total_bytes: int
+    capacity_bytes: int
+    fits: bool
+
+    @property
+    def error(self) -> float | None:
+        if self.measured_bytes is None:
+            return None
+        return (self.estimated_bytes - self.measured_bytes) / self.measured_bytes
+
+
+def load_cases(path: Path = CALIBRATION_FILE) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
+    return [c for c in data["cases"] if c.get("status", "ok") in ("ok", "oom")]
+
+
+def provenance(path: Path = CALIBRATION_FILE) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())["provenance"]
+    return data
+
+
+def _klass(req: EstimateRequest) -> str:
+    if req.parallelism.normalized_sharding != "none":
+        return "sharded"
+    return "lora" if req.training.method != "full" else "full"
+
+
+def memory_row(case: dict[str, Any]) -> MemoryRow:
+    req = EstimateRequest.model_validate(case["request"])
+    est = estimate(req).memory
+    measured = case["measured"]
+    oom = bool(measured.get("oom"))
+    peak = None if oom else int(measured["peak_allocated_bytes"])
+    return MemoryRow(case["id"], _klass(req), oom, peak, est.peak_allocated_bytes, est.total_bytes,
+                     est.capacity_bytes, est.fits)
+
+
+def memory_rows(path: Path = CALIBRATION_FILE) -> list[MemoryRow]:
+    return [memory_row(c) for c in load_cases(path)]
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))
+    return ordered[index]
+
+
+def error_summary(rows: list[MemoryRow]) -> dict[str, float]:
+    errors = [abs(r.error) for r in rows if r.error is not None]
+    return {"count": float(len(errors)), "median_abs_pct": 100 * statistics.median(errors),
+            "p90_abs_pct": 100 * p90(errors), "max_abs_pct": 100 * max(errors)}

@@ -126,6 +126,30 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     return _split(replicated, rep_div) + _split(sharded, tp)
 
 
+def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+    """Korthikanti et al. 2022, Sec. 4.1 / Table 2, generalised to GQA and gated MLPs (fp16/bf16 Megatron-LM).
+
+    Attention block 11sbh + 5as^2b (QKV input 2, Q and K 4, V 2, out-proj input 2, dropout mask 1, scores
+    softmax 2 + mask 1 + dropout 2 per score), MLP 19sbh with a 4h MLP (input 2, two 8h tensors, mask 1),
+    LayerNorms 4sbh. Without sequence parallelism the 10sbh of LayerNorm inputs, QKV/MLP inputs and dropout
+    masks stay replicated across tensor-parallel ranks; everything else is split by t.
+    """
+    a, t = shape.arch, req.training
+    h = a.hidden_size
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    ffn_tensors = (8 if a.gated_mlp else 4) * a.ffn_hidden_size
+    if shape.is_moe:
+        ffn_tensors = a.experts_per_token * (8 if a.gated_mlp else 4) * shape.expert_ffn + 2 * h * a.experts_per_token
+    replicated = 10 * h
+    sharded = 2 * qd + 2 * kvd + 2 * kvd + 2 * qd + ffn_tensors
+    if t.attention == "eager" and t.activation_checkpointing != "selective":
+        sharded += 5 * a.num_attention_heads * t.seq_len // layout.cp
+    if t.activation_checkpointing == "selective" and t.attention != "eager":
+        sharded -= 2 * qd  # core attention output not kept (FlashAttention recomputes it with the core)
+    rep_div = layout.tp if layout.sequence_parallel else 1
+    return replicated / rep_div + sharded / layout.tp
+
+
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
     vocab_local = shape.arch.vocab_size / layout.tp
     logits = tokens * vocab_local
@@ -137,7 +161,9 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
 def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationModel:
     t = req.training
     tokens = t.micro_batch_size * t.seq_len // layout.cp
-    per_layer = int(_layer_bytes_per_token(shape, req, layout) * tokens)
+    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if req.parallelism.framework == "megatron"
+                 else _layer_bytes_per_token(shape, req, layout))
+    per_layer = int(per_token * tokens)
     residual_dtype, _ = _regime(req, layout)
     residual = residual_dtype * shape.arch.hidden_size * tokens
     residual //= layout.tp if layout.sequence_parallel else 1

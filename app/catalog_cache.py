@@ -28,16 +28,16 @@ _CLASS_NAMES: dict[Kind, str] = {"gpu": "Gpu", "server": "Server", "cloud_offer"
 
 
 def entry_model(source: Any, kind: Kind) -> type[BaseModel]:
-    """The pydantic model of ``kind``: the catalog package's class, else the type of a source entry."""
+    """The pydantic model of ``kind``: the type of the source catalog's entries, else the catalog package's."""
+    items = list(source_items(source, kind).values())
+    if items:
+        return type(items[0])
     import hardware_catalog
 
     cls = getattr(hardware_catalog, _CLASS_NAMES[kind], None)
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         return cls
-    items = list(source_items(source, kind).values())
-    if not items:
-        raise LookupError(f"cannot tell the model of {kind} entries")
-    return type(items[0])
+    raise LookupError(f"cannot tell the model of {kind} entries")
 
 
 def _validated(cls: type[BaseModel], row: CatalogEntry) -> BaseModel | None:

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.openapi import allowed_methods
 from app.request_id import HEADER, request_id_of
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from estimator.errors import (
@@ -90,7 +91,9 @@ _ESTIMATOR: list[tuple[type[EstimatorError], str, str]] = [
     (EstimatorError, "invalid-request", "Invalid request"),
 ]
 
-_HTTP_TITLES = {404: "Not found", 405: "Method not allowed", 401: "Unauthorized", 413: "Request too large"}
+_HTTP_TITLES = {
+    400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request too large",
+}
 
 
 def _type_uri(slug: str) -> str:
@@ -190,7 +193,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     title = _HTTP_TITLES.get(exc.status_code, "HTTP error")
     slug = title.lower().replace(" ", "-")
-    return problem_response(request, exc.status_code, slug, title, str(exc.detail), (), exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        methods = allowed_methods(request.app, request.url.path)
+        if methods:
+            headers["Allow"] = ", ".join(methods)
+    return problem_response(request, exc.status_code, slug, title, str(exc.detail), (), headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI
@@ -12,7 +13,7 @@ from pydantic import BaseModel, TypeAdapter
 from app.schemas.problem import Problem, problem_responses
 from estimator import EstimateRequest, EstimateResponse
 
-__all__ = ["install_openapi", "operation_id"]
+__all__ = ["allowed_methods", "install_openapi", "operation_id"]
 
 _REF = "#/components/schemas/{model}"
 _EXTRA_MODELS: tuple[type[BaseModel], ...] = (Problem, EstimateRequest, EstimateResponse)
@@ -54,3 +55,33 @@ def install_openapi(app: FastAPI, description: str) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _path_regex(template: str, operations: dict[str, Any]) -> re.Pattern[str]:
+    integers = {
+        p["name"] for op in operations.values() for p in op.get("parameters", [])
+        if p.get("in") == "path" and p.get("schema", {}).get("type") == "integer"
+    }
+    parts = re.split(r"\{(\w+)\}", template)
+    regex = "".join(
+        re.escape(part) if i % 2 == 0 else ("[0-9]+" if part in integers else "[^/]+")
+        for i, part in enumerate(parts)
+    )
+    return re.compile(f"^{regex}$")
+
+
+def _method_table(app: FastAPI) -> list[tuple[re.Pattern[str], list[str]]]:
+    table: list[tuple[re.Pattern[str], list[str]]] | None = getattr(app.state, "allow_table", None)
+    if table is None:
+        paths = app.openapi().get("paths", {})
+        table = [(_path_regex(t, ops), sorted(m.upper() for m in ops)) for t, ops in paths.items()]
+        app.state.allow_table = table
+    return table
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str] | None:
+    """The methods the schema documents for ``path`` (for a 405's ``Allow``), or ``None`` if it has none."""
+    for regex, methods in _method_table(app):
+        if regex.match(path):
+            return methods
+    return None

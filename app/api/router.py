@@ -1,4 +1,5 @@
-"""``/api/v1``: every JSON router, rate limited, with 401/429 documented on each operation."""
+"""``/api/v1``: every JSON router, rate limited, with 400 (unreadable body), 401 and 429 documented on each
+operation."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from app.schemas.problem import problem_responses
 __all__ = ["api_router"]
 
 api_router = APIRouter(
-    prefix="/api/v1", dependencies=[Depends(enforce_rate_limit)], responses=problem_responses(401, 429)
+    prefix="/api/v1", dependencies=[Depends(enforce_rate_limit)], responses=problem_responses(400, 401, 429)
 )
 for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans):
     api_router.include_router(module.router)

@@ -6,18 +6,19 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from app.charts.style import base_layout
+from app.charts.style import base_layout, compact
 
 __all__ = ["metric_bar_figure"]
 
 
 def metric_bar_figure(
-    rows: Sequence[tuple[str, float | None]], title: str, unit: str, fmt: str = ".3s"
+    rows: Sequence[tuple[str, float | None]], title: str, unit: str, fmt: str | None = None
 ) -> go.Figure:
-    """One horizontal bar per option; options with no value (``None``) are shown as "n/a"."""
+    """One horizontal bar per option, labelled compactly (or with ``fmt``); ``None`` shows as "n/a"."""
     labels = [label for label, _ in rows]
     values = [value if value is not None else 0.0 for _, value in rows]
-    text = [format(v, fmt) + f" {unit}" if v is not None else "n/a" for _, v in rows]
+    text = [(compact(v) if fmt is None else format(v, fmt)) + f" {unit}" if v is not None else "n/a"
+            for _, v in rows]
     fig = go.Figure(
         go.Bar(
             y=labels,

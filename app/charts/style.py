@@ -6,7 +6,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["GIB", "MEMORY_COLORS", "base_layout", "figure_json"]
+__all__ = ["GIB", "MEMORY_COLORS", "base_layout", "compact", "figure_json"]
 
 GIB = 2**30
 
@@ -40,3 +40,11 @@ def figure_json(fig: go.Figure) -> str:
     """JSON for ``Plotly.newPlot``; plotly escapes ``<``, ``>`` and ``/`` so it is safe inside ``<script>``."""
     text: str = fig.to_json()
     return text
+
+
+def compact(value: float) -> str:
+    """``123456`` → ``123k``; ``2.5e6`` → ``2.5M``."""
+    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"

@@ -13,6 +13,7 @@ from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
 from app.deps import CatalogDep
 from app.web import backend
+from app.web.costing import cost_to_train
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -93,7 +94,7 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "figs": figs,
         "colors": MEMORY_COLORS,
         "memory_rows": [(k, MEMORY_LABELS[k], v) for k, v in memory_parts(result.memory)],
-        "cost": None,
+        "cost": cost_to_train(catalog, result),
         "can_save": True,
     }
 

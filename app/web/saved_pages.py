@@ -15,6 +15,7 @@ from app.models import SavedItem, SavedRevision
 from app.repositories.saved import list_items
 from app.schemas.saved import QuoteCreate
 from app.services.saved import find_saved, recompute, save_quote
+from app.web import backend
 from app.web.estimate_page import estimate_context, run_form
 from app.web.forms import request_to_query
 from app.web.templating import render
@@ -28,6 +29,8 @@ Kind = Literal["quote", "plan"]
 WEB_ACTOR = "web"
 PAGE_SIZE = 25
 _SAVE_FIELDS = ("name", "customer", "price", "currency", "notes")
+#: where the JSON API serves each kind (and its JSON/CSV/print exports)
+_API_BASE = {"quote": "/api/v1/quotes", "plan": "/api/v1/saved-plans"}
 
 
 def _plural(kind: Kind) -> str:
@@ -79,42 +82,44 @@ def _plain(err: Any) -> str:
     return str(err.get("msg", "invalid"))
 
 
-def _list_page(request: Request, session: Any, kind: Kind, q: str | None, customer: str | None,
+def _list_page(request: Request, session: Any, catalog: Any, kind: Kind, q: str | None, customer: str | None,
                page: int) -> HTMLResponse:
     items, total = list_items(session=session, kind=kind, customer=customer or None, name=q or None,
                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     pages = max(1, -(-total // PAGE_SIZE))
     context = {
-        "kind": kind, "items": [_summary(i) for i in items], "total": total, "page": page, "pages": pages,
+        "kind": kind, "items": [_summary(catalog, i) for i in items], "total": total, "page": page, "pages": pages,
         "q": q or "", "customer": customer or "", "active": "quotes",
     }
     return render(request, "saved_list.html", context)
 
 
-def _summary(item: SavedItem) -> dict[str, Any]:
+def _summary(catalog: Any, item: SavedItem) -> dict[str, Any]:
     latest = item.revisions[-1] if item.revisions else None
     result = latest.result if latest is not None else {}
     memory = result.get("memory", {})
     return {
         "item": item, "latest": latest, "fits": memory.get("fits"),
         "model": result.get("model", {}).get("name", ""),
-        "gpus": result.get("layout", {}).get("world_size"), "gpu": result.get("layout", {}).get("gpu", ""),
+        "gpus": result.get("layout", {}).get("world_size"),
+        "gpu": backend.gpu_name(catalog, str(result.get("layout", {}).get("gpu", ""))),
     }
 
 
 @router.get("/quotes", response_class=HTMLResponse, name="quotes_page")
 def quotes_page(
-    request: Request, session: SessionDep, q: str | None = None, customer: str | None = None,
+    request: Request, session: SessionDep, catalog: CatalogDep, q: str | None = None, customer: str | None = None,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
-    return _list_page(request, session, "quote", q, customer, page)
+    return _list_page(request, session, catalog, "quote", q, customer, page)
 
 
 @router.get("/plans", response_class=HTMLResponse, name="plans_page")
 def plans_page(
-    request: Request, session: SessionDep, q: str | None = None, page: Annotated[int, Query(ge=1)] = 1
+    request: Request, session: SessionDep, catalog: CatalogDep, q: str | None = None,
+    page: Annotated[int, Query(ge=1)] = 1,
 ) -> HTMLResponse:
-    return _list_page(request, session, "plan", q, None, page)
+    return _list_page(request, session, catalog, "plan", q, None, page)
 
 
 def _revision(item: SavedItem, number: int | None) -> SavedRevision:
@@ -132,31 +137,24 @@ def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[s
     return {
         **estimate_context(catalog, inputs, result),
         "can_save": False, "item": item, "rev": rev, "kind": item.kind, "active": "quotes", "charts": True,
-        "errors": {}, "form_query": request_to_query(inputs),
+        "errors": {}, "form_query": request_to_query(inputs), "api_base": _API_BASE[item.kind],
     }
 
 
 def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int,
-            revision: int | None, template: str = "saved_detail.html") -> HTMLResponse:
+            revision: int | None) -> HTMLResponse:
     item = find_saved(session=session, kind=kind, item_id=item_id)
     rev = _revision(item, revision)
     context = _detail_context(catalog, item, rev)
     context["saved_flash"] = request.query_params.get("saved") == "1"
     context["recomputed_flash"] = request.query_params.get("recomputed") == "1"
-    return render(request, template, context)
+    return render(request, "saved_detail.html", context)
 
 
 @router.get("/quotes/{item_id}", response_class=HTMLResponse, name="quote_page")
 def quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
                revision: int | None = None) -> HTMLResponse:
     return _detail(request, session, catalog, "quote", item_id, revision)
-
-
-@router.get("/quotes/{item_id}/print", response_class=HTMLResponse, name="quote_print_page")
-def quote_print_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
-                     revision: int | None = None) -> HTMLResponse:
-    """A printable quote (the browser's "Print to PDF" makes the PDF)."""
-    return _detail(request, session, catalog, "quote", item_id, revision, "quote_print.html")
 
 
 @router.get("/plans/{item_id}", response_class=HTMLResponse, name="plan_page")

@@ -1,24 +1,38 @@
-"""API test fixtures: each test gets its own in-memory SQLite (StaticPool), migrated and seeded, injected with
-``dependency_overrides``; the overrides are cleared afterwards."""
+"""API test fixtures. Each test gets its own in-memory SQLite (StaticPool), migrated and seeded, injected with
+``dependency_overrides`` (cleared afterwards). Modules that mark themselves with ``BOTH_BACKENDS`` run on a
+real PostgreSQL too: one migrated database per session, emptied and re-seeded for each test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from app.db import make_engine
 from app.deps import get_session
 from app.main import create_app
+from app.migrate import upgrade
+from app.models import Base
 from app.repositories.api_keys import create_key, revoke_key
 from app.settings import Settings
 from app.startup import prepare_database
 from tests.api.fake_catalog import fake_catalog
+
+#: ``pytestmark = BOTH_BACKENDS`` runs a module's tests on SQLite and on PostgreSQL
+BOTH_BACKENDS = pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
 
 
 @pytest.fixture
@@ -26,8 +40,28 @@ def catalog() -> Any:
     return fake_catalog()
 
 
+@pytest.fixture(scope="session")
+def pg_engine(postgres_url: str) -> Iterator[Engine]:
+    engine = make_engine(postgres_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+def _emptied(engine: Engine) -> Engine:
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    return engine
+
+
 @pytest.fixture
-def engine(catalog: Any) -> Iterator[Engine]:
+def engine(backend: str, catalog: Any, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    if backend == "postgres":
+        engine = _emptied(request.getfixturevalue("pg_engine"))
+        prepare_database(engine, catalog, migrate=False)
+        yield engine
+        return
     engine = create_engine("sqlite://", connect_args={"check_same_thread": False}, poolclass=StaticPool)
     prepare_database(engine, catalog)
     yield engine
@@ -64,32 +98,20 @@ def client(app: FastAPI) -> Iterator[TestClient]:
         yield client
 
 
-def _new_key(sessions: sessionmaker[Session], name: str, rate_limit: str | None = None) -> str:
-    with sessions() as session:
-        _row, plaintext = create_key(session=session, name=name, rate_limit=rate_limit)
-        session.commit()
-    return plaintext
+@pytest.fixture
+def make_key(sessions: sessionmaker[Session]) -> Callable[..., str]:
+    def make(name: str, rate_limit: str | None = None, revoked: bool = False) -> str:
+        with sessions() as session:
+            _row, plaintext = create_key(session=session, name=name, rate_limit=rate_limit)
+            if revoked:
+                revoke_key(session=session, name_or_prefix=name)
+            session.commit()
+        return plaintext
+
+    return make
 
 
 @pytest.fixture
-def api_key(sessions: sessionmaker[Session]) -> str:
-    return _new_key(sessions, "test-tool")
-
-
-@pytest.fixture
-def auth(api_key: str) -> dict[str, str]:
-    return {"X-API-Key": api_key}
-
-
-@pytest.fixture
-def revoked_key(sessions: sessionmaker[Session]) -> str:
-    key = _new_key(sessions, "old-tool")
-    with sessions() as session:
-        revoke_key(session=session, name_or_prefix="old-tool")
-        session.commit()
-    return key
-
-
-@pytest.fixture
-def make_key(sessions: sessionmaker[Session]) -> Any:
-    return lambda name, rate_limit=None: _new_key(sessions, name, rate_limit)
+def auth(make_key: Callable[..., str]) -> dict[str, str]:
+    """Headers with a live key named ``test-tool``."""
+    return {"X-API-Key": make_key("test-tool")}

@@ -80,18 +80,19 @@ def add_saved_routes(router: APIRouter, kind: str, one: str, many: str) -> None:
     h = _handlers(kind)
     router.add_api_route("", h["list"], methods=["GET"], response_model=SavedList, name=f"list_{many}",
                          summary=f"List {many.replace('_', ' ')}, newest first (paged, filtered)")
-    router.add_api_route("/{item_id}", h["get"], methods=["GET"], response_model=SavedOut, name=f"get_{one}",
+    router.add_api_route("/{item_id:int}", h["get"], methods=["GET"], response_model=SavedOut, name=f"get_{one}",
                          responses=problem_responses(404), summary=f"One {one.replace('_', ' ')}")
-    router.add_api_route("/{item_id}/recompute", h["recompute"], methods=["POST"], response_model=RecomputeOut,
+    router.add_api_route("/{item_id:int}/recompute", h["recompute"], methods=["POST"], response_model=RecomputeOut,
                          name=f"recompute_{one}", responses=problem_responses(404, 409),
                          summary="Re-run on the current estimator and catalog; stores a new revision and the diff")
-    router.add_api_route("/{item_id}", h["delete"], methods=["DELETE"], status_code=204,
+    router.add_api_route("/{item_id:int}", h["delete"], methods=["DELETE"], status_code=204,
                          response_class=Response, name=f"delete_{one}", responses=problem_responses(404),
                          summary="Soft delete: hidden from reads, revisions kept for the audit trail")
 
 
 def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
-    """``/{id}.json``, ``/{id}.csv`` and ``/{id}/print``; add before ``/{id}`` so the suffixes match first."""
+    """``/{id}.json``, ``/{id}.csv`` and ``/{id}/print`` (the ``:int`` convertor keeps ``/{id}`` from taking
+    ``1.json``)."""
 
     def export_json(item_id: ItemId, session: SessionDep) -> JSONResponse:
         item = find_saved(session=session, kind=kind, item_id=item_id)
@@ -110,12 +111,12 @@ def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
 
     text = {"content": {"text/csv": {"schema": {"type": "string"}}}}
     html = {"content": {"text/html": {"schema": {"type": "string"}}}}
-    router.add_api_route("/{item_id}.json", export_json, methods=["GET"], name=f"export_{one}_json",
+    router.add_api_route("/{item_id:int}.json", export_json, methods=["GET"], name=f"export_{one}_json",
                          response_class=JSONResponse, responses=problem_responses(404),
                          summary="Export with every revision, as a JSON document")
-    router.add_api_route("/{item_id}.csv", export_csv, methods=["GET"], name=f"export_{one}_csv",
+    router.add_api_route("/{item_id:int}.csv", export_csv, methods=["GET"], name=f"export_{one}_csv",
                          response_class=Response, responses={200: text, **problem_responses(404)},
                          summary="Export one revision as field,value CSV")
-    router.add_api_route("/{item_id}/print", print_saved, methods=["GET"], name=f"print_{one}",
+    router.add_api_route("/{item_id:int}/print", print_saved, methods=["GET"], name=f"print_{one}",
                          response_class=HTMLResponse, responses={200: html, **problem_responses(404)},
                          summary="Printable HTML (print to PDF from the browser)")

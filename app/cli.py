@@ -1,0 +1,185 @@
+"""``capplan``: serve the app, estimate from a file, manage API keys, migrate the database, show the catalog.
+
+Bad input exits with status 2 and one line on stderr (never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from app.db import make_engine
+from app.errors import field_errors_from_locs
+from app.migrate import current_revision
+from app.repositories.api_keys import KeyExistsError, create_key, list_keys, revoke_key
+from app.repositories.catalog import list_entries
+from app.schemas.catalog import CatalogEntryOut
+from app.services.estimates import parse_one_or_many, run_estimate, run_many
+from app.settings import get_settings
+from app.startup import load_source_catalog, prepare_database
+from estimator import EstimatorError
+
+__all__ = ["cli", "main"]
+
+cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="Capacity planner for training and fine-tuning LLMs on multi-GPU servers.")
+keys_cli = typer.Typer(no_args_is_help=True, help="API keys for the quoting tools (only hashes are stored).")
+db_cli = typer.Typer(no_args_is_help=True, help="The database (SQLite by default, PostgreSQL via DATABASE_URL).")
+catalog_cli = typer.Typer(no_args_is_help=True, help="The hardware catalog as the app sees it.")
+cli.add_typer(keys_cli, name="api-keys")
+cli.add_typer(db_cli, name="db")
+cli.add_typer(catalog_cli, name="catalog")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"capplan: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _prepared_session() -> Session:
+    """A session on the configured database, migrated and seeded first (as ``capplan serve`` does)."""
+    engine = make_engine(get_settings().database_url)
+    prepare_database(engine, load_source_catalog())
+    return Session(engine)
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="address to bind [CAPPLAN_HOST or 127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="port [CAPPLAN_PORT or 8000]")] = None,
+) -> None:
+    """Run the web app and API (migrates and seeds the database on start)."""
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run("app.main:create_app", factory=True, host=host or settings.host, port=port or settings.port,
+                proxy_headers=True)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{'stdin' if path == '-' else path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}")
+
+
+def _validation_message(errors: list[Any]) -> str:
+    fields = field_errors_from_locs(errors)
+    first = fields[0] if fields else None
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return f"{first.field or '(request)'}: {first.detail}{more}" if first else "invalid request"
+
+
+@cli.command()
+def estimate(
+    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one request or a list; - for stdin")],
+) -> None:
+    """Estimate one request (or a JSON list of them) and print the response(s) as JSON."""
+    from fastapi.exceptions import RequestValidationError
+
+    payload = _read_json(input_file)
+    try:
+        parsed = parse_one_or_many(payload)
+    except RequestValidationError as exc:
+        fail(_validation_message(list(exc.errors())))
+    catalog = load_source_catalog()
+    try:
+        result: Any = run_many(parsed, catalog) if isinstance(parsed, list) else run_estimate(parsed, catalog)
+    except EstimatorError as exc:
+        fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+    data = [r.model_dump(mode="json") for r in result] if isinstance(result, list) else result.model_dump(mode="json")
+    typer.echo(json.dumps(data, indent=2))
+
+
+@keys_cli.command("create")
+def keys_create(
+    name: Annotated[str, typer.Option(help="who uses the key, e.g. quoting-tool")],
+    rate_limit: Annotated[str | None, typer.Option(help="e.g. 1000/minute [CAPPLAN_RATE_LIMIT_PER_KEY]")] = None,
+) -> None:
+    """Make a key and print it once; only its hash is stored."""
+    from limits import parse
+
+    if rate_limit is not None:
+        try:
+            parse(rate_limit)
+        except ValueError:
+            fail(f"--rate-limit {rate_limit!r} is not a limit like 600/minute")
+    with _prepared_session() as session:
+        try:
+            _row, plaintext = create_key(session=session, name=name, rate_limit=rate_limit)
+        except KeyExistsError as exc:
+            fail(str(exc))
+        session.commit()
+    typer.echo(plaintext)
+    typer.echo(f"API key {name!r} created; send it as X-API-Key. It is not shown again.", err=True)
+
+
+@keys_cli.command("list")
+def keys_list() -> None:
+    """Names, prefixes, limits and state of every key (never the keys)."""
+    with _prepared_session() as session:
+        rows = list_keys(session=session)
+    typer.echo(f"{'NAME':24} {'PREFIX':14} {'RATE LIMIT':14} {'CREATED':20} STATE")
+    for r in rows:
+        state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
+        typer.echo(f"{r.name:24} {r.prefix:14} {r.rate_limit or 'default':14} {r.created_at:%Y-%m-%d %H:%M}     "
+                   f"{state}")
+
+
+@keys_cli.command("revoke")
+def keys_revoke(name_or_prefix: Annotated[str, typer.Argument(help="the key's name or prefix")]) -> None:
+    """Revoke a key: requests with it get 401 from then on."""
+    with _prepared_session() as session:
+        row = revoke_key(session=session, name_or_prefix=name_or_prefix)
+        if row is None:
+            fail(f"no API key named {name_or_prefix!r}", code=1)
+        session.commit()
+    typer.echo(f"revoked {row.name} ({row.prefix})")
+
+
+@db_cli.command("upgrade")
+def db_upgrade(seed: Annotated[bool, typer.Option(help="also seed the hardware catalog")] = True) -> None:
+    """Apply the Alembic migrations (alembic upgrade head), then seed the catalog."""
+    settings = get_settings()
+    engine = make_engine(settings.database_url)
+    report = prepare_database(engine, load_source_catalog() if seed else None, seed=seed)
+    typer.echo(f"database at revision {current_revision(engine)}")
+    if report is not None:
+        typer.echo(f"catalog {report.version}: {report.added} added, {report.changed} changed, "
+                   f"{report.unchanged} unchanged, {len(report.conflicts)} conflicts")
+
+
+@catalog_cli.command("show")
+def catalog_show(
+    kind: Annotated[str | None, typer.Option(help="gpu, server or cloud_offer [all]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Every entry with its effective values; overridden entries are marked *."""
+    if kind not in (None, "gpu", "server", "cloud_offer"):
+        fail(f"--kind {kind!r}: use gpu, server or cloud_offer")
+    with _prepared_session() as session:
+        rows = [CatalogEntryOut.of(r) for r in list_entries(session=session, kind=kind)]  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        return
+    for r in rows:
+        mark = "*" if r.overrides else " "
+        name = r.effective.get("name", "")
+        typer.echo(f"{r.kind:12} {r.id:32}{mark} {r.origin:7} {name}")
+
+
+def main() -> None:
+    try:
+        cli()
+    except ValidationError as exc:  # settings from the environment
+        fail(_validation_message(list(exc.errors())))

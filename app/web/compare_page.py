@@ -1,0 +1,143 @@
+"""``GET /compare``: the job of the form on several GPUs or servers: memory, speed and cost side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from app.charts.compare import metric_bar_figure
+from app.charts.memory import memory_figure
+from app.charts.style import figure_json
+from app.deps import CatalogDep
+from app.schemas.compare import CompareOption
+from app.services.compare import option_request
+from app.web import backend
+from app.web.costing import Cost, cost_to_train
+from app.web.estimate_page import Verdict, verdict_of
+from app.web.forms import parse_form, request_to_query
+from app.web.templating import is_htmx, render
+from estimator import EstimateRequest, EstimateResponse, EstimatorError
+
+__all__ = ["DEFAULT_FAMILIES", "default_gpus", "router"]
+
+router = APIRouter()
+
+#: GPU families compared when the URL names none: the first catalog GPU of each (by id) is picked.
+DEFAULT_FAMILIES = ("a100", "h100", "h200")
+MAX_OPTIONS = 16
+
+
+@dataclass(frozen=True)
+class Row:
+    """One option of the comparison: its result, or the reason it has none."""
+
+    label: str
+    option: CompareOption
+    result: EstimateResponse | None
+    verdict: Verdict | None
+    cost: Cost | None
+    error: str | None
+
+
+def _flagship(gpu: Any) -> tuple[bool, int]:
+    return "sxm" in str(getattr(gpu, "form_factor", gpu.id)).lower(), int(gpu.memory_bytes)
+
+
+def default_gpus(catalog: Any) -> list[str]:
+    """Per family in :data:`DEFAULT_FAMILIES`, its SXM part with the most memory (else the most memory)."""
+    picks = []
+    for family in DEFAULT_FAMILIES:
+        members = [g for g in catalog.gpus.values() if g.id.startswith(family)]
+        if members:
+            picks.append(max(members, key=_flagship).id)
+    return picks
+
+
+def _options(catalog: Any, params: Any, job: EstimateRequest | None) -> list[CompareOption]:
+    gpus = [g for g in params.getlist("gpus") if g]
+    servers = [s for s in params.getlist("servers") if s]
+    if not gpus and not servers:
+        gpus = default_gpus(catalog)
+        if job is not None and job.hardware.gpu not in gpus:
+            gpus.append(job.hardware.gpu)
+    options = [CompareOption(gpu=g) for g in dict.fromkeys(gpus)]
+    options += [CompareOption(server=s) for s in dict.fromkeys(servers)]
+    return options[:MAX_OPTIONS]
+
+
+def _label(catalog: Any, option: CompareOption) -> str:
+    if option.server is not None:
+        return backend.server_name(catalog, option.server) or option.server
+    return backend.gpu_name(catalog, option.gpu or "")
+
+
+def _row(catalog: Any, job: EstimateRequest, option: CompareOption) -> Row:
+    label = _label(catalog, option)
+    try:
+        result = backend.run_estimate(option_request(job, option, catalog), catalog)
+    except EstimatorError as exc:
+        return Row(label, option, None, None, None, exc.message)
+    return Row(label, option, result, verdict_of(result), cost_to_train(catalog, result), None)
+
+
+def _figures(rows: list[Row]) -> dict[str, str]:
+    ok = [r for r in rows if r.result is not None]
+    figs = {"memory": figure_json(memory_figure([(r.label, r.result.memory) for r in ok if r.result],
+                                                title="Memory on the busiest GPU"))}
+    if any(r.result.time for r in ok if r.result):
+        tps = [(r.label, r.result.time.tokens_per_s if r.result and r.result.time else None) for r in ok]
+        figs["speed"] = figure_json(metric_bar_figure(tps, "Training throughput", "tokens/s"))
+    if any(r.result.train for r in ok if r.result):
+        hours = [(r.label, r.result.train.time_to_train_s / 3600 if r.result and r.result.train else None)
+                 for r in ok]
+        figs["time"] = figure_json(metric_bar_figure(hours, "Time to train", "hours"))
+    if any(r.cost for r in ok):
+        figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
+                                                     "Cost to train (on-demand cloud)", "USD", ",.0f"))
+    return figs
+
+
+def _context(catalog: Any, params: Any) -> tuple[dict[str, Any], bool]:
+    form = parse_form(params)
+    options = _options(catalog, params, form.request)
+    base: dict[str, Any] = {
+        "errors": form.errors.messages,
+        "all_gpus": backend.gpu_options(catalog), "all_servers": backend.server_options(catalog),
+        "chosen_gpus": [o.gpu for o in options if o.gpu], "chosen_servers": [o.server for o in options if o.server],
+        "active": "compare", "charts": True, "job": form.request, "rows": [], "figs": {},
+    }
+    if form.request is None:
+        return base, False
+    job = form.request
+    rows = [_row(catalog, job, o) for o in options]
+    query = request_to_query(job)
+    picks = "&".join([f"gpus={g}" for g in base["chosen_gpus"]] + [f"servers={s}" for s in base["chosen_servers"]])
+    return {
+        **base, "rows": rows, "figs": _figures(rows), "job_query": query,
+        "job_fields": _job_fields(query), "model_name": _model_name(rows, job),
+        "share_url": f"/compare?{query}&{picks}" if query else f"/compare?{picks}",
+    }, True
+
+
+def _job_fields(query: str) -> list[tuple[str, str]]:
+    return parse_qsl(query)
+
+
+def _model_name(rows: list[Row], job: EstimateRequest) -> str:
+    for row in rows:
+        if row.result is not None:
+            return row.result.model.name
+    return job.model if isinstance(job.model, str) else "custom model"
+
+
+@router.get("/compare", response_class=HTMLResponse, name="compare_page")
+def compare_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
+    context, ok = _context(catalog, request.query_params)
+    headers = {"HX-Push-Url": context["share_url"]} if ok else {}
+    if is_htmx(request):
+        return render(request, "_compare_results.html", context, **headers)
+    return render(request, "compare.html", context, status_code=200 if ok else 422)

@@ -1,0 +1,56 @@
+"""Schemathesis over the OpenAPI document: no 5xx, and every response matches its schema.
+
+The app is built at import time (schemathesis needs the schema to parametrize) on a temporary SQLite file,
+so the API key made before the run is still there when schemathesis starts the app's lifespan itself.
+Two checks are left out, on purpose: ``negative_data_rejection`` (pydantic's lax mode accepts ``0`` for a
+boolean and ``"8"`` for an integer, by design) and ``positive_data_acceptance`` (a schema-valid request can
+still be a domain error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx).
+Bounded for a 2-core CI box: a few examples per operation, no deadline."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
+
+from app.main import create_app
+from app.repositories.api_keys import create_key
+from app.settings import Settings
+from tests.api.fake_catalog import fake_catalog
+
+_DIR = Path(tempfile.mkdtemp(prefix="capplan-contract-"))
+APP = create_app(
+    Settings(database_url=f"sqlite:///{_DIR / 'contract.db'}", rate_limit_anonymous="100000/minute",
+             rate_limit_per_key="100000/minute"),
+    catalog=fake_catalog(),
+)
+# POST /plans and /tco answer 501 until the planner and the TCO model land: a 5xx by design, so left out.
+schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP).exclude(
+    path_regex=r"^/api/v1/(plans|tco)$"
+)
+
+
+@pytest.fixture(scope="module")
+def contract_key() -> Iterator[str]:
+    with TestClient(APP), APP.state.sessionmaker() as session:  # the lifespan migrates and seeds the file
+        _row, key = create_key(session=session, name="schemathesis")
+        session.commit()
+    yield key
+    shutil.rmtree(_DIR, ignore_errors=True)
+
+
+@schema.parametrize()
+@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_conforms_to_its_schema(case: Any, contract_key: str) -> None:
+    case.call_and_validate(
+        headers={"X-API-Key": contract_key}, excluded_checks=[negative_data_rejection, positive_data_acceptance]
+    )

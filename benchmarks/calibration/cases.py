@@ -258,6 +258,26 @@ def _cases() -> list[dict[str, Any]]:
         c("qwen2.5-32b", precision="bf16-true", seq=2048, ckpt="full", call=2, expect="oom",
           note="deliberate OOM: 32.8B x 8 B"),
         c("mixtral-8x7b", method="lora", rank=16, targets="attention", seq=2048, ckpt="full", call=2),
+        # ---------------- tier 3: added after the first device call (gaps in the first set) ----------------
+        # More batch/sequence points for the step-time model.
+        c("llama-3.2-1b", seq=32768, ckpt="full", call=3),
+        c("llama-3.2-1b", seq=65536, ckpt="full", call=3, expect="edge", note="logits 65536x128256 fp32"),
+        c("llama-3.2-1b", mbs=16, ckpt="full", call=3),
+        c("llama-3.2-3b", mbs=2, call=3),
+        c("llama-3.2-3b", mbs=8, ckpt="full", call=3),
+        c("llama-3.1-8b", precision="bf16-true", seq=8192, ckpt="full", call=3),
+        c("llama-3.1-8b", precision="bf16-true", mbs=8, ckpt="full", call=3),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", mbs=2, ckpt="full", call=3),
+        c("llama-3.1-8b", method="lora", rank=16, targets="all-linear", seq=32768, ckpt="full", call=3),
+        c("qwen2.5-7b", precision="bf16-true", seq=16384, ckpt="full", call=3),
+        c("mistral-7b-v0.3", precision="bf16-true", mbs=4, ckpt="full", call=3),
+        # foreach vs fused when sharded; bf16-true when sharded; larger batches when sharded.
+        c("llama-3.1-70b", impl="foreach", world=32, ckpt="full", call=3),
+        c("llama-3.1-8b", precision="bf16-true", world=8, ckpt="none", call=3),
+        c("llama-3.1-8b", world=8, mbs=4, ckpt="full", call=3),
+        c("llama-3.1-70b", method="lora", rank=16, targets="all-linear", world=8, seq=2048, ckpt="none", call=3),
+        c("qwen2.5-7b", precision="bf16-mixed", impl="foreach", ckpt="full", call=3, expect="oom",
+          note="foreach temporary on top of 16 B/param"),
     ]
     ids = [x["id"] for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
@@ -267,6 +287,16 @@ def _cases() -> list[dict[str, Any]]:
 
 
 CASES: list[dict[str, Any]] = _cases()
+
+# Cases measured a second time, in a later device call, to show run-to-run spread (memory and step time).
+REPEAT_IDS: list[str] = [
+    "l1b-full-mixed-fused-b1-s4096-nock",
+    "l8b-full-mixed-fused-b1-s4096-ck",
+    "l8b-full-true-fused-b1-s4096-nock",
+    "l8b-lora16al-fused-b1-s4096-ck",
+    "q7b-full-true-fused-b1-s4096-nock",
+    "l70b-full-mixed-fused-b1-s4096-ck-fsdp32",
+]
 
 
 def by_id(case_id: str) -> dict[str, Any]:

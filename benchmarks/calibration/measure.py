@@ -526,11 +526,11 @@ def provenance(args: argparse.Namespace) -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        import pynvml
+        from importlib.metadata import version
 
-        p["nvidia_ml_py"] = getattr(pynvml, "__version__", None)
-    except ImportError:
-        pass
+        p["nvidia_ml_py"] = version("nvidia-ml-py")
+    except Exception:
+        p["nvidia_ml_py"] = None
     if not args.dry_run:
         try:
             q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.used,"
@@ -601,6 +601,8 @@ def main() -> None:
     ap.add_argument("--spawn", action="store_true", help="start each case as a new interpreter, not a fork")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    ap.add_argument("--repeats-first", action="store_true",
+                    help="first run cases.REPEAT_IDS again (results marked repeat=true)")
     ap.add_argument("--skip-done", action="store_true", help="skip ids already in OUT/results.jsonl")
     ap.add_argument("--skip-done-file", action="append", default=[],
                     help="skip ids that finished (ok or oom) in this results.jsonl (repeatable)")
@@ -618,8 +620,10 @@ def main() -> None:
         sel = [cases_mod.by_id(i) for i in args.ids]
     elif args.call:
         sel = [c for c in sel if c["call"] in args.call]
+    reps = [dict(cases_mod.by_id(i), _repeat=True) for i in cases_mod.REPEAT_IDS] if args.repeats_first else []
     prov = provenance(args)
     prov["selected"] = [c["id"] for c in sel]
+    prov["repeats"] = [c["id"] for c in reps]
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))
     print("provenance:", json.dumps({k: prov[k] for k in ("date_utc", "torch", "transformers", "peft",
                                                           "torch_cuda")}), prov.get("nvidia_smi"))
@@ -634,8 +638,8 @@ def main() -> None:
     ctx = mp.get_context("fork")
     spawn = args.spawn
     results = []
-    for case in sel:
-        if case["id"] in done:
+    for case in reps + sel:
+        if case["id"] in done and not case.get("_repeat"):
             continue
         run = dry_shrink(case) if args.dry_run else case
         est = estimate_seconds(case) if not args.dry_run else 10.0
@@ -657,6 +661,8 @@ def main() -> None:
             spawn = True
             r = run_one(case, run, tmp, timeout, args, ctx, spawn)
         r["launch"] = "spawn" if spawn else "fork"
+        if case.get("_repeat"):
+            r["repeat"] = True
         r["est_s"] = round(est, 1)
         r["dry_run"] = args.dry_run
         results.append(r)

@@ -33,13 +33,15 @@ def model_options() -> list[Option]:
     ]
 
 
-def _gib(value: int) -> str:
-    return f"{value / 10**9:.0f} GB"
+def _memory(gpu: Any) -> str:
+    """The datasheet memory (``80 GB``) when the catalog has it, else the bytes in GiB."""
+    datasheet = getattr(gpu, "memory_gb", None)
+    return f"{datasheet:g} GB" if datasheet else f"{gpu.memory_bytes / 2**30:.0f} GiB"
 
 
 def gpu_options(catalog: Any) -> list[Option]:
     gpus = catalog.gpus.values()
-    return [Option(g.id, g.name, _gib(g.memory_bytes)) for g in sorted(gpus, key=lambda g: g.name)]
+    return [Option(g.id, g.name, _memory(g)) for g in sorted(gpus, key=lambda g: g.name)]
 
 
 def server_options(catalog: Any) -> list[Option]:

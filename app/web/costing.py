@@ -31,7 +31,8 @@ def gpu_hour_rate(catalog: Any, gpu_id: str) -> tuple[float, str] | None:
     """The cheapest on-demand USD per GPU-hour for ``gpu_id`` in the catalog's cloud offers, and whose."""
     best: tuple[float, str] | None = None
     for offer in source_items(catalog, "cloud_offer").values():
-        rate = _per_gpu_hour(offer) if offer.gpu_id == gpu_id else None
+        on_demand = getattr(offer, "offer_kind", "on-demand") == "on-demand"
+        rate = _per_gpu_hour(offer) if offer.gpu_id == gpu_id and on_demand else None
         if rate is not None and (best is None or rate < best[0]):
             best = (rate, f"{offer.provider} {offer.instance}")
     return best

@@ -69,6 +69,24 @@ def pct(value: float | None, digits: int = 0) -> str:
     return "n/a" if value is None else f"{value * 100:.{digits}f}%"
 
 
+def plain(value: Any) -> str:
+    """A value as a person would type it: ``1e9`` → ``1000000000``, ``80.0`` → ``80``; ``None`` → empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e18:
+        return str(int(value))
+    return str(value)
+
+
+def figure(value: Any) -> str:
+    """A catalog figure for reading: thousands separators, no trailing ``.0``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return f"{int(value):,}"
+
+
 def money(value: float | None, currency: str = "USD") -> str:
     if value is None:
         return "n/a"
@@ -78,7 +96,9 @@ def money(value: float | None, currency: str = "USD") -> str:
 
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
-templates.env.filters.update(gib=gib, duration=duration, si=si, params=params, pct=pct, money=money)
+templates.env.filters.update(
+    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure
+)
 
 
 def is_htmx(request: Request) -> bool:

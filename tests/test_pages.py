@@ -1,0 +1,273 @@
+"""HTML pages through TestClient, on the shipped hardware catalog and a temporary SQLite file."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.datastructures import QueryParams
+
+from app.charts.style import GIB
+from app.main import create_app
+from app.settings import Settings
+from app.web.forms import SECTIONS, parse_form, request_to_query
+from estimator import EstimateRequest, Hardware, Parallelism, Training, estimate
+from estimator.request import HfConfigModel, ModelArch
+from tests.test_static import external_assets
+
+SERVER = "dell-xe9680-h100"
+JOB = f"model=llama-3.1-70b&training.method=lora&hardware.server={SERVER}&parallelism.sharding=zero3" \
+      "&training.activation_checkpointing=full"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    db = tmp_path_factory.mktemp("pages") / "pages.db"
+    settings = Settings(database_url=f"sqlite:///{db}", rate_limit_anonymous="100000/minute")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def catalog(client: TestClient) -> object:
+    return client.app.state.catalog_cache.source  # type: ignore[attr-defined]
+
+
+def _error(html: str, dom_id: str) -> str:
+    match = re.search(rf'<span class="field-error" id="err-{re.escape(dom_id)}"[^>]*>([^<]*)</span>', html)
+    assert match, f"no error slot for {dom_id}"
+    return match.group(1)
+
+
+def _article(html: str) -> str:
+    """The result without its share/save card (only the live result page can save)."""
+    match = re.search(r'<article class="result".*?</article>', html, re.S)
+    assert match, "no result on the page"
+    without_form = re.sub(r'<section class="card actions-card".*?</section>', "", match.group(0), flags=re.S)
+    return re.sub(r"\s+", " ", without_form)
+
+
+def _figure(html: str, name: str) -> dict:
+    match = re.search(rf'<script type="application/json" id="fig-{name}">(.*?)</script>', html, re.S)
+    assert match, f"no figure {name}"
+    return json.loads(match.group(1))
+
+
+PAGES = [
+    "/", f"/estimate?{JOB}", "/compare", f"/compare?{JOB}", "/catalog", "/catalog/gpus", "/catalog/servers",
+    "/catalog/cloud-offers", "/catalog/gpus/h100-sxm5-80gb", f"/catalog/servers/{SERVER}", "/quotes", "/plans",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_renders_and_loads_nothing_from_other_hosts(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200, response.text[-2000:]
+    assert response.headers["content-type"].startswith("text/html")
+    assert "<html" in response.text
+    assert external_assets(response.text) == []
+
+
+def test_assets_the_pages_reference_are_served(client: TestClient) -> None:
+    html = client.get(f"/estimate?{JOB}").text
+    paths = re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
+    assert any("plotly-" in p for p in paths) and any("htmx-" in p for p in paths)
+    for path in paths:
+        assert client.get(path).status_code == 200, path
+
+
+def test_home_preselects_the_70b_and_has_a_control_for_every_contract_field(client: TestClient) -> None:
+    html = client.get("/").text
+    assert re.search(r'<option value="llama-3.1-70b" selected>', html)
+    assert 'name="model_json"' in html
+    for section, model in SECTIONS.items():
+        for name in model.model_fields:
+            assert f'name="{section}.{name}"' in html, f"{section}.{name} has no form control"
+    assert re.search(r"<details class=\"advanced\"", html)
+
+
+def test_result_shows_verdict_charts_and_plain_words(client: TestClient, catalog: object) -> None:
+    response = client.get(f"/estimate?{JOB}")
+    assert response.status_code == 200
+    html = response.text
+    params = QueryParams(JOB)
+    expected = estimate(parse_form(params).request, catalog)  # type: ignore[arg-type]
+    verdict = re.search(r'id="verdict">([^<]+)<', html).group(1)  # type: ignore[union-attr]
+    assert verdict == ("Fits" if expected.memory.fits else "Does not fit") or verdict == "Fits, tight"
+    fig = _figure(html, "memory")
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert sum(t["x"][0] for t in bars) == pytest.approx(expected.memory.total_bytes / GIB)
+    capacity = next(t for t in fig["data"] if t["name"] == "GPU capacity")
+    assert capacity["x"][0] == pytest.approx(expected.memory.capacity_bytes / GIB)
+    for text in expected.assumptions + expected.warnings:
+        assert text.replace("'", "&#39;").replace('"', "&#34;") in html or text in html
+
+
+def test_htmx_gets_the_fragment_with_out_of_band_errors_and_a_canonical_url(client: TestClient) -> None:
+    response = client.get(f"/estimate?{JOB}&training.seq_len=4096", headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "<html" not in response.text
+    assert 'id="estimate-result"' in response.text
+    assert 'id="err-f-training-seq-len" hx-swap-oob="true"' in response.text
+    pushed = response.headers["HX-Push-Url"]
+    assert "training.seq_len" not in pushed, "defaults are left out of the shareable URL"
+    assert response.headers["Vary"] == "HX-Request"
+    restore = client.get(f"/estimate?{JOB}", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
+    assert "<html" in restore.text
+
+
+def test_the_shareable_url_reproduces_the_page(client: TestClient) -> None:
+    first = client.get(f"/estimate?{JOB}&training.micro_batch_size=2&hardware.num_nodes=1").text
+    share = re.search(r'id="share-url"[^>]*value="([^"]+)"', first).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    assert share.startswith("/estimate?")
+    assert "training.micro_batch_size=2" in share and "hardware.num_nodes" not in share
+    again = client.get(share).text
+    assert _article(again) == _article(first)
+
+
+REQUESTS = [
+    EstimateRequest(),
+    EstimateRequest(model="mixtral-8x7b", training=Training(method="qlora", lora_rank=64, train_tokens=2e9),
+                    parallelism=Parallelism(sharding="hsdp", hsdp_shard_size=8, sequence_parallel=True),
+                    hardware=Hardware(num_nodes=4, server=SERVER)),
+    EstimateRequest(model=HfConfigModel(hf_config={"model_type": "llama", "hidden_size": 2048})),
+    EstimateRequest(model=ModelArch(num_layers=4, hidden_size=512, num_attention_heads=8, ffn_hidden_size=2048,
+                                    vocab_size=32000, name="tiny")),
+]
+
+
+@pytest.mark.parametrize("request_", REQUESTS, ids=["defaults", "everything", "hf-config", "arch"])
+def test_query_string_round_trips_the_request(request_: EstimateRequest) -> None:
+    query = request_to_query(request_)
+    assert parse_form(QueryParams(query)).request == request_
+
+
+BAD_INPUT = [
+    ("training.seq_len=lots", "f-training-seq-len", "Enter a whole number"),
+    ("parallelism.tp=0", "f-parallelism-tp", "Must be at least 1"),
+    ("training.method=rlhf", "f-training-method", "Choose one of"),
+    ("training.train_tokens=-5", "f-training-train-tokens", "Must be more than 0"),
+    ("model=llama-9", "f-model", "unknown model preset"),
+    ("model_json=%7Bnot+json", "f-model-json", "Not valid JSON"),
+    ("model_json=%5B1%2C2%5D", "f-model-json", "Paste a JSON object"),
+    ("model_json=%7B%22num_layers%22%3A0%7D", "f-model-json", "num_layers"),
+    ("hardware.gpu=warp-drive-9000", "f-hardware-gpu", "unknown GPU"),
+    ("hardware.server=nope", "f-hardware-server", "unknown server"),
+    (f"hardware.server={SERVER}&hardware.gpu=a100-sxm4-80gb", "f-hardware-gpu", "carries"),
+    ("hardware.gpu=a100-sxm4-80gb&training.precision=fp8-mixed", "f-training-precision", "fp8"),
+]
+
+
+@pytest.mark.parametrize(("query", "dom_id", "message"), BAD_INPUT, ids=[b[0] for b in BAD_INPUT])
+def test_bad_input_shows_the_form_again_with_the_message_next_to_the_field(
+    client: TestClient, query: str, dom_id: str, message: str
+) -> None:
+    page = client.get(f"/estimate?{query}")
+    assert page.status_code == 422
+    assert message.lower() in _error(page.text, dom_id).lower()
+    assert 'id="form-errors"' in page.text and "<form" in page.text
+    fragment = client.get(f"/estimate?{query}", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200, "htmx only swaps 2xx responses"
+    assert message.lower() in _error(fragment.text, dom_id).lower()
+
+
+def test_save_reopen_list_and_recompute_a_quote(client: TestClient) -> None:
+    live = client.get(f"/estimate?{JOB}").text
+    form = {"query": JOB, "name": "70B LoRA for ACME", "customer": "ACME", "price": "125000"}
+    saved = client.post("/quotes", data=form, follow_redirects=False)
+    assert saved.status_code == 303
+    url = saved.headers["location"]
+    opened = client.get(url)
+    assert opened.status_code == 200
+    assert _article(opened.text) == _article(live)
+    assert "$125,000" in opened.text
+    listing = client.get("/quotes", params={"customer": "acme"}).text
+    quote_path = urlsplit(url).path
+    assert f'href="{quote_path}"' in listing and "70B LoRA for ACME" in listing
+    assert client.get("/quotes", params={"q": "no such quote"}).text.count(f'href="{quote_path}"') == 0
+
+    recomputed = client.post(f"{quote_path}/recompute", follow_redirects=False)
+    assert recomputed.status_code == 303
+    after = client.get(recomputed.headers["location"]).text
+    assert "nothing changed" in after
+    assert "revision 2 of 2" in after
+    first = client.get(quote_path, params={"revision": 1}).text
+    assert _article(first) == _article(live)
+    assert client.get(quote_path, params={"revision": 9}).status_code == 404
+
+
+def test_the_quote_links_reproduce_its_inputs_and_exports(client: TestClient) -> None:
+    saved = client.post("/quotes", data={"query": JOB, "name": "links", "customer": "ACME", "price": "1"},
+                        follow_redirects=False)
+    html = client.get(saved.headers["location"]).text
+    form_link = re.search(r'href="(/estimate\?[^"]+)" id="open-in-form"', html).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    assert dict(parse_qsl(urlsplit(form_link).query)) == dict(parse_qsl(JOB))
+    for link_id in ("print-link", "export-json", "export-csv"):
+        href = re.search(rf'href="([^"]+)" id="{link_id}"', html).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+        assert client.get(href).status_code == 200, href
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "message"),
+    [({"customer": ""}, "customer", "Required"), ({"price": "lots"}, "price", "Enter an amount"),
+     ({"price": "-3"}, "price", "Cannot be negative"), ({"name": ""}, "name", "Required")],
+)
+def test_save_errors_are_shown_next_to_the_save_fields(
+    client: TestClient, form: dict[str, str], field: str, message: str
+) -> None:
+    data = {"query": JOB, "name": "n", "customer": "c", "price": "1", **form}
+    response = client.post("/quotes", data=data)
+    assert response.status_code == 422
+    assert message in _error(response.text, f"quote-{field}")
+    assert 'id="estimate-result"' in response.text
+
+
+def test_unknown_quote_is_a_404_page(client: TestClient) -> None:
+    response = client.get("/quotes/987654", headers={"Accept": "text/html"})
+    assert response.status_code == 404
+    assert "text/html" in response.headers["content-type"]
+
+
+def test_compare_defaults_to_a100_h100_h200(client: TestClient) -> None:
+    html = client.get(f"/compare?{JOB}").text
+    options = re.findall(r'<tr data-option="([^"]+)"', html)
+    assert [o.split("-")[0] for o in options] == ["a100", "h100", "h200"]
+    fig = _figure(html, "cmp-memory")
+    capacity = next(t for t in fig["data"] if t["name"] == "GPU capacity")
+    assert len(capacity["x"]) == 3
+    assert capacity["x"][2] > capacity["x"][1], "the H200 holds more than the H100"
+
+
+def test_compare_shows_per_option_errors_and_serves_htmx_fragments(client: TestClient) -> None:
+    query = "training.precision=fp8-mixed&gpus=a100-sxm4-80gb&gpus=h100-sxm5-80gb"
+    response = client.get(f"/compare?{query}", headers={"HX-Request": "true"})
+    assert response.status_code == 200 and "<html" not in response.text
+    assert "Cannot estimate" in response.text and "fp8" in response.text
+    assert response.headers["HX-Push-Url"].startswith("/compare?")
+    bad = client.get("/compare?training.seq_len=x")
+    assert bad.status_code == 422 and "Enter a whole number" in bad.text
+
+
+def test_catalog_lists_every_gpu_and_server_with_sources(client: TestClient, catalog: object) -> None:
+    gpus = client.get("/catalog/gpus").text
+    for gpu in catalog.gpus.values():  # type: ignore[attr-defined]
+        assert f'id="gpu-{gpu.id}"' in gpus
+    servers = client.get("/catalog/servers").text
+    for server in catalog.servers.values():  # type: ignore[attr-defined]
+        assert f'id="server-{server.id}"' in servers
+    assert re.search(r'<a href="https?://[^"]+" rel="noreferrer"', gpus), "sources are links"
+    entry = client.get(f"/catalog/servers/{SERVER}")
+    assert entry.status_code == 200 and "gpu_count" in entry.text
+    assert client.get("/catalog/gpus/no-such-gpu").status_code == 404
+    assert client.get("/catalog/nothing").status_code == 422 or client.get("/catalog/nothing").status_code == 404
+
+
+def test_templates_dir_is_inside_the_package() -> None:
+    from app.web.templating import TEMPLATE_DIR
+
+    assert Path(__file__).resolve().parents[1] / "app" / "templates" == TEMPLATE_DIR

@@ -12,6 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.db import make_engine
@@ -46,7 +47,7 @@ def _prepared_session() -> Session:
     """A session on the configured database, migrated and seeded first (as ``capplan serve`` does)."""
     engine = make_engine(get_settings().database_url)
     prepare_database(engine, load_source_catalog())
-    return Session(engine)
+    return Session(engine, expire_on_commit=False)
 
 
 @cli.command()
@@ -179,7 +180,12 @@ def catalog_show(
 
 
 def main() -> None:
+    """The console entry point: bad settings and database failures end in one line, not a traceback."""
     try:
         cli()
     except ValidationError as exc:  # settings from the environment
-        fail(_validation_message(list(exc.errors())))
+        typer.echo(f"capplan: error: {_validation_message(list(exc.errors()))}", err=True)
+        sys.exit(2)
+    except SQLAlchemyError as exc:
+        typer.echo(f"capplan: error: database: {type(exc).__name__}: {str(exc).splitlines()[0]}", err=True)
+        sys.exit(1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -27,7 +27,9 @@ def operation_id(route: APIRoute) -> str:
 def _add_components(schema: dict[str, Any]) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for model in _EXTRA_MODELS:
-        mode = "serialization" if model is EstimateResponse else "validation"
+        mode: Literal["validation", "serialization"] = (
+            "serialization" if model is EstimateResponse else "validation"
+        )
         model_schema = TypeAdapter(model).json_schema(ref_template=_REF, mode=mode)
         for name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -19,23 +20,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"CI=true but {POSTGRES_URL_ENV} is unset: the postgres tests would be skipped")
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL database for this test session (tests marked ``postgres``).
-
-    ``CAPPLAN_TEST_POSTGRES_URL`` points at a server (any database on it); this creates a fresh database
-    there and drops it at the end. Skips when the variable is unset (never in CI, see above)."""
-    server_url = os.environ.get(POSTGRES_URL_ENV)
-    if not server_url:
-        pytest.skip(f"{POSTGRES_URL_ENV} is not set")
+@contextmanager
+def fresh_postgres_database(server_url: str) -> Iterator[str]:
+    """Create an empty database on the server of ``server_url``; yield its URL; drop it afterwards."""
     url = make_url(server_url).set(drivername="postgresql+psycopg")
     name = f"capplan_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
         yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    """``CAPPLAN_TEST_POSTGRES_URL`` (a server; any database on it). Skips when unset, which CI forbids."""
+    server_url = os.environ.get(POSTGRES_URL_ENV)
+    if not server_url:
+        pytest.skip(f"{POSTGRES_URL_ENV} is not set")
+    return server_url
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A throwaway PostgreSQL database shared by this test session."""
+    with fresh_postgres_database(postgres_server_url) as url:
+        yield url

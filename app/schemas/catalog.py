@@ -42,7 +42,7 @@ class CatalogEntryOut(BaseModel):
     @classmethod
     def of(cls, row: CatalogEntry) -> CatalogEntryOut:
         seeded = row.origin == "seeded"
-        return cls(id=row.entry_id, kind=row.kind, origin=row.origin, effective=row.effective,  # type: ignore[arg-type]
+        return cls(id=row.entry_id, kind=row.kind, origin=row.origin, effective=row.effective,
                    seeded=row.data if seeded else None, custom=None if seeded else row.data,
                    overrides=row.overrides, catalog_version=row.catalog_version, updated_at=row.updated_at,
                    updated_by=row.updated_by)

@@ -103,7 +103,7 @@ class SavedSummary(BaseModel):
 
     @classmethod
     def of(cls, item: SavedItem) -> SavedSummary:
-        return cls(id=item.id, kind=item.kind, name=item.name, customer=item.customer,  # type: ignore[arg-type]
+        return cls(id=item.id, kind=item.kind, name=item.name, customer=item.customer,
                    latest_revision=item.latest_revision, created_at=item.created_at, created_by=item.created_by)
 
 

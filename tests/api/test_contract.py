@@ -1,7 +1,8 @@
 """Schemathesis over the OpenAPI document: no 5xx, and every response matches its schema.
 
-The app is built at import time (schemathesis needs the schema to parametrize) on a temporary SQLite file,
-so the API key made before the run is still there when schemathesis starts the app's lifespan itself.
+The app is built at import time (schemathesis needs the schema to parametrize) with the shipped hardware
+catalog on a temporary SQLite file, so the API key made before the run is still there when schemathesis starts
+the app's lifespan itself.
 Two checks are left out, on purpose: ``negative_data_rejection`` (pydantic's lax mode accepts ``0`` for a
 boolean and ``"8"`` for an integer, by design) and ``positive_data_acceptance`` (a schema-valid request can
 still be a domain error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx).
@@ -25,13 +26,11 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 from app.main import create_app
 from app.repositories.api_keys import create_key
 from app.settings import Settings
-from tests.api.fake_catalog import fake_catalog
 
 _DIR = Path(tempfile.mkdtemp(prefix="capplan-contract-"))
 APP = create_app(
     Settings(database_url=f"sqlite:///{_DIR / 'contract.db'}", rate_limit_anonymous="100000/minute",
              rate_limit_per_key="100000/minute"),
-    catalog=fake_catalog(),
 )
 # POST /plans and /tco answer 501 until the planner and the TCO model land: a 5xx by design, so left out.
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP).exclude(

@@ -73,8 +73,10 @@ def _patch(kind: Kind) -> Callable[..., CatalogEntryDetail]:
     return patch_kind
 
 
-for _kind, _plural, _one in (("gpu", "gpus", "gpu"), ("server", "servers", "server"),
-                             ("cloud_offer", "cloud-offers", "cloud_offer")):
+_KINDS: tuple[tuple[Kind, str, str], ...] = (
+    ("gpu", "gpus", "gpu"), ("server", "servers", "server"), ("cloud_offer", "cloud-offers", "cloud_offer"),
+)
+for _kind, _plural, _one in _KINDS:
     _name = _plural.replace("-", "_")
     router.add_api_route(f"/{_plural}", _list(_kind), methods=["GET"], response_model=CatalogList,
                          name=f"list_{_name}", summary=f"List {_plural.replace('-', ' ')}")

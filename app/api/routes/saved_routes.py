@@ -66,7 +66,7 @@ def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
         shown = done.new or done.previous
         return RecomputeOut(saved=SavedOut.with_revision(item, shown), previous_revision=done.previous.number,
                             new_revision=done.new.number if done.new else None, changed=bool(done.diff),
-                            diff=done.diff)  # type: ignore[arg-type]
+                            diff=done.diff)
 
     def delete_saved(item_id: ItemId, session: SessionDep, writer: WriterDep) -> Response:
         soft_delete(item=find_saved(session=session, kind=kind, item_id=item_id), actor=writer.name)

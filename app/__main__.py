@@ -1,0 +1,5 @@
+"""``python -m app`` is ``capplan``."""
+
+from app.cli import main
+
+main()

@@ -1,0 +1,148 @@
+"""Bill of materials of one option: servers, their RAM, NVMe and NIC configuration, and the switches of a
+multi-node fabric, priced from the catalog where it has a price.
+
+Each item is ``{"item", "sku", "quantity", "unit_price_usd", "source"}``. ``unit_price_usd`` is the catalog's
+figure (``Server.price_usd``; a GPU's mid price when no server is chosen) or ``None`` where the catalog has no
+price (memory, drives, NICs and switches are priced by sales; the app layer applies its price overrides).
+
+Switch count: one 64-port 400 Gb/s switch (NVIDIA QM9700 / Spectrum-4 class) serves up to 64 NIC ports; beyond
+that a non-blocking two-tier fat tree, leaves with half their ports down and half up, and spines for the uplinks
+(ceil(ports / 32) leaves, ceil(leaves x 32 / 64) spines).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from estimator.host import (
+    DimmConfig,
+    HostSizing,
+    NicConfig,
+    NvmeConfig,
+    host_sizing,
+    recommend_dimms,
+    recommend_nics,
+    recommend_nvme,
+)
+from estimator.host_config import host_defaults
+from estimator.layout import Layout
+from estimator.request import EstimateRequest
+from estimator.response import HostResult
+
+__all__ = ["bill_of_materials", "choose_server", "switch_counts"]
+
+Item = dict[str, object]
+
+
+def _item(item: str, sku: str, quantity: int, price: float | None, source: str) -> Item:
+    return {"item": item, "sku": sku, "quantity": quantity, "unit_price_usd": price, "source": source}
+
+
+def _price_source(entry: Any, field: str) -> str:
+    getter = getattr(entry, "sources_for", None)
+    sources = getter(field) if callable(getter) else ()
+    if not sources:
+        return "catalog"
+    s = sources[0]
+    return f"catalog: {s.citation} ({s.date})"
+
+
+def choose_server(req: EstimateRequest, server: Any, gpu: Any, catalog: Any) -> Any:
+    """The request's server, else the catalog's cheapest (then first) non-placeholder server carrying the
+    request's GPU with at least ``gpus_per_node`` of them; ``None`` if there is none."""
+    if server is not None:
+        return server
+    gpu_id = getattr(gpu, "id", req.hardware.gpu)
+    servers = getattr(catalog, "servers", {}) or {}
+    fits = [s for s in servers.values() if s.gpu_id == gpu_id and s.gpu_count >= req.hardware.gpus_per_node
+            and not getattr(s, "placeholder", False)]
+    if not fits:
+        return None
+    return min(fits, key=lambda s: (s.price_usd is None, s.price_usd or 0.0, s.gpu_count, s.id))
+
+
+def switch_counts(ports: int) -> tuple[int, int]:
+    """(leaf switches, spine switches) for ``ports`` 400 Gb/s NIC ports (module docstring)."""
+    radix = int(host_defaults().num("network", "switch_ports_400g"))
+    if ports <= 0:
+        return 0, 0
+    if ports <= radix:
+        return 1, 0
+    leaves = math.ceil(ports / (radix // 2))
+    return leaves, math.ceil(leaves * (radix // 2) / radix)
+
+
+def _dimm_sku(size_gib: int) -> str:
+    return f"ddr5-rdimm-{size_gib}gb"
+
+
+def bill_of_materials(req: EstimateRequest, layout: Layout, server: Any, catalog: Any,
+                      host: HostResult | HostSizing | None = None, *, gpu: Any = None,
+                      sizing: HostSizing | None = None) -> list[Item]:
+    """Items for ``layout.num_nodes`` nodes of ``server`` (see the module docstring). ``host`` is the
+    response's host block or a :class:`HostSizing`; the RAM, NVMe and NIC lines follow its recommendation."""
+    nodes = layout.num_nodes
+    gpu = gpu if gpu is not None else (getattr(catalog, "gpus", {}) or {}).get(
+        getattr(server, "gpu_id", None) or req.hardware.gpu)
+    chosen = choose_server(req, server, gpu, catalog)
+    if isinstance(host, HostSizing):
+        sizing = host
+    dimms, nvme, nic = _configs(layout, chosen, catalog, host, sizing)
+    items: list[Item] = []
+    if chosen is not None:
+        label = f"{chosen.name}" + (" (suggested: the request names no server)" if server is None else "")
+        items.append(_item(f"Server: {label}", chosen.id, nodes, chosen.price_usd,
+                           _price_source(chosen, "price_usd")))
+    elif gpu is not None:
+        price = getattr(gpu, "price_usd_mid", None)
+        items.append(_item(f"GPU: {gpu.name} (no catalog server carries it)", gpu.id, layout.world_size, price,
+                           _price_source(gpu, "price_usd_low")))
+    if dimms is not None:
+        items.append(_item(f"System memory: {dimms} per node", _dimm_sku(dimms.size_gib), dimms.count * nodes,
+                           None, "recommended by host sizing; no catalog price"))
+    if nvme is not None:
+        items.append(_item(f"NVMe: {nvme} per node", f"nvme-{nvme.size_tb:g}tb", nvme.count * nodes, None,
+                           "recommended by host sizing; no catalog price"))
+    if nodes > 1:
+        count = nic.count if nic else layout.gpus_per_node
+        gbps = nic.gbps if nic else 400
+        fabric = {400: "InfiniBand NDR or 400 GbE RoCE", 800: "InfiniBand XDR or 800 GbE",
+                  200: "InfiniBand HDR or 200 GbE RoCE"}.get(gbps, f"{gbps} GbE")
+        items.append(_item(f"GPU-fabric NIC: {gbps} Gb/s ({fabric}), {count} per node", f"nic-{gbps}g",
+                           count * nodes, None, "recommended by host sizing; no catalog price"))
+        ports = count * nodes
+        leaves, spines = switch_counts(ports)
+        radix = int(host_defaults().num("network", "switch_ports_400g"))
+        src = host_defaults().source("network", "switch_ports_400g")
+        items.append(_item(f"Leaf switch: {radix}-port 400 Gb/s", f"switch-{radix}x400g", leaves, None, src))
+        if spines:
+            items.append(_item(f"Spine switch: {radix}-port 400 Gb/s", f"switch-{radix}x400g", spines, None, src))
+        uplinks = leaves * (radix // 2) if spines else 0
+        items.append(_item("Cables / transceivers (node-to-leaf and leaf-to-spine links)", "cable-400g",
+                           ports + uplinks, None, "one per link; no catalog price"))
+    return items
+
+
+def _configs(layout: Layout, server: Any, catalog: Any, host: HostResult | HostSizing | None,
+             sizing: HostSizing | None) -> tuple[DimmConfig | None, NvmeConfig | None, NicConfig | None]:
+    """The DIMM, NVMe and NIC configuration: the sizing's, or re-derived from a response's host block."""
+    if sizing is not None:
+        return sizing.dimms, sizing.nvme, sizing.nics
+    if not isinstance(host, HostResult):
+        return None, None, None
+    dimms = recommend_dimms(host.ram_bytes_per_node, server)
+    nvme = recommend_nvme(host.nvme_bytes, 0.0, server, catalog)
+    eff = host_defaults().num("network", "nic_efficiency")
+    if layout.num_nodes <= 1:
+        return dimms, nvme, None
+    pcie = int(getattr(server, "pcie_gen", 5) or 5)
+    nic = recommend_nics(host.network_bytes_per_s_per_node * 8 / 1e9 / eff, layout.gpus_per_node, pcie)
+    return dimms, nvme, nic
+
+
+def bill_of_materials_for(req: EstimateRequest, shape: Any, layout: Layout, gpu: Any, server: Any,
+                          catalog: Any, time: Any = None) -> list[Item]:
+    """Convenience: size the host and list the materials in one call."""
+    sizing = host_sizing(req, shape, layout, gpu, choose_server(req, server, gpu, catalog), catalog, time=time)
+    return bill_of_materials(req, layout, server, catalog, sizing, gpu=gpu)

@@ -1,0 +1,467 @@
+"""Whole-node sizing (issue #8): host RAM, local NVMe, network and power of the nodes a training job runs on.
+
+Entry points: :func:`host_sizing` (everything, as a frozen :class:`HostSizing`) and :func:`host_result` (the
+response's :class:`~estimator.response.HostResult`). The parts live in ``host_ram.py`` (RAM),
+``host_checkpoint.py`` (checkpoint bytes), ``host_network.py`` (inter-node traffic), ``host_tensors.py``
+(per-tensor shapes) and ``host_config.py`` (defaults and options, ``data/host_defaults.yaml``).
+
+Catalog objects are read by attribute (``server.max_ram_gib``, ``dimm_slots``, ``nvme_bays``, ``nics``,
+``max_power_kw``, ``gpu_count``; ``gpu.tdp_w``, ``memory_bytes``, ``bf16_tflops_dense``); a missing attribute
+falls back to the defaults file and says so in the notes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from estimator.host_checkpoint import CheckpointSize, checkpoint_size
+from estimator.host_config import GIB, HostOptions, host_defaults
+from estimator.host_network import NetworkTraffic, inter_node_traffic
+from estimator.host_ram import HostRam, host_ram
+from estimator.layout import Layout
+from estimator.modelspec import ModelShape
+from estimator.request import EstimateRequest
+from estimator.response import HostResult
+
+__all__ = [
+    "DimmConfig",
+    "HostSizing",
+    "NicConfig",
+    "NvmeConfig",
+    "host_result",
+    "host_sizing",
+    "recommend_dimms",
+    "recommend_nics",
+    "recommend_nvme",
+]
+
+TB = 10**12
+_COMPUTE_PURPOSES = {"gpu-fabric", "compute", "east-west", "backend", "scale-out"}
+
+
+@dataclass(frozen=True)
+class DimmConfig:
+    count: int
+    size_gib: int
+
+    @property
+    def total_gib(self) -> int:
+        return self.count * self.size_gib
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.size_gib} GB DDR5 RDIMM ({self.total_gib} GiB)"
+
+
+@dataclass(frozen=True)
+class NvmeConfig:
+    count: int
+    size_tb: float
+    write_bytes_per_s_each: float
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.count * self.size_tb * TB)
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.size_tb:g} TB NVMe"
+
+
+@dataclass(frozen=True)
+class NicConfig:
+    count: int
+    gbps: int
+
+    @property
+    def total_gbps(self) -> int:
+        return self.count * self.gbps
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.gbps} Gb/s"
+
+
+@dataclass(frozen=True)
+class HostSizing:
+    ram: HostRam
+    dimms: DimmConfig | None
+    server_max_ram_bytes: int | None
+    checkpoint: CheckpointSize
+    checkpoint_target: str
+    checkpoint_write_s: float
+    checkpoint_write_bytes_per_s_needed: float
+    nvme_bytes: int
+    nvme: NvmeConfig | None
+    dataset_bytes: int
+    dataset_read_bytes_per_s: float
+    network: NetworkTraffic
+    network_bytes_per_s_needed: float
+    network_bytes_per_s_average: float
+    nics: NicConfig | None
+    fabric: str
+    step_time_s: float
+    compute_s: float
+    step_time_source: str
+    power_w_peak: float
+    power_w_average: float
+    btu_per_h: float
+    nodes_per_rack: int
+    fits_server: bool
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------- catalog access
+def _attr(obj: Any, *names: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    for name in names:
+        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _server_nics(server: Any) -> list[tuple[int, float, str, str]]:
+    """(count, Gb/s, kind, purpose) of every NIC group of a catalog server."""
+    out = []
+    for nic in _attr(server, "nics", default=[]) or []:
+        out.append((int(_attr(nic, "count", default=1)), float(_attr(nic, "gbps", "speed_gbps", default=0)),
+                    str(_attr(nic, "kind", "type", default="")), str(_attr(nic, "purpose", default="compute"))))
+    return out
+
+
+def _compute_nic_gbps(server: Any) -> float | None:
+    nics = _server_nics(server)
+    if not nics:
+        return None
+    return sum(c * s for c, s, _, purpose in nics if purpose.lower() in _COMPUTE_PURPOSES)
+
+
+# ----------------------------------------------------------------------------------------------------- timing
+def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any,
+                time: Any) -> tuple[float, float, str]:
+    """(step time, compute time, source): the step-time model's when given, else FLOPs at a fallback MFU."""
+    if time is not None and _attr(time, "step_time_s", default=0) > 0:
+        step = float(time.step_time_s)
+        compute = float(_attr(time, "compute_s", default=step)) or step
+        return step, compute, "step-time model"
+    t = req.training
+    d = host_defaults()
+    tokens = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    mult = 6.0 if t.method == "full" else 4.0  # LoRA: no weight gradients of the frozen base
+    if t.activation_checkpointing == "full":
+        mult += 2.0
+    flops = mult * shape.active_params() * tokens
+    key = {"fp32": "tf32_tflops_dense", "fp8-mixed": "fp8_tflops_dense"}.get(t.precision, "bf16_tflops_dense")
+    peak = float(_attr(gpu, key, "bf16_tflops_dense", default=0.0) or 0.0)
+    if peak <= 0:
+        peak = 300.0
+    compute = flops / (layout.world_size * peak * 1e12 * d.num("network", "fallback_mfu"))
+    return compute, compute, f"{d.num('network', 'fallback_mfu'):.0%} MFU (no step-time model)"
+
+
+# -------------------------------------------------------------------------------------------------------- RAM
+def _dimm_options(server: Any) -> list[DimmConfig]:
+    d = host_defaults()
+    slots = int(_attr(server, "dimm_slots", default=0) or 0)
+    max_gib = float(_attr(server, "max_ram_gib", default=0) or 0)
+    counts = [c for c in d.get("ram", "dimm_counts") if not slots or (c <= slots and slots % c == 0)]
+    if slots and slots not in counts:
+        counts.append(slots)
+    out = [DimmConfig(c, s) for c in counts for s in d.get("ram", "dimm_sizes_gib")]
+    return [o for o in out if not max_gib or o.total_gib <= max_gib]
+
+
+def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
+    d = host_defaults()
+    need_gib = need_bytes * (1 + d.num("ram", "headroom_fraction")) / GIB
+    slots = int(_attr(server, "dimm_slots", default=0) or 0) or 32
+    ok = [o for o in _dimm_options(server) if o.total_gib >= need_gib]
+    if not ok:
+        return None
+    return min(ok, key=lambda o: (o.total_gib, abs(o.count - slots / 2)))
+
+
+# ------------------------------------------------------------------------------------------------ storage
+def _catalog_write_gbps(catalog: Any, kinds: tuple[str, ...], scope: str, pcie_gen: int | None) -> float | None:
+    """Write GB/s of the catalog's storage class of that kind and scope (closest PCIe generation)."""
+    storage = _attr(catalog, "storage", default={}) or {}
+    rows = [s for s in storage.values() if _attr(s, "kind") in kinds and _attr(s, "scope") == scope
+            and _attr(s, "write_gbps")]
+    if not rows:
+        return None
+    if pcie_gen is not None:
+        rows.sort(key=lambda s: abs(int(_attr(s, "pcie_gen", default=pcie_gen) or pcie_gen) - pcie_gen))
+    return float(_attr(rows[0], "write_gbps"))
+
+
+def _nvme_write_bps(server: Any, catalog: Any = None) -> float:
+    d = host_defaults()
+    gen = int(_attr(server, "pcie_gen", default=4) or 4)
+    from_catalog = _catalog_write_gbps(catalog, ("local-nvme",), "per-drive", gen)
+    if from_catalog:
+        return from_catalog * 1e9
+    return d.num("storage", "nvme_write_gbps_gen5" if gen >= 5 else "nvme_write_gbps_gen4") * 1e9
+
+
+def _shared_write_bps(catalog: Any) -> float:
+    from_catalog = _catalog_write_gbps(catalog, ("parallel-fs", "nfs"), "per-node", None)
+    return (from_catalog or host_defaults().num("storage", "shared_fs_write_gbps_per_node")) * 1e9
+
+
+def recommend_nvme(need_bytes: int, need_write_bps: float, server: Any, catalog: Any) -> NvmeConfig | None:
+    d = host_defaults()
+    bays = int(_attr(server, "nvme_bays", default=8) or 8)
+    each = _nvme_write_bps(server, catalog)
+    options = [NvmeConfig(c, s, each) for c in range(1, bays + 1) for s in d.get("storage", "nvme_drive_tb")]
+    ok = [o for o in options if o.total_bytes >= need_bytes and o.count * each >= need_write_bps]
+    if not ok:
+        return None
+    return min(ok, key=lambda o: (o.total_bytes, -o.count))
+
+
+def _dataset(req: EstimateRequest, shape: ModelShape, options: HostOptions) -> tuple[int, int]:
+    """(dataset bytes, bytes per token) of the pre-tokenised training data."""
+    d = host_defaults()
+    per_token = int(d.num("storage", "bytes_per_token_small_vocab" if shape.arch.vocab_size < 65500
+                          else "bytes_per_token_large_vocab"))
+    if options.dataset_bytes is not None:
+        return options.dataset_bytes, per_token
+    tokens = req.training.train_tokens or 0
+    return int(tokens * per_token), per_token
+
+
+# ------------------------------------------------------------------------------------------------ network
+def recommend_nics(need_gbps: float, gpus_per_node: int, pcie_gen: int = 5) -> NicConfig | None:
+    """Smallest standard GPU-fabric NIC set with at least ``need_gbps``: 1, 2, 4 or 8 NICs (at most one per
+    GPU), each no faster than its PCIe x16 slot carries (Gen4 x16 ~ 256 Gb/s, Gen5 ~ 512 Gb/s: 800 Gb/s needs
+    Gen6, ConnectX-8); ties go to fewer, faster NICs (fewer switch ports and cables)."""
+    d = host_defaults()
+    slot_gbps = {3: 128, 4: 256, 5: 512}.get(pcie_gen, 1024)
+    counts = [c for c in (1, 2, 4, 8) if c <= max(1, gpus_per_node)]
+    speeds = [int(s) for s in d.get("network", "nic_speeds_gbps") if int(s) <= slot_gbps]
+    ok = [NicConfig(c, s) for c in counts for s in speeds if c * s >= need_gbps]
+    if not ok:
+        return None
+    return min(ok, key=lambda o: (o.total_gbps, o.count))
+
+
+def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, utilisation: float,
+                 nics: NicConfig | None) -> str:
+    if layout.num_nodes <= 1:
+        return "Single node: no inter-node fabric is needed for training (NVLink inside the node)."
+    d = host_defaults()
+    ports = layout.num_nodes * (nics.count if nics else layout.gpus_per_node)
+    switch_ports = int(d.num("network", "switch_ports_400g"))
+    parts = []
+    if traffic.latency_sensitive:
+        parts.append("Tensor, context or expert parallelism crosses nodes: many small blocking messages, so "
+                     "InfiniBand NDR's lower latency and adaptive routing matter; prefer it over RoCE.")
+    allreduce = sum(v for k, v in traffic.by_kind.items() if "all-reduce" in k)
+    if allreduce > 0.5 * traffic.bytes_per_step_per_node and utilisation > 0.5:
+        parts.append("Gradient all-reduce dominates and the links are busy: InfiniBand NDR with SHARP in-network "
+                     "reduction moves (n-1)/(n+1) instead of 2(n-1)/n of the buffer (nccl-tests "
+                     "PERFORMANCE.md), about half; RoCE has no equivalent.")
+    if ports > switch_ports:
+        parts.append(f"{ports} NIC ports need more than one {switch_ports}-port switch (a leaf-spine fabric): "
+                     "congestion control and adaptive routing matter; InfiniBand NDR, or a tuned RoCE fabric "
+                     "(Llama 3 trained on both, arXiv 2407.21783 Sec. 3.3.1).")
+    if not parts:
+        parts.append(f"400 GbE RoCE and InfiniBand NDR are equivalent here (400 Gb/s per port either way); the "
+                     f"step uses about {utilisation:.0%} of the recommended NICs' budget.")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------- power
+def _power(layout: Layout, gpu: Any, server: Any) -> tuple[float, float, str]:
+    d = host_defaults()
+    max_kw = _attr(server, "max_power_kw", default=None)
+    gpus = layout.gpus_per_node
+    if max_kw:
+        server_gpus = int(_attr(server, "gpu_count", default=gpus) or gpus)
+        tdp = float(_attr(gpu, "tdp_w", default=0) or 0)
+        # a server with fewer GPUs than slots draws less: take the GPUs out at their TDP
+        peak = float(max_kw) * 1000 - max(0, server_gpus - gpus) * tdp
+        source = "catalog max_power_kw"
+    else:
+        tdp = float(_attr(gpu, "tdp_w", default=700) or 700)
+        peak = gpus * tdp * d.num("power", "server_watts_per_gpu_tdp")
+        source = f"{d.num('power', 'server_watts_per_gpu_tdp')} x GPU TDP (DGX H100 ratio)"
+    return peak, peak * d.num("power", "average_draw_fraction"), source
+
+
+def _nodes_per_rack(peak_w: float, server: Any, rack_kw: float) -> int:
+    d = host_defaults()
+    by_power = math.floor(rack_kw * 1000 / peak_w) if peak_w > 0 else 0
+    ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
+    if not ru:
+        return by_power
+    usable = int(d.num("power", "rack_units") - d.num("power", "rack_units_reserved"))
+    return min(by_power, usable // ru)
+
+
+# --------------------------------------------------------------------------------------------------- main
+def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, server: Any, catalog: Any,
+                time: Any = None, train: Any = None, options: HostOptions | None = None) -> HostSizing:
+    """Size the rest of the node for one training layout; see the module docstring."""
+    o = (options or HostOptions()).resolved()
+    d = host_defaults()
+    warnings: list[str] = []
+    notes: list[str] = []
+    ckpt = checkpoint_size(req, shape, layout)
+    ram = host_ram(req, shape, layout, ckpt, o)
+
+    # RAM against the server and the usual DIMM configurations
+    max_gib = _attr(server, "max_ram_gib", default=None)
+    max_ram = int(float(max_gib) * GIB) if max_gib else None
+    dimms = recommend_dimms(ram.per_node, server)
+    ram_fits = max_ram is None or ram.per_node <= max_ram
+    if not ram_fits and max_ram is not None:
+        warnings.append(f"Host RAM: the node needs {ram.per_node / GIB:,.0f} GiB, more than the "
+                        f"{max_ram / GIB:,.0f} GiB the server takes. Offload less, shard over more nodes, or load "
+                        "the model on the meta device.")
+    elif dimms is None:
+        warnings.append(f"Host RAM: no common DIMM configuration holds {ram.per_node / GIB:,.0f} GiB.")
+    gpu_mem = int(_attr(gpu, "memory_bytes", default=0) or 0) * layout.gpus_per_node
+    if gpu_mem and ram.per_node > d.num("ram", "nvidia_host_to_gpu_memory_ratio") * gpu_mem:
+        notes.append(f"Host RAM is more than {d.num('ram', 'nvidia_host_to_gpu_memory_ratio'):g}x the node's GPU "
+                     "memory (the DGX ratio): CPU offload is what needs it.")
+    if ram.node_phase == "load":
+        notes.append(f"Host RAM peaks while the model loads ({o.model_loading}); training needs "
+                     f"{ram.train_phase_node_bytes / GIB:,.0f} GiB per node.")
+    if o.model_loading != "every-rank" and layout.gpus_per_node > 1:
+        every = shape.total_params() * d.num("ram", "model_load_bytes_per_param") * layout.gpus_per_node
+        notes.append(f"Loading the full model in every process (plain from_pretrained per rank) would need "
+                     f"{every / GIB:,.0f} GiB per node for the weights alone.")
+
+    # timing
+    step_s, compute_s, step_source = _step_times(req, shape, layout, gpu, time)
+    steps_per_s = 1.0 / step_s if step_s > 0 else 0.0
+
+    # storage: checkpoints, dataset, NVMe
+    target = o.checkpoint_target if o.checkpoint_target != "auto" else ("local" if layout.num_nodes == 1
+                                                                           else "shared")
+    interval = float(o.checkpoint_interval_s or 3600)
+    share = float(o.checkpoint_max_time_share or 0.05)
+    per_node_ckpt = ckpt.per_node_bytes
+    need_write = per_node_ckpt / interval if o.async_checkpoint else per_node_ckpt / (share * interval)
+    dataset, per_token = _dataset(req, shape, o)
+    if not dataset:
+        notes.append("No dataset size: set training.train_tokens (or the dataset_bytes option) to size it.")
+    dataset_local = dataset if o.dataset_on_local_nvme else 0
+    kept = int(o.checkpoints_kept or 2)
+    scratch = int(d.num("storage", "scratch_gib") * GIB)
+    nvme_need = dataset_local + scratch + (kept * per_node_ckpt if target == "local" else 0)
+    nvme = recommend_nvme(nvme_need, need_write if target == "local" else 0.0, server, catalog)
+    nvme_fits = nvme is not None
+    if nvme is None:
+        warnings.append(f"Local NVMe: {nvme_need / TB:,.1f} TB at {need_write / 1e9:,.1f} GB/s does not fit the "
+                        f"server's {int(_attr(server, 'nvme_bays', default=8) or 8)} bays; write checkpoints to "
+                        "shared storage.")
+    if target == "local":
+        write_bps = (nvme.count * nvme.write_bytes_per_s_each) if nvme else (
+            int(_attr(server, "nvme_bays", default=8) or 8) * _nvme_write_bps(server, catalog))
+    else:
+        write_bps = _shared_write_bps(catalog)
+    ckpt_write_s = per_node_ckpt / write_bps
+    blocking = 0.0 if o.async_checkpoint else ckpt_write_s
+    if blocking > share * interval:
+        warnings.append(f"Checkpointing: writing {per_node_ckpt / 1e9:,.0f} GB per node at {write_bps / 1e9:,.1f} "
+                        f"GB/s takes {ckpt_write_s:,.0f} s, over {share:.0%} of the {interval:,.0f} s interval; "
+                        f"it needs {need_write / 1e9:,.1f} GB/s, or asynchronous checkpointing.")
+    tokens_per_s_node = (req.training.micro_batch_size * req.training.seq_len
+                         * req.training.gradient_accumulation_steps * layout.dp * steps_per_s / layout.num_nodes)
+    if time is not None and _attr(time, "tokens_per_s", default=0):
+        tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
+    read_bps = tokens_per_s_node * per_token
+
+    # network
+    traffic = inter_node_traffic(req, shape, layout)
+    budget = float(o.comm_budget_fraction or 0.5)
+    need_net = traffic.bytes_per_step_per_node / (compute_s * budget) if compute_s > 0 else 0.0
+    avg_net = traffic.bytes_per_step_per_node * steps_per_s
+    eff = d.num("network", "nic_efficiency")
+    need_gbps = need_net * 8 / 1e9 / eff
+    pcie = int(_attr(server, "pcie_gen", default=5) or 5)
+    nics = recommend_nics(need_gbps, layout.gpus_per_node, pcie) if layout.num_nodes > 1 else None
+    net_fits = True
+    if layout.num_nodes > 1 and nics is None:
+        warnings.append(f"Network: the step needs {need_gbps:,.0f} Gb/s per node, more than the NICs a node takes: "
+                        "inter-node "
+                        "traffic will dominate the step. Use a layout that keeps it inside the node (HSDP, larger "
+                        "gradient accumulation).")
+        net_fits = False
+    server_gbps = _compute_nic_gbps(server)
+    if layout.num_nodes > 1 and server_gbps is not None and server_gbps * eff < need_gbps * eff:
+        warnings.append(f"Network: the server's compute NICs give {server_gbps:,.0f} Gb/s, the step needs "
+                        f"{need_gbps:,.0f} Gb/s per node.")
+        net_fits = False
+    utilisation = need_gbps / nics.total_gbps if nics else 0.0
+    fabric = _fabric_note(req, layout, traffic, utilisation, nics)
+    if layout.tp > layout.gpus_per_node:
+        warnings.append("Tensor parallelism spans nodes: its all-reduces run over the network.")
+
+    # power
+    peak_w, avg_w, power_source = _power(layout, gpu, server)
+    rack_kw = float(o.rack_kw_budget or 40.0)
+    per_rack = _nodes_per_rack(peak_w, server, rack_kw)
+    if per_rack < 1:
+        warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
+    notes.append(f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} kW on "
+                 f"average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+    if server is None:
+        notes.append("No server chosen: sized for a generic node with the GPUs of the request.")
+    if train is not None and _attr(train, "checkpoint_bytes", default=None):
+        notes.append("Checkpoint bytes are those of estimator.host_checkpoint (per sharding layout).")
+    return HostSizing(
+        ram=ram, dimms=dimms, server_max_ram_bytes=max_ram, checkpoint=ckpt, checkpoint_target=target,
+        checkpoint_write_s=ckpt_write_s, checkpoint_write_bytes_per_s_needed=need_write, nvme_bytes=nvme_need,
+        nvme=nvme, dataset_bytes=dataset, dataset_read_bytes_per_s=read_bps, network=traffic,
+        network_bytes_per_s_needed=need_net, network_bytes_per_s_average=avg_net, nics=nics, fabric=fabric,
+        step_time_s=step_s, compute_s=compute_s, step_time_source=step_source, power_w_peak=peak_w,
+        power_w_average=avg_w, btu_per_h=peak_w * d.num("power", "btu_per_h_per_watt"), nodes_per_rack=per_rack,
+        fits_server=ram_fits and nvme_fits and net_fits, warnings=warnings, notes=notes)
+
+
+def _nic_words(sizing: HostSizing, layout: Layout) -> str:
+    if layout.num_nodes <= 1:
+        return "none for training (single node); 1x 100-200 Gb/s for storage and management"
+    if sizing.nics is None:
+        return "more than a node can take (the network would dominate the step)"
+    per_gpu = ", one per GPU" if sizing.nics.count == layout.gpus_per_node else ""
+    kind = "InfiniBand NDR or 400 GbE RoCE" if sizing.nics.gbps == 400 else (
+        "InfiniBand XDR or 800 GbE" if sizing.nics.gbps == 800 else "InfiniBand HDR or 200 GbE RoCE"
+        if sizing.nics.gbps == 200 else "100 GbE RoCE")
+    return f"{sizing.nics}{per_gpu} ({kind})"
+
+
+def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, server: Any, catalog: Any,
+                time: Any = None, train: Any = None, options: HostOptions | None = None) -> HostResult:
+    """The response's ``host`` block; fields the response does not (yet) have are left out."""
+    s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
+    extra: dict[str, Any] = {
+        "ram_peak_phase": s.ram.node_phase,
+        "recommended_dimms": str(s.dimms) if s.dimms else "",
+        "recommended_nvme": str(s.nvme) if s.nvme else "",
+        "checkpoint_bytes_per_node": s.checkpoint.per_node_bytes,
+        "checkpoint_target": s.checkpoint_target,
+        "dataset_bytes": s.dataset_bytes,
+        "network_bytes_per_step_per_node": s.network.bytes_per_step_per_node,
+        "fabric": s.fabric,
+        "power_w_average": s.power_w_average,
+        "power_btu_per_h": s.btu_per_h,
+        "nodes_per_rack": s.nodes_per_rack,
+        "notes": list(s.notes),
+    }
+    fields = HostResult.model_fields
+    return HostResult(
+        ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
+        ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,
+        checkpoint_bytes=s.checkpoint.total_bytes, checkpoint_write_s=s.checkpoint_write_s,
+        dataset_read_bytes_per_s=s.dataset_read_bytes_per_s,
+        network_bytes_per_s_per_node=s.network_bytes_per_s_needed, power_w_per_node=s.power_w_peak,
+        fits_server=s.fits_server, warnings=list(s.warnings),
+        recommended_ram_gib=s.dimms.total_gib if s.dimms else 0, recommended_nics=_nic_words(s, layout),
+        **{k: v for k, v in extra.items() if k in fields},
+    )

@@ -1,0 +1,116 @@
+"""Defaults and planning options of whole-node sizing (issue #8).
+
+The figures live in ``estimator/data/host_defaults.yaml``, each with its source; :func:`host_defaults` reads
+them once. :class:`HostOptions` holds the planning choices a caller may override (how many checkpoints are
+kept, how the model is loaded, the rack's power budget, ...); its defaults come from that file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+
+from estimator.errors import InvalidRequestError
+
+__all__ = ["GIB", "HostDefaults", "HostOptions", "ModelLoading", "default_options", "host_defaults"]
+
+GIB = 1 << 30
+
+ModelLoading = Literal["meta", "rank0", "every-rank"]
+CheckpointFormat = Literal["sharded", "full"]
+CheckpointTarget = Literal["auto", "local", "shared"]
+
+
+@dataclass(frozen=True)
+class HostDefaults:
+    """The figures of ``host_defaults.yaml`` (values only; :attr:`sources` maps ``section.key`` to its source)."""
+
+    values: dict[str, dict[str, Any]]
+    sources: dict[str, str]
+
+    def get(self, section: str, key: str) -> Any:
+        return self.values[section][key]
+
+    def num(self, section: str, key: str) -> float:
+        return float(self.values[section][key])
+
+    def source(self, section: str, key: str) -> str:
+        return self.sources[f"{section}.{key}"]
+
+
+@cache
+def host_defaults() -> HostDefaults:
+    text = resources.files("estimator").joinpath("data/host_defaults.yaml").read_text()
+    raw: dict[str, dict[str, dict[str, Any]]] = yaml.safe_load(text)
+    values: dict[str, dict[str, Any]] = {}
+    sources: dict[str, str] = {}
+    for section, items in raw.items():
+        values[section] = {}
+        for key, item in items.items():
+            if not isinstance(item, dict) or "value" not in item or not item.get("source"):
+                raise ValueError(f"host_defaults.yaml: {section}.{key} needs a value and a source")
+            values[section][key] = item["value"]
+            sources[f"{section}.{key}"] = " ".join(str(item["source"]).split())
+    return HostDefaults(values, sources)
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """Planning choices of whole-node sizing. ``None`` fields take their default from ``host_defaults.yaml``
+    (or, for ``nccl``, from the layout: on when the job spans nodes)."""
+
+    checkpoints_kept: int | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_max_time_share: float | None = None
+    async_checkpoint: bool | None = None
+    checkpoint_format: CheckpointFormat = "sharded"
+    checkpoint_target: CheckpointTarget = "auto"
+    model_loading: ModelLoading = "rank0"
+    dataloader_workers: int | None = None
+    dataset_bytes: int | None = None
+    dataset_on_local_nvme: bool = True
+    include_os_reserved: bool = True
+    nccl: bool | None = None
+    rack_kw_budget: float | None = None
+    comm_budget_fraction: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.checkpoints_kept is None or self.checkpoints_kept >= 1, "checkpoints_kept must be >= 1"),
+            (self.checkpoint_interval_s is None or self.checkpoint_interval_s > 0, "checkpoint_interval_s > 0"),
+            (self.checkpoint_max_time_share is None or 0 < self.checkpoint_max_time_share < 1,
+             "checkpoint_max_time_share must be in (0, 1)"),
+            (self.dataloader_workers is None or self.dataloader_workers >= 0, "dataloader_workers must be >= 0"),
+            (self.dataset_bytes is None or self.dataset_bytes >= 0, "dataset_bytes must be >= 0"),
+            (self.rack_kw_budget is None or self.rack_kw_budget > 0, "rack_kw_budget must be > 0"),
+            (self.comm_budget_fraction is None or 0 < self.comm_budget_fraction <= 1,
+             "comm_budget_fraction must be in (0, 1]"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise InvalidRequestError(message, "host_options")
+
+    def resolved(self) -> HostOptions:
+        """A copy with every ``None`` default (except ``nccl``) filled from ``host_defaults.yaml``."""
+        d = host_defaults()
+        return replace(
+            self,
+            checkpoints_kept=self.checkpoints_kept or int(d.num("checkpoint", "keep")),
+            checkpoint_interval_s=self.checkpoint_interval_s or d.num("checkpoint", "interval_s"),
+            checkpoint_max_time_share=self.checkpoint_max_time_share or d.num("checkpoint", "max_time_share"),
+            async_checkpoint=(bool(d.get("checkpoint", "async_staging")) if self.async_checkpoint is None
+                              else self.async_checkpoint),
+            dataloader_workers=(int(d.num("ram", "dataloader_workers_per_process")) if self.dataloader_workers is None
+                                else self.dataloader_workers),
+            rack_kw_budget=self.rack_kw_budget or d.num("power", "rack_kw_budget"),
+            comm_budget_fraction=self.comm_budget_fraction or d.num("network", "comm_budget_fraction"),
+        )
+
+
+def default_options() -> HostOptions:
+    return HostOptions().resolved()

@@ -1,0 +1,85 @@
+"""Bill of materials (estimator.bom, issue #8): servers, RAM, NVMe, NICs and switches, priced from the catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_host_support import catalog
+
+from estimator.bom import bill_of_materials, choose_server, switch_counts
+from estimator.host import host_result, host_sizing
+from estimator.layout import build_layout
+from estimator.modelspec import ModelShape, resolve_model
+from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+
+KEYS = {"item", "sku", "quantity", "unit_price_usd", "source"}
+
+
+def setup(server: str | None, nodes: int, gpu: str = "h100-sxm5-80gb", **par: Any) -> tuple[Any, ...]:
+    req = EstimateRequest(model="llama-3.1-70b", training=Training(train_tokens=1e10),
+                          parallelism=Parallelism(**par),
+                          hardware=Hardware(gpu=gpu, server=server, num_nodes=nodes, gpus_per_node=8))
+    shape = ModelShape(resolve_model(req.model))
+    layout = build_layout(req, shape)
+    cat = catalog()
+    srv = cat.servers.get(server) if server else None
+    return req, shape, layout, cat.gpus[gpu], srv, cat
+
+
+def by_sku(items: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    return {str(i["sku"]): i for i in items}
+
+
+def test_single_node_priced_server_no_fabric() -> None:
+    req, shape, layout, gpu, srv, cat = setup("nvidia-dgx-h100", 1, sharding="fsdp", offload="optimizer+params")
+    host = host_result(req, shape, layout, gpu, srv, cat)
+    items = bill_of_materials(req, layout, srv, cat, host)
+    assert all(set(i) == KEYS for i in items)
+    skus = by_sku(items)
+    assert skus["nvidia-dgx-h100"]["quantity"] == 1
+    assert skus["nvidia-dgx-h100"]["unit_price_usd"] == srv.price_usd
+    assert "catalog" in str(skus["nvidia-dgx-h100"]["source"])
+    ram = next(i for i in items if str(i["sku"]).startswith("ddr5-rdimm"))
+    size = int(str(ram["sku"]).split("-")[-1].removesuffix("gb"))
+    assert int(str(ram["quantity"])) * size == host.recommended_ram_gib
+    assert not any(str(i["sku"]).startswith(("switch", "nic")) for i in items)
+
+
+@pytest.mark.parametrize(("ports", "leaves", "spines"), [(0, 0, 0), (16, 1, 0), (64, 1, 0), (65, 3, 2),
+                                                          (128, 4, 2), (1024, 32, 16)])
+def test_switch_counts_two_tier_fat_tree(ports: int, leaves: int, spines: int) -> None:
+    assert switch_counts(ports) == (leaves, spines)
+
+
+def test_multi_node_lists_nics_switches_and_cables() -> None:
+    req, shape, layout, gpu, srv, cat = setup("nvidia-dgx-h100", 16, sharding="fsdp")
+    sizing = host_sizing(req, shape, layout, gpu, srv, cat)
+    items = bill_of_materials(req, layout, srv, cat, sizing)
+    skus = by_sku(items)
+    assert sizing.nics is not None
+    nic = skus[f"nic-{sizing.nics.gbps}g"]
+    assert nic["quantity"] == 16 * sizing.nics.count
+    leaves, spines = switch_counts(16 * sizing.nics.count)
+    switches = [i for i in items if str(i["sku"]).startswith("switch")]
+    assert sum(int(str(i["quantity"])) for i in switches) == leaves + spines
+    assert skus["nvidia-dgx-h100"]["quantity"] == 16
+    # the response's host block gives the same configuration as the full sizing
+    host = host_result(req, shape, layout, gpu, srv, cat)
+    assert by_sku(bill_of_materials(req, layout, srv, cat, host)).keys() == skus.keys()
+
+
+def test_without_a_server_suggests_one_that_carries_the_gpu() -> None:
+    req, shape, layout, gpu, _, cat = setup(None, 1, sharding="fsdp")
+    chosen = choose_server(req, None, gpu, cat)
+    assert chosen is not None and chosen.gpu_id == gpu.id and chosen.gpu_count >= 8
+    items = bill_of_materials(req, layout, None, cat, host_sizing(req, shape, layout, gpu, chosen, cat), gpu=gpu)
+    assert items[0]["sku"] == chosen.id and "suggested" in str(items[0]["item"])
+
+
+def test_unpriced_items_say_so() -> None:
+    req, shape, layout, gpu, srv, cat = setup("dell-xe9680-h100", 2, sharding="fsdp")
+    items = bill_of_materials(req, layout, srv, cat, host_sizing(req, shape, layout, gpu, srv, cat))
+    for i in items:
+        if i["unit_price_usd"] is None:
+            assert "price" in str(i["source"]) or "catalog" in str(i["source"]) or "QM9700" in str(i["source"])

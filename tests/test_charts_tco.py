@@ -1,0 +1,64 @@
+"""TCO charts, checked on their data: trace names, stacked sums equal to the totals, the break-even month."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.charts.style import figure_json
+from app.charts.tco import COMPONENTS, cost_vs_time_figure, cumulative_cost_figure, tco_stacked_bar_figure
+from estimator.tco import JobCost, TcoAssumptions, compare_job, cumulative_costs, own_vs_cloud, tco_options
+
+A = TcoAssumptions(staff_usd_per_year=50_000, storage_tb=100)  # every component non-zero
+JOB = JobCost(gpu_id="h100-sxm5-80gb", server_id="nvidia-dgx-h100", num_nodes=2, gpus_per_node=8,
+              time_to_train_s=3 * 86400, train_tokens=50e9)  # fmt: skip
+
+
+def test_stacked_bars_sum_to_each_option_total() -> None:
+    options = tco_options("nvidia-dgx-h100", 2, A)
+    fig = tco_stacked_bar_figure(options)
+    assert fig.layout.barmode == "stack"
+    assert [t.name for t in fig.data] == [name for _, name, _ in COMPONENTS]
+    for i, option in enumerate(options):
+        stacked = sum(trace.y[i] for trace in fig.data)
+        assert stacked == pytest.approx(option.total_usd)
+        assert all(trace.x[i] == option.label for trace in fig.data)
+    assert "3 years" in fig.layout.title.text
+
+
+def test_stacked_bars_leave_out_empty_components() -> None:
+    fig = tco_stacked_bar_figure(tco_options("nvidia-dgx-h100", 1, TcoAssumptions(staff_usd_per_year=0)))
+    assert "Staff" not in [t.name for t in fig.data]
+
+
+def test_cumulative_chart_marks_the_break_even_month() -> None:
+    ov = own_vs_cloud("nvidia-dgx-h100", 2, "aws-p5-48xlarge", A)
+    c = ov.cumulative
+    fig = cumulative_cost_figure(c, own_label="Own 2x DGX H100", cloud_label="AWS p5")
+    own, cloud, marker = fig.data
+    assert (own.name, cloud.name) == ("Own 2x DGX H100", "AWS p5")
+    m = c.break_even_month
+    assert m is not None and marker.name == f"Break-even (month {m})" and list(marker.x) == [m]
+    assert cloud.y[m] >= own.y[m] and cloud.y[m - 1] < own.y[m - 1]  # the curves cross at month m
+    assert own.y[0] == pytest.approx(ov.ownership.capex.total_usd) and cloud.y[0] == 0
+    assert fig.layout.shapes[0].x0 == m  # the dotted vertical line
+
+
+def test_cumulative_chart_without_break_even_has_no_marker() -> None:
+    fig = cumulative_cost_figure(cumulative_costs(100_000, 5_000, 4_000, 36))
+    assert [t.name for t in fig.data] == ["Own", "Cloud"] and not fig.layout.shapes
+
+
+def test_cost_vs_time_scatter_has_every_option() -> None:
+    runs = compare_job(JOB, A)
+    fig = cost_vs_time_figure(runs)
+    assert {t.name for t in fig.data} == {"Own", "Cloud on-demand", "Cloud reserved", "Cloud capacity block"}
+    points = {(label, x, y) for t in fig.data for label, x, y in zip(t.text, t.x, t.y, strict=True)}
+    assert points == {(r.label, r.time_to_train_h, r.cost_usd) for r in runs}
+    assert all(x == pytest.approx(72) for t in fig.data for x in t.x)  # the same job everywhere
+
+
+def test_figures_serialise_for_the_browser() -> None:
+    fig = tco_stacked_bar_figure(tco_options("nvidia-dgx-a100-640gb", 1, A))
+    assert json.loads(figure_json(fig))["data"][0]["name"] == "Capex"

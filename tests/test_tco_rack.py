@@ -1,0 +1,67 @@
+"""Rack planning: kW and BTU/h per node, nodes per rack by power and by space."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.rack import (
+    btu_per_hour,
+    nodes_by_power,
+    nodes_by_space,
+    plan_rack,
+    plan_rack_for_server,
+    racks_needed,
+)
+from estimator.tco import TcoAssumptions
+
+
+@pytest.mark.parametrize(("watts", "btu"), [(1, 3.412), (1000, 3412), (10_200, 34_802.4)])
+def test_btu_per_hour(watts: float, btu: float) -> None:
+    assert btu_per_hour(watts) == pytest.approx(btu)  # 1 W = 3.412 BTU/h
+
+
+@pytest.mark.parametrize(
+    ("kw_per_node", "rack_kw", "nodes"),
+    [
+        (10.2, 40, 3),  # an XE9680-class node at 10.2 kW in a 40 kW rack: floor(3.92)
+        (10.2, 40.8, 4),  # 4 DGX H100 per 40.8 kW rack (unanswered.io, NVIDIA user guide)
+        (6.5, 15, 2),  # DGX A100 in a legacy 15 kW rack
+        (6.2, 6.1, 0),
+    ],
+)
+def test_nodes_by_power(kw_per_node: float, rack_kw: float, nodes: int) -> None:
+    assert nodes_by_power(kw_per_node, rack_kw) == nodes
+
+
+@pytest.mark.parametrize(("units", "rack", "reserved", "nodes"), [(6, 42, 0, 7), (8, 42, 0, 5), (8, 42, 4, 4)])
+def test_nodes_by_space(units: int, rack: int, reserved: int, nodes: int) -> None:
+    assert nodes_by_space(units, rack, reserved) == nodes
+
+
+def test_plan_rack_takes_the_tighter_limit() -> None:
+    plan = plan_rack(10.2, 6, 40, gpus_per_node=8)
+    assert (plan.nodes_by_power, plan.nodes_by_space, plan.nodes_per_rack) == (3, 7, 3)
+    assert plan.limited_by == "power" and plan.gpus_per_rack == 24
+    assert plan.rack_kw_used == pytest.approx(30.6) and plan.btu_per_hour_per_rack == pytest.approx(30_600 * 3.412)
+    dense = plan_rack(10.2, 8, 120)
+    assert dense.nodes_per_rack == 5 and dense.limited_by == "space"
+
+
+def test_plan_for_a_catalog_server_uses_max_power_when_known() -> None:
+    plan = plan_rack_for_server("nvidia-dgx-h100", 40.8)  # 10.2 kW max, 8U
+    assert plan.kw_per_node == 10.2 and plan.nodes_per_rack == 4 and "max" in plan.power_basis
+
+
+def test_plan_for_a_server_without_max_power_uses_power_at_load() -> None:
+    a = TcoAssumptions(server_non_gpu_power_w=600)
+    plan = plan_rack_for_server("dell-xe9680-h100", 40, assumptions=a)  # 8 x 700 W + 600 W = 6.2 kW, 6U
+    assert plan.kw_per_node == pytest.approx(6.2) and plan.nodes_per_rack == 6
+    load = plan_rack_for_server("nvidia-dgx-h100", 40.8, basis="load", assumptions=a)
+    assert load.kw_per_node == pytest.approx(6.2) and load.nodes_per_rack == 5  # 6 by power, 5 by space
+
+
+def test_racks_needed() -> None:
+    plan = plan_rack(10.2, 8, 40.8)
+    assert [racks_needed(n, plan) for n in (1, 4, 5, 127)] == [1, 1, 2, 32]
+    with pytest.raises(ValueError, match="does not fit"):
+        racks_needed(1, plan_rack(10.2, 8, 5))

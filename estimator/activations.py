@@ -76,11 +76,18 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
     return 3 * 2 * h, 2 * qd
 
 
+def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
+    """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
+    if shape.arch.attn_logit_softcapping and req.parallelism.framework != "megatron":
+        return "eager"
+    return req.training.attention
+
+
 def _attention_core(shape: ModelShape, req: EstimateRequest) -> float:
     a = shape.arch
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     core = 2 * qd + 2 * 2 * kvd + 2 * qd + 4 * a.num_attention_heads  # q, k, v, out, lse
-    if req.training.attention == "eager":
+    if _effective_attention(shape, req) == "eager":
         window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
         core += 6 * a.num_attention_heads * window
     if req.training.activation_checkpointing == "selective":
@@ -155,7 +162,8 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     logits = tokens * vocab_local
     if req.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
-    return int(10 * logits), int(12 * logits)
+    softcap = 2 * logits if shape.arch.final_logit_softcapping else 0  # tanh output saved (bf16)
+    return int(10 * logits + softcap), int(12 * logits + softcap)
 
 
 def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationModel:

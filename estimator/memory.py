@@ -75,6 +75,7 @@ class _States:
     optimizer: int
     optimizer_temp: int
     gathered: int  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
+    root_reduce: int  # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
     gathered_backward: int  # + unsharded gradients and the reduce-scatter input (backward)
     persistent_gathered: int  # ZeRO-2: unsharded compute parameters kept from forward through backward
 
@@ -103,7 +104,18 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     temp = _optimizer_temp(req, place, shard_o) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)
     persistent_gathered = int(trainable * 2) if layout.sharding == "zero2" and layout.shard_group > 1 else 0
-    return _States(params, cache, grads, optimizer, temp, gathered, gathered_bwd, persistent_gathered)
+    root_reduce = _root_reduce_bytes(req, place) if sharded_params else 0
+    return _States(params, cache, grads, optimizer, temp, gathered, root_reduce, gathered_bwd, persistent_gathered)
+
+
+def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
+    """FSDP2 reduce-scatters the root group (embeddings, LM head, final norm) last: its unsharded low-precision
+    gradients and their ``reduce_dtype`` copy coexist with the (almost) complete sharded gradients."""
+    if req.training.method != "full":
+        return 0
+    compute = 4 if req.training.precision == "fp32" else 2
+    reduce_bytes = 2 if req.training.precision == "bf16-true" else 4
+    return place.root_local * (compute + reduce_bytes)
 
 
 def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, shard: int) -> int:
@@ -157,15 +169,31 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
     params = st.params + st.persistent_gathered
     ckpt = req.training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
-    temp_bwd = st.gathered_backward + act.recompute_layer_bytes + place.backward_temp_bytes(act)
+    head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if req.training.method == "full" else 0
+    layer_temp = st.gathered_backward + act.recompute_layer_bytes + place.backward_temp_bytes(act)
     return (
         Phase("forward", params + st.compute_cache, grads_during_fwd, st.optimizer, stored, fwd_logits,
               st.gathered),
-        Phase("backward", params + bwd_cache, grads_during_fwd, st.optimizer, stored, bwd_logits, temp_bwd),
-        Phase("backward-end", params, st.grads, st.optimizer, 0, 0,
-              st.gathered_backward + place.backward_temp_bytes(act)),
+        Phase("backward", params + bwd_cache, grads_during_fwd, st.optimizer, stored, bwd_logits, st.gathered),
+        Phase("backward-layer", params + bwd_cache, max(grads_during_fwd, head_grads), st.optimizer, stored, 0,
+              layer_temp),
+        Phase("backward-end", params, st.grads, st.optimizer, 0, 0, st.root_reduce),
         Phase("optimizer", params, st.grads, st.optimizer, 0, 0, st.optimizer_temp),
     )
+
+
+def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak: Phase, act: ActivationModel,
+                    stage: str) -> OverheadInput:
+    place = place_params(req, shape, layout, stage)
+    st = _states(req, shape, layout, place)
+    logits = 4 * act.tokens * shape.arch.vocab_size // layout.tp if stage in ("last", "only") else 0
+    per_param = 6 if req.training.method == "full" else 2
+    fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
+    foreach = st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0
+    largest = max(logits, place.largest_tensor * 4 // layout.grad_shard if req.training.method == "full" else 0)
+    return OverheadInput(peak_allocated=peak.allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
+                         logits_fp32_bytes=logits, checkpointing=req.training.activation_checkpointing == "full",
+                         foreach_temp_bytes=foreach, fsdp_buffer_bytes=fsdp, largest_block_bytes=largest)
 
 
 def _stages(layout: Layout) -> tuple[str, ...]:
@@ -184,9 +212,7 @@ def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_mem
             best = (top, phases, stage)
     assert best is not None
     peak, phases, stage = best
-    over = overhead_bytes(OverheadInput(peak_allocated=peak.allocated, world_size=layout.world_size,
-                                        num_nodes=layout.num_nodes, gpu_memory_bytes=gpu_memory_bytes,
-                                        sharded=layout.sharding != "none"))
+    over = overhead_bytes(_overhead_input(req, shape, layout, peak, act, stage))
     rank = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches "
             "in flight)", "last": "last pipeline stage (LM head and loss)"}[stage]
     return MemoryPeak(peak=peak, phases=phases, overhead=over, busiest_rank=rank)

@@ -133,6 +133,8 @@ def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
         "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
         "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
         "learned_position_embeddings": int(cfg.get("n_positions", 0)) if model_type == "gpt2" else 0,
+        "final_logit_softcapping": cfg.get("final_logit_softcapping"),
+        "attn_logit_softcapping": cfg.get("attn_logit_softcapping"),
         "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
         **_hf_moe(cfg), **_hf_mla(cfg),
     }

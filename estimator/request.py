@@ -68,6 +68,9 @@ class ModelArch(_Frozen):
     v_head_dim: int | None = Field(default=None, gt=0)
     sliding_window: int | None = Field(default=None, gt=0)
     norms_per_layer: int = Field(default=2, ge=0, le=8)
+    final_logit_softcapping: float | None = Field(default=None, gt=0, description="Gemma 2: tanh cap on logits")
+    attn_logit_softcapping: float | None = Field(default=None, gt=0,
+                                                 description="Gemma 2: tanh cap on attention scores (no flash)")
     learned_position_embeddings: int = Field(default=0, ge=0)
     source: str = ""
     published_params: int | None = Field(default=None, gt=0, description="published parameter count")

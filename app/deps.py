@@ -1,4 +1,7 @@
-"""Every injectable, declared once as an ``Annotated`` alias. Routes never call ``Depends()`` inline."""
+"""Every injectable, declared once as an ``Annotated`` alias. Routes never call ``Depends()`` inline.
+
+Dependencies that only read ``app.state`` are ``async`` so FastAPI does not send them to the thread pool;
+those that touch the database stay plain functions."""
 
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ def get_session(request: Request) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_source_catalog(request: Request) -> Any:
+async def get_source_catalog(request: Request) -> Any:
     """The hardware catalog as shipped (YAML), loaded once at start."""
     return request.app.state.catalog_cache.source
 
@@ -63,7 +66,7 @@ SourceCatalogDep = Annotated[Any, Depends(get_source_catalog)]
 CatalogDep = Annotated[Any, Depends(get_catalog)]
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     metrics: Metrics = request.app.state.metrics
     return metrics
 

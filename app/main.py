@@ -25,6 +25,7 @@ from app.ratelimit import RateLimiter
 from app.request_id import RequestIdMiddleware
 from app.settings import Settings, get_settings
 from app.startup import load_source_catalog, prepare_database
+from app.web import render_problem
 from app.web import router as web_router
 from estimator import ESTIMATOR_VERSION
 
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.state.catalog_cache = CatalogCache(catalog) if catalog is not None else None
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
+    app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)
     install_openapi(app, DESCRIPTION)

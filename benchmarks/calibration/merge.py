@@ -1,0 +1,136 @@
+"""Merge the raw per-call results (tests/data/calibration_h200_raw/) into tests/data/calibration_h200.json.
+
+    python benchmarks/calibration/merge.py
+
+Each raw device call left ``callN_results.jsonl`` (one JSON line per case) and ``callN_provenance.json``.
+A case's first ok/oom result is its measurement; later results for the same id (``repeat: true``) are kept
+under ``repeats`` to show run-to-run spread.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RAW = ROOT / "tests" / "data" / "calibration_h200_raw"
+OUT = ROOT / "tests" / "data" / "calibration_h200.json"
+sys.path.insert(0, str(HERE))
+
+import cases as cases_mod  # noqa: E402
+
+RUN_FIELDS = ("hf_arch", "hf_extra", "steps", "timed_steps", "world_size_fake", "expect", "note")
+REPEAT_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "step_time_s", "step_times_s",
+               "oom")
+CASE_KEYS = ("attn_implementation", "optimizer", "fsdp", "autocast_bf16", "wall_s", "launch", "est_s")
+
+SEMANTICS = {
+    "peak_allocated_bytes": "max over the memory steps of torch.cuda.max_memory_allocated(), the peak statistics "
+                            "reset before each phase (forward, backward, optimizer.step()+zero_grad)",
+    "peak_reserved_bytes": "max over the memory steps of torch.cuda.max_memory_reserved()",
+    "nvml_used_bytes": "NVML used memory of the device after step 2 (the caching allocator still holds its peak)",
+    "cuda_context_bytes": "NVML used after CUDA init and a 1-element allocation, minus NVML used before init, "
+                          "minus torch reserved",
+    "after_build_bytes": "torch.cuda.memory_allocated() after the model is built, sharded and initialised",
+    "phase_peaks": "per memory step: peak allocated bytes in forward / backward / optimizer (step()+zero_grad), "
+                   "*_reserved the reserved peak, *_end the allocated bytes at the end of the phase",
+    "step_time_s": "median wall time of the timed steps (run after the memory steps, no peak resets or syncs "
+                   "inside a step; torch.cuda.synchronize() before and after each step)",
+    "oom": "torch.OutOfMemoryError raised; oom_phase/oom_step say where; peak_allocated_bytes is then the "
+           "peak reached before the failing allocation, oom_tried_to_allocate_bytes the failing request",
+    "sharded_cases": "FSDP2 fully_shard per decoder layer and root under torch's fake process group: rank 0's "
+                     "memory is real; collectives do no work, so step_time_s is compute only, without "
+                     "communication",
+}
+
+
+def _read_calls() -> list[tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+    calls = []
+    for prov_path in sorted(RAW.glob("call*_provenance.json")):
+        n = int(prov_path.name[4:].split("_")[0])
+        prov = json.loads(prov_path.read_text())
+        rows = [json.loads(line) for line in (RAW / f"call{n}_results.jsonl").read_text().splitlines()
+                if line.strip()]
+        calls.append((n, prov, rows))
+    return calls
+
+
+def merge() -> dict[str, Any]:
+    calls = _read_calls()
+    by_id: dict[str, dict[str, Any]] = {}
+    device: dict[str, Any] = {}
+    for n, _prov, rows in calls:
+        for r in rows:
+            if r.get("status") not in ("ok", "oom"):
+                continue
+            device = device or r.get("device", {})
+            spec = cases_mod.by_id(r["id"])
+            if r["id"] not in by_id:
+                rec: dict[str, Any] = {"id": r["id"], "status": r["status"], "request": spec["request"],
+                                       "run": {k: spec[k] for k in RUN_FIELDS}, "device_call": n}
+                rec["run"]["tier"] = spec["call"]
+                for k in CASE_KEYS:
+                    if k in r:
+                        rec[k] = r[k]
+                rec["measured"] = r["measured"]
+                rec["repeats"] = []
+                by_id[r["id"]] = rec
+            else:
+                rep = {"device_call": n, "status": r["status"]}
+                rep.update({k: r["measured"].get(k) for k in REPEAT_KEYS})
+                by_id[r["id"]]["repeats"].append(rep)
+    order = [c["id"] for c in cases_mod.CASES]
+    out_cases = [by_id[i] for i in order if i in by_id]
+    missing = [i for i in order if i not in by_id]
+    prov = {
+        "gpu_name": device.get("name"),
+        "gpu_total_memory_bytes_torch": device.get("total_memory_bytes"),
+        "gpu_capability": device.get("capability"),
+        "gpu_multiprocessors": device.get("multiprocessors"),
+        "driver": device.get("driver"),
+        "cuda_driver_version": device.get("cuda_driver_version"),
+        "cudnn": device.get("cudnn"),
+        "hardware_request_gpu": cases_mod.GPU,
+        "device_kind": "nvidia-h200 (one NVIDIA H200 SXM, Firecracker microVM)",
+        "device_calls": [
+            {"call": n, "date_utc": p.get("date_utc"), "command": p.get("command"), "git_sha": p.get("git_sha"),
+             "script_sha256": p.get("script_sha256"), "torch": p.get("torch"), "torch_cuda": p.get("torch_cuda"),
+             "transformers": p.get("transformers"), "peft": p.get("peft"), "accelerate": p.get("accelerate"),
+             "nvidia_ml_py": p.get("nvidia_ml_py"), "python": p.get("python"), "platform": p.get("platform"),
+             "nvidia_smi": p.get("nvidia_smi"), "env": p.get("env"), "cases_run": len(rows)}
+            for n, p, rows in calls
+        ],
+        "torch": calls[0][1].get("torch") if calls else None,
+        "cuda": calls[0][1].get("torch_cuda") if calls else None,
+        "transformers": calls[0][1].get("transformers") if calls else None,
+        "peft": calls[0][1].get("peft") if calls else None,
+        "date": calls[0][1].get("date_utc", "")[:10] if calls else None,
+        "method_doc": "docs/calibration-method.md",
+        "script": "benchmarks/calibration/measure.py (cases: benchmarks/calibration/cases.py)",
+        "merge": "python benchmarks/calibration/merge.py",
+        "semantics": SEMANTICS,
+        "cases_missing": missing,
+    }
+    return {"provenance": prov, "cases": out_cases}
+
+
+def main() -> None:
+    data = merge()
+    try:
+        from estimator.request import EstimateRequest
+
+        for c in data["cases"]:
+            EstimateRequest.model_validate(c["request"])
+    except ImportError:
+        print("estimator not importable: requests not validated")
+    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    n_oom = sum(c["status"] == "oom" for c in data["cases"])
+    print(f"wrote {OUT.relative_to(ROOT)}: {len(data['cases'])} cases ({n_oom} oom), "
+          f"missing {data['provenance']['cases_missing']}")
+
+
+if __name__ == "__main__":
+    main()

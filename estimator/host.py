@@ -356,9 +356,11 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
     nvme = recommend_nvme(nvme_need, need_write if target == "local" else 0.0, server, catalog)
     nvme_fits = nvme is not None
     if nvme is None:
-        warnings.append(f"Local NVMe: {nvme_need / TB:,.1f} TB at {need_write / 1e9:,.1f} GB/s does not fit the "
-                        f"server's {int(_attr(server, 'nvme_bays', default=8) or 8)} bays; write checkpoints to "
-                        "shared storage.")
+        ckpt_local = kept * per_node_ckpt if target == "local" else 0
+        warnings.append(f"Local NVMe: {nvme_need / TB:,.1f} TB (dataset {dataset_local / TB:,.1f} TB, checkpoints "
+                        f"{ckpt_local / TB:,.1f} TB) at {need_write / 1e9:,.1f} GB/s does not fit the server's "
+                        f"{int(_attr(server, 'nvme_bays', default=8) or 8)} bays; stream the dataset or write the "
+                        "checkpoints to shared storage.")
     if target == "local":
         write_bps = (nvme.count * nvme.write_bytes_per_s_each) if nvme else (
             int(_attr(server, "nvme_bays", default=8) or 8) * _nvme_write_bps(server, catalog))

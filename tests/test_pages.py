@@ -15,9 +15,11 @@ from starlette.datastructures import QueryParams
 from app.charts.style import GIB
 from app.main import create_app
 from app.settings import Settings
+from app.web import backend
 from app.web.forms import SECTIONS, parse_form, request_to_query
-from estimator import EstimateRequest, Hardware, Parallelism, Training, estimate
+from estimator import EstimateRequest, EstimateResponse, Hardware, Parallelism, Training, estimate
 from estimator.request import HfConfigModel, ModelArch
+from estimator.response import TimeResult, TrainResult
 from tests.test_static import external_assets
 
 SERVER = "dell-xe9680-h100"
@@ -61,6 +63,7 @@ def _figure(html: str, name: str) -> dict:
 PAGES = [
     "/", f"/estimate?{JOB}", "/compare", f"/compare?{JOB}", "/catalog", "/catalog/gpus", "/catalog/servers",
     "/catalog/cloud-offers", "/catalog/gpus/h100-sxm5-80gb", f"/catalog/servers/{SERVER}", "/quotes", "/plans",
+    "/tco", f"/tco?server={SERVER}&nodes=2", f"/tco?{JOB}&training.train_tokens=1e9",
 ]
 
 
@@ -271,3 +274,64 @@ def test_templates_dir_is_inside_the_package() -> None:
     from app.web.templating import TEMPLATE_DIR
 
     assert Path(__file__).resolve().parents[1] / "app" / "templates" == TEMPLATE_DIR
+
+
+def _with_timing(result: EstimateResponse) -> EstimateResponse:
+    time = TimeResult(step_time_s=4.0, compute_s=3.0, communication_s=1.0, exposed_communication_s=0.5,
+                      bubble_s=0.0, optimizer_s=0.4, offload_s=0.1, tokens_per_s=8192.0,
+                      tokens_per_s_per_gpu=1024.0, tflops_per_gpu=420.0, mfu=0.42, error_bar_pct=15.0)
+    train = TrainResult(time_to_train_s=36_000.0, gpu_hours=80.0, energy_kwh=60.0, checkpoint_bytes=10**9,
+                        checkpoint_write_s=2.0, steps=1000, dataset_read_bytes_per_s=1e6)
+    return result.model_copy(update={"time": time, "train": train})
+
+
+def test_timing_cost_and_step_time_chart_when_the_estimator_gives_them(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The estimator's time model is optional in the contract; the page shows it whenever it is there."""
+    real = backend.run_estimate
+    monkeypatch.setattr(backend, "run_estimate", lambda req, cat: _with_timing(real(req, cat)))
+    html = client.get(f"/estimate?{JOB}").text
+    assert re.search(r'id="kpi-tps">8.19 ktok/s<', html)
+    assert re.search(r'id="kpi-ttt">10 h<', html)
+    assert "MFU" in html and "42%" in html
+    cost = re.search(r'id="kpi-cost">\$([\d,.]+)', html)
+    assert cost, "the H100 has on-demand cloud offers in the catalog"
+    step = _figure(html, "step-time")
+    assert sum(step["data"][0]["x"]) == pytest.approx(3.0 + 0.5 + 0.0 + 0.4 + 0.1)
+    compare = client.get(f"/compare?{JOB}").text
+    for name in ("cmp-speed", "cmp-time", "cmp-cost"):
+        assert len(_figure(compare, name)["data"][0]["y"]) == 3
+
+
+def _kpi(html: str, name: str) -> str:
+    return re.search(rf'id="kpi-{name}">([^<]+)<', html).group(1)  # type: ignore[union-attr]
+
+
+def test_tco_assumptions_are_editable_and_sourced(client: TestClient) -> None:
+    base = client.get(f"/tco?server={SERVER}").text
+    dearer = client.get(f"/tco?server={SERVER}&a.electricity_usd_per_kwh=0.30").text
+    assert _kpi(base, "capex") == _kpi(dearer, "capex")
+    assert _kpi(base, "opex") != _kpi(dearer, "opex")
+    assert "edited" in dearer and "edited" not in base
+    assert re.search(r'id="f-a-electricity-usd-per-kwh"[^>]*placeholder="[\d.]+"', base), "the default is shown"
+    assert re.search(r'id="src-f-a-pue"><a href="https?://', base), "the default's source is linked"
+    for name in ("tco", "cumulative"):
+        assert _figure(base, name)["data"]
+    share = re.search(r'id="tco-share" class="share" readonly value="([^"]+)"', dearer).group(1)  # type: ignore[union-attr]
+    assert "a.electricity_usd_per_kwh=0.30" in share.replace("&amp;", "&")
+
+
+@pytest.mark.parametrize(
+    ("query", "dom_id", "message"),
+    [("a.pue=0.5", "f-a-pue", "at least 1"), ("a.utilisation=most", "f-a-utilisation", "Enter a number"),
+     ("nodes=0", "f-nodes", "at least 1"), ("server=nope", "f-server", "unknown server"),
+     ("server_price_usd=cheap", "f-server-price", "Enter a number"), ("offer=nope", "f-offer", "nope")],
+)
+def test_tco_bad_input_is_shown_next_to_the_field(client: TestClient, query: str, dom_id: str, message: str) -> None:
+    page = client.get(f"/tco?{query}")
+    assert page.status_code == 422
+    assert message.lower() in _error(page.text, dom_id).lower()
+    fragment = client.get(f"/tco?{query}", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and "<html" not in fragment.text
+    assert message.lower() in _error(fragment.text, dom_id).lower()

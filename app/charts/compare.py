@@ -12,13 +12,12 @@ __all__ = ["metric_bar_figure"]
 
 
 def metric_bar_figure(
-    rows: Sequence[tuple[str, float | None]], title: str, unit: str, fmt: str | None = None
+    rows: Sequence[tuple[str, float | None]], title: str, unit: str, fmt: str | None = None, prefix: str = ""
 ) -> go.Figure:
     """One horizontal bar per option, labelled compactly (or with ``fmt``); ``None`` shows as "n/a"."""
     labels = [label for label, _ in rows]
     values = [value if value is not None else 0.0 for _, value in rows]
-    text = [(compact(v) if fmt is None else format(v, fmt)) + f" {unit}" if v is not None else "n/a"
-            for _, v in rows]
+    text = [prefix + (compact(v) if fmt is None else format(v, fmt)) if v is not None else "n/a" for _, v in rows]
     fig = go.Figure(
         go.Bar(
             y=labels,
@@ -28,7 +27,7 @@ def metric_bar_figure(
             text=text,
             textposition="outside",
             cliponaxis=False,
-            hovertemplate="%{y}: %{text}<extra></extra>",
+            hovertemplate=f"%{{y}}: %{{text}} {unit}<extra></extra>",
             name=title,
         )
     )

@@ -97,7 +97,7 @@ def _figures(rows: list[Row]) -> dict[str, str]:
         figs["time"] = figure_json(metric_bar_figure(hours, "Time to train", "hours"))
     if any(r.cost for r in ok):
         figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
-                                                     "Cost to train (on-demand cloud)", "USD", ",.0f"))
+                                                     "Cost to train (on-demand cloud)", "USD", ",.0f", "$"))
     return figs
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "FormErrors",
     "FormInput",
     "parse_form",
+    "plain_message",
     "request_to_query",
     "request_to_values",
 ]
@@ -221,7 +222,7 @@ _PLAIN: dict[str, str] = {
 }
 
 
-def _pydantic_message(err: Mapping[str, Any]) -> str:
+def plain_message(err: Mapping[str, Any]) -> str:
     """Pydantic's message in plain words where we have them."""
     template = _PLAIN.get(str(err.get("type")))
     if template is not None:
@@ -264,13 +265,13 @@ def _validate(model_raw: Any, sections: dict[str, dict[str, Any]], errors: FormE
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()))
-            errors.add("model_json", f"{where}: {_pydantic_message(err)}" if where else _pydantic_message(err))
+            errors.add("model_json", f"{where}: {plain_message(err)}" if where else plain_message(err))
         return None
     try:
         return EstimateRequest(model=model, **sections)  # type: ignore[arg-type]
     except ValidationError as exc:
         for err in exc.errors():
-            errors.add(_error_name(tuple(err.get("loc", ()))), _pydantic_message(err))
+            errors.add(_error_name(tuple(err.get("loc", ()))), plain_message(err))
         return None
 
 

@@ -110,3 +110,29 @@ def test_the_form_works_without_javascript(make_context) -> None:  # type: ignor
     assert "training.method=qlora" in page.url
     assert page.locator("#verdict").inner_text() in {"Fits", "Fits, tight", "Does not fit"}
     assert page.locator("#memory-table").is_visible()
+
+
+def test_tco_assumption_edits_update_the_charts_in_place(page) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/tco")
+    page.wait_for_selector("#chart-tco .main-svg")
+    page.wait_for_selector("#chart-cumulative .main-svg")
+    before = page.locator("#kpi-opex").inner_text()
+    page.fill("#f-a-electricity-usd-per-kwh", "0.40")
+    page.get_by_role("button", name="Compute").click()
+    page.wait_for_function(f"document.querySelector('#kpi-opex').innerText !== {before!r}")
+    page.wait_for_url(re.compile(r"a\.electricity_usd_per_kwh=0\.40"))
+    page.wait_for_selector("#chart-tco .main-svg")
+    page.fill("#f-a-pue", "0.2")
+    page.get_by_role("button", name="Compute").click()
+    page.locator("#err-f-a-pue").wait_for(state="visible")
+    assert "at least 1" in page.locator("#err-f-a-pue").inner_text()
+
+
+def test_catalog_pages_show_sources(page) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/catalog/servers")
+    row = page.locator(f"#server-{SERVER}")
+    assert "XE9680" in row.inner_text()
+    row.locator("th a").click()
+    page.wait_for_url(f"**/catalog/servers/{SERVER}")
+    assert page.locator("#entry-table").is_visible()
+    assert page.locator(".card a[rel='noreferrer']").count() >= 1

@@ -43,14 +43,18 @@ class ActivationModel:
 
 
 def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
-    """(bytes of the residual stream, whether autocast casts each linear input)."""
+    """(bytes of the residual stream, whether autocast casts each linear input).
+
+    Autocast runs for bf16-mixed without parameter sharding; FSDP's MixedPrecisionPolicy instead hands the
+    layers bf16 parameters, so nothing is cast per op. A LoRA/QLoRA base is stored in bf16, so its residual
+    stream is bf16 even when the fp32 adapters run under autocast."""
     t, p = req.training, req.parallelism
     if t.precision == "fp32":
         return 4, False
-    frozen_bf16 = t.method in ("lora", "qlora")
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
-                and layout.sharding in ("none", "zero1") and not frozen_bf16)
-    return (4 if autocast else 2), autocast
+                and layout.sharding in ("none", "zero1"))
+    frozen_bf16 = t.method in ("lora", "qlora")
+    return (4 if autocast and not frozen_bf16 else 2), autocast
 
 
 def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
@@ -70,10 +74,14 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
         attn_in = 3 * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
         return attn_in + mlp_in, 2 * qd + 2 * f
-    # LoRA/QLoRA: each adapted linear saves its own bf16 cast of its input (PEFT lora.Linear.forward).
+    # LoRA/QLoRA under autocast: each adapted linear saves its own bf16 cast of its input (PEFT
+    # lora.Linear.forward casts x to the fp32 adapter dtype, autocast casts it back). Without autocast the
+    # adapters share the layer's bf16 input.
+    attn_h = 3 * 2 * h if autocast else 2 * h
+    mlp_h = n_up * 2 * h if autocast else 2 * h
     if t.lora_targets == "all-linear":
-        return 3 * 2 * h + n_up * 2 * h, 2 * qd + 2 * f
-    return 3 * 2 * h, 2 * qd
+        return attn_h + mlp_h, 2 * qd + 2 * f
+    return attn_h, 2 * qd
 
 
 def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:

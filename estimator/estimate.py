@@ -84,7 +84,7 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, ca
 
     def fits(mbs: int) -> bool:
         trial = req.model_copy(update={"training": req.training.model_copy(update={"micro_batch_size": mbs})})
-        return peak_memory(trial, shape, layout, capacity).total <= capacity
+        return peak_memory(trial, shape, layout, capacity).fits
 
     if not fits(1):
         return 0
@@ -106,11 +106,20 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                                 optimizer_states=ph.optimizer_states, activations=ph.activations,
                                 logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
     return MemoryResult(breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
-                        total_bytes=peak.total, capacity_bytes=capacity, fits=peak.total <= capacity,
+                        total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
-                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method),
+                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method,
+                                                           _measured_kind(req, layout)),
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
+
+
+def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
+    """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md)."""
+    p, t = req.parallelism, req.training
+    return (layout.tp == layout.pp == layout.cp == layout.ep == 1 and p.offload == "none"
+            and p.framework == "pytorch" and t.method != "qlora" and t.optimizer == "adamw"
+            and layout.sharding in ("none", "zero3"))
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from estimator.activations import ActivationModel, activation_model
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
-from estimator.overhead import OverheadInput, overhead_bytes
+from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
@@ -55,7 +55,9 @@ class Phase:
 class MemoryPeak:
     peak: Phase
     phases: tuple[Phase, ...]
-    overhead: int
+    soft_overhead: int
+    hard_overhead: int
+    capacity: int
     busiest_rank: str
 
     @property
@@ -63,8 +65,19 @@ class MemoryPeak:
         return self.peak.allocated
 
     @property
+    def fits(self) -> bool:
+        return self.peak.allocated + self.hard_overhead <= self.capacity
+
+    @property
     def total(self) -> int:
-        return self.peak.allocated + self.overhead
+        """nvidia-smi at the peak: the cached reserve fills what is free, but the card's memory caps it."""
+        if not self.fits:
+            return self.peak.allocated + self.hard_overhead
+        return min(self.capacity, self.peak.allocated + self.soft_overhead)
+
+    @property
+    def overhead(self) -> int:
+        return self.total - self.peak.allocated
 
 
 @dataclass(frozen=True)
@@ -212,7 +225,8 @@ def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_mem
             best = (top, phases, stage)
     assert best is not None
     peak, phases, stage = best
-    over = overhead_bytes(_overhead_input(req, shape, layout, peak, act, stage))
+    inp = _overhead_input(req, shape, layout, peak, act, stage)
     rank = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches "
             "in flight)", "last": "last pipeline stage (LM head and loss)"}[stage]
-    return MemoryPeak(peak=peak, phases=phases, overhead=over, busiest_rank=rank)
+    return MemoryPeak(peak=peak, phases=phases, soft_overhead=overhead_bytes(inp),
+                      hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=rank)

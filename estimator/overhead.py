@@ -8,9 +8,13 @@ Fitted on the H200 measurements in ``tests/data/calibration_h200.json`` (``docs/
   freed blocks stay cached and split): least-squares fit over the measured runs,
   ``0.054 x peak + 0.77 x fp32 logits (with checkpointing: the recomputation interleaves with them)
   + 0.32 x the foreach optimizer's intermediates + 0.57 x FSDP's per-layer and root buffers``.
-  The caching allocator also needs the largest single block contiguous: the reserve is at least that block
-  (the l1b-full-mixed-fused-b8-s4096-nock run failed to allocate its 15.7 GiB logits with 14.5 GiB cached
-  but fragmented).
+  That reserve is soft: under pressure the allocator frees cached blocks and retries (l1b at 65,536 tokens
+  ran with 11 GiB reserved-but-free where 32,768 tokens showed 17 GiB). What cannot be given back is the
+  fragmentation around the blocks still in use: ``0.054 x peak``, plus, without checkpointing, room for the
+  largest block (the fp32 logits gradient) among the many activation blocks of other sizes (the
+  l1b-full-mixed-fused-b8-s4096-nock run failed to allocate its 15.7 GiB logits gradient with 14.5 GiB cached
+  but fragmented: ``0.65 x`` that block). ``fits`` uses this hard part; ``total_bytes`` the soft one, capped
+  at the capacity when it fits.
 - NCCL communicator buffers: ``NCCL_BUFFSIZE`` (4 MiB default) per channel and peer for the ring/tree
   protocols, plus proxy and P2P buffers (NCCL environment-variable docs); 0 on a single GPU. Not measured here
   (the fake process group allocates none): a documented assumption.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "overhead_bytes"]
+__all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "hard_overhead_bytes", "overhead_bytes"]
 
 MIB = 1 << 20
 NON_TORCH_BYTES = 768 * MIB
@@ -29,6 +33,7 @@ RESERVE_PEAK_FRACTION = 0.054
 RESERVE_CKPT_LOGITS = 0.77
 RESERVE_FOREACH = 0.32
 RESERVE_FSDP = 0.57
+HARD_LARGEST_BLOCK_FRACTION = 0.65
 NCCL_INTRA_NODE_BYTES = 640 * MIB
 NCCL_INTER_NODE_BYTES = 256 * MIB
 
@@ -49,11 +54,26 @@ def allocator_reserve_bytes(inp: OverheadInput) -> int:
     fitted = (RESERVE_PEAK_FRACTION * inp.peak_allocated
               + (RESERVE_CKPT_LOGITS * inp.logits_fp32_bytes if inp.checkpointing else 0.0)
               + RESERVE_FOREACH * inp.foreach_temp_bytes + RESERVE_FSDP * inp.fsdp_buffer_bytes)
-    return max(RESERVE_MIN_BYTES, int(fitted), inp.largest_block_bytes)
+    return max(RESERVE_MIN_BYTES, int(fitted))
 
 
-def overhead_bytes(inp: OverheadInput) -> int:
+def _hard_reserve_bytes(inp: OverheadInput) -> int:
+    largest = 0 if inp.checkpointing else HARD_LARGEST_BLOCK_FRACTION * inp.largest_block_bytes
+    return max(RESERVE_MIN_BYTES, int(RESERVE_PEAK_FRACTION * inp.peak_allocated + largest))
+
+
+def _fixed_bytes(inp: OverheadInput) -> int:
     nccl = 0
     if inp.world_size > 1:
         nccl = NCCL_INTRA_NODE_BYTES + (NCCL_INTER_NODE_BYTES if inp.num_nodes > 1 else 0)
-    return NON_TORCH_BYTES + allocator_reserve_bytes(inp) + nccl
+    return NON_TORCH_BYTES + nccl
+
+
+def overhead_bytes(inp: OverheadInput) -> int:
+    """What nvidia-smi shows beyond the allocated peak when the allocator has room to cache."""
+    return _fixed_bytes(inp) + max(allocator_reserve_bytes(inp), _hard_reserve_bytes(inp))
+
+
+def hard_overhead_bytes(inp: OverheadInput) -> int:
+    """The part of the overhead that cannot be given back under memory pressure."""
+    return _fixed_bytes(inp) + _hard_reserve_bytes(inp)

@@ -29,6 +29,7 @@ from estimator.errors import (
     UnknownModelError,
     UnsupportedCombinationError,
 )
+from hardware_catalog import UnknownCatalogIdError
 
 __all__ = [
     "ApiError",
@@ -181,6 +182,11 @@ async def _estimator_error(request: Request, exc: Exception) -> Response:
     return problem_response(request, 422, slug, title, exc.message, errors)
 
 
+async def _unknown_catalog_id(request: Request, exc: Exception) -> Response:
+    """A catalog lookup that missed deep inside the estimator: the client named an id that does not exist."""
+    return problem_response(request, 422, "unknown-hardware", "Unknown hardware", str(exc))
+
+
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = field_errors_from_locs(exc.errors())
@@ -210,6 +216,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(EstimatorError, _estimator_error)
+    app.add_exception_handler(UnknownCatalogIdError, _unknown_catalog_id)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

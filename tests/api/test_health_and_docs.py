@@ -42,7 +42,7 @@ def test_operation_ids_are_unique_and_named_by_tag_and_function(client: TestClie
     schema = client.get("/api/v1/openapi.json").json()
     ids = [op["operationId"] for ops in schema["paths"].values() for op in ops.values()]
     assert not [i for i, n in Counter(ids).items() if n > 1]
-    assert {"estimates-create_estimates", "compare-create_comparison", "quotes-create_quote",
+    assert {"estimates-create_estimates", "compare-create_comparison", "tco-create_tco", "quotes-create_quote",
             "quotes-recompute_quote", "catalog-override_server", "saved-plans-get_saved_plan"} <= set(ids)
 
 

@@ -268,7 +268,7 @@ def _validate(model_raw: Any, sections: dict[str, dict[str, Any]], errors: FormE
             errors.add("model_json", f"{where}: {plain_message(err)}" if where else plain_message(err))
         return None
     try:
-        return EstimateRequest(model=model, **sections)  # type: ignore[arg-type]
+        return EstimateRequest(model=model, **sections)
     except ValidationError as exc:
         for err in exc.errors():
             errors.add(_error_name(tuple(err.get("loc", ()))), plain_message(err))

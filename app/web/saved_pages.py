@@ -57,7 +57,7 @@ def save_quote_page(
         return render(request, "estimate.html", {**context, "charts": True, "active": "home"}, status_code=422)
     try:
         body = QuoteCreate(
-            name=name.strip(), customer=customer.strip(), inputs=inputs, price=price.strip() or "0",  # type: ignore[arg-type]
+            name=name.strip(), customer=customer.strip(), inputs=inputs, price=price.strip() or "0",
             currency=currency.strip().upper() or "USD", notes=notes.strip() or None,
             server_count=inputs.hardware.num_nodes,
             chosen_option=inputs.hardware.server or inputs.hardware.gpu,

@@ -138,8 +138,16 @@ def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
 
 
 @lru_cache(maxsize=64)
-def _shape(req_model: Any) -> ModelShape:
+def _cached_shape(req_model: Any) -> ModelShape:
     return ModelShape(resolve_model(req_model))
+
+
+def _shape(req_model: Any) -> ModelShape:
+    """Shapes of presets and explicit architectures are cached; a pasted HF config (a dict) is not hashable."""
+    try:
+        return _cached_shape(req_model)
+    except TypeError:
+        return ModelShape(resolve_model(req_model))
 
 
 def _catalog_version(catalog: Catalog) -> str:

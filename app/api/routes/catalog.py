@@ -76,6 +76,15 @@ def _patch(kind: Kind) -> Callable[..., CatalogEntryDetail]:
 _KINDS: tuple[tuple[Kind, str, str], ...] = (
     ("gpu", "gpus", "gpu"), ("server", "servers", "server"), ("cloud_offer", "cloud-offers", "cloud_offer"),
 )
+_SCHEMAS: dict[Kind, str] = {"gpu": "Gpu", "server": "Server", "cloud_offer": "CloudOffer"}
+
+
+def _body(kind: Kind) -> dict[str, Any]:
+    """Document the posted entry as the catalog's own model (validated against it in the service)."""
+    ref = {"$ref": f"#/components/schemas/{_SCHEMAS[kind]}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
 for _kind, _plural, _one in _KINDS:
     _name = _plural.replace("-", "_")
     router.add_api_route(f"/{_plural}", _list(_kind), methods=["GET"], response_model=CatalogList,
@@ -85,7 +94,7 @@ for _kind, _plural, _one in _KINDS:
                          summary=f"One {_one.replace('_', ' ')} with its seeded data, overrides and history")
     router.add_api_route(f"/{_plural}", _create(_kind), methods=["POST"], response_model=CatalogEntryDetail,
                          status_code=status.HTTP_201_CREATED, name=f"create_{_one}",
-                         responses=problem_responses(409, 422),
+                         responses=problem_responses(409, 422), openapi_extra=_body(_kind),
                          summary=f"Add a custom {_one.replace('_', ' ')} (audited)")
     router.add_api_route(f"/{_plural}/{{entry_id}}", _patch(_kind), methods=["PATCH"],
                          response_model=CatalogEntryDetail, name=f"override_{_one}",

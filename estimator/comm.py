@@ -1,0 +1,209 @@
+"""Collective communication: an alpha-beta model with NCCL's algorithm factors and measured bus bandwidths.
+
+``t = alpha + S * factor(n) / busbw`` (Hockney's alpha-beta model; factors from ``NVIDIA/nccl-tests``
+``doc/PERFORMANCE.md``): all-reduce ``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``, all-to-all
+``(n-1)/n``, send/recv ``1``. ``busbw`` is what nccl-tests measures, not the link's line rate
+(``../shared/reference/hardware-facts.md`` Sec. 2.2):
+
+- NVSwitch, NVLink 4 (8x H100/H200): all-reduce ~475-480 GB/s (NVLS), ring and the other collectives ~370 GB/s
+  (nccl-tests#212, #272, #290). NVLink 3 (8x A100): 200-208 GB/s (nccl-tests#149, #178). Other NVLink rates
+  (B200's NVLink 5) scale the NVLink-4 figures by the per-GPU link rate (assumption).
+- NVLink bridge pairs (H100 PCIe/NVL): ~116 GB/s within a pair (nccl#1161); beyond a pair and on PCIe-only
+  servers the ring runs over PCIe at ``PCIE_RING_EFF`` of one direction of the GPU's x16 link (assumption:
+  no nccl-tests figure in the references).
+- Between nodes: each GPU's share of the node's NICs (count x speed) at ``NIC_EFF`` = 0.9 (46-48 GB/s per
+  400G NDR NIC, nccl-tests#290; 85-96 of 100 GB/s for 4x HDR, nccl-tests#119). A ring spanning nodes with
+  ``r`` of its ranks on each node moves ``r / gpus_per_node`` of the node's NIC bandwidth; groups placed one
+  GPU per node (data parallel across TP=8 nodes) use one NIC each. NCCL picks a ring or a tree: the tree has
+  ``log2(nodes)`` latency hops instead of ``nodes - 1`` and the same bandwidth term at scale.
+- The figures equal the catalog's ``collective_efficiency`` entries (``hardware_catalog/data/interconnects.yaml``);
+  a 4-GPU NVLink mesh (Dell XE8640) is priced as NVSwitch.
+- Latency: 10 us within a node, 20 us plus 2 us per ring hop between nodes (Calculon's NVLink and InfiniBand
+  tiers, ``systems/h100_80g_nvl8.json``).
+
+Rank order follows Megatron-LM and torchtitan's device mesh: tensor parallel innermost, then context, then
+data (shard, then replicate), pipeline outermost (Narayanan et al. 2021, arXiv 2104.04473, Sec. 3.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["Fabric", "Group", "ServerSpec", "collective_time", "fabric_for", "place_group"]
+
+# Measured all-reduce / other-collective busbw (GB/s) on 8-GPU NVSwitch boards, keyed by per-GPU NVLink GB/s.
+NVSWITCH_BUSBW_GBPS: dict[int, tuple[float, float]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
+NVLINK_PAIR_BUSBW_GBPS = 116.0
+PCIE_RING_EFF = 0.70
+NIC_EFF = 0.90
+INFINITY_FABRIC_EFF = 0.70
+INTRA_LATENCY_S = 10e-6
+INTER_LATENCY_S = 20e-6
+INTER_HOP_S = 2e-6
+# Without a server in the request: one NIC per GPU, 200 Gb/s for NVLink-3 (DGX A100: 8x HDR), 400 Gb/s otherwise
+# (DGX H100: 8x ConnectX-7 NDR) -- hardware-facts.md Sec. 3.
+DEFAULT_NIC_GBITS = {600: 200.0}
+DEFAULT_NIC_GBITS_OTHER = 400.0
+
+
+class ServerSpec(Protocol):
+    """The catalog server fields read here (``hardware_catalog`` ``Server``)."""
+
+    @property
+    def gpu_fabric(self) -> str: ...
+
+    @property
+    def nics(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Bandwidths in bytes/s: within a node per collective kind, and each node's NICs in total."""
+
+    kind: str
+    intra_allreduce: float
+    intra_other: float
+    pair: float  # within an NVLink-bridged pair (== intra_other elsewhere)
+    node_nic: float
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class Group:
+    """A process group: ``size`` ranks, ``per_node`` of them on each node it spans."""
+
+    size: int
+    per_node: int
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.size / max(1, self.per_node))
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _infer_fabric(gpu: Any) -> str:
+    gid = str(_field(gpu, "id", "")).lower()
+    if "mi300" in gid or "mi325" in gid:
+        return "infinity-fabric"
+    if "sxm" in gid or "b200" in gid or "gb200" in gid or "gh200" in gid:
+        return "nvswitch"
+    if float(_field(gpu, "nvlink_gbps_bidir", 0) or 0) > 0:
+        return "nvlink-bridge-pairs"
+    return "pcie"
+
+
+def _nvswitch(nvlink_gbps: float) -> tuple[float, float]:
+    key = round(nvlink_gbps)
+    if key in NVSWITCH_BUSBW_GBPS:
+        return NVSWITCH_BUSBW_GBPS[key]
+    ar, other = NVSWITCH_BUSBW_GBPS[900]
+    scale = nvlink_gbps / 900.0 if nvlink_gbps > 0 else 1.0
+    return ar * scale, other * scale
+
+
+def _pcie_gbps(gpu: Any) -> float:
+    rate = _field(gpu, "pcie_gbps_per_direction", None)
+    if rate:
+        return float(rate)
+    gen = int(_field(gpu, "pcie_gen", 4) or 4)
+    return {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}.get(gen, 31.5)
+
+
+def _compute_nics(server: Any) -> float:
+    """Gb/s of a server's NICs that carry GPU traffic (purpose names the compute/GPU fabric, or is unset)."""
+    total = 0.0
+    for nic in _field(server, "nics", None) or []:
+        purpose = str(_field(nic, "purpose", "") or "").lower()
+        if purpose and not any(p in purpose for p in ("compute", "gpu", "east", "backend", "rdma", "training")):
+            continue
+        total += float(_field(nic, "count", 1) or 1) * float(_field(nic, "gbps", 0) or 0)
+    return total
+
+
+def _node_nic_bytes(gpu: Any, server: Any | None, gpus_per_node: int, nvlink: float) -> float:
+    gbits = _compute_nics(server) if server is not None else 0.0
+    if gbits <= 0:
+        per_gpu = DEFAULT_NIC_GBITS.get(round(nvlink), DEFAULT_NIC_GBITS_OTHER)
+        gbits = per_gpu * gpus_per_node
+    return gbits / 8.0 * 1e9 * NIC_EFF
+
+
+def fabric_for(gpu: Any, server: Any | None, gpus_per_node: int) -> Fabric:
+    """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU)."""
+    kind = str(_field(server, "gpu_fabric", "") or "") if server is not None else ""
+    kind = kind or _infer_fabric(gpu)
+    nvlink = float(_field(gpu, "nvlink_gbps_bidir", 0) or 0)
+    if server is not None and _field(server, "intra_node_gbps_bidir_per_gpu", None):
+        nvlink = float(_field(server, "intra_node_gbps_bidir_per_gpu"))
+    pcie = _pcie_gbps(gpu) * PCIE_RING_EFF
+    if kind in ("nvswitch", "nvlink-mesh"):
+        ar, other = _nvswitch(nvlink or 900.0)
+        pair = other
+    elif kind == "infinity-fabric":
+        ar = other = pair = (nvlink or 896.0) / 2.0 * INFINITY_FABRIC_EFF
+    elif kind == "nvlink-bridge-pairs":
+        ar = other = pcie
+        pair = NVLINK_PAIR_BUSBW_GBPS * (nvlink / 600.0 if nvlink else 1.0)
+    else:
+        ar = other = pair = pcie
+    nic = _node_nic_bytes(gpu, server, gpus_per_node, nvlink)
+    return Fabric(kind, ar * 1e9, other * 1e9, pair * 1e9, nic, gpus_per_node)
+
+
+def place_group(size: int, stride: int, gpus_per_node: int) -> Group:
+    """A group of ``size`` ranks ``stride`` apart in rank order: how many share a node."""
+    per_node = max(1, min(size, gpus_per_node // max(1, stride)))
+    return Group(size=size, per_node=per_node)
+
+
+def _intra_busbw(kind: str, group: Group, fabric: Fabric) -> float:
+    if fabric.kind == "nvlink-bridge-pairs" and group.per_node <= 2:
+        return fabric.pair
+    return fabric.intra_allreduce if kind == "allreduce" else fabric.intra_other
+
+
+def _factor(kind: str, n: int) -> float:
+    if kind == "allreduce":
+        return 2.0 * (n - 1) / n
+    if kind == "sendrecv":
+        return 1.0
+    return (n - 1) / n
+
+
+def _latency(kind: str, group: Group) -> float:
+    if group.nodes <= 1:
+        return INTRA_LATENCY_S
+    ring_hops = group.nodes - 1
+    tree_hops = 2 * math.ceil(math.log2(group.nodes))
+    hops = min(ring_hops, tree_hops) if kind == "allreduce" else ring_hops
+    return INTER_LATENCY_S + INTER_HOP_S * hops
+
+
+def collective_time(kind: str, nbytes: float, group: Group, fabric: Fabric) -> float:
+    """Seconds for one collective of ``nbytes`` (the per-rank buffer NCCL counts as S) on ``group``.
+
+    ``kind``: allreduce | allgather | reducescatter | alltoall | sendrecv. For all-gather ``nbytes`` is the
+    gathered (output) size, for reduce-scatter the input size, as nccl-tests counts them.
+    """
+    if nbytes <= 0 or (group.size <= 1 and kind != "sendrecv"):
+        return 0.0
+    intra = _intra_busbw(kind, group, fabric)
+    n = max(2, group.size)
+    if group.nodes <= 1:
+        return _latency(kind, group) + nbytes * _factor(kind, n) / intra
+    nic_share = fabric.node_nic * group.per_node / fabric.gpus_per_node
+    if kind == "alltoall":
+        per_gpu_nic = fabric.node_nic / fabric.gpus_per_node
+        on_node = nbytes * (group.per_node - 1) / n / intra
+        off_node = nbytes * (n - group.per_node) / n / per_gpu_nic
+        return _latency(kind, group) + max(on_node, off_node)
+    if kind == "sendrecv":
+        return _latency(kind, group) + nbytes / (fabric.node_nic / fabric.gpus_per_node)
+    return _latency(kind, group) + nbytes * _factor(kind, n) / min(intra, nic_share)

@@ -1,0 +1,215 @@
+"""Achieved throughput of one GPU: GEMMs, attention, memory-bound kernels, the CPU that issues them.
+
+Every constant of the step-time model lives in :class:`Constants` (defaults = :data:`H200_FIT`, one place,
+each with its source). They were measured or fitted on one NVIDIA H200 SXM and carry to the other GPUs
+through their catalog datasheet figures -- dense FLOP/s per precision and HBM bandwidth -- because they are
+*fractions of the datasheet peak*: an A100 gets the H200's GEMM fraction of its own 312 TFLOP/s and the
+H200's copy fraction of its own 2.0 TB/s.
+
+Two kinds of constants (``docs/accuracy-time.md`` has the data behind each):
+
+- measured by micro-benchmarks on the H200 (PyTorch 2.11, CUDA 13): the GEMM saturation sizes, attention
+  efficiency curves, fp8 GEMM ratio, HBM copy fraction, AdamW bytes per parameter, elementwise bytes of the
+  Hugging Face layer code, kernel-launch cost;
+- fitted (least squares on log step time) on the 55 single-GPU H200 calibration steps in
+  ``tests/data/calibration_h200.json``: ``gemm_eff``, ``elem_scale``, ``autocast_extra``,
+  ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps.
+  Five-fold cross-validation of the first five: held-out median |error| 2.3%, p90 5.8%.
+
+Formulas:
+
+- GEMM ``[m, k] x [k, n]`` (roofline with a saturating efficiency, cf. Calculon's size-dependent matrix
+  efficiency, Isaev et al. SC23): ``t = max(2mkn / (peak gemm_eff e), bytes / (hbm hbm_eff))``,
+  ``e = k / (k + gemm_k0 i) * r / (r + gemm_r0 i)``, ``r = sqrt(m n)``, ``bytes = 2 (mk + kn + mn)``; ``i`` is
+  the GPU's FLOP-per-byte ratio over the H200's (the roofline knee moves with it). The curve's shape was fitted
+  on 153 bf16 GEMMs of transformer shapes (forward, input- and weight-gradient layouts): median |error| 7%.
+- Attention (FlashAttention, Dao 2023, arXiv 2307.08691): the forward at
+  ``attn_fwd_eff s / (s + attn_s0)`` of peak, the backward (2.5x the forward FLOPs: it recomputes ``QK^T``)
+  at ``attn_bwd_eff s / (s + attn_bwd_s0)``, head dims below 128 scaled by ``(d/128)^attn_dim_exp``; measured
+  with PyTorch SDPA on the H200 for s = 1k..16k.
+- Memory-bound kernels (norms, activations, casts, the optimizer): ``bytes / (hbm hbm_eff)``.
+- CPU-bound steps: eager PyTorch issues every kernel from Python; a micro-batch costs
+  ``max(GPU time, CPU time)`` (the CPU runs ahead of the GPU until it is the slower of the two).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["H200_FIT", "Constants", "GpuSpec", "Rates", "rates_for"]
+
+
+class GpuSpec(Protocol):
+    """The catalog GPU fields the step-time model reads (``hardware_catalog`` ``Gpu``)."""
+
+    @property
+    def bf16_tflops_dense(self) -> float: ...
+
+    @property
+    def fp8_tflops_dense(self) -> float | None: ...
+
+    @property
+    def tf32_tflops_dense(self) -> float | None: ...
+
+    @property
+    def fp32_tflops(self) -> float | None: ...
+
+    @property
+    def hbm_bandwidth_gbps(self) -> float: ...
+
+    @property
+    def tdp_w(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Constants:
+    """The step-time model's constants. Defaults: ``H200_FIT`` below; each field names its source."""
+
+    # bf16 GEMM: peak fraction and saturation constants (H200 micro-benchmark fit, form above).
+    gemm_eff: float = 0.767
+    gemm_k0: float = 178.0
+    gemm_r0: float = 234.0
+    # fp8 GEMM (torch._scaled_mm, e4m3, H200): 1336-1435 TFLOP/s of 1979 on m,k,n >= 4096 -> 0.72 of peak,
+    # i.e. 0.89 of the bf16 fraction; casts/amax per element (copy-equivalent bytes, fused as torch.compile does).
+    fp8_gemm_ratio: float = 0.89
+    fp8_cast_bytes: float = 6.0
+    # Flash attention (SDPA flash backend, H200, head dim 128, GQA 4:1): forward 459..650 TFLOP/s for
+    # s = 1k..16k; backward (2.5x forward FLOPs) 255..560 TFLOP/s.
+    attn_fwd_eff: float = 0.70
+    attn_s0: float = 520.0
+    attn_bwd_eff: float = 0.62
+    attn_bwd_s0: float = 1400.0
+    attn_dim_exp: float = 0.62
+    # The flash-attn library's FlashAttention-2 kernels predate Hopper's wgmma/TMA: 35% utilisation on an H100
+    # against 75% for FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, abstract), i.e. 0.47 of the
+    # Hopper-native kernel that PyTorch SDPA runs on the H200 (measured above). Applied to ``attention: flash``
+    # on Hopper and Blackwell; on Ampere FlashAttention-2 is the native kernel (Dao 2023: 50-73% of peak).
+    fa2_hopper_ratio: float = 0.47
+    # HBM: 4.23-4.41 TB/s copy / cast / add on the H200 (of 4.8 datasheet).
+    hbm_eff: float = 0.90
+    # AdamW, copy-equivalent bytes per parameter (839M params in 100 tensors, H200, PyTorch 2.11):
+    # fused fp32 6.83 ms, foreach fp32 18.6 ms, fused bf16 4.36 ms, foreach bf16 11.1 ms.
+    adam_fused_fp32_bytes: float = 35.2
+    adam_foreach_fp32_bytes: float = 95.6
+    adam_fused_bf16_bytes: float = 22.4
+    adam_foreach_bf16_bytes: float = 57.3
+    # Per parameter tensor (launch-bound, 500 tensors of 4096): fused 4 us, foreach 13 us, for-loop 93 us.
+    adam_tensor_fused_s: float = 4.0e-6
+    adam_tensor_foreach_s: float = 13.0e-6
+    adam_tensor_forloop_s: float = 93.0e-6
+    # CPU side of eager PyTorch: Python + dispatcher time of one decoder layer's forward (HF modules under
+    # autocast; fitted; the backward costs ``cpu_bwd_ratio`` forwards; Megatron's fused layer: assumption).
+    # The GPU waits when this exceeds its own work
+    # (short sequences, small models). 1000 tiny in-place adds from Python cost 9.2 us each on the H200 host
+    # (``launch_s``, used for the LoRA adapters' extra ops).
+    launch_s: float = 9.2e-6
+    cpu_layer_fwd_s: float = 1.20e-3
+    cpu_bwd_ratio: float = 2.0
+    cpu_fused_layer_fwd_s: float = 0.25e-3
+    # Elementwise traffic of one eager decoder layer, copy-equivalent bytes per token per element of the
+    # tensor it runs on (H200 micro-benchmarks of the HF code paths): RMSNorm 57 per hidden element
+    # forward (189 forward + backward), SwiGLU 10.4 per intermediate element, rotary embedding ~26 per q/k
+    # element (five kernels), residual adds 6 each; ``torch.nn.LayerNorm`` is one kernel (2 + 2 B, fp32
+    # stats). ``elem_scale`` (fitted) scales the sum; the backward
+    # costs ``elem_bwd_ratio`` forwards; autocast (fp32 residual stream, a bf16 cast of each linear input)
+    # adds ``autocast_extra`` of it. Fused kernels (Megatron, Transformer Engine) move ``fused_ratio`` as much.
+    norm_bytes: float = 57.0
+    layernorm_bytes: float = 6.0
+    resid_bytes: float = 12.0
+    rope_bytes: float = 26.0
+    act_bytes_gated: float = 10.4
+    act_bytes_plain: float = 4.0
+    elem_scale: float = 1.18
+    elem_bwd_ratio: float = 2.5
+    autocast_extra: float = 0.174
+    fused_ratio: float = 0.25
+    # LoRA (PEFT lora.Linear): the adapter path's casts, scale and add, bytes per token per (in + out)
+    # element of each adapted linear, forward; backward twice that. Fitted.
+    lora_bytes: float = 8.94
+    # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
+    # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
+    fsdp_scale: float = 0.758
+    # Eager mixture of experts (HF Mixtral: a Python loop step per expert, ~12 ops at ~18 us each, and a
+    # ``torch.where`` host sync per expert, so this time adds to the GPU's): seconds per local expert per
+    # forward; and gather/scatter bytes per routed token x hidden element.
+    cpu_expert_s: float = 0.25e-3
+    moe_dispatch_bytes: float = 16.0
+    # Loss over the vocabulary, bytes per logit (forward + backward): HF upcasts the bf16 logits to fp32,
+    # log-softmax, its gradient and the cast back (2+4, 4+4, 4+4, 4+2 ~ 30); Megatron's fused vocab-parallel
+    # cross-entropy reads bf16 logits and writes their gradient (~12).
+    loss_bytes_eager: float = 30.0
+    loss_bytes_fused: float = 12.0
+    # Multiplier on the compute time for what no term above sees.
+    compute_overhead: float = 1.0
+
+
+H200_FIT = Constants()
+# The calibration GPU's datasheet figures (hardware_catalog h200-sxm-141gb): the reference for intensity_scale.
+H200_PEAK_BF16 = 989.5e12
+H200_HBM = 4800e9
+
+
+@dataclass(frozen=True)
+class Rates:
+    """One GPU's achievable rates under :class:`Constants`: FLOP/s at full GEMM size, bytes/s."""
+
+    gemm_flops: float
+    fp8_flops: float
+    hbm_bytes: float
+    peak_bf16: float
+    k: Constants
+    fa2_ratio: float = 1.0  # FlashAttention-2 (flash-attn) speed relative to the native kernel on this GPU
+    intensity_scale: float = 1.0  # this GPU's FLOP per HBM byte over the H200's (GEMM saturation sizes)
+
+    def gemm_time(self, m: float, k: float, n: float, fp8: bool = False) -> float:
+        """Roofline GEMM time in seconds (formula in the module docstring)."""
+        if m <= 0 or k <= 0 or n <= 0:
+            return 0.0
+        c = self.k
+        r = math.sqrt(m * n)
+        k0, r0 = c.gemm_k0 * self.intensity_scale, c.gemm_r0 * self.intensity_scale
+        eff = k / (k + k0) * r / (r + r0)
+        peak = self.fp8_flops if fp8 else self.gemm_flops
+        elem = 1.0 if fp8 else 2.0
+        compute = 2.0 * m * k * n / (peak * eff)
+        memory = elem * (m * k + k * n) + 2.0 * m * n
+        return max(compute, memory / self.hbm_bytes)
+
+    def attn_fwd_time(self, flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
+        c = self.k
+        eff = c.attn_fwd_eff * seq / (seq + c.attn_s0) * _dim_factor(head_dim, c.attn_dim_exp)
+        return flops / (self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0))
+
+    def attn_bwd_time(self, fwd_flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
+        c = self.k
+        eff = c.attn_bwd_eff * seq / (seq + c.attn_bwd_s0) * _dim_factor(head_dim, c.attn_dim_exp)
+        return 2.5 * fwd_flops / (self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0))
+
+    def mem_time(self, nbytes: float) -> float:
+        return nbytes / self.hbm_bytes
+
+
+def _dim_factor(head_dim: int, exp: float) -> float:
+    return min(1.0, math.pow(head_dim / 128.0, exp))
+
+
+def _peak_flops(gpu: GpuSpec, precision: str) -> float:
+    tflops = gpu.bf16_tflops_dense
+    if precision == "fp32":
+        tflops = gpu.tf32_tflops_dense or gpu.fp32_tflops or gpu.bf16_tflops_dense / 2
+    return float(tflops) * 1e12
+
+
+def rates_for(gpu: GpuSpec, precision: str, k: Constants = H200_FIT) -> Rates:
+    """Rates of ``gpu`` for a training precision. fp32 training uses TF32 tensor cores (PyTorch's
+    ``allow_tf32`` / Megatron default); fp8-mixed runs the linears at the fp8 peak, the rest in bf16."""
+    peak = _peak_flops(gpu, precision)
+    fp8 = float(gpu.fp8_tflops_dense or gpu.bf16_tflops_dense) * 1e12
+    hbm = float(gpu.hbm_bandwidth_gbps) * 1e9 * k.hbm_eff
+    fa2 = k.fa2_hopper_ratio if str(getattr(gpu, "arch", "")) in ("Hopper", "Blackwell") else 1.0
+    intensity = (peak / hbm) / (H200_PEAK_BF16 / (H200_HBM * k.hbm_eff))
+    return Rates(gemm_flops=peak * k.gemm_eff, fp8_flops=fp8 * k.gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
+                 peak_bf16=float(gpu.bf16_tflops_dense) * 1e12 if precision != "fp32" else peak, k=k,
+                 fa2_ratio=fa2, intensity_scale=intensity)

@@ -1,0 +1,219 @@
+"""FLOPs of one training step: the GEMMs and attention of each layer on the busiest GPU, and model FLOPs.
+
+Counting (one multiply-add = 2 FLOPs):
+
+- A linear ``[tokens, in] x [in, out]`` costs ``2 T in out`` forward; its backward is the input gradient
+  (the same again) plus the weight gradient (the same again) -- the "6 N T" of Kaplan et al. 2020
+  (arXiv 2001.08361, Sec. 2.1) and Narayanan et al. 2021 (arXiv 2104.04473, Sec. 5.1). A frozen weight (the
+  LoRA/QLoRA base, Hu et al. 2021, arXiv 2106.09685) needs no weight gradient, so its backward is 1x forward.
+- Tensor parallelism splits column-parallel projections by output and row-parallel ones (``o_proj``,
+  ``down_proj``) by input (Shoeybi et al. 2019, arXiv 1909.08053); context parallelism splits the tokens.
+- A mixture of experts routes each token to ``experts_per_token`` experts (Fedus et al. 2021,
+  arXiv 2101.03961): with ``ep`` expert-parallel ranks each GPU runs ``E/ep`` experts on
+  ``T k ep / E`` tokens each (balanced routing), i.e. the FLOPs of ``k`` dense MLPs.
+- Causal self-attention: ``QK^T`` and ``AV`` cost ``2 s^2 (d_qk + d_v)`` per head and sequence, halved by a
+  causal mask when flash attention skips the masked blocks (Dao 2023, arXiv 2307.08691); a sliding window
+  ``w`` keeps ``s w - w^2 / 2`` pairs. Eager attention computes the full ``s x s`` scores.
+- Recomputation (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 5): full = one more forward of every
+  decoder layer; selective = core attention again (Megatron), or every second matmul of a layer
+  (torchtitan's op-level selective checkpointing, ``_custom_policy`` in ``activation_checkpoint.py``).
+- Model FLOPs (for MFU, Chowdhery et al. 2022, arXiv 2204.02311, App. B) are the FLOPs of forward and
+  backward without recomputation, attention backward counted as 2x its forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.layout import Layout
+from estimator.modelspec import Linear, ModelShape
+from estimator.request import EstimateRequest
+
+__all__ = ["Gemm", "LayerWork", "Workload", "model_flops_per_step", "workload"]
+
+_ROW_PARALLEL = {"o_proj", "down_proj"}
+_REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient."""
+
+    m: float
+    k: float
+    n: float
+    count: float = 1.0
+    trainable: bool = True
+    fp8: bool = False
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.k * self.n * self.count
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """One decoder layer, one micro-batch, on one GPU."""
+
+    gemms: tuple[Gemm, ...]
+    attn_flops: float  # forward attention core (causal-aware)
+    attn_seq: float  # key length that sets flash-attention efficiency
+    eager_attention: bool
+    flash_library: bool  # the flash-attn package (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
+    base_linear_params: float  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
+    ffn_local: float  # widest MLP intermediate per token (elementwise work)
+    qk_local: float  # q + k widths per token (rotary embedding)
+    norms: int  # norms per layer
+    layernorm: bool  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
+    rotary: bool  # rotary position embedding applied to q and k
+    gated: bool  # gated MLP (SwiGLU/GeGLU)
+    lora_elems: float  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
+    experts_local: float  # routed experts on this GPU (0 for a dense layer)
+    topk: int  # experts per token (0 for a dense layer)
+
+    @property
+    def gemm_flops(self) -> float:
+        return sum(g.flops for g in self.gemms)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one micro-batch costs the busiest GPU: layers by kind, the LM head and the embedding."""
+
+    dense: LayerWork | None
+    moe: LayerWork | None
+    dense_layers: int  # on the busiest pipeline stage
+    moe_layers: int
+    head: Gemm  # LM head on the last stage
+    tokens: float  # tokens per micro-batch on this GPU
+    hidden: int
+    vocab_local: float
+
+
+def _split(lin: Linear, tp: int) -> tuple[float, float]:
+    if lin.name in _REPLICATED:
+        return lin.in_features, lin.out_features
+    if lin.name in _ROW_PARALLEL:
+        return lin.in_features / tp, lin.out_features
+    return lin.in_features, lin.out_features / tp
+
+
+def _linear_gemms(lins: list[Linear], m: float, tp: int, frozen: bool, fp8: bool) -> list[Gemm]:
+    out = []
+    for lin in lins:
+        k, n = _split(lin, tp)
+        out.append(Gemm(m, k, n, float(lin.count), trainable=not frozen, fp8=fp8))
+    return out
+
+
+def _lora_gemms(lins: list[Linear], m: float, tp: int, rank: int) -> list[Gemm]:
+    """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``)."""
+    out = []
+    for lin in lins:
+        k, n = _split(lin, tp)
+        out += [Gemm(m, k, rank, float(lin.count)), Gemm(m, rank, n, float(lin.count))]
+    return out
+
+
+def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> tuple[float, float]:
+    """Forward attention-core FLOPs of one layer and micro-batch on one GPU, and the effective key length."""
+    a, t = shape.arch, req.training
+    s = float(t.seq_len)
+    if shape.is_mla:
+        d_qk = float((a.qk_nope_head_dim or 128) + (a.qk_rope_head_dim or 64))
+        d_v = float(a.v_head_dim or 128)
+    else:
+        d_qk = d_v = float(shape.head_dim)
+    if t.attention == "eager":
+        pairs = s * s
+    else:
+        w = min(s, float(a.sliding_window or s))
+        pairs = s * w - w * w / 2.0
+    heads = a.num_attention_heads / layout.tp
+    flops = 2.0 * t.micro_batch_size * heads * pairs * (d_qk + d_v) / layout.cp
+    return flops, min(s, float(a.sliding_window or s))
+
+
+def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
+    attn = shape.attention_linears()
+    if targets == "attention":
+        return attn
+    if moe:
+        shared = shape.mlp_linears(shape.expert_ffn, shape.arch.num_shared_experts)
+        return attn + [s for s in shared if s.count]
+    return attn + shape.mlp_linears(shape.arch.ffn_hidden_size)
+
+
+def _mlp_gemms(shape: ModelShape, layout: Layout, m: float, moe: bool, frozen: bool, fp8: bool) -> list[Gemm]:
+    a, tp = shape.arch, layout.tp
+    if not moe:
+        return _linear_gemms(shape.mlp_linears(a.ffn_hidden_size), m, tp, frozen, fp8)
+    per_expert = m * a.experts_per_token * layout.ep / a.num_experts
+    routed = [Gemm(g.m, g.k, g.n, a.num_experts / layout.ep, g.trainable, g.fp8)
+              for g in _linear_gemms(shape.mlp_linears(shape.expert_ffn), per_expert, tp, frozen, fp8)]
+    shared = _linear_gemms([s for s in shape.mlp_linears(shape.expert_ffn, a.num_shared_experts) if s.count],
+                           m, tp, frozen, fp8)
+    router = Gemm(m, a.hidden_size, a.num_experts, 1.0, not frozen, False)
+    return [*routed, *shared, router]
+
+
+def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
+    t, a = req.training, shape.arch
+    m = float(t.micro_batch_size * t.seq_len) / layout.cp
+    frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
+    gemms = _linear_gemms(shape.attention_linears(), m, layout.tp, frozen, fp8)
+    gemms += _mlp_gemms(shape, layout, m, moe, frozen, fp8)
+    if frozen:
+        gemms += _lora_gemms(_adapted(shape, t.lora_targets, moe), m, layout.tp, t.lora_rank)
+    attn, seq = attention_flops(shape, req, layout)
+    base = sum(g.k * g.n * g.count for g in gemms if not (frozen and g.trainable))
+    ffn = float(shape.expert_ffn * a.experts_per_token if moe else a.ffn_hidden_size) / layout.tp
+    qk = (a.num_attention_heads + shape.kv_heads) * shape.head_dim / layout.tp
+    lora = 0.0
+    if frozen:
+        lora = sum((k + n) * lin.count for lin in _adapted(shape, t.lora_targets, moe)
+                   for k, n in [_split(lin, layout.tp)])
+    experts = a.num_experts / layout.ep if moe else 0.0
+    fa2 = t.attention == "flash" and req.parallelism.framework != "megatron"
+    return LayerWork(tuple(gemms), attn, seq, t.attention == "eager", fa2, base, ffn, qk, a.norms_per_layer,
+                     a.norm == "layernorm", a.learned_position_embeddings == 0, a.gated_mlp, lora, experts,
+                     a.experts_per_token if moe else 0)
+
+
+def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
+    per_stage = layout.layers_per_stage
+    moe = round(per_stage * shape.moe_layers / shape.arch.num_layers)
+    return per_stage - moe, moe
+
+
+def workload(req: EstimateRequest, shape: ModelShape, layout: Layout) -> Workload:
+    """Per-micro-batch work of the busiest GPU (the last pipeline stage, which holds the LM head)."""
+    t, a = req.training, shape.arch
+    dense_n, moe_n = _stage_layers(shape, layout)
+    tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
+    head = Gemm(tokens, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full", False)
+    return Workload(dense=_layer(req, shape, layout, False) if dense_n else None,
+                    moe=_layer(req, shape, layout, True) if moe_n else None,
+                    dense_layers=dense_n, moe_layers=moe_n, head=head, tokens=tokens,
+                    hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp)
+
+
+def _layer_model_flops(work: LayerWork) -> float:
+    """Forward + backward FLOPs of one layer without recomputation."""
+    bwd = sum(g.flops * (2.0 if g.trainable else 1.0) for g in work.gemms)
+    return work.gemm_flops + bwd + 3.0 * work.attn_flops
+
+
+def model_flops_per_step(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload) -> float:
+    """Model FLOPs of one optimizer step over all GPUs (no recomputation): every layer, the LM head."""
+    t = req.training
+    per_mb = 0.0
+    if work.dense is not None:
+        per_mb += _layer_model_flops(work.dense) * shape.dense_layers
+    if work.moe is not None:
+        per_mb += _layer_model_flops(work.moe) * shape.moe_layers
+    head_passes = 3.0 if work.head.trainable else 2.0
+    per_mb += work.head.flops * head_passes
+    # per_mb is one GPU's share of one micro-batch across its tp x cp group.
+    replicas = layout.dp * t.gradient_accumulation_steps * layout.tp * layout.cp
+    return per_mb * replicas

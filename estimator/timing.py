@@ -1,0 +1,509 @@
+"""Step time of one training layout: compute, communication and its overlap, pipeline bubble, optimizer, offload.
+
+One optimizer step on the busiest GPU (the last pipeline stage, which also holds the LM head):
+
+``step = m (F + B + R) + bubble + exposed communication + optimizer + offload``
+
+- ``F``, ``B``, ``R``: forward, backward and recomputation of one micro-batch (``m`` =
+  ``gradient_accumulation_steps`` micro-batches per step), each layer pass priced by
+  :mod:`estimator.efficiency` (GEMM roofline, flash attention, memory-bound kernels, kernel launches).
+- Pipeline bubble ``(p - 1) / v`` micro-batch times for 1F1B / interleaved 1F1B with ``v`` virtual stages,
+  i.e. the fraction ``(p - 1) / (m v)`` of the ideal step (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2).
+- Tensor-parallel all-reduces (or all-gather + reduce-scatter with sequence parallelism), 2 per layer forward
+  and 2 backward (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 4.2.2), are on the critical path; so are
+  expert-parallel all-to-alls (dispatch + combine, forward and backward) and pipeline send/recv.
+- Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889): ``cp - 1`` key/value block
+  exchanges per layer forward (twice that backward) overlap the attention blocks they feed.
+- Data parallelism: DDP's bucketed all-reduce overlaps the last micro-batch's backward (Li et al. 2020,
+  arXiv 2006.15704); ZeRO-1/2 reduce-scatter gradients and all-gather parameters (Rajbhandari et al. 2020);
+  FSDP/ZeRO-3 all-gathers parameters before each layer's forward and backward and reduce-scatters gradients,
+  prefetching one layer ahead (Zhao et al. 2023, arXiv 2304.11277): the exposed part is what exceeds the
+  compute it overlaps plus the first gather / last reduce that nothing hides. HSDP adds an all-reduce across
+  replicas. Hidden communication still costs ``comm_overlap_penalty`` of its time in slower compute (its
+  kernels take SMs: Calculon's ``processor_usage``).
+- Optimizer: memory-bound (measured AdamW bytes per parameter on the H200, :mod:`estimator.efficiency`).
+- CPU offload: gradients down and parameters up over PCIe, and the CPU optimizer (DeepSpeed's CPU-Adam is
+  5-7x ``torch.optim`` on the CPU, deepspeed.ai ZeRO-Offload tutorial) on the host's memory bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.accuracy import time_error_bar_pct
+from estimator.comm import Fabric, collective_time, fabric_for, place_group
+from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
+from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
+from estimator.layout import Layout
+from estimator.modelspec import ModelShape
+from estimator.params import ParamPlacement, place_params
+from estimator.request import EstimateRequest
+from estimator.response import TimeResult
+
+__all__ = ["Style", "step_time", "style_for"]
+
+# Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
+# ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
+# read; p, m, v written; bf16 copy), and torch.optim on the CPU being ~6x slower (DeepSpeed: CPU-Adam 5-7x).
+HOST_MEM_BYTES_PER_S = 300e9
+CPU_ADAM_BYTES_PER_PARAM = 30.0
+TORCH_CPU_ADAM_SLOWDOWN = 6.0
+PCIE_EFF = 0.80
+COMM_OVERLAP_PENALTY = 0.10
+DDP_BUCKET_BYTES = 25 * 1024**2
+
+
+@dataclass(frozen=True)
+class Style:
+    """How the framework runs the layer: kernel fusion, autocast casts, gradient dtypes."""
+
+    fused: bool  # Megatron / Transformer Engine kernels instead of eager PyTorch modules
+    autocast: bool  # fp32 weights cast to bf16 at every forward (torch.autocast without FSDP)
+    grad_bytes: float  # dtype of the gradients that are reduced
+    param_bytes: float  # dtype of all-gathered parameters
+    master_copy: bool  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
+
+
+def style_for(req: EstimateRequest, layout: Layout) -> Style:
+    t, p = req.training, req.parallelism
+    fp32 = t.precision == "fp32"
+    autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
+                and layout.sharding in ("none", "zero1") and t.method == "full")
+    if fp32:
+        grad = 4.0
+    elif p.framework == "deepspeed" or t.precision == "bf16-true":
+        grad = 2.0
+    else:
+        grad = 4.0
+    master = p.framework in ("deepspeed", "megatron") and not fp32
+    return Style(fused=p.framework == "megatron", autocast=autocast, grad_bytes=grad,
+                 param_bytes=4.0 if fp32 else 2.0, master_copy=master)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Seconds of one micro-batch on the busiest GPU."""
+
+    fwd: float
+    bwd: float
+    recompute: float
+    layer_fwd: float  # one layer's forward (the FSDP gather nothing hides)
+    attn_fwd: float  # all layers' attention forward (what context-parallel exchanges overlap)
+    hw_flops: float
+
+    @property
+    def total(self) -> float:
+        return self.fwd + self.bwd + self.recompute
+
+
+# ----------------------------------------------------------------------------------------------- compute
+def _gemm_times(gemms: tuple[Gemm, ...], r: Rates) -> tuple[float, float]:
+    fwd = bwd = 0.0
+    for g in gemms:
+        fwd += g.count * r.gemm_time(g.m, g.k, g.n, g.fp8)
+        dgrad = r.gemm_time(g.m, g.n, g.k, g.fp8)
+        wgrad = r.gemm_time(g.k, g.m, g.n, g.fp8) if g.trainable else 0.0
+        bwd += g.count * (dgrad + wgrad)
+    return fwd, bwd
+
+
+def _attention_times(w: LayerWork, r: Rates, head_dim: int) -> tuple[float, float]:
+    """Flash attention at its measured efficiency; eager attention as batched GEMMs ``[s, d] x [d, s]`` plus
+    the score matrix through a (fused) softmax: 2 + 2 bytes per score forward, 4 + 2 backward."""
+    if w.eager_attention:
+        t = w.attn_flops / (r.gemm_flops * 0.85)
+        scores = w.attn_flops / (4.0 * head_dim)
+        return t + r.mem_time(4.0 * scores), 2.0 * t + r.mem_time(6.0 * scores)
+    fa2 = w.flash_library
+    return (r.attn_fwd_time(w.attn_flops, w.attn_seq, head_dim, fa2),
+            r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
+
+
+def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants) -> float:
+    """Forward bytes of one layer's non-GEMM kernels: norms, residual adds, rotary embedding, activation,
+    the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.efficiency`)."""
+    act = k.act_bytes_gated if w.gated else k.act_bytes_plain
+    norm = k.layernorm_bytes if w.layernorm else k.norm_bytes
+    per_token = (w.norms * norm + k.resid_bytes) * work.hidden + act * w.ffn_local
+    per_token += k.rope_bytes * w.qk_local if w.rotary else 0.0
+    per_token *= k.elem_scale * (k.fused_ratio if style.fused else 1.0)
+    if style.autocast:
+        per_token *= 1.0 + k.autocast_extra
+    per_token += k.lora_bytes * w.lora_elems
+    per_token += k.moe_dispatch_bytes * work.hidden * w.topk
+    return per_token * work.tokens
+
+
+def _fp8_cast_bytes(gemms: tuple[Gemm, ...], k: Constants) -> tuple[float, float]:
+    fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
+    bwd = sum(g.count * (g.m * g.n + g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
+    return fwd, bwd
+
+
+def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Style,
+                  k: Constants) -> tuple[float, float]:
+    """Per-pass bytes on the weights: autocast casts (fp32 -> bf16: 6 B) and gradient casts / accumulation,
+    QLoRA NF4 dequantisation (0.5 B read + 2 B written per weight, forward and backward), FSDP2's
+    all-gather copy-out (2 + 2 B, forward and backward) and gradient copy-in (bf16 -> fp32 cast and chunk:
+    6 + 8 + 4 B), scaled by ``fsdp_scale``."""
+    t = req.training
+    m = t.gradient_accumulation_steps
+    fwd = bwd = 0.0
+    if t.method == "qlora":
+        fwd, bwd = 2.5 * w.base_linear_params, 2.5 * w.base_linear_params
+    elif t.method == "full":
+        accumulate = (m - 1) / m
+        if style.autocast:
+            fwd, bwd = 6.0 * w.base_linear_params, (6.0 + 12.0 * accumulate) * w.base_linear_params
+        elif not style.fused and layout.sharding in ("none", "zero1"):
+            bwd = 6.0 * accumulate * w.base_linear_params
+    if layout.sharding in ("zero3", "hsdp") and req.parallelism.framework == "pytorch":
+        trainable = w.base_linear_params if t.method == "full" else 0.0
+        fwd += k.fsdp_scale * 4.0 * w.base_linear_params
+        bwd += k.fsdp_scale * (4.0 * w.base_linear_params + 18.0 * trainable)
+    return fwd, bwd
+
+
+def _cpu_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> float:
+    """CPU seconds to issue one layer's forward: the eager layer, each LoRA adapter (5 ops), each expert."""
+    if style.fused:
+        return k.cpu_fused_layer_fwd_s
+    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if req.training.method != "full" else 0.0
+    return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
+
+
+@dataclass(frozen=True)
+class _LayerTimes:
+    fwd: float
+    bwd: float
+    recompute: float
+    cpu: float  # CPU seconds for forward + backward + recomputation
+    attn_fwd: float
+    hw_flops: float
+
+
+def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
+                 r: Rates, style: Style) -> _LayerTimes:
+    k = r.k
+    g_fwd, g_bwd = _gemm_times(w.gemms, r)
+    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim)
+    e_fwd = _elementwise_bytes(w, work, style, k)
+    c_fwd, c_bwd = _fp8_cast_bytes(w.gemms, k)
+    wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
+    fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
+    bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
+    recompute, re_flops, re_cpu = _recompute(req, w, fwd, g_fwd, a_fwd, r.mem_time(e_fwd))
+    cpu = _cpu_fwd(w, req, style, k)
+    if w.experts_local and not style.fused:
+        # eager MoE (HF Mixtral) syncs the host once per expert: its issue time adds to the GPU time
+        sync = k.cpu_expert_s * w.experts_local
+        fwd, recompute = fwd + sync, recompute + (sync if recompute else 0.0)
+    bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
+    flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
+    return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu), a_fwd, flops)
+
+
+def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
+               e_fwd: float) -> tuple[float, float, float]:
+    """(seconds, FLOPs, CPU forwards) recomputed in backward: full = the forward again; selective = core
+    attention (Megatron) or every second matmul plus the elementwise ops (torchtitan op-level SAC)."""
+    ckpt = req.training.activation_checkpointing
+    if ckpt == "full":
+        return fwd, w.gemm_flops + w.attn_flops, 1.0
+    if ckpt == "selective":
+        if req.parallelism.framework == "megatron":
+            return a_fwd, w.attn_flops, 0.1
+        return 0.5 * g_fwd + e_fwd, 0.5 * w.gemm_flops, 0.5
+    return 0.0, 0.0, 0.0
+
+
+def _head_times(req: EstimateRequest, layout: Layout, work: Workload, r: Rates, style: Style) -> tuple[float, float]:
+    """LM head GEMMs and the loss over the vocabulary (last stage); the embedding (first stage)."""
+    k, h = r.k, work.head
+    fwd = r.gemm_time(h.m, h.k, h.n)
+    bwd = r.gemm_time(h.m, h.n, h.k) + (r.gemm_time(h.k, h.m, h.n) if h.trainable else 0.0)
+    loss_bytes = (k.loss_bytes_fused if style.fused else k.loss_bytes_eager) * work.tokens * work.vocab_local
+    fwd += r.mem_time(loss_bytes / 3.0)
+    bwd += r.mem_time(loss_bytes * 2.0 / 3.0)
+    if layout.pp == 1:
+        fwd += r.mem_time(4.0 * work.tokens * work.hidden)
+        if req.training.method == "full":
+            bwd += r.mem_time(4.0 * work.vocab_local * work.hidden + 8.0 * work.tokens * work.hidden)
+    return fwd, bwd
+
+
+def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, r: Rates,
+                style: Style) -> Pass:
+    """Forward, backward and recomputation seconds of one micro-batch on the busiest stage. When issuing the
+    kernels takes the CPU longer than the GPU needs to run them, the CPU time sets the pace."""
+    fwd = bwd = rec = attn = flops = cpu = 0.0
+    layer_fwd = 0.0
+    for w, n in ((work.dense, work.dense_layers), (work.moe, work.moe_layers)):
+        if w is None or n == 0:
+            continue
+        lt = _layer_times(w, req, layout, shape, work, r, style)
+        fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
+        attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
+        cpu += n * lt.cpu
+    h_fwd, h_bwd = _head_times(req, layout, work, r, style)
+    h = work.head
+    flops += h.flops * (3.0 if h.trainable else 2.0)
+    fwd, bwd = fwd + h_fwd, bwd + h_bwd
+    gpu = fwd + bwd + rec
+    stretch = max(1.0, cpu / gpu) * r.k.compute_overhead if gpu > 0 else 1.0
+    return Pass(fwd=fwd * stretch, bwd=bwd * stretch, recompute=rec * stretch, layer_fwd=layer_fwd * stretch,
+                attn_fwd=attn * stretch, hw_flops=flops)
+
+
+# ----------------------------------------------------------------------------------------- communication
+@dataclass(frozen=True)
+class CommTimes:
+    """Seconds per step: total communication and the part that is not hidden behind compute."""
+
+    total: float
+    exposed: float
+    hidden: float
+    parts: dict[str, float]
+
+
+def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+    if layout.tp <= 1:
+        return 0.0
+    group = place_group(layout.tp, 1, layout.gpus_per_node)
+    nbytes = 2.0 * work.tokens * work.hidden
+    if layout.sequence_parallel:
+        one = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,
+                                                                                   group, fabric)
+    else:
+        one = collective_time("allreduce", nbytes, group, fabric)
+    per_layer = 4 + (2 if req.training.activation_checkpointing == "full" else 0)
+    layers = work.dense_layers + work.moe_layers
+    return one * (per_layer * layers + 2)
+
+
+def _cp_per_mb(shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric, attn_fwd: float) -> float:
+    """Exposed ring-attention exchange: (cp - 1) K/V blocks forward, K/V and dK/dV backward."""
+    if layout.cp <= 1:
+        return 0.0
+    group = place_group(2, layout.tp, layout.gpus_per_node)
+    kv_local = max(1.0, shape.kv_heads / layout.tp)
+    block = 2.0 * 2.0 * work.tokens * kv_local * shape.head_dim
+    one = collective_time("sendrecv", block, group if layout.cp * layout.tp <= layout.gpus_per_node
+                          else place_group(2, layout.gpus_per_node, layout.gpus_per_node), fabric)
+    layers = work.dense_layers + work.moe_layers
+    fwd = (layout.cp - 1) * one * layers
+    return max(0.0, fwd - attn_fwd) + max(0.0, 2.0 * fwd - 2.0 * attn_fwd)
+
+
+def _ep_per_mb(shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric) -> float:
+    if layout.ep <= 1 or work.moe_layers == 0:
+        return 0.0
+    group = place_group(layout.ep, 1, layout.gpus_per_node)
+    nbytes = 2.0 * work.tokens * shape.arch.experts_per_token * work.hidden
+    return 4.0 * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
+
+
+def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+    if layout.pp <= 1:
+        return 0.0
+    stride = layout.tp * layout.cp * layout.dp
+    group = place_group(2, stride, layout.gpus_per_node)
+    nbytes = 2.0 * work.tokens * work.hidden / (layout.tp if layout.sequence_parallel else 1)
+    return 2.0 * layout.vp * collective_time("sendrecv", nbytes, group, fabric)
+
+
+@dataclass(frozen=True)
+class _DpSizes:
+    grad_bytes: float  # trainable gradients on this GPU before sharding, in the reduce dtype
+    update_bytes: float  # trainable parameters re-gathered after a ZeRO-1/2 step, in the compute dtype
+    param_bytes: float  # all parameters on this GPU before sharding (what FSDP gathers)
+
+
+def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSizes:
+    trainable = float(pl.trainable_local)
+    everything = float(pl.total_local if req.training.method == "full" else pl.total_local - pl.trainable_local)
+    return _DpSizes(trainable * style.grad_bytes, trainable * style.param_bytes, everything * style.param_bytes)
+
+
+def _dp_comm(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: Fabric, style: Style,
+             mb: Pass) -> tuple[float, float]:
+    """(total, exposed) data-parallel seconds per step, by sharding stage."""
+    n = layout.dp * layout.cp
+    if n <= 1:
+        return 0.0, 0.0
+    sizes = _dp_sizes(req, pl, style)
+    m = req.training.gradient_accumulation_steps
+    group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, layout.gpus_per_node)
+    if layout.sharding == "none":
+        t = collective_time("allreduce", sizes.grad_bytes, group, fabric)
+        tail = collective_time("allreduce", min(sizes.grad_bytes, DDP_BUCKET_BYTES), group, fabric)
+        return t, max(0.0, t - mb.bwd) + tail
+    if layout.sharding in ("zero1", "zero2"):
+        return _zero12(req, layout, sizes, group, fabric, mb, m)
+    return _zero3(req, layout, sizes, group, fabric, mb, m)
+
+
+def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, fabric: Fabric, mb: Pass,
+            m: int) -> tuple[float, float]:
+    rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
+    ag = collective_time("allgather", sizes.update_bytes, group, fabric)
+    rs_count = m if layout.sharding == "zero2" else 1
+    rs_exposed = rs_count * max(0.0, rs - mb.bwd)
+    ag_exposed = max(0.0, ag - mb.fwd) if req.parallelism.framework == "megatron" else ag
+    return rs_count * rs + ag, rs_exposed + ag_exposed
+
+
+def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, fabric: Fabric, mb: Pass,
+           m: int) -> tuple[float, float]:
+    ag = collective_time("allgather", sizes.param_bytes, group, fabric)
+    rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
+    units = layout.layers_per_stage + 1
+    fwd_exposed = max(0.0, ag - mb.fwd) + ag / units
+    bwd_exposed = max(0.0, ag + rs - mb.bwd - mb.recompute) + rs / units
+    total, exposed = m * (2.0 * ag + rs), m * (fwd_exposed + bwd_exposed)
+    if layout.sharding == "hsdp":
+        replicas = layout.dp * layout.cp // max(1, layout.shard_group)
+        rgroup = place_group(replicas, layout.tp * layout.shard_group, layout.gpus_per_node)
+        ar = collective_time("allreduce", sizes.grad_bytes / layout.shard_group, rgroup, fabric)
+        total, exposed = total + ar, exposed + max(0.0, ar - mb.bwd)
+    return total, exposed
+
+
+def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
+                  style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
+    m = req.training.gradient_accumulation_steps
+    tp = m * _tp_per_mb(req, layout, work, fabric)
+    cp = m * _cp_per_mb(shape, layout, work, fabric, mb.attn_fwd)
+    ep = m * _ep_per_mb(shape, layout, work, fabric)
+    pp = m * _pp_per_mb(req, layout, work, fabric)
+    dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
+    exposed = tp + cp + ep + pp + dp_exposed
+    total = tp + cp + ep + pp + dp_total
+    parts = {"tensor_parallel_s": tp, "context_parallel_s": cp, "expert_parallel_s": ep, "pipeline_p2p_s": pp,
+             "data_parallel_s": dp_total, "data_parallel_exposed_s": dp_exposed}
+    return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
+
+
+# ------------------------------------------------------------------------------------- optimizer, offload
+_OPT_RATIO = {"adamw": 1.0, "adamw-8bit": 0.6, "sgd": 0.71, "lion": 0.71, "adafactor": 0.9}
+
+
+def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
+    t, p = req.training, req.parallelism
+    impl = t.optimizer_impl if p.framework == "pytorch" else "fused"
+    bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
+    if impl == "fused":
+        per = k.adam_fused_bf16_bytes if bf16 else k.adam_fused_fp32_bytes
+        return per, k.adam_tensor_fused_s
+    per = k.adam_foreach_bf16_bytes if bf16 else k.adam_foreach_fp32_bytes
+    return per, k.adam_tensor_foreach_s if impl == "foreach" else k.adam_tensor_forloop_s
+
+
+def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                      pl: ParamPlacement) -> tuple[float, float]:
+    """(trainable parameters this GPU updates, parameter tensors it updates)."""
+    params = pl.trainable_local / layout.optimizer_shard
+    attn = 5 if shape.is_mla else 4
+    per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
+    if req.training.method != "full":
+        per_layer = 2 * (attn + (3 if req.training.lora_targets == "all-linear" else 0))
+    return params, float(per_layer * layout.layers_per_stage + 3)
+
+
+def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: Rates, style: Style,
+                   pl: ParamPlacement) -> float:
+    if req.parallelism.offload != "none":
+        return 0.0
+    params, tensors = _optimizer_params(req, shape, layout, pl)
+    per, per_tensor = _adam_bytes(req, r.k)
+    per = per * _OPT_RATIO[req.training.optimizer] + (6.0 if style.master_copy else 0.0)
+    return r.mem_time(params * per) + tensors * per_tensor
+
+
+def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, mb: Pass,
+                 style: Style, pl: ParamPlacement) -> float:
+    """PCIe transfers and the CPU optimizer step (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840)."""
+    p = req.parallelism
+    if p.offload == "none":
+        return 0.0
+    params, _ = _optimizer_params(req, shape, layout, pl)
+    pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
+    transfers = params * (style.grad_bytes + 2.0) / pcie
+    cpu_bw = HOST_MEM_BYTES_PER_S / layout.gpus_per_node
+    if p.framework != "deepspeed":
+        cpu_bw /= TORCH_CPU_ADAM_SLOWDOWN
+    cpu = params * CPU_ADAM_BYTES_PER_PARAM / cpu_bw
+    if p.offload == "optimizer+params":
+        m = req.training.gradient_accumulation_steps
+        fetch = m * 2.0 * params * 2.0 / pcie
+        transfers += max(0.0, fetch - m * mb.total)
+    return transfers + cpu
+
+
+# ----------------------------------------------------------------------------------------------- the step
+_PLACEMENTS: dict[tuple[Any, ...], ParamPlacement] = {}
+
+
+def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ParamPlacement:
+    """:func:`estimator.params.place_params` of the busiest stage, memoised (it reads only the training
+    section, the shape and the layout; the planner asks for the same ones many times)."""
+    stage = "only" if layout.pp == 1 else "last"
+    key = (req.training, shape, layout, stage)
+    found = _PLACEMENTS.get(key)
+    if found is None:
+        if len(_PLACEMENTS) > 4096:
+            _PLACEMENTS.clear()
+        found = _PLACEMENTS[key] = place_params(req, shape, layout, stage)
+    return found
+
+
+def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
+    if precision == "fp8-mixed" and gpu.fp8_tflops_dense:
+        return float(gpu.fp8_tflops_dense) * 1e12
+    if precision == "fp32":
+        return float(gpu.tf32_tflops_dense or gpu.bf16_tflops_dense / 2) * 1e12
+    return float(gpu.bf16_tflops_dense) * 1e12
+
+
+def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, server: Any | None,
+              catalog: Any, constants: Constants = H200_FIT) -> TimeResult:
+    """Seconds per optimizer step and throughput of ``req`` on ``gpu`` (and ``server``, if any).
+
+    ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.
+    """
+    del catalog
+    t = req.training
+    r = rates_for(gpu, t.precision, constants)
+    style = style_for(req, layout)
+    work = workload(req, shape, layout)
+    mb = micro_batch(req, shape, layout, work, r, style)
+    fabric = fabric_for(gpu, server, layout.gpus_per_node)
+    pl = _placement(req, shape, layout)
+    comm = communication(req, shape, layout, work, fabric, style, mb, pl)
+    m = t.gradient_accumulation_steps
+    compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
+    bubble = (layout.pp - 1) / layout.vp * mb.total if layout.pp > 1 else 0.0
+    opt = optimizer_time(req, shape, layout, r, style, pl)
+    off = offload_time(req, shape, layout, gpu, mb, style, pl)
+    step = compute + bubble + comm.exposed + opt + off
+    return _result(req, shape, layout, gpu, work, mb, comm, step, compute, bubble, opt, off)
+
+
+def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload, mb: Pass,
+            comm: CommTimes, step: float, compute: float, bubble: float, opt: float, off: float) -> TimeResult:
+    t = req.training
+    tokens = float(t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp)
+    model_flops = model_flops_per_step(req, shape, layout, work)
+    hw_per_gpu = mb.hw_flops * t.gradient_accumulation_steps
+    peak = _gpu_peak(gpu, t.precision)
+    breakdown = {"forward_s": mb.fwd * t.gradient_accumulation_steps,
+                 "backward_s": mb.bwd * t.gradient_accumulation_steps,
+                 "recompute_s": mb.recompute * t.gradient_accumulation_steps, **comm.parts}
+    return TimeResult(step_time_s=step, compute_s=compute, communication_s=comm.total,
+                      exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
+                      tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
+                      tflops_per_gpu=hw_per_gpu / step / 1e12,
+                      mfu=model_flops / (step * layout.world_size * peak),
+                      error_bar_pct=time_error_bar_pct(layout.world_size > 1),
+                      flops_per_step=model_flops, breakdown_s=breakdown)

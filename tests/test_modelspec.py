@@ -74,6 +74,6 @@ def test_hf_config_missing_fields_is_a_clear_error() -> None:
 
 
 def test_unknown_preset_names_known_ones() -> None:
-    with pytest.raises(UnknownModelError, match="llama-3.1-70b") as info:
+    with pytest.raises(UnknownModelError, match=r"llama-3.1-70b") as info:
         preset("llama-9-1t")
     assert info.value.field == "model"

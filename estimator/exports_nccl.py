@@ -1,0 +1,116 @@
+"""NCCL (and CUDA) environment recommendations for a plan's topology, each with its reason.
+
+Variables and semantics from the NCCL user guide ("Environment Variables"); what to set follows the topology:
+
+- ``NCCL_NVLS_ENABLE=1`` on NVSwitch boards with NVLink 4+ (H100/H200/B200): NVLink SHARP reduces in the switch
+  (all-reduce ~475 vs ~370 GB/s bus bandwidth on 8x H100, nccl-tests); A100's NVSwitch has no SHARP.
+- ``NCCL_P2P_DISABLE`` is never set where NVLink connects the GPUs. Data-centre GPUs support PCIe peer-to-peer;
+  it fails only where ACS / the IOMMU blocks it (VMs), so on PCIe servers it is listed as conditional.
+- Between nodes: ``NCCL_IB_HCA`` names the GPU-fabric HCAs (ConnectX ``mlx5_*``) so NCCL stays off frontend and
+  storage ports, ``NCCL_IB_GID_INDEX=3`` selects RoCE v2, ``NCCL_IB_DISABLE=1`` + sockets on plain Ethernet,
+  ``NCCL_SOCKET_IFNAME`` keeps bootstrap off loopback and container bridges, ``NCCL_CROSS_NIC=0`` keeps rings on
+  their rail and ``NCCL_MIN_NCHANNELS`` gives every rail a channel.
+- ``CUDA_DEVICE_MAX_CONNECTIONS=1`` for Megatron with TP/SP (Megatron asserts it: communication kernels are
+  queued before the GEMMs they overlap).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from estimator.planner_models import PlanLayout
+
+__all__ = ["EnvVar", "environment", "fabric_kind"]
+
+DEFAULT_RAILS = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
+
+
+class EnvVar(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    value: str
+    reason: str
+    when: str = Field(default="always", description="'always', or the condition under which to set it")
+
+
+def fabric_kind(gpu: Any, server: Any | None) -> str:
+    """The server's GPU fabric, or the one the GPU's form factor implies."""
+    if server is not None:
+        return str(server.gpu_fabric)
+    if str(getattr(gpu, "vendor", "")).upper() == "AMD":
+        return "infinity-fabric"
+    if getattr(gpu, "form_factor", "") == "SXM":
+        return "nvswitch"
+    return "nvlink-bridge-pairs" if getattr(gpu, "nvlink_gbps_bidir", 0) else "pcie"
+
+
+def _intra(gpu: Any, fabric: str) -> list[EnvVar]:
+    out = []
+    if fabric == "nvswitch" and (getattr(gpu, "nvlink_gen", None) or 0) >= 4:
+        out.append(EnvVar(name="NCCL_NVLS_ENABLE", value="1",
+                          reason="NVLink SHARP on this NVSwitch reduces inside the switch (~475 vs ~370 GB/s "
+                                 "all-reduce bus bandwidth on 8 GPUs); NCCL picks it when enabled (needs "
+                                 "nvidia-fabricmanager), so keep a container default of 0 from disabling it"))
+    if fabric == "pcie":
+        out.append(EnvVar(name="NCCL_P2P_DISABLE", value="1",
+                          reason="PCIe peer-to-peer is blocked by ACS/IOMMU on some hosts (VMs): NCCL then "
+                                 "hangs or fails instead of falling back to host memory",
+                          when="only if `nvidia-smi topo -p2p r` reports peer-to-peer unsupported"))
+    return out
+
+
+def _rails(server: Any | None) -> tuple[int, str]:
+    """(GPU-fabric NIC ports per node, their kind)."""
+    if server is None:
+        return DEFAULT_RAILS, "infiniband-ndr"
+    fabric = [n for n in server.nics if n.purpose == "gpu-fabric"]
+    if not fabric:
+        return 0, "ethernet"
+    return sum(int(n.count) for n in fabric), str(fabric[0].kind)
+
+
+def _inter(server: Any | None) -> list[EnvVar]:
+    rails, kind = _rails(server)
+    where = "no server chosen: assumed one InfiniBand NIC per GPU" if server is None else f"{server.name}"
+    out = [EnvVar(name="NCCL_SOCKET_IFNAME", value="^lo,docker0",
+                  reason="bootstrap and out-of-band traffic over the host's real interface, never loopback or "
+                         "a container bridge (name the frontend interface instead if there are several)")]
+    if rails == 0 or kind == "ethernet":
+        return [
+            *out,
+            EnvVar(name="NCCL_IB_DISABLE", value="1",
+                   reason=f"{where} has no RDMA NICs for GPU traffic: use TCP sockets"),
+            EnvVar(name="NCCL_SOCKET_NTHREADS", value="4", reason="more socket threads to fill a fast Ethernet link"),
+            EnvVar(name="NCCL_NSOCKS_PERTHREAD", value="4", reason="several sockets per thread for bandwidth"),
+        ]
+    out.append(EnvVar(name="NCCL_IB_HCA", value="mlx5",
+                      reason=f"{where}: {rails} {kind} ports carry the GPU traffic (ConnectX mlx5_* HCAs); "
+                             "listing them keeps NCCL off frontend and storage ports"))
+    if kind == "roce":
+        out.append(EnvVar(name="NCCL_IB_GID_INDEX", value="3", reason="RoCE v2 (routable, IPv4) GID of the ports"))
+    if rails >= 2:
+        out.append(EnvVar(name="NCCL_CROSS_NIC", value="0",
+                          reason=f"rail-optimised fabric: each of the {rails} rings stays on its own rail"))
+    if rails >= 4:
+        out.append(EnvVar(name="NCCL_MIN_NCHANNELS", value=str(rails),
+                          reason=f"at least one channel per NIC so all {rails} rails carry traffic, also for the "
+                                 "smaller messages of bucketed gradient reductions"))
+    return out
+
+
+def environment(layout: PlanLayout, gpu: Any, server: Any | None) -> list[EnvVar]:
+    """Variables to export on every node of ``layout``; empty for a single GPU."""
+    if layout.world_size <= 1:
+        return []
+    out = _intra(gpu, fabric_kind(gpu, server))
+    if layout.num_nodes > 1:
+        out += _inter(server)
+    if layout.framework == "megatron" and (layout.tp > 1 or layout.sequence_parallel):
+        out.append(EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
+                          reason="Megatron requires it with tensor/sequence parallelism: its communication kernels "
+                                 "must be queued before the GEMMs they overlap"))
+    return out

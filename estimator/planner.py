@@ -1,0 +1,218 @@
+"""The planner: the fastest and the cheapest training layouts that fit, ranked, with their exports.
+
+``plan(req)`` searches every valid layout of the request's model on every allowed hardware option and node
+count (:mod:`estimator.planner_space`), prunes with bounds, memory and dominance
+(:mod:`estimator.planner_search`), prices the survivors (:mod:`estimator.planner_hardware`, ``estimator.tco``),
+keeps what meets the constraints, ranks by the objective (then the other one), marks the time-vs-cost Pareto
+front, runs the full :func:`estimator.estimate.estimate` for every returned plan and explains why the winner
+beats the runner-up. Within one world the cost is proportional to the time (same GPUs, same price), so the
+fastest layouts of each world are the only candidates either ranking or the front can need.
+
+Reverse questions (fewest GPUs, largest model, longest sequence) live in :mod:`estimator.planner_reverse`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.estimate import estimate
+from estimator.exports import build_exports
+from estimator.modelspec import resolve_model
+from estimator.planner_explain import explain
+from estimator.planner_hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
+from estimator.planner_models import (
+    Constraints,
+    Plan,
+    PlanCost,
+    PlanLayout,
+    PlanRequest,
+    PlanResponse,
+    SearchStats,
+)
+from estimator.planner_search import Found, SearchContext
+from estimator.planner_shape import CachedShape
+
+__all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A found layout with its price, time to train and cost."""
+
+    found: Found
+    price: HourlyPrice | None
+    time_to_train_s: float | None
+    cost_usd: float | None
+    usd_per_million_tokens: float | None
+
+    @property
+    def time_key(self) -> float:
+        return self.time_to_train_s if self.time_to_train_s is not None else self.found.step_time_s
+
+    @property
+    def cost_key(self) -> float:
+        return self.usd_per_million_tokens if self.usd_per_million_tokens is not None else math.inf
+
+
+def default_catalog() -> Any:
+    from hardware_catalog import load_catalog
+
+    return load_catalog()
+
+
+def score(req: PlanRequest, found: Found, prices: PriceBook) -> Scored:
+    t = req.training
+    tokens_per_step = float(req.sequences_per_step * t.seq_len)
+    step = found.step_time_s
+    ttt = math.ceil(t.train_tokens / tokens_per_step) * step if t.train_tokens else None
+    price = prices.price(found.world)
+    if price is None:
+        return Scored(found, None, ttt, None, None)
+    per_hour = price.usd_per_gpu_hour * found.world.size
+    per_mtok = per_hour * step / 3600.0 / (tokens_per_step / 1e6)
+    cost = per_hour * ttt / 3600.0 if ttt is not None else None
+    return Scored(found, price, ttt, cost, per_mtok)
+
+
+def _meets(req: PlanRequest, s: Scored) -> bool:
+    c = req.constraints
+    if c.deadline_days is not None and (s.time_to_train_s is None or s.time_to_train_s > c.deadline_days * 86400):
+        return False
+    return c.budget_usd is None or (s.cost_usd is not None and s.cost_usd <= c.budget_usd)
+
+
+def rank_key(req: PlanRequest) -> Callable[[Scored], tuple[float, float]]:
+    if req.objective == "cost":
+        return lambda s: (s.cost_key, s.time_key)
+    return lambda s: (s.time_key, s.cost_key)
+
+
+def pareto_front(items: list[Scored]) -> list[Scored]:
+    """The points no other point beats on both time and cost (ties on both: the first), fastest first."""
+    front: list[Scored] = []
+    best_cost = math.inf
+    for s in sorted(items, key=lambda s: (s.time_key, s.cost_key)):
+        if s.cost_key < best_cost:
+            front.append(s)
+            best_cost = s.cost_key
+    return front
+
+
+def plan_id(f: Found) -> str:
+    s, w = f.structure, f.world
+    return (f"{w.hw.key}|{w.num_nodes}x{w.gpus_per_node}|{s.framework}-{s.sharding}-{s.offload}"
+            f"|tp{s.tp}-pp{s.pp}-vp{s.vp}-cp{s.cp}-ep{s.ep}|mbs{f.micro_batch_size}-ga{f.accumulation}|{f.ckpt}")
+
+
+def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
+    s, w = f.structure, f.world
+    return PlanLayout(gpu=w.hw.gpu.id, server=w.hw.server.id if w.hw.server is not None else None,
+                      num_nodes=w.num_nodes, gpus_per_node=w.gpus_per_node, world_size=w.size,
+                      framework=s.framework, sharding="zero3" if s.sharding == "fsdp" else s.sharding,
+                      offload=s.offload, dp=f.dp, tp=s.tp, pp=s.pp, virtual_stages=s.vp, cp=s.cp, ep=s.ep,
+                      sequence_parallel=s.sequence_parallel, hsdp_shard_size=s.hsdp_shard,
+                      activation_checkpointing=f.ckpt, micro_batch_size=f.micro_batch_size,
+                      gradient_accumulation_steps=f.accumulation, global_batch_size=gbs, seq_len=seq_len)
+
+
+def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float) -> PlanCost | None:
+    if s.price is None:
+        return None
+    per_hour = s.price.usd_per_gpu_hour * world.size
+    return PlanCost(pricing=s.price.pricing, source=s.price.source, usd_per_gpu_hour=s.price.usd_per_gpu_hour,
+                    usd_per_hour=per_hour, cost_usd=per_hour * ttt / 3600.0 if ttt is not None else None,
+                    usd_per_million_tokens=per_hour * step_s / 3600.0 / (tokens_per_step / 1e6),
+                    price_date=s.price.date)
+
+
+def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Any) -> Plan:
+    """The full estimate, cost and exports of one scored layout."""
+    f = s.found
+    resp = estimate(f.request, catalog)
+    if resp.time is None:  # the step-time model is optional in estimate(); the planner always has it
+        resp = resp.model_copy(update={"time": f.time})
+    assert resp.time is not None
+    step = resp.time.step_time_s
+    ttt = resp.train.time_to_train_s if resp.train is not None else s.time_to_train_s
+    layout = plan_layout(f, req.sequences_per_step, req.training.seq_len)
+    tokens = float(req.sequences_per_step * req.training.seq_len)
+    exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
+    return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=f.request, estimate=resp,
+                cost=_plan_cost(s, f.world, step, ttt, tokens), step_time_s=step, time_to_train_s=ttt,
+                pareto=pareto, exports=exports)
+
+
+def plans_for(req: PlanRequest, scored: list[Scored], catalog: Any) -> tuple[list[Plan], list[str]]:
+    """Ranked plans (top_k by the objective, plus the Pareto front) and the front's ids."""
+    ranked = sorted(scored, key=rank_key(req))
+    front = pareto_front(scored)
+    front_ids = {id(s) for s in front}
+    chosen = ranked[: req.top_k] + [s for s in front if s not in ranked[: req.top_k]]
+    chosen.sort(key=rank_key(req))
+    plans = [make_plan(req, s, i + 1, id(s) in front_ids, catalog) for i, s in enumerate(chosen)]
+    ids = [p.id for p in sorted((p for p in plans if p.pareto), key=lambda p: (p.time_to_train_s or p.step_time_s))]
+    return plans, ids
+
+
+def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for world, reason in ctx.stats.empty_worlds:
+        by_reason.setdefault((world.hw.name, reason), []).append(f"{world.num_nodes}x{world.gpus_per_node}")
+    out = []
+    for (name, reason), worlds in by_reason.items():
+        why = (f"the global batch of {gbs} sequences does not split over their data-parallel degrees"
+               if reason == "no valid layout" else "no layout fits in GPU memory")
+        out.append(f"{name}: nothing on {', '.join(worlds)} nodes x GPUs ({why}).")
+    return out
+
+
+def search(req: PlanRequest, catalog: Any, progress: Progress | None = None) -> tuple[SearchContext, list[Found], int]:
+    """Every world's fastest layouts; the context (stats, caches) and the search-space size."""
+    shape = CachedShape(resolve_model(req.model))
+    ctx = SearchContext(req, catalog, shape)
+    options = hardware_options(req, catalog)
+    ctx.stats.hardware_options = len(options)
+    worlds = [w for hw in options for w in worlds_for(req, hw)]
+    sizes = [ctx.space_size(w) for w in worlds]
+    total, done = sum(sizes), 0
+    if progress is not None:
+        progress(0, total)
+    found: list[Found] = []
+    for world, size in zip(worlds, sizes, strict=True):
+        found += ctx.search_world(world)
+        done += size
+        if progress is not None:
+            progress(done, total)
+    return ctx, found, total
+
+
+def plan(req: PlanRequest, catalog: Any | None = None, progress: Progress | None = None) -> PlanResponse:
+    """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched."""
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    ctx, found, total = search(req, catalog, progress)
+    prices = PriceBook(req.pricing, catalog)
+    scored = [score(req, f, prices) for f in found]
+    kept = [s for s in scored if _meets(req, s)]
+    plans, front = plans_for(req, kept, catalog)
+    notes = _empty_notes(ctx, req.sequences_per_step)
+    if len(kept) < len(scored):
+        notes.append(f"{len(scored) - len(kept)} of {len(scored)} candidate layouts miss the budget or deadline.")
+    if any(p.cost is None for p in plans):
+        notes.append("Some hardware has no price in the catalog for this pricing: those plans have no cost.")
+    elapsed = time.perf_counter() - t0
+    st = ctx.stats
+    stats = SearchStats(space_size=total, hardware_options=st.hardware_options, worlds=st.worlds,
+                        structures=st.structures,
+                        structures_evaluated=st.structures_evaluated, pruned_by_bound=st.pruned_by_bound,
+                        pruned_by_dominance=st.pruned_by_dominance, memory_checks=st.memory_checks,
+                        time_evaluations=st.time_evaluations, full_estimates=len(plans),
+                        candidates_per_s=total / elapsed if elapsed > 0 else 0.0, elapsed_s=elapsed)
+    return PlanResponse(objective=req.objective, plans=plans, pareto_front=front,
+                        explanation=explain(plans, req.objective), notes=notes, search=stats)

@@ -1,0 +1,196 @@
+"""Which hardware the planner may use, and what an hour of it costs.
+
+Hardware options come from the request (pinned ``hardware`` fields) and ``constraints`` (GPU and server ids),
+looked up in :mod:`hardware_catalog`. Without either, the planner searches every catalog GPU that has a price
+for the chosen pricing (a cloud offer, or a server to own), eight to a node.
+
+Prices per GPU-hour: cloud offers (the cheapest on-demand or reserved offer of the GPU, ``Catalog.offers_for``),
+or owning the server (:func:`estimator.tco.ownership_tco`: capex over its depreciation life plus opex, per
+useful GPU-hour). A GPU option without a server under ``owned`` pricing falls back to the cheapest server that
+carries the GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from estimator.errors import InvalidRequestError, UnknownHardwareError
+
+if TYPE_CHECKING:
+    from estimator.planner_models import PlanRequest
+    from hardware_catalog import Catalog
+
+__all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "hardware_options", "worlds_for"]
+
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class HwOption:
+    """A GPU type, optionally in a catalog server, ``gpus_per_node`` to a node."""
+
+    gpu: Any
+    server: Any | None
+    gpus_per_node: int
+
+    @property
+    def key(self) -> str:
+        return f"server:{self.server.id}" if self.server is not None else f"gpu:{self.gpu.id}"
+
+    @property
+    def name(self) -> str:
+        return str(self.server.name if self.server is not None else self.gpu.name)
+
+    @property
+    def capacity_bytes(self) -> int:
+        return int(self.gpu.memory_bytes)
+
+
+@dataclass(frozen=True)
+class World:
+    """One group of the search: a hardware option on ``num_nodes`` nodes of ``gpus_per_node`` GPUs used."""
+
+    hw: HwOption
+    num_nodes: int
+    gpus_per_node: int
+
+    @property
+    def size(self) -> int:
+        return self.num_nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class HourlyPrice:
+    usd_per_gpu_hour: float
+    pricing: str
+    source: str
+    date: str | None
+
+
+def _pinned(model: Any | None, field: str) -> bool:
+    return model is not None and field in model.model_fields_set
+
+
+def _gpu(catalog: Catalog, gpu_id: str, field: str) -> Any:
+    gpu = catalog.gpus.get(gpu_id)
+    if gpu is None:
+        raise UnknownHardwareError(f"unknown GPU {gpu_id!r}; GET /api/v1/catalog/gpus lists them", field)
+    return gpu
+
+
+def _server(catalog: Catalog, server_id: str, field: str) -> Any:
+    server = catalog.servers.get(server_id)
+    if server is None:
+        raise UnknownHardwareError(f"unknown server {server_id!r}; GET /api/v1/catalog/servers lists them", field)
+    return server
+
+
+def _priced_gpus(req: PlanRequest, catalog: Catalog) -> list[str]:
+    if req.pricing == "owned":
+        return sorted({s.gpu_id for s in catalog.servers.values()})
+    key = "reserved_usd_per_gpu_hour" if req.pricing == "reserved" else "on_demand_usd_per_gpu_hour"
+    return sorted({o.gpu_id for o in catalog.cloud_offers if getattr(o, key, None)})
+
+
+def hardware_options(req: PlanRequest, catalog: Catalog) -> list[HwOption]:
+    """The hardware options of a request, in a stable order."""
+    hw, c = req.hardware, req.constraints
+    gpn = hw.gpus_per_node if _pinned(hw, "gpus_per_node") and hw is not None else None
+    server_ids = list(c.servers or ())
+    if hw is not None and hw.server is not None:
+        server_ids = [hw.server]
+    gpu_ids = list(c.gpus or ())
+    if _pinned(hw, "gpu") and hw is not None:
+        gpu_ids = [hw.gpu]
+    servers = [_server(catalog, s, "constraints.servers") for s in server_ids]
+    gpus = [_gpu(catalog, g, "constraints.gpus") for g in gpu_ids]
+    if gpus and servers:
+        servers = [s for s in servers if s.gpu_id in {g.id for g in gpus}]
+        gpus = []
+    if not gpus and not servers:
+        gpus = [catalog.gpus[g] for g in _priced_gpus(req, catalog)]
+    options = [HwOption(catalog.gpus[s.gpu_id], s, _server_gpn(s, gpn)) for s in servers]
+    options += [HwOption(g, None, gpn or DEFAULT_GPUS_PER_NODE) for g in gpus]
+    if not options:
+        raise InvalidRequestError("no hardware is left after the constraints: check constraints.gpus/servers",
+                                  "constraints")
+    return options
+
+
+def _server_gpn(server: Any, gpn: int | None) -> int:
+    if gpn is not None and gpn > server.gpu_count:
+        raise InvalidRequestError(f"{server.name} holds {server.gpu_count} GPUs, not {gpn}",
+                                  "hardware.gpus_per_node")
+    return gpn or int(server.gpu_count)
+
+
+def worlds_for(req: PlanRequest, hw: HwOption) -> list[World]:
+    """Node counts 1..max_nodes (or the pinned one); a single node may also use 1, 2, 4 ... of its GPUs."""
+    pinned = req.hardware
+    if _pinned(pinned, "num_nodes") and pinned is not None:
+        nodes = [pinned.num_nodes]
+    else:
+        nodes = list(range(1, req.constraints.max_nodes + 1))
+    out: list[World] = []
+    partial = not _pinned(pinned, "gpus_per_node")
+    for n in nodes:
+        if n == 1 and partial:
+            g = 1
+            while g < hw.gpus_per_node:
+                out.append(World(hw, 1, g))
+                g *= 2
+        out.append(World(hw, n, hw.gpus_per_node))
+    return out
+
+
+class PriceBook:
+    """$/GPU-hour of each world under the request's pricing (``None`` when the catalog has no price), cached."""
+
+    def __init__(self, pricing: str, catalog: Catalog) -> None:
+        self.pricing = pricing
+        self.catalog = catalog
+        self._cache: dict[tuple[str, int, int], HourlyPrice | None] = {}
+
+    def price(self, world: World) -> HourlyPrice | None:
+        key = (world.hw.key, world.num_nodes, world.gpus_per_node)
+        if key not in self._cache:
+            self._cache[key] = self._price(world)
+        return self._cache[key]
+
+    def _price(self, world: World) -> HourlyPrice | None:
+        hw = world.hw
+        if self.pricing == "owned":
+            server = hw.server or _cheapest_server(self.catalog, hw.gpu.id)
+            if server is not None:
+                return _owned_price(server, world.num_nodes, min(world.gpus_per_node, server.gpu_count),
+                                    self.catalog)
+        return _cloud_price(self.catalog, hw.gpu.id, "reserved" if self.pricing == "reserved" else "on-demand")
+
+
+def _cheapest_server(catalog: Catalog, gpu_id: str) -> Any | None:
+    servers = [s for s in catalog.servers.values() if s.gpu_id == gpu_id]
+    priced = sorted((s for s in servers if s.price_usd), key=lambda s: float(s.price_usd or 0) / s.gpu_count)
+    pool: list[Any] = priced or servers
+    return pool[0] if pool else None
+
+
+def _cloud_price(catalog: Catalog, gpu_id: str, pricing: str) -> HourlyPrice | None:
+    key = "reserved_usd_per_gpu_hour" if pricing == "reserved" else "on_demand_usd_per_gpu_hour"
+    offers = [o for o in catalog.offers_for(gpu_id) if getattr(o, key, None)]
+    if not offers:
+        return None
+    best = min(offers, key=lambda o: float(getattr(o, key)))
+    return HourlyPrice(float(getattr(best, key)), pricing, f"{best.provider} {best.instance} ({best.id})",
+                       best.date)
+
+
+def _owned_price(server: Any, nodes: int, gpn: int, catalog: Catalog) -> HourlyPrice | None:
+    from estimator import tco
+
+    try:
+        own = tco.ownership_tco(server.id, nodes, None, catalog, gpn)
+    except InvalidRequestError:
+        return None
+    return HourlyPrice(own.usd_per_gpu_hour, "owned", f"own {nodes}x {own.server_name} ({own.server_price_source})",
+                       server.price_date)

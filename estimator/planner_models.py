@@ -1,0 +1,172 @@
+"""The planner's contract: what ``POST /api/v1/plans`` takes and returns.
+
+A :class:`PlanRequest` is the estimate contract with ``parallelism`` and ``hardware`` optional, plus
+``constraints``, the global batch and the objective. Fields of ``parallelism``, ``hardware`` and the layout
+fields of ``training`` (micro-batch, accumulation, checkpointing, virtual stages) that the request sets are
+*pinned*; everything else is searched. Models are frozen and forbid unknown fields, like the estimate contract.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from estimator.exports import Exports
+from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
+from estimator.response import EstimateResponse
+
+__all__ = [
+    "DEFAULT_BATCH_TOKENS",
+    "Constraints",
+    "Objective",
+    "Plan",
+    "PlanCost",
+    "PlanLayout",
+    "PlanRequest",
+    "PlanResponse",
+    "Pricing",
+    "SearchStats",
+]
+
+Objective = Literal["time", "cost"]
+Pricing = Literal["on-demand", "reserved", "owned"]
+
+#: Without a global batch, about 2**20 tokens (rounded to a power-of-two number of sequences): the order of
+#: the 0.5M-4M token batches of Llama-class pre-training and large fine-tunes.
+DEFAULT_BATCH_TOKENS = 2**20
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Constraints(_Frozen):
+    gpus: tuple[str, ...] | None = Field(default=None, description="catalog GPU ids allowed (default: all)")
+    servers: tuple[str, ...] | None = Field(default=None, description="catalog server ids allowed")
+    max_nodes: int = Field(default=16, ge=1, le=1024)
+    budget_usd: float | None = Field(default=None, gt=0, description="cost of the whole run (needs train_tokens)")
+    deadline_days: float | None = Field(default=None, gt=0, description="time to train (needs train_tokens)")
+    min_headroom_pct: float = Field(default=0.0, ge=0, le=50,
+                                    description="keep this share of GPU memory free (beyond the overhead)")
+
+
+class PlanRequest(_Frozen):
+    model: ModelInput = "llama-3.1-70b"
+    training: Training = Training()
+    parallelism: Parallelism | None = Field(default=None, description="fields given here are pinned")
+    hardware: Hardware | None = Field(default=None, description="fields given here are pinned")
+    constraints: Constraints = Constraints()
+    global_batch_size: int | None = Field(default=None, ge=1, le=1 << 24, description="sequences per step")
+    global_batch_tokens: int | None = Field(default=None, ge=1, description="tokens per step (or sequences)")
+    objective: Objective = "time"
+    pricing: Pricing = Field(default="on-demand", description="cloud on-demand, cloud reserved, or owned servers")
+    top_k: int = Field(default=10, ge=1, le=200, description="plans returned besides the Pareto front")
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanRequest:
+        if self.global_batch_size is not None and self.global_batch_tokens is not None:
+            raise ValueError("give global_batch_size (sequences) or global_batch_tokens, not both")
+        if self.global_batch_tokens is not None and self.global_batch_tokens < self.training.seq_len:
+            raise ValueError("global_batch_tokens is less than one sequence of training.seq_len")
+        c = self.constraints
+        if (c.budget_usd is not None or c.deadline_days is not None) and not self.training.train_tokens:
+            raise ValueError("budget_usd and deadline_days need training.train_tokens")
+        return self
+
+    @property
+    def sequences_per_step(self) -> int:
+        """The global batch in sequences."""
+        if self.global_batch_size is not None:
+            return self.global_batch_size
+        if self.global_batch_tokens is not None:
+            return self.global_batch_tokens // self.training.seq_len
+        return int(2 ** max(0, round(math.log2(max(1.0, DEFAULT_BATCH_TOKENS / self.training.seq_len)))))
+
+
+class PlanLayout(_Frozen):
+    """One point of the search: everything a launcher needs to know."""
+
+    gpu: str
+    server: str | None
+    num_nodes: int
+    gpus_per_node: int
+    world_size: int
+    framework: str
+    sharding: str
+    offload: str
+    dp: int
+    tp: int
+    pp: int
+    virtual_stages: int
+    cp: int
+    ep: int
+    sequence_parallel: bool
+    hsdp_shard_size: int | None
+    activation_checkpointing: str
+    micro_batch_size: int
+    gradient_accumulation_steps: int
+    global_batch_size: int
+    seq_len: int
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.num_nodes}x{self.gpus_per_node} {self.server or self.gpu}", self.framework,
+                 {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3/FSDP",
+                  "hsdp": "HSDP"}.get(self.sharding, self.sharding)]
+        parts += [f"{k}{v}" for k, v in (("TP", self.tp), ("PP", self.pp), ("VP", self.virtual_stages),
+                                         ("CP", self.cp), ("EP", self.ep)) if v > 1]
+        if self.offload != "none":
+            parts.append(f"offload {self.offload}")
+        parts.append(f"MBS {self.micro_batch_size} x GA {self.gradient_accumulation_steps}")
+        parts.append(f"ckpt {self.activation_checkpointing}")
+        return " | ".join(parts)
+
+
+class PlanCost(_Frozen):
+    pricing: str = Field(description="on-demand | reserved | owned (the option the cost was taken from)")
+    source: str = Field(description="the cloud offer or server the price comes from")
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    cost_usd: float | None = Field(description="the whole run (null without training.train_tokens)")
+    usd_per_million_tokens: float
+    price_date: str | None = None
+
+
+class Plan(_Frozen):
+    rank: int
+    id: str = Field(description="stable key of the layout")
+    layout: PlanLayout
+    label: str
+    request: EstimateRequest = Field(description="the estimate request of this plan (POST it to /estimates)")
+    estimate: EstimateResponse
+    cost: PlanCost | None
+    step_time_s: float
+    time_to_train_s: float | None
+    pareto: bool = Field(description="on the time-vs-cost Pareto front")
+    exports: Exports
+
+
+class SearchStats(_Frozen):
+    space_size: int = Field(description="layouts in the search space (every combination, before pruning)")
+    hardware_options: int
+    worlds: int = Field(description="(hardware, node count, GPUs per node) groups searched")
+    structures: int = Field(description="parallel layouts (without micro-batch and checkpointing) enumerated")
+    structures_evaluated: int
+    pruned_by_bound: int = Field(description="layouts never evaluated: their lower bound was already beaten")
+    pruned_by_dominance: int
+    memory_checks: int
+    time_evaluations: int
+    full_estimates: int
+    candidates_per_s: float = Field(description="space_size / elapsed_s")
+    elapsed_s: float
+
+
+class PlanResponse(_Frozen):
+    objective: Objective
+    plans: list[Plan] = Field(description="ranked by the objective, then the other one")
+    pareto_front: list[str] = Field(description="ids of the plans on the time-vs-cost front, fastest first")
+    explanation: list[str] = Field(description="why the winner beats the runner-up, in plain words")
+    notes: list[str] = Field(default_factory=list)
+    search: SearchStats

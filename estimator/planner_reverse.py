@@ -1,0 +1,201 @@
+"""Reverse questions: the fewest GPUs for a job, the largest model a server trains, the longest sequence.
+
+Each answer comes from the same search as :func:`estimator.planner.plan`: a world *can run* the job when one of
+its valid structures fits with its most memory-saving variant (heaviest checkpointing, smallest micro-batch;
+:meth:`SearchContext.any_fit`), and the answer carries the fastest plan found there.
+
+- Fewest GPUs: worlds in increasing GPU count (1, 2, 4 ... GPUs of one node, then whole nodes) until one can run.
+- Largest model: every preset (largest first), and a family scaled from the request's model by depth
+  (``num_layers`` in steps of ``LAYER_STEP``, bisected: memory grows with depth).
+- Longest sequence: ``seq_len`` doubled from ``granularity`` until nothing fits, then bisected
+  (memory grows with the sequence; context parallelism is searched too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from estimator.modelspec import list_presets, preset, resolve_model
+from estimator.planner import Scored, default_catalog, make_plan, score
+from estimator.planner_hardware import HwOption, PriceBook, World, hardware_options, worlds_for
+from estimator.planner_models import Plan, PlanRequest
+from estimator.planner_search import SearchContext
+from estimator.planner_shape import CachedShape
+
+__all__ = [
+    "FamilyFit",
+    "LargestModel",
+    "LongestSequence",
+    "MinimumHardware",
+    "ModelFit",
+    "fewest_gpus",
+    "largest_model",
+    "longest_sequence",
+]
+
+LAYER_STEP = 4
+MAX_LAYERS = 2048  # answers are capped here ("at least")
+MAX_SEQ_LEN = 1 << 21
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MinimumHardware(_Frozen):
+    gpu: str
+    server: str | None
+    num_gpus: int | None = Field(description="fewest GPUs that run the job; null if none up to max_nodes")
+    num_nodes: int | None
+    gpus_per_node: int | None
+    plan: Plan | None = Field(description="the fastest plan on that many GPUs")
+
+
+class ModelFit(_Frozen):
+    model: str
+    name: str
+    total_params: int
+    fits: bool
+
+
+class FamilyFit(_Frozen):
+    base: str
+    num_layers: int = Field(description="deepest variant of the base model that fits (0: none)")
+    total_params: int
+
+
+class LargestModel(_Frozen):
+    gpu: str
+    server: str | None
+    num_nodes: int
+    gpus_per_node: int
+    largest_preset: str | None
+    presets: list[ModelFit] = Field(description="every preset, largest first")
+    family: FamilyFit | None
+
+
+class LongestSequence(_Frozen):
+    gpu: str
+    server: str | None
+    num_nodes: int
+    gpus_per_node: int
+    seq_len: int = Field(description="longest sequence (a multiple of the granularity) that fits; 0: none")
+    plan: Plan | None
+
+
+def _context(req: PlanRequest, catalog: Any) -> SearchContext:
+    return SearchContext(req, catalog, CachedShape(resolve_model(req.model)))
+
+
+def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Any) -> Plan | None:
+    found = ctx.search_world(world)
+    if not found:
+        return None
+    scored: Scored = score(req, found[0], PriceBook(req.pricing, catalog))
+    return make_plan(req, scored, 1, False, catalog)
+
+
+def fewest_gpus(req: PlanRequest, catalog: Any | None = None) -> list[MinimumHardware]:
+    """Per hardware option: the smallest world (GPU count, then nodes) on which some layout fits."""
+    catalog = catalog or default_catalog()
+    ctx = _context(req, catalog)
+    out = []
+    for hw in hardware_options(req, catalog):
+        worlds = sorted(worlds_for(req, hw), key=lambda w: (w.size, w.num_nodes))
+        world = next((w for w in worlds if ctx.any_fit(w) is not None), None)
+        if world is None:
+            out.append(MinimumHardware(gpu=hw.gpu.id, server=_sid(hw), num_gpus=None, num_nodes=None,
+                                       gpus_per_node=None, plan=None))
+            continue
+        out.append(MinimumHardware(gpu=hw.gpu.id, server=_sid(hw), num_gpus=world.size, num_nodes=world.num_nodes,
+                                   gpus_per_node=world.gpus_per_node, plan=_best_plan(req, ctx, world, catalog)))
+    return out
+
+
+def _sid(hw: HwOption) -> str | None:
+    return hw.server.id if hw.server is not None else None
+
+
+def _target_world(req: PlanRequest, hw: HwOption) -> World:
+    """The pinned node count (or one node) with all the option's GPUs."""
+    worlds = [w for w in worlds_for(req, hw) if w.gpus_per_node == hw.gpus_per_node]
+    pinned = req.hardware is not None and "num_nodes" in req.hardware.model_fields_set
+    return worlds[0] if pinned or len(worlds) == 1 else min(worlds, key=lambda w: w.num_nodes)
+
+
+def _runs(req: PlanRequest, catalog: Any, hw: HwOption, update: dict[str, Any]) -> bool:
+    trial = req.model_copy(update=update)
+    return _context(trial, catalog).any_fit(_target_world(trial, hw)) is not None
+
+
+def _family(req: PlanRequest, catalog: Any, hw: HwOption) -> FamilyFit:
+    base = resolve_model(req.model)
+
+    def deeper(layers: int) -> Any:
+        first = min(base.first_dense_layers, layers)
+        return base.model_copy(update={"num_layers": layers, "first_dense_layers": first})
+
+    def runs(layers: int) -> bool:
+        return _runs(req, catalog, hw, {"model": deeper(layers)})
+
+    lo, hi = 0, LAYER_STEP
+    while hi <= MAX_LAYERS and runs(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, MAX_LAYERS + LAYER_STEP)  # MAX_LAYERS itself fits: the answer is "at least MAX_LAYERS"
+    while hi - lo > LAYER_STEP:
+        mid = (lo + hi) // 2 // LAYER_STEP * LAYER_STEP
+        lo, hi = (mid, hi) if runs(mid) else (lo, mid)
+    params = CachedShape(deeper(lo)).total_params() if lo else 0
+    return FamilyFit(base=base.name, num_layers=lo, total_params=params)
+
+
+def largest_model(req: PlanRequest, catalog: Any | None = None, family: bool = True) -> list[LargestModel]:
+    """Per hardware option (on the pinned node count, else one node): which presets fit, and how deep the
+    request's model family can grow."""
+    catalog = catalog or default_catalog()
+    sized = sorted(((CachedShape(preset(p["id"])).total_params(), p) for p in list_presets()),
+                   key=lambda t: -t[0])
+    out = []
+    for hw in hardware_options(req, catalog):
+        world = _target_world(req, hw)
+        fits = [ModelFit(model=p["id"], name=p["name"], total_params=n,
+                         fits=_runs(req, catalog, hw, {"model": p["id"]})) for n, p in sized]
+        largest = next((f.model for f in fits if f.fits), None)
+        out.append(LargestModel(gpu=hw.gpu.id, server=_sid(hw), num_nodes=world.num_nodes,
+                                gpus_per_node=world.gpus_per_node, largest_preset=largest, presets=fits,
+                                family=_family(req, catalog, hw) if family else None))
+    return out
+
+
+def longest_sequence(req: PlanRequest, catalog: Any | None = None, granularity: int = 1024) -> list[LongestSequence]:
+    """Per hardware option (on the pinned node count, else one node): the longest ``seq_len`` that fits."""
+    catalog = catalog or default_catalog()
+    gbs = req.sequences_per_step
+    out = []
+    for hw in hardware_options(req, catalog):
+
+        def trial(seq: int) -> PlanRequest:
+            return req.model_copy(update={"training": req.training.model_copy(update={"seq_len": seq}),
+                                          "global_batch_size": gbs, "global_batch_tokens": None})
+
+        def runs(seq: int, hw: HwOption = hw) -> bool:
+            t = trial(seq)
+            return _context(t, catalog).any_fit(_target_world(t, hw)) is not None
+
+        lo, hi = 0, granularity
+        while hi <= MAX_SEQ_LEN and runs(hi):
+            lo, hi = hi, hi * 2
+        hi = min(hi, MAX_SEQ_LEN + granularity)
+        while hi - lo > granularity:
+            mid = (lo + hi) // 2 // granularity * granularity
+            lo, hi = (mid, hi) if runs(mid) else (lo, mid)
+        world = _target_world(req, hw)
+        best = None
+        if lo:
+            t = trial(lo)
+            best = _best_plan(t, _context(t, catalog), _target_world(t, hw), catalog)
+        out.append(LongestSequence(gpu=hw.gpu.id, server=_sid(hw), num_nodes=world.num_nodes,
+                                   gpus_per_node=world.gpus_per_node, seq_len=lo, plan=best))
+    return out

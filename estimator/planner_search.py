@@ -1,0 +1,368 @@
+"""The planner's search on one group of GPUs: cheap bounds first, memory next, the step-time model last.
+
+For one world (a hardware option on a number of nodes) every valid structure (:mod:`estimator.planner_space`)
+gets a lower bound on its step time: the step-time model's own forward + backward time of one micro-batch
+(``estimator.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times the
+fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
+the tensor-parallel collectives the model counts. Structures are visited in bound order and the visit stops when
+the bound reaches the ``keep``-th best step time found: no later structure can beat them.
+
+A visited structure is priced in three steps:
+
+1. Memory (:func:`estimator.memory.peak_memory`, cached per layout and shared across GPU types: allocated bytes
+   and overheads do not depend on the GPU). The lightest-memory variant (heaviest checkpointing, smallest
+   micro-batch) is checked first; if it does not fit, nothing of the structure does. Memory grows with the
+   micro-batch and shrinks with checkpointing, so the largest micro-batch that fits is bisected per
+   checkpointing level, starting from the lighter level's answer; a heavier level that allows no larger
+   micro-batch is dominated and skipped.
+2. Dominance between structures: sharding and offload form chains (DDP, ZeRO-1, ZeRO-2, HSDP, FSDP/ZeRO-3,
+   then offload) where each step saves memory and communicates more. Once a member fits every micro-batch with
+   no checkpointing, the members after it can only be slower and are skipped.
+3. The step-time model (:func:`estimator.timing.step_time`) for the surviving variants: the largest fitting
+   micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
+   it). Heuristic: full recomputation (one more forward, about a third of the compute) is priced only when what
+   is paid per micro-batch (exposed communication, offload, bubble) exceeds ``FULL_RECOMPUTE_SHARE`` of the
+   compute of the lighter level, since only that shrinks with a larger micro-batch.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from estimator.efficiency import rates_for
+from estimator.errors import InvalidRequestError
+from estimator.layout import Layout, build_layout
+from estimator.memory import peak_memory
+from estimator.planner_hardware import World
+from estimator.planner_models import PlanRequest
+from estimator.planner_shape import CachedShape
+from estimator.planner_space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
+from estimator.request import EstimateRequest, Hardware
+from estimator.response import TimeResult
+from estimator.timing import step_time
+
+__all__ = ["Found", "SearchContext", "Stats"]
+
+DEFAULT_KEEP = 3
+MAX_PIPELINE_PROBES = 2
+FULL_RECOMPUTE_SHARE = 0.25
+TP_COLLECTIVE_PAIRS_PER_LAYER = 2  # lower bound: half of what the step-time model counts (4 per layer)
+
+
+@dataclass
+class Stats:
+    hardware_options: int = 0
+    worlds: int = 0
+    structures: int = 0
+    structures_evaluated: int = 0
+    pruned_by_bound: int = 0
+    pruned_by_dominance: int = 0
+    memory_checks: int = 0
+    time_evaluations: int = 0
+    empty_worlds: list[tuple[World, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The best variant of one structure on one world."""
+
+    world: World
+    structure: Structure
+    ckpt: str
+    micro_batch_size: int
+    accumulation: int
+    dp: int
+    time: TimeResult
+    request: EstimateRequest
+    memory_total_bytes: int
+
+    @property
+    def step_time_s(self) -> float:
+        return self.time.step_time_s
+
+
+class SearchContext:
+    """Caches and counters for one planner run."""
+
+    def __init__(self, req: PlanRequest, catalog: Any, shape: CachedShape, keep: int = DEFAULT_KEEP) -> None:
+        self.catalog = catalog
+        self.shape = shape
+        self.training = req.training
+        self.base = EstimateRequest(model=req.model, training=req.training)
+        self.gbs = req.sequences_per_step
+        self.pins = Pins.of(req.parallelism, req.training)
+        pinned_ckpt = self.pins.training.get("activation_checkpointing")
+        self.ckpts: tuple[str, ...] = (str(pinned_ckpt),) if pinned_ckpt is not None else CKPT_LEVELS
+        self.free_fraction = 1.0 - req.constraints.min_headroom_pct / 100.0
+        self.keep = keep
+        self.stats = Stats()
+        self._structures: dict[tuple[int, int], list[Structure]] = {}
+        self._layouts: dict[tuple[int, int, Structure], Layout | None] = {}
+        self._memory_cache: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        self._parallelism: dict[Structure, Any] = {}
+        self._trainings: dict[tuple[str, int, int, int], Any] = {}
+        self._hardwares: dict[tuple[str, int, int], Hardware] = {}
+        self._requests: dict[tuple[object, ...], EstimateRequest] = {}
+        self._model_flops = _model_flops_per_step(shape, req.training, self.gbs)
+        self._micro: dict[tuple[object, ...], float | None] = {}
+
+    # ------------------------------------------------------------------------------------------ the space
+    def structures(self, world: World) -> list[Structure]:
+        key = (world.num_nodes, world.gpus_per_node)
+        if key not in self._structures:
+            self._structures[key] = list(structures(self.shape, self.training, world.size, world.num_nodes,
+                                                    world.gpus_per_node, self.gbs, self.pins))
+        return self._structures[key]
+
+    def variants(self, world: World, s: Structure) -> list[tuple[int, int]]:
+        dp = world.size // s.model_parallel
+        return micro_batches(self.gbs, dp, self.training.seq_len, s.pp, s.vp, self.pins)
+
+    def space_size(self, world: World) -> int:
+        """Layouts of one world: structures x micro-batch splits x checkpointing levels."""
+        return sum(len(self.variants(world, s)) for s in self.structures(world)) * len(self.ckpts)
+
+    # ----------------------------------------------------------------------------------------- requests
+    def request(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> EstimateRequest:
+        key = (world.hw.key, world.num_nodes, world.gpus_per_node, s, ckpt, mbs, gas)
+        req = self._requests.get(key)
+        if req is None:
+            tkey = (ckpt, mbs, gas, s.vp)
+            if tkey not in self._trainings:
+                self._trainings[tkey] = self.training.model_copy(update={
+                    "micro_batch_size": mbs, "gradient_accumulation_steps": gas, "activation_checkpointing": ckpt,
+                    "virtual_stages": s.vp})
+            if s not in self._parallelism:
+                self._parallelism[s] = s.parallelism()
+            req = self.base.model_copy(update={"training": self._trainings[tkey], "parallelism": self._parallelism[s],
+                                               "hardware": self._hardware(world)})
+            self._requests[key] = req
+        return req
+
+    def _hardware(self, world: World) -> Hardware:
+        key = (world.hw.key, world.num_nodes, world.gpus_per_node)
+        if key not in self._hardwares:
+            hw = world.hw
+            self._hardwares[key] = Hardware(gpu=hw.gpu.id, server=hw.server.id if hw.server is not None else None,
+                                            num_nodes=world.num_nodes, gpus_per_node=world.gpus_per_node)
+        return self._hardwares[key]
+
+    def layout(self, world: World, s: Structure) -> Layout | None:
+        key = (world.num_nodes, world.gpus_per_node, s)
+        if key not in self._layouts:
+            req = self.request(world, s, self.ckpts[0], 1, 1)
+            try:
+                self._layouts[key] = build_layout(req, self.shape)
+            except InvalidRequestError:
+                self._layouts[key] = None
+        return self._layouts[key]
+
+    # ------------------------------------------------------------------------------------------- memory
+    def _memory(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> tuple[int, int, int]:
+        """(allocated, hard overhead, soft overhead) at the peak: none of them depends on the GPU type."""
+        accumulation: object = gas if s.pp > 1 else gas > 1
+        key = (world.num_nodes, world.gpus_per_node, s, ckpt, mbs, accumulation)
+        if key not in self._memory_cache:
+            layout = self.layout(world, s)
+            assert layout is not None
+            self.stats.memory_checks += 1
+            peak = peak_memory(self.request(world, s, ckpt, mbs, gas), self.shape, layout, world.hw.capacity_bytes)
+            self._memory_cache[key] = (peak.peak_allocated, peak.hard_overhead, peak.soft_overhead)
+        return self._memory_cache[key]
+
+    def memory_total(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> int:
+        """What nvidia-smi shows at the peak (``MemoryPeak.total``)."""
+        allocated, _, soft = self._memory(world, s, ckpt, mbs, gas)
+        return min(world.hw.capacity_bytes, allocated + soft)
+
+    def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
+        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free."""
+        allocated, hard, _ = self._memory(world, s, ckpt, mbs, gas)
+        return allocated + hard <= world.hw.capacity_bytes * self.free_fraction
+
+    def _largest_fit(self, world: World, s: Structure, ckpt: str, splits: list[tuple[int, int]], lo: int) -> int:
+        """Index of the largest micro-batch that fits (memory grows with it); ``lo`` is known to fit or -1."""
+        if lo < 0:
+            if not self.fits(world, s, ckpt, *splits[0]):
+                return -1
+            lo = 0
+        hi = len(splits)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.fits(world, s, ckpt, *splits[mid]) else (lo, mid)
+        return lo
+
+    # --------------------------------------------------------------------------------------------- time
+    def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> TimeResult:
+        layout = self.layout(world, s)
+        assert layout is not None
+        self.stats.time_evaluations += 1
+        req = self.request(world, s, ckpt, mbs, gas)
+        return step_time(req, self.shape, layout, world.hw.gpu, world.hw.server, self.catalog)
+
+    def lower_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> float:
+        """Seconds no variant of ``s`` can beat (module docstring)."""
+        most_micro_batches = splits[0][1]
+        fewest = splits[-1]
+        per_mb = self._micro_batch_s(world, s, fewest[0])
+        if per_mb is None:  # no micro-batch model: the FLOPs at the best GEMM rate
+            rates = rates_for(world.hw.gpu, self.training.precision)
+            compute = self._model_flops / world.size / max(rates.gemm_flops, rates.fp8_flops)
+            bubble = compute * (s.pp - 1) / (s.vp * most_micro_batches) if s.pp > 1 else 0.0
+        else:
+            compute = fewest[1] * per_mb
+            smallest = self._micro_batch_s(world, s, splits[0][0]) or 0.0
+            bubble = (s.pp - 1) / s.vp * smallest if s.pp > 1 else 0.0
+        return compute + bubble + self._tp_bound(world, s, fewest)
+
+    def _micro_batch_s(self, world: World, s: Structure, mbs: int) -> float | None:
+        """Forward + backward seconds of one micro-batch without recomputation (``timing.micro_batch``) at one
+        accumulation step (the fewest weight-gradient bytes): less than any variant's per-micro-batch time."""
+        key = (world.hw.gpu.id, s.framework, s.sharding, s.tp, s.cp, s.pp, s.ep, mbs)
+        if key not in self._micro:
+            self._micro[key] = _micro_batch_seconds(self, world, s, mbs)
+        return self._micro[key]
+
+    def _tp_bound(self, world: World, s: Structure, split: tuple[int, int]) -> float:
+        if s.tp <= 1:
+            return 0.0
+        from estimator.comm import collective_time, fabric_for, place_group
+
+        fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
+        group = place_group(s.tp, 1, world.gpus_per_node)
+        mbs, gas = split
+        nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.arch.hidden_size
+        pair = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,
+                                                                                   group, fabric)
+        layers = self.shape.arch.num_layers // s.pp
+        return gas * pair * TP_COLLECTIVE_PAIRS_PER_LAYER * layers
+
+    # ------------------------------------------------------------------------------------------- search
+    def evaluate(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> tuple[Found | None, bool]:
+        """The fastest fitting variant of ``s`` and whether every variant fits without checkpointing."""
+        layout = self.layout(world, s)
+        if layout is None or not self.fits(world, s, self.ckpts[-1], *splits[0]):
+            return None, False
+        self.stats.structures_evaluated += 1
+        levels: list[tuple[str, int]] = []
+        lo = -1
+        for ckpt in self.ckpts:
+            k = self._largest_fit(world, s, ckpt, splits, lo)
+            if k > lo:
+                levels.append((ckpt, k))
+            lo = max(lo, k)
+            if k == len(splits) - 1:
+                break
+        fits_all = bool(levels) and levels[0] == (self.ckpts[0], len(splits) - 1)
+        best: Found | None = None
+        for ckpt, k in levels:
+            if ckpt == "full" and best is not None and not _recompute_may_pay(best.time):
+                break
+            for found in self._probe(world, s, layout, ckpt, splits, k):
+                if best is None or found.step_time_s < best.step_time_s:
+                    best = found
+        return best, fits_all
+
+    def _probe(self, world: World, s: Structure, layout: Layout, ckpt: str, splits: list[tuple[int, int]],
+               k: int) -> list[Found]:
+        out: list[Found] = []
+        for i in range(k, max(-1, k - MAX_PIPELINE_PROBES), -1):
+            mbs, gas = splits[i]
+            t = self.time(world, s, ckpt, mbs, gas)
+            if out and t.step_time_s >= out[-1].step_time_s:
+                break
+            out.append(Found(world, s, ckpt, mbs, gas, layout.dp, t, self.request(world, s, ckpt, mbs, gas),
+                             self.memory_total(world, s, ckpt, mbs, gas)))
+            if s.pp == 1:
+                break
+        return out
+
+    @staticmethod
+    def _duplicate(found: list[Found], new: Found) -> bool:
+        """Keep one layout per structure up to virtual stages (they differ by a sliver of bubble)."""
+        for i, f in enumerate(found):
+            if f.structure.without_vp == new.structure.without_vp:
+                if new.step_time_s < f.step_time_s:
+                    found[i] = new
+                return True
+        return False
+
+    def any_fit(self, world: World) -> Structure | None:
+        """A structure with a variant that fits (the most memory-saving ones are tried first), or ``None``."""
+        structs = sorted(self.structures(world), key=lambda s: (-s.saving, -s.model_parallel, s.tp))
+        for s in structs:
+            splits = self.variants(world, s)
+            if splits and self.layout(world, s) is not None and self.fits(world, s, self.ckpts[-1], *splits[0]):
+                return s
+        return None
+
+    def search_world(self, world: World) -> list[Found]:
+        """The ``keep`` fastest structures of one world (their best variants), fastest first."""
+        structs = self.structures(world)
+        self.stats.worlds += 1
+        self.stats.structures += len(structs)
+        order = []
+        for i, s in enumerate(structs):
+            splits = self.variants(world, s)
+            if splits:
+                order.append((self.lower_bound(world, s, splits), s.saving, i, s, splits))
+        order.sort(key=lambda o: (o[0], o[1], o[2]))
+        found: list[Found] = []
+        times: list[float] = []
+        dominated: dict[tuple[object, ...], int] = {}
+        for idx, (bound, _, _, s, splits) in enumerate(order):
+            if len(found) >= self.keep and bound >= times[self.keep - 1]:
+                self.stats.pruned_by_bound += len(order) - idx
+                break
+            if s.chain in dominated and s.saving > dominated[s.chain]:
+                self.stats.pruned_by_dominance += 1
+                continue
+            best, fits_all = self.evaluate(world, s, splits)
+            if fits_all:
+                dominated[s.chain] = min(dominated.get(s.chain, s.saving), s.saving)
+            if best is not None and not self._duplicate(found, best):
+                pos = bisect.bisect(times, best.step_time_s)
+                times.insert(pos, best.step_time_s)
+                found.insert(pos, best)
+        if not found:
+            self.stats.empty_worlds.append((world, "no valid layout" if not order else "nothing fits"))
+        return found[: self.keep]
+
+
+def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:
+    """Forward + backward FLOPs of one step without recomputation: 6 N T for the linears (4 N T with a frozen
+    base: no weight gradients) and 3.5x the causal attention forward (``estimator.flops`` counts the same)."""
+    a = shape.arch
+    tokens = float(sequences * training.seq_len)
+    linear = shape.active_params() - shape.embedding_params() + (a.vocab_size * a.hidden_size
+                                                                if a.tied_embeddings else 0)
+    per_param = 6.0 if training.method == "full" else 4.0
+    s = float(training.seq_len)
+    w = min(s, float(a.sliding_window or s))
+    pairs = s * w - w * w / 2.0
+    d = float(shape.head_dim)
+    attn_fwd = 2.0 * a.num_attention_heads * pairs * 2.0 * d * a.num_layers * sequences
+    return per_param * linear * tokens + 3.5 * attn_fwd
+
+
+def _recompute_may_pay(t: TimeResult) -> bool:
+    """Full recomputation costs about one more forward (a third of the compute); a larger micro-batch can only
+    win that back from what is paid per micro-batch: exposed communication, offload traffic, the bubble."""
+    return t.exposed_communication_s + t.offload_s + t.bubble_s > FULL_RECOMPUTE_SHARE * t.compute_s
+
+
+def _micro_batch_seconds(ctx: SearchContext, world: World, s: Structure, mbs: int) -> float | None:
+    layout = ctx.layout(world, s)
+    if layout is None:
+        return None
+    try:
+        from estimator.flops import workload
+        from estimator.timing import micro_batch, style_for
+    except ImportError:  # pragma: no cover - the step-time model renamed its parts
+        return None
+    req = ctx.request(world, s, "none", mbs, 1)
+    rates = rates_for(world.hw.gpu, ctx.training.precision)
+    work = workload(req, ctx.shape, layout)
+    return float(micro_batch(req, ctx.shape, layout, work, rates, style_for(req, layout)).total)

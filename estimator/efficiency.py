@@ -179,20 +179,20 @@ class Rates:
 
     def attn_fwd_time(self, flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
         c = self.k
-        eff = c.attn_fwd_eff * seq / (seq + c.attn_s0) * _dim_factor(head_dim, c.attn_dim_exp)
-        return flops / (self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0))
+        eff = c.attn_fwd_eff * seq / max(seq + c.attn_s0, 1e-9) * _dim_factor(head_dim, c.attn_dim_exp)
+        return flops / max(self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0), 1e-9)
 
     def attn_bwd_time(self, fwd_flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
         c = self.k
-        eff = c.attn_bwd_eff * seq / (seq + c.attn_bwd_s0) * _dim_factor(head_dim, c.attn_dim_exp)
-        return 2.5 * fwd_flops / (self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0))
+        eff = c.attn_bwd_eff * seq / max(seq + c.attn_bwd_s0, 1e-9) * _dim_factor(head_dim, c.attn_dim_exp)
+        return 2.5 * fwd_flops / max(self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0), 1e-9)
 
     def mem_time(self, nbytes: float) -> float:
         return nbytes / self.hbm_bytes
 
 
 def _dim_factor(head_dim: int, exp: float) -> float:
-    return min(1.0, math.pow(head_dim / 128.0, exp))
+    return min(1.0, math.pow(max(head_dim, 1) / 128.0, exp))
 
 
 def _peak_flops(gpu: GpuSpec, precision: str) -> float:

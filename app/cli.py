@@ -102,6 +102,28 @@ def estimate(
     typer.echo(json.dumps(data, indent=2))
 
 
+@cli.command()
+def plan(
+    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one plan request; - for stdin")],
+) -> None:
+    """Search the layouts that fit a job (estimator.planner) and print the ranked plans as JSON."""
+    from pydantic import ValidationError
+
+    from estimator.planner import PlanRequest
+    from estimator.planner import plan as run_plan
+
+    payload = _read_json(input_file)
+    try:
+        request = PlanRequest.model_validate(payload)
+    except ValidationError as exc:
+        fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
+    try:
+        result = run_plan(request, load_source_catalog())
+    except EstimatorError as exc:
+        fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+
+
 @keys_cli.command("create")
 def keys_create(
     name: Annotated[str, typer.Option(help="who uses the key, e.g. quoting-tool")],

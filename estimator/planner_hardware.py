@@ -177,7 +177,7 @@ def _cheapest_server(catalog: Catalog, gpu_id: str) -> Any | None:
 
 def _cloud_price(catalog: Catalog, gpu_id: str, pricing: str) -> HourlyPrice | None:
     key = "reserved_usd_per_gpu_hour" if pricing == "reserved" else "on_demand_usd_per_gpu_hour"
-    offers = [o for o in catalog.offers_for(gpu_id) if getattr(o, key, None)]
+    offers = [o for o in catalog.cloud_offers if o.gpu_id == gpu_id and getattr(o, key, None)]
     if not offers:
         return None
     best = min(offers, key=lambda o: float(getattr(o, key)))

@@ -1,18 +1,26 @@
-"""``POST /api/v1/plans``: the planner. A placeholder answering 501 until ``estimator.planner`` lands."""
+"""``POST /api/v1/plans``: the planner (``estimator.planner.plan``) over the effective catalog."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body
 
-from app.errors import NotImplementedYet
+from app.deps import CatalogDep
 from app.schemas.problem import problem_responses
+from estimator.planner import PlanRequest, PlanResponse, plan
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 
 
-@router.post("", responses=problem_responses(501), summary="Plan a training job (not implemented yet)")
-def create_plan(payload: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
-    """Will search layouts and server counts for a job once the planner exists; answers 501 until then."""
-    raise NotImplementedYet("the planner is not available yet; use POST /api/v1/estimates")
+@router.post(
+    "",
+    response_model=PlanResponse,
+    responses=problem_responses(422),
+    summary="Find the fastest and the cheapest layouts that fit, ranked, with ready-to-run configs",
+)
+def create_plan(payload: Annotated[PlanRequest, Body()], catalog: CatalogDep) -> PlanResponse:
+    """The estimate contract (parallelism and hardware optional: what is given is pinned) plus `constraints`
+    (`gpus`, `servers`, `max_nodes`, `budget_usd`, `deadline_days`). Answers `{"plans": [...]}` ranked by the
+    objective; an empty list with `notes` when nothing fits."""
+    return plan(payload, catalog)

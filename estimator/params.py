@@ -72,9 +72,11 @@ def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
 def _layer_local(shape: ModelShape, layout: Layout, moe: bool) -> int:
     if not moe:
         return shape.dense_layer_params() // layout.tp
+    # Routed experts are split over the ep ranks only: Megatron-Core's default expert_tensor_parallel_size is 1
+    # (an expert is not also tensor-split when expert parallelism is on); without ep, TP splits them.
     routed = shape.routed_expert_params_per_layer() // layout.ep
     rest = shape.moe_layer_params() - shape.routed_expert_params_per_layer()
-    return rest // layout.tp + routed // layout.tp
+    return rest // layout.tp + (routed if layout.ep > 1 else routed // layout.tp)
 
 
 def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:

@@ -6,8 +6,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from estimator.accuracy import memory_error_bar_pct
+from estimator.bom import bill_of_materials, choose_server
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
+from estimator.host import host_result
 from estimator.layout import Layout, build_layout
 from estimator.memory import MemoryPeak, peak_memory
 from estimator.modelspec import ModelShape, resolve_model
@@ -15,11 +17,16 @@ from estimator.params import lora_params_per_layer
 from estimator.request import EstimateRequest
 from estimator.response import (
     EstimateResponse,
+    HostResult,
     LayoutSummary,
     MemoryBreakdown,
     MemoryResult,
     ModelSummary,
+    TimeResult,
+    TrainResult,
 )
+from estimator.timing import step_time
+from estimator.train import train_result
 from estimator.version import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:
@@ -164,19 +171,24 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     peak = estimate_memory(req, shape, layout, capacity)
     memory = _memory_result(req, shape, layout, capacity, peak)
     timing, train = _time_and_train(req, shape, layout, hw, catalog)
+    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
-                            memory=memory, time=timing, train=train,
+                            memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw),
                             warnings=warnings_for(req, shape, layout, hw, memory),
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
 
 
 def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Hardware,
-                    catalog: Catalog) -> tuple[Any, Any]:
-    try:
-        from estimator.timing import step_time
-        from estimator.train import train_result
-    except ImportError:  # the step-time model is optional while it is being built
-        return None, None
+                    catalog: Catalog) -> tuple[TimeResult, TrainResult | None]:
     timing = step_time(req, shape, layout, hw.gpu, hw.server, catalog)
     return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)
+
+
+def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Hardware, catalog: Catalog,
+                  timing: TimeResult, train: TrainResult | None) -> tuple[HostResult, list[dict[str, object]]]:
+    """The rest of the node (issue 8): host RAM, NVMe, network, power, and the bill of materials. Without a
+    server in the request, the catalog's cheapest server carrying this GPU stands in."""
+    server = choose_server(req, hw.server, hw.gpu, catalog)
+    host = host_result(req, shape, layout, hw.gpu, server, catalog, time=timing, train=train)
+    return host, bill_of_materials(req, layout, server, catalog, host, gpu=hw.gpu)

@@ -15,11 +15,12 @@ power of two (``aten/src/ATen/core/CachingHostAllocator.h``: ``c10::llvm::PowerO
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
 from estimator.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
-from estimator.request import EstimateRequest
+from estimator.request import EstimateRequest, Parallelism, Training
 
 __all__ = ["Tensor", "local_tensors", "pow2ceil", "stages"]
 
@@ -124,6 +125,24 @@ def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layer
 
 
 def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
+    """Memoised on the parts of the request it reads (the planner and the micro-batch search call it often)."""
+    key = _CacheKey(req.training, req.parallelism)
+    return list(_local_tensors_cached(key, shape, layout, stage))
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    training: Training
+    parallelism: Parallelism
+
+
+@lru_cache(maxsize=4096)
+def _local_tensors_cached(key: _CacheKey, shape: ModelShape, layout: Layout, stage: str) -> tuple[Tensor, ...]:
+    req = EstimateRequest(training=key.training, parallelism=key.parallelism)
+    return tuple(_local_tensors_uncached(req, shape, layout, stage))
+
+
+def _local_tensors_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
     """Every parameter tensor of one rank of ``stage`` ("only", "first", "middle" or "last"), before data-parallel
     sharding. Identical tensors are grouped with ``count``."""
     a, tp = shape.arch, layout.tp

@@ -19,6 +19,7 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from estimator.activations import ActivationModel, activation_model
 from estimator.layout import Layout
@@ -26,7 +27,7 @@ from estimator.modelspec import ModelShape
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
-from estimator.request import EstimateRequest
+from estimator.request import EstimateRequest, Parallelism, Training
 
 __all__ = ["MemoryPeak", "Phase", "peak_memory"]
 
@@ -214,6 +215,17 @@ def _stages(layout: Layout) -> tuple[str, ...]:
 
 
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
+    """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
+    return _peak_memory_cached(req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+
+
+@lru_cache(maxsize=4096)
+def _peak_memory_cached(training: Training, parallelism: Parallelism, shape: ModelShape, layout: Layout,
+                        gpu_memory_bytes: int) -> MemoryPeak:
+    return _peak_memory(EstimateRequest(training=training, parallelism=parallelism), shape, layout, gpu_memory_bytes)
+
+
+def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     best: tuple[Phase, tuple[Phase, ...], str] | None = None
     act = activation_model(req, shape, layout)
     for stage in _stages(layout):

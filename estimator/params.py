@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from estimator.activations import ActivationModel
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
-from estimator.request import EstimateRequest
+from estimator.request import EstimateRequest, Parallelism, Training
 
 __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
 
@@ -96,6 +97,24 @@ def _linear_params(shape: ModelShape, dense: int, moe: int, tp: int) -> int:
 
 
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+    """Memoised on the parts of the request it reads (the planner and the micro-batch search call it often)."""
+    key = _CacheKey(req.training, req.parallelism)
+    return _place_params_cached(key, shape, layout, stage)
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    training: Training
+    parallelism: Parallelism
+
+
+@lru_cache(maxsize=4096)
+def _place_params_cached(key: _CacheKey, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+    req = EstimateRequest(training=key.training, parallelism=key.parallelism)
+    return _place_params_uncached(req, shape, layout, stage)
+
+
+def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     t = req.training
     dense, moe = _stage_layers(shape, layout)
     layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)

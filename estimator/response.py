@@ -87,6 +87,18 @@ class HostResult(_Frozen):
     warnings: list[str] = Field(default_factory=list)
     recommended_ram_gib: int = 0
     recommended_nics: str = ""
+    ram_peak_phase: str = ""
+    recommended_dimms: str = ""
+    recommended_nvme: str = ""
+    checkpoint_bytes_per_node: int = 0
+    checkpoint_target: str = ""
+    dataset_bytes: int = 0
+    network_bytes_per_step_per_node: int = 0
+    fabric: str = ""
+    power_w_average: float = 0.0
+    power_btu_per_h: float = 0.0
+    nodes_per_rack: int = 0
+    notes: list[str] = Field(default_factory=list)
 
 
 class ModelSummary(_Frozen):

@@ -14,6 +14,7 @@ from estimator.layout import Layout, build_layout
 from estimator.memory import MemoryPeak, peak_memory
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.params import lora_params_per_layer
+from estimator.planner_shape import CachedShape
 from estimator.request import EstimateRequest
 from estimator.response import (
     EstimateResponse,
@@ -146,7 +147,7 @@ def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
 
 @lru_cache(maxsize=64)
 def _cached_shape(req_model: Any) -> ModelShape:
-    return ModelShape(resolve_model(req_model))
+    return CachedShape(resolve_model(req_model))
 
 
 def _shape(req_model: Any) -> ModelShape:
@@ -154,7 +155,7 @@ def _shape(req_model: Any) -> ModelShape:
     try:
         return _cached_shape(req_model)
     except TypeError:
-        return ModelShape(resolve_model(req_model))
+        return CachedShape(resolve_model(req_model))
 
 
 def _catalog_version(catalog: Catalog) -> str:

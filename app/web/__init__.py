@@ -6,11 +6,11 @@
 
 from fastapi import APIRouter
 
-from app.web import catalog_page, compare_page, estimate_page, saved_pages, tco_page
+from app.web import catalog_page, compare_page, estimate_page, planner_page, saved_pages, tco_page
 from app.web.error_page import render_problem
 
 __all__ = ["render_problem", "router"]
 
 router = APIRouter(include_in_schema=False)
-for module in (estimate_page, compare_page, tco_page, catalog_page, saved_pages):
+for module in (estimate_page, compare_page, planner_page, tco_page, catalog_page, saved_pages):
     router.include_router(module.router)

@@ -21,6 +21,7 @@ HTMX_JS = f"vendor/htmx-{HTMX_VERSION}.min.js"
 NAV = [
     ("home", "/", "Size a fine-tune"),
     ("compare", "/compare", "Compare GPUs"),
+    ("plan", "/plan", "Planner"),
     ("tco", "/tco", "TCO"),
     ("catalog", "/catalog", "Catalog"),
     ("quotes", "/quotes", "Saved quotes"),

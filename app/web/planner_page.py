@@ -1,0 +1,489 @@
+"""``GET /plan``: the planner page. A form (model, method, sequence length, global batch, tokens, objective and
+constraints) whose plain GET submit renders the whole result, and whose htmx submit swaps the result in place.
+
+Query parameters are named by their path in :class:`estimator.planner_models.PlanRequest`
+(``training.seq_len``, ``constraints.max_nodes``, ``constraints.gpus`` once per checked GPU ...), so a
+validation error's location names the form field it belongs to. ``sort`` (a column key) and ``dir``
+(``asc``/``desc``) order the table on the server, for pages without JavaScript; ``static/js/planner.js`` sorts
+the same table in the browser. ``progress`` names a search whose progress ``GET /plan/progress?id=`` reports
+(fed by ``plan()``'s progress callback).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_args
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import ValidationError
+
+from app.charts.planner import axes_for, time_cost_figure
+from app.charts.style import figure_json
+from app.deps import CatalogDep
+from app.web import backend
+from app.web.estimate_page import verdict_of
+from app.web.forms import FormErrors, _build_model, _model_input, plain_message, request_to_query
+from app.web.templating import is_htmx, render
+from estimator import EstimatorError
+from estimator.planner import plan
+from estimator.planner_models import Objective, Plan, PlanRequest, PlanResponse, Pricing
+from estimator.request import Training
+
+__all__ = ["COLUMNS", "PROGRESS", "PlanForm", "ProgressBoard", "parse_plan_form", "router", "sort_rows"]
+
+router = APIRouter()
+
+DEFAULT_MODEL = str(PlanRequest.model_fields["model"].default)
+METHODS: tuple[str, ...] = tuple(get_args(Training.model_fields["method"].annotation))
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+PRICINGS: tuple[str, ...] = get_args(Pricing)
+
+#: Form field -> (label, help). Names are paths into PlanRequest.
+FIELDS: dict[str, tuple[str, str]] = {
+    "model": ("Model", "Published model shapes; or paste a config.json below"),
+    "model_json": ("config.json", ""),
+    "training.method": ("Training method", ""),
+    "training.seq_len": ("Sequence length", "Tokens per sequence"),
+    "global_batch_size": ("Global batch", "Sequences per optimizer step; empty for about 1M tokens"),
+    "training.train_tokens": ("Tokens to train on", "e.g. 1e9; empty for per-step figures only"),
+    "objective": ("Optimise for", ""),
+    "pricing": ("Pricing", "Cloud on-demand, cloud reserved, or owned servers"),
+    "constraints.gpus": ("GPUs", "None ticked: every GPU with a price"),
+    "constraints.servers": ("Servers", "Ticked servers are searched besides the GPUs"),
+    "constraints.max_nodes": ("Max nodes", "1 to this many servers are searched"),
+    "constraints.budget_usd": ("Budget (USD)", "Cost of the whole run; needs tokens to train on"),
+    "constraints.deadline_days": ("Deadline (days)", "Time to train; needs tokens to train on"),
+}
+LIST_FIELDS = ("constraints.gpus", "constraints.servers")
+#: Shown when the parameter is absent (a first visit); an empty field that was sent means "none".
+FORM_DEFAULTS: dict[str, str] = {
+    "model": DEFAULT_MODEL,
+    "model_json": "",
+    "training.method": "lora",
+    "training.seq_len": str(Training.model_fields["seq_len"].default),
+    "global_batch_size": "",
+    "training.train_tokens": "1e9",
+    "objective": "time",
+    "pricing": "on-demand",
+    "constraints.max_nodes": "4",
+    "constraints.budget_usd": "",
+    "constraints.deadline_days": "",
+}
+
+_ROOT_ERRORS = (  # model-level validator messages -> (field, plain words)
+    ("budget_usd and deadline_days", "training.train_tokens", "A budget or a deadline needs the tokens to train on"),
+    ("global_batch_tokens is less", "global_batch_size", "The global batch is less than one sequence"),
+)
+
+
+def dom_id(name: str) -> str:
+    return "f-" + name.replace(".", "-").replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    numeric: bool = True
+    first_dir: str = "asc"  # the direction of the first click: larger is better for throughput, MFU, headroom
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("rank", "#"),
+    Column("layout", "Layout", numeric=False),
+    Column("gpu", "GPU", numeric=False),
+    Column("nodes", "Nodes"),
+    Column("sharding", "Sharding", numeric=False),
+    Column("tp", "TP"),
+    Column("pp", "PP"),
+    Column("mbs", "Micro-batch"),
+    Column("ckpt", "Checkpointing"),
+    Column("headroom", "Fits / headroom", first_dir="desc"),
+    Column("step", "Step time"),
+    Column("tps", "Tokens/s", first_dir="desc"),
+    Column("mfu", "MFU", first_dir="desc"),
+    Column("ttt", "Time to train"),
+    Column("cost", "Cost"),
+)
+COLUMN_KEYS = {c.key: c for c in COLUMNS}
+_CKPT_ORDER = {"none": 0, "selective": 1, "full": 2}
+_SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "hsdp": "HSDP"}
+_FRAMEWORK = {"deepspeed": "DeepSpeed", "pytorch": "FSDP2", "megatron": "Megatron"}
+
+
+# --- progress -------------------------------------------------------------------------------------------------
+
+class ProgressBoard:
+    """``(evaluated, total)`` of running searches by id, for ``GET /plan/progress``; old entries expire."""
+
+    def __init__(self, ttl_s: float = 600.0, capacity: int = 1000) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[int, int, float]] = {}
+        self._ttl_s = ttl_s
+        self._capacity = capacity
+
+    def callback(self, key: str) -> Callable[[int, int], None]:
+        def report(done: int, total: int) -> None:
+            self.update(key, done, total)
+
+        return report
+
+    def update(self, key: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._items[key] = (done, total, now)
+            if len(self._items) > self._capacity:
+                for old in [k for k, v in self._items.items() if now - v[2] > self._ttl_s] or list(self._items)[:1]:
+                    del self._items[old]
+
+    def get(self, key: str) -> tuple[int, int] | None:
+        with self._lock:
+            item = self._items.get(key)
+        return None if item is None else (item[0], item[1])
+
+
+PROGRESS = ProgressBoard()
+_PROGRESS_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+
+
+def progress_text(state: tuple[int, int] | None) -> str:
+    if state is None or state[1] <= 0:
+        return "Searching layouts…"
+    done, total = state
+    return f"Searching {total:,} layouts… {100 * done // total}%"
+
+
+# --- the form -------------------------------------------------------------------------------------------------
+
+@dataclass
+class PlanForm:
+    """What the form shows again, the request when it validated, and the messages per field."""
+
+    values: dict[str, Any]
+    request: PlanRequest | None
+    errors: FormErrors = field(default_factory=FormErrors)
+    sort: str = "rank"
+    direction: str = "asc"
+
+    def query(self, **override: str) -> str:
+        """The query string of this form (every field, so a shared link is the same search)."""
+        pairs: list[tuple[str, str]] = []
+        for name in FIELDS:
+            if name in LIST_FIELDS:
+                pairs += [(name, v) for v in self.values[name]]
+            elif name != "model_json" or self.values[name]:
+                pairs.append((name, self.values[name]))
+        sort, direction = override.get("sort", self.sort), override.get("dir", self.direction)
+        if sort != "rank" or direction != "asc":
+            pairs += [("sort", sort), ("dir", direction)]
+        return urlencode(pairs)
+
+
+def _text(params: Mapping[str, Any], name: str) -> str | None:
+    getlist = getattr(params, "getlist", None)
+    items = getlist(name) if getlist is not None else ([params[name]] if name in params else [])
+    return str(items[-1]).strip() if items else None
+
+
+def _list(params: Mapping[str, Any], name: str) -> list[str]:
+    getlist = getattr(params, "getlist", None)
+    items = getlist(name) if getlist is not None else params.get(name, [])
+    if isinstance(items, str):
+        items = [items]
+    return list(dict.fromkeys(str(v).strip() for v in items if str(v).strip()))
+
+
+def _error_name(loc: tuple[Any, ...], values: dict[str, Any]) -> str:
+    parts = [str(p) for p in loc if not isinstance(p, int)]
+    if not parts:
+        return "form"
+    if parts[0] == "model":
+        return "model_json" if values["model_json"] else "model"
+    name = ".".join(parts[:2]) if parts[0] in ("training", "constraints") else parts[0]
+    return name if name in FIELDS else "form"
+
+
+def _add_validation_errors(exc: ValidationError, form: PlanForm) -> None:
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        message = plain_message(err)
+        name = _error_name(loc, form.values)
+        if not loc:
+            for needle, where, words in _ROOT_ERRORS:
+                if needle in message:
+                    name, message = where, words
+                    break
+        form.errors.add(name, message)
+
+
+def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
+    name = exc.field or ""
+    if name.startswith("model"):
+        return "model_json" if values["model_json"] else "model"
+    for candidate in FIELDS:
+        if name == candidate or name.startswith(candidate + "."):
+            return candidate
+    if name.startswith("hardware.gpu"):
+        return "constraints.gpus"
+    return "form"
+
+
+def _check_ids(form: PlanForm, catalog: Any) -> None:
+    for name, known, what in (("constraints.gpus", catalog.gpus, "GPU"), ("constraints.servers", catalog.servers,
+                                                                           "server")):
+        unknown = [v for v in form.values[name] if v not in known]
+        if unknown:
+            form.errors.add(name, f"Unknown {what} {', '.join(repr(u) for u in unknown)}")
+
+
+def parse_plan_form(params: Mapping[str, Any], catalog: Any) -> PlanForm:
+    """Turn the query parameters into a :class:`PlanRequest`, or into messages per field."""
+    values: dict[str, Any] = {}
+    for name in FIELDS:
+        if name in LIST_FIELDS:
+            values[name] = _list(params, name)
+        else:
+            raw = _text(params, name)
+            values[name] = FORM_DEFAULTS[name] if raw is None else raw
+    values["model"] = values["model"] or DEFAULT_MODEL
+    sort = _text(params, "sort") or "rank"
+    sort = sort if sort in COLUMN_KEYS else "rank"
+    direction = _text(params, "dir") or "asc"
+    direction = direction if direction in ("asc", "desc") else "asc"
+    form = PlanForm(values, None, FormErrors(), sort, direction)
+    model_raw = _model_input(values, form.errors)
+    _check_ids(form, catalog)
+    if form.errors:
+        return form
+    try:
+        model = _build_model(model_raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            form.errors.add("model_json", f"{where}: {plain_message(err)}" if where else plain_message(err))
+        return form
+    data: dict[str, Any] = {"model": model, "training": {}, "constraints": {}}
+    for name in FIELDS:
+        value = values[name]
+        if name in ("model", "model_json") or value in ("", []):
+            continue
+        head, _, tail = name.partition(".")
+        if tail:
+            data[head][tail] = value
+        else:
+            data[head] = value
+    try:
+        form.request = PlanRequest.model_validate(data)
+    except ValidationError as exc:
+        _add_validation_errors(exc, form)
+    return form
+
+
+# --- the result -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One row of the table: what it shows and the value each column sorts by (``None`` sorts last)."""
+
+    plan: Plan
+    gpu_name: str
+    server_name: str | None
+    sharding: str
+    extra: str  # CP / EP / offload
+    verdict: Any
+    values: dict[str, Any]
+
+    def sort_value(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def gpu_short(self) -> str:
+        """The GPU without its vendor (the table is wide)."""
+        return re.sub(r"^(NVIDIA|AMD)\s+", "", self.gpu_name)
+
+
+def _sharding(p: Plan) -> tuple[str, str]:
+    lay = p.layout
+    name = f"{_FRAMEWORK.get(lay.framework, lay.framework)} {_SHARDING.get(lay.sharding, lay.sharding)}"
+    if lay.framework == "pytorch" and lay.sharding == "zero3":
+        name = "FSDP2"
+    if lay.framework == "pytorch" and lay.sharding == "hsdp":
+        name = "FSDP2 HSDP"
+    extra = [f"{k} {v}" for k, v in (("CP", lay.cp), ("EP", lay.ep)) if v > 1]
+    if lay.offload != "none":
+        extra.append(f"offload {lay.offload}")
+    return name, " · ".join(extra)
+
+
+def plan_rows(response: PlanResponse, catalog: Any) -> list[PlanRow]:
+    rows = []
+    for p in response.plans:
+        lay, t, mem = p.layout, p.estimate.time, p.estimate.memory
+        sharding, extra = _sharding(p)
+        cost = None
+        if p.cost is not None:
+            cost = p.cost.cost_usd if p.cost.cost_usd is not None else p.cost.usd_per_million_tokens
+        values: dict[str, Any] = {
+            "rank": p.rank, "layout": p.label, "gpu": backend.gpu_name(catalog, lay.gpu),
+            "nodes": lay.num_nodes * 1000 + lay.gpus_per_node, "sharding": sharding, "tp": lay.tp,
+            "pp": lay.pp * 100 + lay.virtual_stages, "mbs": lay.micro_batch_size,
+            "ckpt": _CKPT_ORDER.get(lay.activation_checkpointing, 9), "headroom": mem.headroom_bytes,
+            "step": p.step_time_s, "tps": t.tokens_per_s if t is not None else None,
+            "mfu": t.mfu if t is not None else None, "ttt": p.time_to_train_s, "cost": cost,
+        }
+        rows.append(PlanRow(p, values["gpu"], backend.server_name(catalog, lay.server), sharding, extra,
+                            verdict_of(p.estimate), values))
+    return rows
+
+
+def sort_rows(rows: list[PlanRow], key: str, direction: str) -> list[PlanRow]:
+    """Rows by one column; missing values last in either direction, then by rank."""
+    present = [r for r in rows if r.sort_value(key) is not None]
+    missing = [r for r in rows if r.sort_value(key) is None]
+    present.sort(key=lambda r: r.plan.rank)
+    present.sort(key=lambda r: r.sort_value(key), reverse=direction == "desc")
+    return present + sorted(missing, key=lambda r: r.plan.rank)
+
+
+@dataclass(frozen=True)
+class ExportBlock:
+    key: str
+    title: str
+    filename: str
+    text: str
+
+
+def _shell_lines(argv: list[str]) -> str:
+    return " \\\n    ".join(shlex.quote(a) for a in argv)
+
+
+def export_blocks(p: Plan) -> list[ExportBlock]:
+    """Each export of a plan as text to copy."""
+    e = p.exports
+    blocks = []
+    if e.deepspeed_config is not None:
+        blocks.append(ExportBlock("deepspeed", "DeepSpeed config", "ds_config.json",
+                                  json.dumps(e.deepspeed_config, indent=2)))
+    if e.accelerate_config_yaml:
+        blocks.append(ExportBlock("accelerate", "accelerate config", "accelerate_config.yaml",
+                                  e.accelerate_config_yaml.rstrip()))
+    blocks.append(ExportBlock("torchrun", "torchrun command", "run on every node",
+                              _shell_lines(e.torchrun_argv) if e.torchrun_argv else e.torchrun))
+    if e.megatron_args:
+        blocks.append(ExportBlock("megatron", "Megatron-LM arguments", "pretrain_gpt.py arguments",
+                                  " \\\n".join(shlex.quote(a) for a in e.megatron_args)))
+    if e.environment:
+        lines = []
+        for var in e.environment:
+            line = f"export {var.name}={shlex.quote(var.value)}"
+            lines.append(line if var.when == "always" else f"# only {var.when}:\n# {line}")
+        blocks.append(ExportBlock("nccl", "NCCL environment", "set on every node", "\n".join(lines)))
+    return blocks
+
+
+def _gpu_names(catalog: Any, response: PlanResponse) -> dict[str, str]:
+    return {p.layout.gpu: backend.gpu_name(catalog, p.layout.gpu) for p in response.plans}
+
+
+def result_context(form: PlanForm, response: PlanResponse, catalog: Any) -> dict[str, Any]:
+    rows = sort_rows(plan_rows(response, catalog), form.sort, form.direction)
+    fig = time_cost_figure(response.plans, _gpu_names(catalog, response), response.objective)
+    return {
+        "response": response,
+        "rows": rows,
+        "exports": {p.id: export_blocks(p) for p in response.plans},
+        "estimate_urls": {p.id: "/estimate?" + request_to_query(p.request) for p in response.plans},
+        "figs": {"plan": figure_json(fig)} if fig is not None else {},
+        "per_run": axes_for(response.plans).per_run,
+        "winner": response.plans[0] if response.plans else None,
+        "winner_gpu": backend.gpu_name(catalog, response.plans[0].layout.gpu) if response.plans else "",
+    }
+
+
+def _sort_links(form: PlanForm) -> dict[str, tuple[str, str | None]]:
+    """Per column: the link that sorts by it (toggling when it is the current column) and its aria-sort."""
+    links = {}
+    for c in COLUMNS:
+        if c.key == form.sort:
+            nxt = "desc" if form.direction == "asc" else "asc"
+            state: str | None = "ascending" if form.direction == "asc" else "descending"
+        else:
+            nxt, state = c.first_dir, None
+        links[c.key] = ("/plan?" + form.query(sort=c.key, dir=nxt), state)
+    return links
+
+
+def form_context(form: PlanForm, catalog: Any) -> dict[str, Any]:
+    return {
+        "values": form.values,
+        "errors": form.errors.messages,
+        "fields": FIELDS,
+        "dom_ids": {"form": "plan-form", **{name: dom_id(name) for name in FIELDS}},
+        "models": backend.model_options(),
+        "gpus": backend.gpu_options(catalog),
+        "servers": backend.server_options(catalog),
+        "methods": METHODS,
+        "objectives": OBJECTIVES,
+        "pricings": PRICINGS,
+        "columns": COLUMNS,
+        "sort": form.sort,
+        "direction": form.direction,
+        "sort_links": _sort_links(form),
+        "share_url": "/plan?" + form.query(),
+    }
+
+
+def run_plan_form(params: Mapping[str, Any], catalog: Any, progress_id: str | None = None) -> dict[str, Any]:
+    form = parse_plan_form(params, catalog)
+    context: dict[str, Any] = {"response": None, "submitted": True}
+    if form.request is not None:
+        report = PROGRESS.callback(progress_id) if progress_id else None
+        try:
+            response = plan(form.request, catalog, report)
+        except EstimatorError as exc:
+            form.errors.add(_field_of(exc, form.values), exc.message)
+        else:
+            context.update(result_context(form, response, catalog))
+    return {**form_context(form, catalog), **context}
+
+
+def _progress_id(params: Mapping[str, Any]) -> str | None:
+    value = _text(params, "progress")
+    return value if value and _PROGRESS_ID.match(value) else None
+
+
+@router.get("/plan", response_class=HTMLResponse, name="planner_page")
+def planner_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
+    """The form alone on a first visit; with any parameter, the search and its result (the whole page, or for
+    htmx the result fragment plus out-of-band field errors)."""
+    params = request.query_params
+    submitted = any(k in params for k in (*FIELDS, "sort", "dir"))
+    if not submitted:
+        form = parse_plan_form({}, catalog)
+        context = {**form_context(form, catalog), "response": None, "submitted": False}
+    else:
+        context = run_plan_form(params, catalog, _progress_id(params))
+    context.update(charts=True, active="plan")
+    status = 422 if context["errors"] else 200
+    if is_htmx(request):
+        headers: dict[str, str] = {"HX-Push-Url": context["share_url"] if status == 200 else "false"}
+        return render(request, "_plan_results.html", {**context, "oob": True}, **headers)
+    return render(request, "plan.html", context, status_code=status)
+
+
+@router.get("/plan/progress", name="planner_progress")
+def planner_progress(id: str = "") -> JSONResponse:
+    """How far the search ``id`` has got: ``{"done", "total", "text"}`` (``done`` and ``total`` null until it
+    has started)."""
+    state = PROGRESS.get(id) if _PROGRESS_ID.match(id) else None
+    done, total = state if state is not None else (None, None)
+    return JSONResponse({"done": done, "total": total, "text": progress_text(state)},
+                        headers={"Cache-Control": "no-store"})

@@ -125,7 +125,8 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
 def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md)."""
     p, t = req.parallelism, req.training
-    return (layout.tp == layout.pp == layout.cp == layout.ep == 1 and p.offload == "none"
+    offload_measured = p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")
+    return (layout.tp == layout.pp == layout.cp == layout.ep == 1 and offload_measured  # FSDP2 CPUOffloadPolicy
             and p.framework == "pytorch" and t.method != "qlora" and t.optimizer == "adamw"
             and layout.sharding in ("none", "zero3"))
 

@@ -110,7 +110,7 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     params = param_store + master + frozen_bytes // shard_p
     grads = int(trainable * sb.grad / shard_g) + int(trainable * sb.low_grad / max(1, shard_g))
     if p.offload != "none":
-        grads = int(trainable * 2 / shard_g)  # bf16 gradients staged on the GPU before the CPU copy
+        grads = 0  # each reduce-scattered shard is copied to pinned CPU memory and freed (its buffer is transient)
     sharded_params = layout.sharding in ("zero3", "hsdp")
     cache = 0
     if sb.compute_param and not sharded_params and layout.sharding != "zero2" and t.method == "full":

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from estimator.modelspec import ModelShape
-from estimator.request import Parallelism, Training
+from estimator.request import MAX_ACCUMULATION_STEPS, Parallelism, Training
 
 __all__ = ["CKPT_LEVELS", "MAX_MICRO_BATCH", "Pins", "Structure", "micro_batches", "structures"]
 
@@ -210,6 +210,8 @@ def micro_batches(gbs: int, dp: int, seq_len: int, pp: int, vp: int, pins: Pins)
     out = []
     for mbs in _divisors(per_replica, MAX_MICRO_BATCH):
         gas = per_replica // mbs
+        if gas > MAX_ACCUMULATION_STEPS:  # a request the estimate contract would refuse
+            continue
         if mbs > 1 and mbs * seq_len > MAX_MICRO_BATCH_TOKENS:
             break
         if vp > 1 and gas % pp:

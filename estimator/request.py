@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "MAX_ACCUMULATION_STEPS",
     "EstimateRequest",
     "Hardware",
     "HfConfigModel",
@@ -20,6 +21,9 @@ __all__ = [
     "Parallelism",
     "Training",
 ]
+
+
+MAX_ACCUMULATION_STEPS = 1_000_000
 
 
 class _Frozen(BaseModel):
@@ -105,7 +109,7 @@ class Training(_Frozen):
     optimizer_impl: OptimizerImpl = "fused"
     micro_batch_size: int = Field(default=1, ge=1, le=65536)
     seq_len: int = Field(default=4096, ge=1, le=10_000_000)
-    gradient_accumulation_steps: int = Field(default=1, ge=1, le=1_000_000)
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=MAX_ACCUMULATION_STEPS)
     activation_checkpointing: Checkpointing = "none"
     train_tokens: float | None = Field(default=None, gt=0)
     attention: Attention = "flash"

@@ -198,8 +198,8 @@ def _check_gpu_units(g: Gpu) -> None:
     if not g.fp32_tflops <= g.tf32_tflops_dense <= g.bf16_tflops_dense:
         problems.append("expected fp32 <= tf32 <= bf16 TFLOP/s (a sparse or vector figure?)")
     for low, high in (("bf16", "fp8"), ("fp8", "fp4")):
-        hi = getattr(g, f"{high}_tflops_dense")
-        if hi is not None and hi < getattr(g, f"{low}_tflops_dense"):
+        hi, lo = getattr(g, f"{high}_tflops_dense"), getattr(g, f"{low}_tflops_dense")
+        if hi is not None and lo is not None and hi < lo:
             problems.append(f"{high} TFLOP/s below {low}")
     nominal = PCIE_X16_GBPS_PER_DIRECTION[g.pcie_gen]
     if abs(g.pcie_gbps_per_direction - nominal) > 0.1 * nominal:

@@ -359,3 +359,10 @@ def test_loader_reports_a_missing_file(tmp_path: Path) -> None:
     (data / "storage.yaml").unlink()
     with pytest.raises(CatalogError, match=r"storage\.yaml: file is missing"):
         load_catalog(data)
+
+
+def test_an_fp4_figure_without_an_fp8_one_is_accepted(catalog: Catalog) -> None:
+    """Regression (schemathesis on POST /catalog/gpus): fp4 given with fp8 null compared a float with None (500)."""
+    data = catalog.gpu("h100-sxm5-80gb").model_dump()
+    data.update(id="custom-no-fp8", fp8_tflops_dense=None, fp4_tflops_dense=3000.0)
+    assert Gpu.model_validate(data).fp4_tflops_dense == 3000.0

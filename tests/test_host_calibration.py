@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from estimator.estimate import estimate
 from estimator.host_checkpoint import checkpoint_size
 from estimator.host_config import GIB, HostOptions
 from estimator.host_ram import process_ram
@@ -85,3 +86,19 @@ def test_host_ram_estimate_within_10_percent() -> None:
 def test_measurements_have_the_recorded_fields(field: str) -> None:
     for case in _ok_cases():
         assert field in case["measured"], f"{case['id']} lacks measured.{field}"
+
+
+def test_gpu_peak_of_offload_runs_within_10_percent() -> None:
+    """The same H200 CPU-offload runs (FSDP2 ``CPUOffloadPolicy``, fake process group, W = 1/8/16) also
+    recorded ``torch.cuda.max_memory_allocated()``: the GPU side of offload within the +-10 % memory bar
+    of the estimator-core issue (measured 2026-12-02: +2.2 % to +4.5 %)."""
+    lines, failures = [], []
+    for case in _ok_cases():
+        measured = int(case["measured"]["gpu_max_memory_allocated_bytes"])
+        est = estimate(EstimateRequest.model_validate(case["request"])).memory
+        err = (est.peak_allocated_bytes - measured) / measured
+        lines.append(f"{case['id']}: measured {measured / GIB:.2f} GiB, estimate "
+                     f"{est.peak_allocated_bytes / GIB:.2f} GiB ({err:+.1%}), peak phase {est.peak_phase}")
+        if abs(err) > TOLERANCE or est.error_bar_pct < abs(err) * 100:
+            failures.append(lines[-1])
+    assert not failures, "\n".join(["GPU peak under CPU offload off:", *failures, "all cases:", *lines])

@@ -26,6 +26,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
+from estimator.suggest import suggestions
 from estimator.timing import step_time
 from estimator.train import train_result
 from estimator.version import ESTIMATOR_VERSION
@@ -174,10 +175,12 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     memory = _memory_result(req, shape, layout, capacity, peak)
     timing, train = _time_and_train(req, shape, layout, hw, catalog)
     host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
+    ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw),
-                            warnings=warnings_for(req, shape, layout, hw, memory),
+                            warnings=warnings_for(req, shape, layout, hw, memory, ways_out),
+                            suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
 
 

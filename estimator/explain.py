@@ -7,7 +7,7 @@ from typing import Any
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
-from estimator.response import MemoryResult
+from estimator.response import MemoryResult, Suggestion
 
 __all__ = ["assumptions_for", "warnings_for"]
 
@@ -44,12 +44,21 @@ def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
     return out
 
 
-def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult) -> list[str]:
+def _way_out(ways_out: list[Suggestion]) -> str:
+    if not ways_out:
+        return "No single change among checkpointing, sharding, offload, LoRA/QLoRA or more nodes makes it fit."
+    best = ways_out[0]
+    verdict = "fits" if best.fits else "still does not fit"
+    return f"{best.summary}: {best.total_bytes / GIB:.1f} GiB per GPU, {verdict} (see suggestions)."
+
+
+def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult,
+                 ways_out: list[Suggestion] | None = None) -> list[str]:
     out: list[str] = []
     if not memory.fits:
         need = (memory.total_bytes - memory.capacity_bytes) / GIB
         out.append(f"Does not fit: {need:.1f} GiB over the {memory.capacity_bytes / GIB:.1f} GiB of one "
-                   f"{hw.gpu.name}. Try sharding (zero3), checkpointing, LoRA, or more GPUs.")
+                   f"{hw.gpu.name}. {_way_out(ways_out or [])}")
     elif memory.headroom_bytes < memory.total_bytes * memory.error_bar_pct / 100:
         out.append("Fits, but the headroom is within the error bar: it may run out of memory.")
     if layout.tp > layout.gpus_per_node:

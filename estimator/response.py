@@ -11,6 +11,7 @@ __all__ = [
     "MemoryBreakdown",
     "MemoryResult",
     "ModelSummary",
+    "Suggestion",
     "TimeResult",
     "TrainResult",
 ]
@@ -126,6 +127,15 @@ class LayoutSummary(_Frozen):
     server: str | None
 
 
+class Suggestion(_Frozen):
+    """One change to the request that does not fit: ``changes`` maps dotted request fields to new values."""
+
+    summary: str
+    changes: dict[str, object]
+    total_bytes: int = Field(description="per-GPU total (as nvidia-smi would show it) with the change")
+    fits: bool
+
+
 class EstimateResponse(_Frozen):
     model: ModelSummary
     layout: LayoutSummary
@@ -136,5 +146,7 @@ class EstimateResponse(_Frozen):
     bill_of_materials: list[dict[str, object]] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    suggestions: list[Suggestion] = Field(default_factory=list,
+                                          description="when it does not fit: changes that would make it fit")
     estimator_version: str
     catalog_version: str

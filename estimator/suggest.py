@@ -1,0 +1,143 @@
+"""What to change when a layout does not fit: up to three knobs at a time, each re-estimated.
+
+A "does not fit" verdict is only useful with a way out. Rather than a generic hint, every candidate change
+below is applied to the request and its memory peak computed by the same model (``estimator.memory``), so
+each suggestion carries the per-GPU total it would give and whether that fits. The candidates are the
+standard memory levers, in the order practitioners reach for them (Korthikanti et al. 2022 for activation
+recomputation; Rajbhandari et al. 2020, ZeRO, for sharding and offload; Hu et al. 2021 / Dettmers et al. 2023
+for LoRA / QLoRA): recompute activations, shard the model states, offload them, shrink the micro-batch
+(keeping the global batch through gradient accumulation), train adapters instead of the whole model, and
+spread the job over more nodes.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+from estimator.errors import EstimatorError
+from estimator.layout import build_layout
+from estimator.memory import peak_memory
+from estimator.modelspec import ModelShape
+from estimator.request import EstimateRequest
+from estimator.response import Suggestion
+
+__all__ = ["suggestions"]
+
+MAX_SUGGESTIONS = 5
+MAX_NODES_TRIED = 64
+
+
+_Candidate = tuple[str, dict[str, Any]]
+
+
+def _apply(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
+    """A copy of ``req`` with dotted ``section.field`` values replaced (validated again)."""
+    data = req.model_dump()
+    for dotted, value in changes.items():
+        section, name = dotted.split(".", 1)
+        data[section][name] = value
+    return EstimateRequest.model_validate(data)
+
+
+def _levers(req: EstimateRequest) -> list[_Candidate]:
+    """Single memory levers that apply to ``req``, least disruptive first."""
+    t, p = req.training, req.parallelism
+    out: list[_Candidate] = []
+    if t.activation_checkpointing != "full":
+        out.append(("full activation checkpointing", {"training.activation_checkpointing": "full"}))
+    if req.hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
+        out.append(("ZeRO-3 / FSDP sharding", {"parallelism.sharding": "zero3"}))
+    if t.method != "qlora" and p.offload == "none" and (req.hardware.world_size > 1
+                                                           or p.normalized_sharding in ("zero2", "zero3")):
+        out.append(("optimizer states offloaded to CPU memory", {"parallelism.offload": "optimizer"}))
+    if t.micro_batch_size > 1:
+        gas = t.gradient_accumulation_steps * t.micro_batch_size
+        out.append((f"micro-batch 1 with {gas} accumulation steps (same global batch)",
+                    {"training.micro_batch_size": 1, "training.gradient_accumulation_steps": gas}))
+    if t.method == "full":
+        out.append(("LoRA adapters instead of a full fine-tune", {"training.method": "lora"}))
+    if t.method in ("full", "lora") and t.precision != "fp8-mixed":
+        out.append(("QLoRA (4-bit base)", {"training.method": "qlora", "parallelism.offload": "none"}))
+    return out
+
+
+def _combine(levers: tuple[_Candidate, ...]) -> _Candidate | None:
+    """Several levers at once, or ``None`` when two of them set the same field."""
+    changes: dict[str, Any] = {}
+    for _, lever in levers:
+        if set(lever) & set(changes):
+            return None
+        changes.update(lever)
+    summary = " and ".join(name for name, _ in levers)
+    return summary[0].upper() + summary[1:], changes
+
+
+def _candidates(req: EstimateRequest) -> list[_Candidate]:
+    """Each lever alone, then pairs, then triples (in lever order)."""
+    levers = _levers(req)
+    combos = (_combine(group) for size in (1, 2, 3) for group in combinations(levers, size))
+    return [c for c in combos if c is not None]
+
+
+def _keeps_method(s: Suggestion) -> bool:
+    return "training.method" not in s.changes
+
+
+def _minimal(fitting: list[Suggestion]) -> list[Suggestion]:
+    """Drop a fitting change that contains another fitting change (checkpointing + offload when
+    checkpointing alone fits); then those that keep the training method first."""
+    kept = [s for s in fitting
+            if not any(o is not s and o.changes.items() <= s.changes.items() for o in fitting)]
+    return sorted(kept, key=lambda s: not _keeps_method(s))
+
+
+def _peak_total(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple[int, bool] | None:
+    try:
+        peak = peak_memory(req, shape, build_layout(req, shape), capacity)
+    except EstimatorError:
+        return None
+    return peak.total, peak.fits
+
+
+def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int) -> Suggestion | None:
+    """The fewest nodes (a power of two times the current count) at which the job fits with its states
+    sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
+    base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
+    if req.parallelism.normalized_sharding == "hsdp":
+        base = {"training.activation_checkpointing": "full"}
+    nodes = req.hardware.num_nodes * 2
+    while nodes <= MAX_NODES_TRIED:
+        summary = f"{nodes} nodes ({nodes * req.hardware.gpus_per_node} GPUs), sharded and checkpointed"
+        trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes})
+        if trial is not None and trial.fits:
+            return trial
+        nodes *= 2
+    return None
+
+
+def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str,
+         changes: dict[str, Any]) -> Suggestion | None:
+    try:
+        trial = _apply(req, changes)
+    except ValueError:
+        return None
+    result = _peak_total(trial, shape, capacity)
+    if result is None:
+        return None
+    return Suggestion(summary=summary, changes=changes, total_bytes=result[0], fits=result[1])
+
+
+def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[Suggestion]:
+    """Single changes that would make ``req`` fit (those first), each with its re-estimated per-GPU total.
+
+    Call it only for a request that does not fit. At most ``MAX_SUGGESTIONS``: the smallest changes that fit,
+    least disruptive first (those that keep the training method before those that change it); when none
+    fits, the changes that come closest, so the user sees which lever helps most."""
+    tried = [s for s in (_try(req, shape, capacity, summary, changes) for summary, changes in _candidates(req))
+             if s is not None]
+    nodes = _more_nodes(req, shape, capacity)
+    if nodes is not None:
+        tried.append(nodes)
+    fitting = [s for s in tried if s.fits]
+    return (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]

@@ -22,7 +22,7 @@ from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.response import Suggestion
 
-__all__ = ["suggestions"]
+__all__ = ["apply_changes", "suggestions"]
 
 MAX_SUGGESTIONS = 5
 MAX_NODES_TRIED = 64
@@ -31,7 +31,7 @@ MAX_NODES_TRIED = 64
 _Candidate = tuple[str, dict[str, Any]]
 
 
-def _apply(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
+def apply_changes(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
     """A copy of ``req`` with dotted ``section.field`` values replaced (validated again)."""
     data = req.model_dump()
     for dotted, value in changes.items():
@@ -119,7 +119,7 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int) -> Sugge
 def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str,
          changes: dict[str, Any]) -> Suggestion | None:
     try:
-        trial = _apply(req, changes)
+        trial = apply_changes(req, changes)
     except ValueError:
         return None
     result = _peak_total(trial, shape, capacity)

@@ -11,7 +11,8 @@
 - NVLink bridge pairs (H100 PCIe/NVL): ~116 GB/s within a pair (nccl#1161); beyond a pair and on PCIe-only
   servers the ring runs over PCIe at ``PCIE_RING_EFF`` of one direction of the GPU's x16 link (assumption:
   no nccl-tests figure in the references).
-- Between nodes: each GPU's share of the node's NICs (count x speed) at ``NIC_EFF`` = 0.9 (46-48 GB/s per
+- Between nodes: each GPU's share of the node's NICs (count x speed; the compute-fabric NICs, else whatever
+  NICs the server lists, see :func:`node_nics`) at ``NIC_EFF`` = 0.9 (46-48 GB/s per
   400G NDR NIC, nccl-tests#290; 85-96 of 100 GB/s for 4x HDR, nccl-tests#119). A ring spanning nodes with
   ``r`` of its ranks on each node moves ``r / gpus_per_node`` of the node's NIC bandwidth; groups placed one
   GPU per node (data parallel across TP=8 nodes) use one NIC each. NCCL picks a ring or a tree: the tree has
@@ -31,7 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Fabric", "Group", "ServerSpec", "collective_time", "fabric_for", "place_group"]
+__all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabric_for", "network_warnings",
+           "node_nics", "place_group"]
 
 # Measured all-reduce / other-collective busbw (GB/s) on 8-GPU NVSwitch boards, keyed by per-GPU NVLink GB/s.
 NVSWITCH_BUSBW_GBPS: dict[int, tuple[float, float]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
@@ -42,10 +44,13 @@ INFINITY_FABRIC_EFF = 0.70
 INTRA_LATENCY_S = 10e-6
 INTER_LATENCY_S = 20e-6
 INTER_HOP_S = 2e-6
-# Without a server in the request: one NIC per GPU, 200 Gb/s for NVLink-3 (DGX A100: 8x HDR), 400 Gb/s otherwise
-# (DGX H100: 8x ConnectX-7 NDR) -- hardware-facts.md Sec. 3.
-DEFAULT_NIC_GBITS = {600: 200.0}
+# Without a server in the request (or when the server lists no NICs at all): one NIC per GPU, 200 Gb/s for
+# Ampere (DGX A100: 8x HDR ConnectX-6), 400 Gb/s otherwise (DGX H100/H200: 8x ConnectX-7 NDR) --
+# hardware-facts.md Sec. 3. Keyed on the GPU's architecture: the NVLink rate would give the H100 PCIe/NVL
+# (NVLink bridges at 600 GB/s) the A100's HDR default.
+DEFAULT_NIC_GBITS = {"Ampere": 200.0}
 DEFAULT_NIC_GBITS_OTHER = 400.0
+_COMPUTE_PURPOSES = ("compute", "gpu", "east", "backend", "rdma", "training")
 
 
 class ServerSpec(Protocol):
@@ -116,23 +121,61 @@ def _pcie_gbps(gpu: Any) -> float:
     return {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}.get(gen, 31.5)
 
 
-def _compute_nics(server: Any) -> float:
-    """Gb/s of a server's NICs that carry GPU traffic (purpose names the compute/GPU fabric, or is unset)."""
+def _nic_gbits(server: Any, compute: bool) -> float:
+    """Gb/s of a server's NICs: those that carry GPU traffic (purpose names the compute/GPU fabric, or is
+    unset) when ``compute``, else all of them."""
     total = 0.0
     for nic in _field(server, "nics", None) or []:
         purpose = str(_field(nic, "purpose", "") or "").lower()
-        if purpose and not any(p in purpose for p in ("compute", "gpu", "east", "backend", "rdma", "training")):
+        if compute and purpose and not any(p in purpose for p in _COMPUTE_PURPOSES):
             continue
         total += float(_field(nic, "count", 1) or 1) * float(_field(nic, "gbps", 0) or 0)
     return total
 
 
-def _node_nic_bytes(gpu: Any, server: Any | None, gpus_per_node: int, nvlink: float) -> float:
-    gbits = _compute_nics(server) if server is not None else 0.0
-    if gbits <= 0:
-        per_gpu = DEFAULT_NIC_GBITS.get(round(nvlink), DEFAULT_NIC_GBITS_OTHER)
-        gbits = per_gpu * gpus_per_node
-    return gbits / 8.0 * 1e9 * NIC_EFF
+@dataclass(frozen=True)
+class NodeNics:
+    """The NIC bandwidth a node's inter-node collectives run on, and where the figure comes from:
+    ``compute`` (the server's GPU-fabric NICs), ``frontend`` (no compute NICs listed: the frontend ones),
+    ``assumed`` (the server lists no NICs: the default below), ``default`` (no server in the request)."""
+
+    gbits: float
+    source: str
+
+
+def node_nics(gpu: Any, server: Any | None, gpus_per_node: int) -> NodeNics:
+    """What the server has: its compute NICs, else its frontend NICs; a server without any NIC, and a request
+    without a server, get one default NIC per GPU (``DEFAULT_NIC_GBITS``, by GPU architecture)."""
+    if server is not None:
+        compute = _nic_gbits(server, compute=True)
+        if compute > 0:
+            return NodeNics(compute, "compute")
+        frontend = _nic_gbits(server, compute=False)
+        if frontend > 0:
+            return NodeNics(frontend, "frontend")
+    per_gpu = DEFAULT_NIC_GBITS.get(str(_field(gpu, "arch", "") or ""), DEFAULT_NIC_GBITS_OTHER)
+    return NodeNics(per_gpu * gpus_per_node, "default" if server is None else "assumed")
+
+
+def network_warnings(gpu: Any, server: Any | None, num_nodes: int, gpus_per_node: int) -> list[str]:
+    """Plain-words warnings about the NICs a multi-node step time is priced on (none on one node)."""
+    if num_nodes <= 1 or server is None:
+        return []
+    nics = node_nics(gpu, server, gpus_per_node)
+    name = str(_field(server, "name", None) or _field(server, "id", "the server"))
+    if nics.source == "frontend":
+        return [f"Multi-node: {name} lists no compute-fabric NICs, so the {num_nodes} nodes talk over its frontend "
+                f"NICs ({nics.gbits:g} Gb/s per node in all); inter-node communication will be very slow. Add "
+                "InfiniBand or RoCE NICs (one 200-400 Gb/s NIC per GPU is usual)."]
+    if nics.source == "assumed":
+        return [f"Multi-node: {name} lists no NICs; the step time assumes {nics.gbits:g} Gb/s per node "
+                f"({nics.gbits / gpus_per_node:g} Gb/s per GPU, DGX-class). Without such NICs inter-node "
+                "communication will be much slower."]
+    return []
+
+
+def _node_nic_bytes(gpu: Any, server: Any | None, gpus_per_node: int) -> float:
+    return node_nics(gpu, server, gpus_per_node).gbits / 8.0 * 1e9 * NIC_EFF
 
 
 def fabric_for(gpu: Any, server: Any | None, gpus_per_node: int) -> Fabric:
@@ -153,7 +196,7 @@ def fabric_for(gpu: Any, server: Any | None, gpus_per_node: int) -> Fabric:
         pair = NVLINK_PAIR_BUSBW_GBPS * (nvlink / 600.0 if nvlink else 1.0)
     else:
         ar = other = pair = pcie
-    nic = _node_nic_bytes(gpu, server, gpus_per_node, nvlink)
+    nic = _node_nic_bytes(gpu, server, gpus_per_node)
     return Fabric(kind, ar * 1e9, other * 1e9, pair * 1e9, nic, gpus_per_node)
 
 

@@ -38,7 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["H200_FIT", "Constants", "GpuSpec", "Rates", "rates_for"]
+__all__ = ["ACHIEVABLE_GEMM_FRACTION", "H200_FIT", "Constants", "GpuSpec", "Rates", "gemm_fraction_scale",
+           "has_gemm_measurement", "rates_for"]
 
 
 class GpuSpec(Protocol):
@@ -150,6 +151,38 @@ H200_FIT = Constants()
 H200_PEAK_BF16 = 989.5e12
 H200_HBM = 4800e9
 
+# Maximum achievable bf16 matmul FLOP/s as a fraction of the datasheet dense peak, per GPU. GPUs do not reach
+# the same fraction of their own peak: the fitted GEMM efficiency is the H200's and carries to another GPU
+# scaled by that GPU's fraction over the H200's. Source: stas00/ml-engineering, compute/accelerator/README.md,
+# "Maximum Achievable Matmul FLOPS comparison table" (v2, mean of 100 iterations after 50 warm-up, best shape
+# of a search, PyTorch 2.5-2.7): A100 SXM 271.2 of 312 TFLOP/s (86.9%), A100 PCIe 252.9 (81.1%), H100 SXM 794.5
+# of 989 (80.3%), MI300X 668.4 of 1300 (51.4%, ROCm 6.3, TunableOp). The H100 SXM's fp8 figure (70.9%) is 0.98
+# of the H200's measured fp8 fraction below, as its bf16 one is, so one ratio serves both precisions.
+# The H200 reference is our own micro-benchmark (tests/data/micro_h200.json): its best bf16 GEMMs reach
+# 815-817 TFLOP/s (0.825 of 989.5; cf. GH200 at 900 W in the same table, 83.6%). The A100 SXM 40GB is the same
+# chip at the same 400 W as the 80GB part (assumption: same fraction). GPUs not listed get the H200's fraction.
+H200_GEMM_FRACTION = 0.825
+ACHIEVABLE_GEMM_FRACTION: dict[str, float] = {
+    "h200-sxm-141gb": H200_GEMM_FRACTION,
+    "a100-sxm4-80gb": 0.869,
+    "a100-sxm4-40gb": 0.869,
+    "a100-pcie-80gb": 0.811,
+    "a100-pcie-40gb": 0.811,
+    "h100-sxm5-80gb": 0.803,
+    "mi300x-192gb": 0.514,
+}
+
+
+def gemm_fraction_scale(gpu: object) -> float:
+    """This GPU's achievable GEMM fraction over the H200's (1.0 for GPUs without a published figure)."""
+    frac = ACHIEVABLE_GEMM_FRACTION.get(str(getattr(gpu, "id", "") or ""))
+    return frac / H200_GEMM_FRACTION if frac else 1.0
+
+
+def has_gemm_measurement(gpu: object) -> bool:
+    """Whether the GPU's achievable GEMM fraction is a published measurement (not the H200's, assumed)."""
+    return str(getattr(gpu, "id", "") or "") in ACHIEVABLE_GEMM_FRACTION
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -204,12 +237,14 @@ def _peak_flops(gpu: GpuSpec, precision: str) -> float:
 
 def rates_for(gpu: GpuSpec, precision: str, k: Constants = H200_FIT) -> Rates:
     """Rates of ``gpu`` for a training precision. fp32 training uses TF32 tensor cores (PyTorch's
-    ``allow_tf32`` / Megatron default); fp8-mixed runs the linears at the fp8 peak, the rest in bf16."""
+    ``allow_tf32`` / Megatron default); fp8-mixed runs the linears at the fp8 peak, the rest in bf16. The GEMM
+    efficiency is the H200's times :func:`gemm_fraction_scale` (published achievable-matmul fractions)."""
     peak = _peak_flops(gpu, precision)
     fp8 = float(gpu.fp8_tflops_dense or gpu.bf16_tflops_dense) * 1e12
     hbm = float(gpu.hbm_bandwidth_gbps) * 1e9 * k.hbm_eff
     fa2 = k.fa2_hopper_ratio if str(getattr(gpu, "arch", "")) in ("Hopper", "Blackwell") else 1.0
     intensity = (peak / hbm) / (H200_PEAK_BF16 / (H200_HBM * k.hbm_eff))
-    return Rates(gemm_flops=peak * k.gemm_eff, fp8_flops=fp8 * k.gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
+    gemm_eff = k.gemm_eff * gemm_fraction_scale(gpu)
+    return Rates(gemm_flops=peak * gemm_eff, fp8_flops=fp8 * gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
                  peak_bf16=float(gpu.bf16_tflops_dense) * 1e12 if precision != "fp32" else peak, k=k,
                  fa2_ratio=fa2, intensity_scale=intensity)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.accuracy import memory_error_bar_pct
 from estimator.bom import bill_of_materials, choose_server
+from estimator.comm import network_warnings
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
 from estimator.host import host_result
@@ -27,8 +28,8 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.suggest import suggestions
-from estimator.timing import step_time
-from estimator.train import train_result
+from estimator.timing import step_time, time_assumptions
+from estimator.train import train_result, train_warnings, with_host_checkpoint
 from estimator.version import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:
@@ -175,11 +176,14 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     memory = _memory_result(req, shape, layout, capacity, peak)
     timing, train = _time_and_train(req, shape, layout, hw, catalog)
     host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
+    train = with_host_checkpoint(train, host)  # one checkpoint write time per response: the host sizing's
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
-                            assumptions=assumptions_for(req, layout, hw),
-                            warnings=warnings_for(req, shape, layout, hw, memory, ways_out),
+                            assumptions=assumptions_for(req, layout, hw) + time_assumptions(req, hw.gpu),
+                            warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
+                            + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
+                            + train_warnings(req, layout),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
 

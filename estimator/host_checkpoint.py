@@ -33,7 +33,7 @@ from estimator.modelspec import ModelShape
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
 
-__all__ = ["CheckpointFile", "CheckpointSize", "checkpoint_size", "saved_bytes_per_param"]
+__all__ = ["CheckpointFile", "CheckpointSize", "checkpoint_size", "checkpoint_target", "saved_bytes_per_param"]
 
 CheckpointFile = Literal["torch.save", "dcp"]
 
@@ -138,3 +138,12 @@ def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return CheckpointSize(model_bytes=weight_total, optimizer_bytes=opt_total, tensors=rec_total,
                           overhead_bytes=overhead, per_rank_bytes=per_rank, per_node_bytes=per_node,
                           writer_nodes=max(w_nodes, o_nodes))
+
+
+def checkpoint_target(num_nodes: int, requested: str = "auto") -> str:
+    """Where checkpoints are written (the one place that decides it, for the host sizing and the training
+    totals): the requested target, else ``local`` NVMe on one node and ``shared`` storage (parallel file system
+    or NFS) once the job spans nodes, where a restart on other nodes must find every rank's shard."""
+    if requested != "auto":
+        return requested
+    return "local" if num_nodes <= 1 else "shared"

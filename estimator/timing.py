@@ -7,13 +7,16 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
 - ``F``, ``B``, ``R``: forward, backward and recomputation of one micro-batch (``m`` =
   ``gradient_accumulation_steps`` micro-batches per step), each layer pass priced by
   :mod:`estimator.efficiency` (GEMM roofline, flash attention, memory-bound kernels, kernel launches).
-- Pipeline bubble ``(p - 1) / v`` micro-batch times for 1F1B / interleaved 1F1B with ``v`` virtual stages,
-  i.e. the fraction ``(p - 1) / (m v)`` of the ideal step (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2).
+- Pipeline bubble ``(p - 1) / v`` micro-batch times, i.e. the fraction ``(p - 1) / (m v)`` of the ideal step
+  (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2): ``v`` = ``virtual_stages`` under interleaved 1F1B only;
+  1F1B and GPipe have ``v = 1`` (GPipe's bubble is the same ``(p - 1) / m``, Huang et al. 2019).
 - Tensor-parallel all-reduces (or all-gather + reduce-scatter with sequence parallelism), 2 per layer forward
   and 2 backward (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 4.2.2), are on the critical path; so are
   expert-parallel all-to-alls (dispatch + combine, forward and backward) and pipeline send/recv.
 - Context parallelism (ring attention, Liu et al. 2023, arXiv 2310.01889): ``cp - 1`` key/value block
-  exchanges per layer forward (twice that backward) overlap the attention blocks they feed.
+  exchanges per layer forward (twice that backward) overlap the attention blocks they feed; all of it counts
+  in ``communication_s``, the part the attention does not cover in ``exposed_communication_s`` (as for FSDP).
+  Full recomputation repeats the forward's exchanges, and the expert-parallel all-to-alls, in backward.
 - Data parallelism: DDP's bucketed all-reduce overlaps the last micro-batch's backward (Li et al. 2020,
   arXiv 2006.15704); ZeRO-1/2 reduce-scatter gradients and all-gather parameters (Rajbhandari et al. 2020);
   FSDP/ZeRO-3 all-gathers parameters before each layer's forward and backward and reduce-scatters gradients,
@@ -31,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from estimator.accuracy import time_error_bar_pct
+from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
@@ -41,7 +44,7 @@ from estimator.params import ParamPlacement, place_params
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
 
-__all__ = ["Style", "step_time", "style_for"]
+__all__ = ["Style", "step_time", "style_for", "time_assumptions", "virtual_stages"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -282,10 +285,18 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
     return one * (per_layer * layers + 2)
 
 
-def _cp_per_mb(shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric, attn_fwd: float) -> float:
-    """Exposed ring-attention exchange: (cp - 1) K/V blocks forward, K/V and dK/dV backward."""
+def _forward_passes(req: EstimateRequest) -> int:
+    """Forward passes per micro-batch: full recomputation runs the forward a second time in backward."""
+    return 2 if req.training.activation_checkpointing == "full" else 1
+
+
+def _cp_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
+               attn_fwd: float) -> tuple[float, float]:
+    """(total, exposed) ring-attention exchange of one micro-batch: ``cp - 1`` K/V blocks per layer forward
+    (again in a fully recomputed forward), K/V and dK/dV backward (twice the forward's volume). Each
+    exchange overlaps the attention block it feeds; what exceeds that attention is exposed."""
     if layout.cp <= 1:
-        return 0.0
+        return 0.0, 0.0
     group = place_group(2, layout.tp, layout.gpus_per_node)
     kv_local = max(1.0, shape.kv_heads / layout.tp)
     block = 2.0 * 2.0 * work.tokens * kv_local * shape.head_dim
@@ -293,24 +304,37 @@ def _cp_per_mb(shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric
                           else place_group(2, layout.gpus_per_node, layout.gpus_per_node), fabric)
     layers = work.dense_layers + work.moe_layers
     fwd = (layout.cp - 1) * one * layers
-    return max(0.0, fwd - attn_fwd) + max(0.0, 2.0 * fwd - 2.0 * attn_fwd)
+    passes = _forward_passes(req)
+    total = passes * fwd + 2.0 * fwd
+    exposed = passes * max(0.0, fwd - attn_fwd) + max(0.0, 2.0 * fwd - 2.0 * attn_fwd)
+    return total, exposed
 
 
-def _ep_per_mb(shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric) -> float:
+def _ep_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric) -> float:
+    """Expert-parallel all-to-alls of one micro-batch: dispatch and combine in every forward (the recomputed
+    one too) and in the backward."""
     if layout.ep <= 1 or work.moe_layers == 0:
         return 0.0
     group = place_group(layout.ep, 1, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * shape.arch.experts_per_token * work.hidden
-    return 4.0 * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
+    per_layer = 2.0 * _forward_passes(req) + 2.0
+    return per_layer * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
+
+
+def virtual_stages(req: EstimateRequest, layout: Layout) -> int:
+    """Model chunks per pipeline rank: ``virtual_stages`` under the interleaved 1F1B schedule, else 1 (1F1B and
+    GPipe run one chunk per rank whatever ``virtual_stages`` says)."""
+    return layout.vp if req.training.pipeline_schedule == "interleaved" and layout.pp > 1 else 1
 
 
 def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+    """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch."""
     if layout.pp <= 1:
         return 0.0
     stride = layout.tp * layout.cp * layout.dp
     group = place_group(2, stride, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * work.hidden / (layout.tp if layout.sequence_parallel else 1)
-    return 2.0 * layout.vp * collective_time("sendrecv", nbytes, group, fabric)
+    return 2.0 * virtual_stages(req, layout) * collective_time("sendrecv", nbytes, group, fabric)
 
 
 @dataclass(frozen=True)
@@ -374,14 +398,16 @@ def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work:
                   style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
     m = req.training.gradient_accumulation_steps
     tp = m * _tp_per_mb(req, layout, work, fabric)
-    cp = m * _cp_per_mb(shape, layout, work, fabric, mb.attn_fwd)
-    ep = m * _ep_per_mb(shape, layout, work, fabric)
+    cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
+    cp, cp_exposed = m * cp_one, m * cp_exposed_one
+    ep = m * _ep_per_mb(req, shape, layout, work, fabric)
     pp = m * _pp_per_mb(req, layout, work, fabric)
     dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
-    exposed = tp + cp + ep + pp + dp_exposed
+    exposed = tp + cp_exposed + ep + pp + dp_exposed
     total = tp + cp + ep + pp + dp_total
-    parts = {"tensor_parallel_s": tp, "context_parallel_s": cp, "expert_parallel_s": ep, "pipeline_p2p_s": pp,
-             "data_parallel_s": dp_total, "data_parallel_exposed_s": dp_exposed}
+    parts = {"tensor_parallel_s": tp, "context_parallel_s": cp, "context_parallel_exposed_s": cp_exposed,
+             "expert_parallel_s": ep, "pipeline_p2p_s": pp, "data_parallel_s": dp_total,
+             "data_parallel_exposed_s": dp_exposed}
     return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
 
 
@@ -458,6 +484,18 @@ def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout) -> Param
     return found
 
 
+def time_assumptions(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
+    """Plain-words notes on how the step time and its MFU are to be read."""
+    peak = _gpu_peak(gpu, req.training.precision) / 1e12
+    name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
+    if req.training.precision == "fp8-mixed":
+        return [f"MFU (fp8-mixed) is model FLOPs over the {name}'s dense fp8 peak ({peak:,.0f} TFLOP/s), not its "
+                "bf16 peak: it reads about half the bf16-based MFU of the same step time."]
+    kind = "TF32" if req.training.precision == "fp32" else "bf16"
+    return ["MFU is model FLOPs (matmuls and attention, forward and backward, no recomputation) over the "
+            f"{name}'s dense {kind} peak ({peak:,.0f} TFLOP/s)."]
+
+
 def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
     if precision == "fp8-mixed" and gpu.fp8_tflops_dense:
         return float(gpu.fp8_tflops_dense) * 1e12
@@ -483,7 +521,7 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
     comm = communication(req, shape, layout, work, fabric, style, mb, pl)
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
-    bubble = (layout.pp - 1) / layout.vp * mb.total if layout.pp > 1 else 0.0
+    bubble = (layout.pp - 1) / virtual_stages(req, layout) * mb.total if layout.pp > 1 else 0.0
     opt = optimizer_time(req, shape, layout, r, style, pl)
     off = offload_time(req, shape, layout, gpu, mb, style, pl)
     step = compute + bubble + comm.exposed + opt + off
@@ -505,5 +543,6 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
-                      error_bar_pct=time_error_bar_pct(layout.world_size > 1),
+                      error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
+                          req, layout, str(getattr(gpu, "id", "") or ""))),
                       flops_per_step=model_flops, breakdown_s=breakdown)

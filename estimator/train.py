@@ -1,7 +1,9 @@
 """Time to train a token budget, GPU-hours, energy, checkpoint size and write time, dataloader bandwidth.
 
-- Steps: ``ceil(train_tokens / tokens per step)``, tokens per step = micro-batch x sequence x accumulation x dp;
-  time to train = steps x step time (no restarts, evaluation or checkpoint stalls).
+- Steps: ``ceil(train_tokens / tokens per step)``, tokens per step = micro-batch x sequence x accumulation x dp.
+  Time to train = ``train_tokens / tokens per step`` x step time: the token budget at the step's throughput
+  (fractional steps, so a step larger than the budget does not bill a whole step; :func:`train_warnings` says
+  so), with no restarts, evaluation or checkpoint stalls.
 - GPU-hours: world size x time to train.
 - Energy (IT energy at the servers, no PUE; multiply by the site's PUE, e.g. 1.1-1.6 in
   ``hardware_catalog`` TCO defaults): each node draws ``average_draw_fraction`` (0.75) of its peak, the peak
@@ -10,8 +12,11 @@
   (``estimator/data/host_defaults.yaml``, from epoch-research/training-cost-trends ``energy.py``).
 - Checkpoint: the bytes of one checkpoint (weights + optimizer states by framework and layout,
   :func:`estimator.host_checkpoint.checkpoint_size`, DCP format) and the time for the busiest node to write
-  its share to local NVMe: the server's data drives (``nvme_bays``, else 2) at the catalog's per-drive write
-  rate for its PCIe generation.
+  its share to the target :func:`estimator.host_checkpoint.checkpoint_target` picks, as the host sizing does:
+  local NVMe on one node (the server's data drives, ``nvme_bays``, else 2, at the catalog's per-drive write
+  rate for its PCIe generation), shared storage across nodes (the catalog's parallel-fs/NFS per-node write
+  rate, else ``host_defaults.yaml`` ``storage.shared_fs_write_gbps_per_node``). In a full estimate the host
+  sizing's figure (its recommended NVMe set) replaces it: :func:`with_host_checkpoint`.
 - Dataloader: tokens/s x bytes per stored token (Megatron ``indexed_dataset.py``: uint16 below 65,500 tokens of
   vocabulary, int32 above).
 """
@@ -21,14 +26,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from estimator.host_checkpoint import checkpoint_size
+from estimator.host_checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_config import host_defaults
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult, TrainResult
 
-__all__ = ["node_power_w", "train_result"]
+__all__ = ["node_power_w", "train_result", "train_warnings", "with_host_checkpoint"]
 
 DEFAULT_DATA_DRIVES = 2
 NVME_WRITE_GBPS = {4: 5.1, 5: 6.6}  # fallback per-drive writes (catalog nvme-gen4-x4 / nvme-gen5-x4)
@@ -64,11 +69,25 @@ def _drive_write_bps(server: Any | None, catalog: Any) -> float:
     return gbps * 1e9
 
 
+def _shared_write_bps(catalog: Any) -> float:
+    """Per-node write rate to shared storage: the catalog's first parallel-fs/NFS per-node class (as
+    ``estimator.host`` reads it), else the host defaults."""
+    for s in (_field(catalog, "storage", {}) or {}).values():
+        if _field(s, "kind") in ("parallel-fs", "nfs") and _field(s, "scope") == "per-node" \
+                and _field(s, "write_gbps"):
+            return float(_field(s, "write_gbps")) * 1e9
+    return host_defaults().num("storage", "shared_fs_write_gbps_per_node") * 1e9
+
+
 def _checkpoint(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Any | None,
                 catalog: Any) -> tuple[int, float]:
     size = checkpoint_size(req, shape, layout)
-    drives = int(_field(server, "nvme_bays", 0) or DEFAULT_DATA_DRIVES)
-    write = max(1, drives) * _drive_write_bps(server, catalog)
+    requested = str(getattr(getattr(req, "host", None), "checkpoint_target", None) or "auto")
+    if checkpoint_target(layout.num_nodes, requested) == "shared":
+        write = _shared_write_bps(catalog)
+    else:
+        drives = int(_field(server, "nvme_bays", 0) or DEFAULT_DATA_DRIVES)
+        write = max(1, drives) * _drive_write_bps(server, catalog)
     return size.total_bytes, size.per_node_bytes / write
 
 
@@ -86,9 +105,31 @@ def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: 
         return None
     tokens_per_step = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
     steps = math.ceil(t.train_tokens / tokens_per_step)
-    seconds = steps * time.step_time_s
+    seconds = t.train_tokens / tokens_per_step * time.step_time_s
     energy_j = node_power_w(layout, gpu, server) * layout.num_nodes * seconds
     ckpt_bytes, ckpt_s = _checkpoint(req, shape, layout, server, catalog)
     return TrainResult(time_to_train_s=seconds, gpu_hours=layout.world_size * seconds / 3600.0,
                        energy_kwh=energy_j / 3.6e6, checkpoint_bytes=ckpt_bytes, checkpoint_write_s=ckpt_s,
                        steps=steps, dataset_read_bytes_per_s=time.tokens_per_s * _bytes_per_token(shape))
+
+
+def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:
+    """A token budget smaller than one optimizer step: the time to train covers only that fraction of it."""
+    t = req.training
+    if not t.train_tokens:
+        return []
+    tokens_per_step = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    if t.train_tokens >= tokens_per_step:
+        return []
+    return [f"One optimizer step takes {tokens_per_step:,.0f} tokens, more than the {t.train_tokens:,.0f}-token "
+            f"budget: time_to_train_s covers {t.train_tokens / tokens_per_step:.2g} of a step; lower the "
+            "micro-batch, accumulation or data-parallel size to train on the budget."]
+
+
+def with_host_checkpoint(train: TrainResult | None, host: Any) -> TrainResult | None:
+    """``train`` with the host sizing's checkpoint write time (same target, its recommended drives), so that
+    one response gives one figure."""
+    write_s = _field(host, "checkpoint_write_s")
+    if train is None or write_s is None:
+        return train
+    return train.model_copy(update={"checkpoint_write_s": float(write_s)})

@@ -19,6 +19,8 @@ from estimator.comm import (
     Group,
     collective_time,
     fabric_for,
+    network_warnings,
+    node_nics,
     place_group,
 )
 from hardware_catalog import Catalog, load_catalog
@@ -82,6 +84,40 @@ def test_inter_node_ring_runs_at_the_nics() -> None:
 def test_a100_default_nics_are_8x200g() -> None:
     fabric = _fabric("a100-sxm4-80gb")  # no server: DGX A100's 8 x HDR
     assert fabric.node_nic == pytest.approx(8 * 200 / 8 * GB * 0.9)
+
+
+@pytest.mark.parametrize("gpu", ["h100-nvl-94gb", "h100-pcie-80gb", "h200-nvl-141gb"])
+def test_hopper_bridge_parts_default_to_400g_not_the_a100s_200g(gpu: str) -> None:
+    """The default NIC follows the architecture, not the NVLink rate (H100 NVL/PCIe bridges run 600 GB/s too)."""
+    assert _fabric(gpu).node_nic == pytest.approx(8 * 400 / 8 * GB * 0.9)
+
+
+def test_server_without_compute_nics_talks_over_its_frontend_nics() -> None:
+    """Dell R760xa H100 NVL lists only 2 x 1 GbE frontend ports: that is all two nodes have between them."""
+    c = catalog()
+    gpu, server = c.gpus["h100-nvl-94gb"], c.servers["dell-r760xa-h100-nvl"]
+    nics = node_nics(gpu, server, 4)
+    assert (nics.gbits, nics.source) == (2.0, "frontend")
+    assert _fabric("h100-nvl-94gb", "dell-r760xa-h100-nvl", 4).node_nic == pytest.approx(2 / 8 * GB * 0.9)
+    assert any("frontend" in w for w in network_warnings(gpu, server, 2, 4))
+    assert network_warnings(gpu, server, 1, 4) == []
+
+
+@pytest.mark.parametrize("server", ["dell-r760xa-h100-pcie", "hpe-dl380a-gen12-h200-nvl"])
+def test_server_listing_no_nics_gets_an_assumed_nic_and_a_warning(server: str) -> None:
+    c = catalog()
+    srv = c.servers[server]
+    gpu = c.gpus[srv.gpu_id]
+    nics = node_nics(gpu, srv, 4)
+    assert (nics.gbits, nics.source) == (4 * 400.0, "assumed")
+    assert any("lists no NICs" in w for w in network_warnings(gpu, srv, 2, 4))
+
+
+def test_dgx_uses_its_compute_nics_and_warns_nothing() -> None:
+    c = catalog()
+    gpu, server = c.gpus["h100-sxm5-80gb"], c.servers["nvidia-dgx-h100"]
+    assert node_nics(gpu, server, 8) == node_nics(gpu, server, 8).__class__(8 * 400.0, "compute")
+    assert network_warnings(gpu, server, 4, 8) == []
 
 
 def test_all_to_all_across_nodes_pays_the_off_node_share_at_nic_speed() -> None:

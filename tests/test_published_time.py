@@ -7,16 +7,20 @@ tokens/s per GPU - 1.
 Acceptance (issue #3): median |error| <= 15% over all rows (also held per source). Each row must stay within
 its source's stated worst case (``WORST``; ``docs/accuracy-time.md`` lists every row):
 
-- llm-foundry +72% (MPT-760M at 65k tokens on A100): the 2023 stack (PyTorch 1.13/2.0, flash-attn 1/2) ran
+- llm-foundry +74% (MPT-760M at 33k tokens on A100): the 2023 stack (PyTorch 1.13/2.0, flash-attn 1/2) ran
   long-sequence attention well below today's kernels; short sequences are within ~15% on A100;
-- Megatron-Core +52% (GPT 1.7B on 48 H100: a fixed per-step overhead the model does not see) and -29%
+- Megatron-Core +49% (GPT 1.7B on 48 H100: a fixed per-step overhead the model does not see) and -30%
   (32B, TP 8: the README's runs overlap TP communication, which the request cannot say);
-- Narayanan 2021 +32% (1.7B, micro-batch unknown), torchtitan +29% (H100 capped at 500 W with HBM2e, priced
-  as the catalog's 700 W H100 SXM), Korthikanti 2022 +12%.
+- Narayanan 2021 +38% (1.7B, micro-batch unknown), torchtitan +28% (H100 capped at 500 W with HBM2e, priced
+  as the catalog's 700 W H100 SXM), Korthikanti 2022 +16%. The 2021-22 Megatron rows on A100 read optimistic
+  since the A100's GEMMs are priced at today's achievable 86.9% of peak (``efficiency.ACHIEVABLE_GEMM_FRACTION``).
 
-The A100 -> H100 speed-up of the same llm-foundry job (same model, sequence length and GPU count on both)
-must come out right in sign for every pair and within 15% in size (median over pairs, and the geometric-mean
-speed-up); the worst pair is stated in ``WORST_SPEEDUP``.
+The A100 -> H100 speed-up of the same llm-foundry job (same model, sequence length and GPU count on both;
+39 pairs): right in sign for every pair; median |error| and the geometric-mean speed-up within 15%; at least
+``SPEEDUP_WITHIN_15`` pairs within 15%, and every pair within the measured worst ``WORST_SPEEDUP``. Not every
+pair can be within 15%: the rows carry +-5-10% run-to-run noise (MPT-760M at 2k tokens on 8 H100s is 8% below
+the same job on 16; on A100 its 512-token row is 9% *slower* than its 2048-token row, which no cost model that
+grows with sequence length reproduces), and the 760M pairs demand measured 2.84x at 512 tokens but 1.95x at 2048.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ import statistics
 from functools import cache
 
 import pytest
+import test_calibration_time
 from test_published_time_cases import PublishedCase, all_cases, foundry
 
+from estimator.accuracy import LONG_SEQUENCE_TOKENS, accuracy_table, time_error_bar_pct, time_error_bars
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
@@ -35,10 +41,11 @@ from estimator.timing import step_time
 from hardware_catalog import Catalog, load_catalog
 
 MEDIAN_LIMIT = 0.15
-WORST = {"llm-foundry": 0.75, "torchtitan": 0.30, "Korthikanti 2022": 0.15, "Narayanan 2021": 0.35,
-         "Megatron-Core": 0.55}
+WORST = {"llm-foundry": 0.75, "torchtitan": 0.30, "Korthikanti 2022": 0.17, "Narayanan 2021": 0.40,
+         "Megatron-Core": 0.50}
 SPEEDUP_LIMIT = 0.15
-WORST_SPEEDUP = 0.26
+SPEEDUP_WITHIN_15 = 36  # of 39 pairs (measured: 36; outside: MPT-30B 1k and 2k +17%, MPT-760M 512 -18.5%)
+WORST_SPEEDUP = 0.19  # measured worst pair: MPT-760M, 512 tokens, -18.5%
 
 
 @cache
@@ -117,4 +124,25 @@ def test_a100_to_h100_speedup_sign_and_size() -> None:
     geo_measured = math.exp(statistics.fmean(math.log(m) for _, m, _ in pairs))
     geo_estimated = math.exp(statistics.fmean(math.log(e) for _, _, e in pairs))
     assert abs(geo_estimated / geo_measured - 1) <= SPEEDUP_LIMIT
+    assert sum(1 for x in errors if abs(x) <= SPEEDUP_LIMIT) >= SPEEDUP_WITHIN_15
     assert max(abs(x) for x in errors) <= WORST_SPEEDUP
+
+
+def test_accuracy_json_time_bars_are_what_the_error_tables_give() -> None:
+    """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` is generated (``benchmarks/calibration/
+    time_report.py``), not hand-written: it must equal :func:`estimator.accuracy.time_error_bars` of the H200
+    calibration errors and the published-run errors (p90 |error| per class, rounded up; the unmeasured floor
+    from the rows below 16k tokens)."""
+    single = [test_calibration_time.relative_error(c) for c in test_calibration_time._single()]
+    published = [relative_error(c) for c in _cases()]
+    short = [relative_error(c) for c in _cases() if c.request["training"]["seq_len"] < LONG_SEQUENCE_TOKENS]
+    expected = time_error_bars(single, published, short)
+    assert accuracy_table()["time_error_bar_pct"] == expected
+    assert expected["unmeasured_floor"] > expected["single_gpu"]
+
+
+def test_unmeasured_kinds_get_at_least_the_floor() -> None:
+    bars = accuracy_table()["time_error_bar_pct"]
+    assert time_error_bar_pct(False, measured_kind=True) == bars["single_gpu"]
+    assert time_error_bar_pct(False, measured_kind=False) == bars["unmeasured_floor"]
+    assert time_error_bar_pct(True, measured_kind=False) == max(bars["multi_gpu"], bars["unmeasured_floor"])

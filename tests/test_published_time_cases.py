@@ -88,7 +88,8 @@ def _request(model: Any, gpu: str, gpus: int, *, mbs: int, seq: int, ga: int, ck
     return {"model": model,
             "training": {"precision": precision, "micro_batch_size": mbs, "seq_len": seq,
                          "gradient_accumulation_steps": ga, "activation_checkpointing": ckpt,
-                         "attention": attention, "virtual_stages": vp},
+                         "attention": attention, "virtual_stages": vp,
+                         "pipeline_schedule": "interleaved" if vp > 1 else "1f1b"},
             "parallelism": {"sharding": sharding, "tp": tp, "pp": pp, "cp": cp, "sequence_parallel": sp,
                             "framework": framework},
             "hardware": {"gpu": gpu, "num_nodes": gpus // per_node, "gpus_per_node": per_node}}

@@ -8,6 +8,7 @@ catalog GPU and server), and time-to-train arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from functools import cache
@@ -15,13 +16,16 @@ from typing import Any
 
 import pytest
 
+from estimator.accuracy import accuracy_table
 from estimator.estimate import estimate
+from estimator.host import host_sizing
+from estimator.host_checkpoint import checkpoint_target
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
 from estimator.timing import step_time
-from estimator.train import train_result
+from estimator.train import train_result, train_warnings
 from hardware_catalog import Catalog, load_catalog
 
 
@@ -118,7 +122,52 @@ def test_expert_and_context_parallel_add_their_traffic() -> None:
     ep = _time(_req(model="mixtral-8x7b", parallelism={"sharding": "fsdp", "ep": 8}))
     assert ep.breakdown_s["expert_parallel_s"] > 0
     cp = _time(_req(training={"seq_len": 65536}, parallelism={"sharding": "fsdp", "cp": 8}))
-    assert cp.breakdown_s["context_parallel_s"] >= 0  # ring exchanges largely hide behind attention
+    assert cp.breakdown_s["context_parallel_s"] > 0
+    assert 0 <= cp.breakdown_s["context_parallel_exposed_s"] <= cp.breakdown_s["context_parallel_s"]
+
+
+_COMM_PARTS = ("tensor_parallel_s", "context_parallel_s", "expert_parallel_s", "pipeline_p2p_s", "data_parallel_s")
+_EXPOSED_PARTS = ("tensor_parallel_s", "context_parallel_exposed_s", "expert_parallel_s", "pipeline_p2p_s",
+                  "data_parallel_exposed_s")
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_context_parallel_ring_volume_is_in_communication_and_its_overhang_in_exposed(cp: int) -> None:
+    """Ring attention at 32k tokens: the K/V exchanges all count in ``communication_s`` (as FSDP's hidden
+    gathers do); only what the attention blocks do not cover is exposed."""
+    t = _time(_req(training={"seq_len": 32768}, parallelism={"sharding": "fsdp", "cp": cp}))
+    b = t.breakdown_s
+    assert b["context_parallel_s"] > 0
+    assert t.communication_s == pytest.approx(sum(b[k] for k in _COMM_PARTS))
+    assert t.exposed_communication_s == pytest.approx(sum(b[k] for k in _EXPOSED_PARTS))
+
+
+def test_full_recompute_repeats_the_forward_cp_and_ep_exchanges() -> None:
+    """Forward: f of ring exchange, backward 2f; a recomputed forward adds f (4f / 3f). Expert parallelism:
+    dispatch + combine per forward and in backward: 4 all-to-alls, 6 with the recomputed forward."""
+    cp = {c: _time(_req(training={"seq_len": 32768, "activation_checkpointing": c},
+                        parallelism={"sharding": "fsdp", "cp": 4})).breakdown_s for c in ("none", "full")}
+    assert cp["full"]["context_parallel_s"] == pytest.approx(4 / 3 * cp["none"]["context_parallel_s"])
+    ep = {c: _time(_req(model="mixtral-8x7b", training={"activation_checkpointing": c},
+                        parallelism={"sharding": "fsdp", "ep": 8})).breakdown_s for c in ("none", "full")}
+    assert ep["full"]["expert_parallel_s"] == pytest.approx(6 / 4 * ep["none"]["expert_parallel_s"])
+
+
+def test_virtual_stages_shrink_the_bubble_only_when_interleaved() -> None:
+    """Narayanan et al. 2021, Sec. 2.2: v virtual stages divide the bubble under interleaved 1F1B only; a 1F1B
+    (or GPipe) layout that carries v > 1 runs one chunk per rank."""
+    c = catalog()
+    req = _req(training={"gradient_accumulation_steps": 8}, parallelism={"sharding": "none", "pp": 4})
+    shape = ModelShape(resolve_model(req.model))
+    layout = build_layout(req, shape)
+    gpu = c.gpus[req.hardware.gpu]
+    plain = step_time(req, shape, layout, gpu, None, c)
+    carried = step_time(req, shape, dataclasses.replace(layout, vp=2), gpu, None, c)
+    assert carried.bubble_s == pytest.approx(plain.bubble_s) and carried.step_time_s == pytest.approx(
+        plain.step_time_s)
+    interleaved = _time(_req(training={"gradient_accumulation_steps": 8, "pipeline_schedule": "interleaved",
+                                       "virtual_stages": 2}, parallelism={"sharding": "none", "pp": 4}))
+    assert interleaved.bubble_s == pytest.approx(plain.bubble_s / 2)
 
 
 def test_offload_adds_pcie_and_cpu_time() -> None:
@@ -206,7 +255,7 @@ def test_time_to_train_gpu_hours_energy_and_dataloader() -> None:
     tr, t = resp.train, resp.time
     tokens_per_step = 2 * 4096 * 16
     assert tr.steps == math.ceil(1e10 / tokens_per_step)
-    assert tr.time_to_train_s == pytest.approx(tr.steps * t.step_time_s)
+    assert tr.time_to_train_s == pytest.approx(1e10 / tokens_per_step * t.step_time_s)
     assert tr.gpu_hours == pytest.approx(16 * tr.time_to_train_s / 3600)
     # DGX H100: 10.2 kW peak, 0.75 average draw, two nodes (IT energy, no PUE)
     assert tr.energy_kwh == pytest.approx(2 * 10.2 * 0.75 * tr.time_to_train_s / 3600, rel=1e-6)
@@ -219,3 +268,76 @@ def test_lora_checkpoints_only_the_adapters() -> None:
     lora = estimate(_req(training={"train_tokens": 1e9, "method": "lora"}), catalog()).train
     assert full is not None and lora is not None
     assert lora.checkpoint_bytes < 0.02 * full.checkpoint_bytes
+
+
+def test_a_step_larger_than_the_budget_bills_only_the_budget_and_warns() -> None:
+    """1,000 micro-batches of 4,096 tokens on 8 GPUs make a 32.8M-token step: a 1M-token budget is 3% of it."""
+    req = _req(training={"train_tokens": 1e6, "gradient_accumulation_steps": 1000})
+    resp = estimate(req, catalog())
+    assert resp.train is not None and resp.time is not None
+    tokens_per_step = 4096 * 1000 * 8
+    assert resp.train.steps == 1
+    assert resp.train.time_to_train_s == pytest.approx(1e6 / tokens_per_step * resp.time.step_time_s)
+    shape = ModelShape(resolve_model(req.model))
+    assert train_warnings(req, build_layout(req, shape))
+    assert any("more than the 1,000,000-token budget" in w for w in resp.warnings)
+    assert not train_warnings(_req(training={"train_tokens": 1e9}), build_layout(req, shape))
+
+
+def test_train_and_host_write_checkpoints_to_the_same_place_in_the_same_time() -> None:
+    """One node writes to local NVMe, several to shared storage (estimator.host_checkpoint.checkpoint_target);
+    the response's train and host blocks give one checkpoint write time."""
+    assert checkpoint_target(1) == "local" and checkpoint_target(16) == "shared"
+    assert checkpoint_target(16, "local") == "local"
+    for nodes in (1, 2):
+        req = _req(server="nvidia-dgx-h100", nodes=nodes, training={"train_tokens": 1e9})
+        resp = estimate(req, catalog())
+        assert resp.train is not None
+        assert resp.train.checkpoint_write_s == pytest.approx(resp.host.checkpoint_write_s)
+    # without the host sizing, the training totals pick the same shared storage across nodes
+    c = catalog()
+    req = _req(server="nvidia-dgx-h100", nodes=2, training={"train_tokens": 1e9})
+    shape = ModelShape(resolve_model(req.model))
+    layout = build_layout(req, shape)
+    gpu, server = c.gpus[req.hardware.gpu], c.servers["nvidia-dgx-h100"]
+    alone = train_result(req, shape, layout, _time(req), gpu, server, c)
+    host = host_sizing(req, shape, layout, gpu, server, c)
+    assert alone is not None and host.checkpoint_target == "shared"
+    assert alone.checkpoint_write_s == pytest.approx(host.checkpoint_write_s)
+
+
+def test_mfu_peak_is_stated_in_the_assumptions() -> None:
+    fp8 = estimate(_req(training={"precision": "fp8-mixed"}), catalog())
+    assert any("fp8 peak" in a for a in fp8.assumptions)
+    assert fp8.time is not None
+    peak = catalog().gpus["h100-sxm5-80gb"].fp8_tflops_dense * 1e12
+    assert fp8.time.mfu == pytest.approx(fp8.time.flops_per_step / (fp8.time.step_time_s * 8 * peak))
+    assert any("bf16 peak" in a for a in estimate(_req(), catalog()).assumptions)
+
+
+def test_error_bar_is_wider_for_kinds_never_measured() -> None:
+    bars = accuracy_table()["time_error_bar_pct"]
+    measured = _time(_req(gpu="h200-sxm-141gb", gpus=1, training={"attention": "sdpa"},
+                          parallelism={"sharding": "none"}))
+    assert measured.error_bar_pct == bars["single_gpu"]
+    for kw in ({"training": {"attention": "sdpa", "method": "qlora"}},
+               {"training": {"attention": "sdpa", "precision": "fp8-mixed"}},
+               {"training": {"attention": "flash"}}, {"training": {"attention": "eager", "seq_len": 1024}},
+               {"training": {"attention": "sdpa"}, "parallelism": {"offload": "optimizer", "framework": "deepspeed",
+                                                                  "sharding": "zero2"}}):
+        kw.setdefault("parallelism", {"sharding": "none"})
+        t = _time(_req(gpu="h200-sxm-141gb", gpus=1, **kw))
+        assert t.error_bar_pct == bars["unmeasured_floor"] > bars["single_gpu"]
+    mi300 = _time(_req(gpu="mi300x-192gb", gpus=1, training={"attention": "sdpa"}, parallelism={"sharding": "none"}))
+    assert mi300.error_bar_pct == bars["unmeasured_floor"]
+
+
+def test_multi_node_over_frontend_nics_is_slow_and_says_so() -> None:
+    """Two Dell R760xa H100 NVL (only 2 x 1 GbE listed): FSDP of an 8B model crosses 2 Gb/s per node; the
+    response warns, and the step is far slower than on one node."""
+    two = estimate(_req(gpu="h100-nvl-94gb", server="dell-r760xa-h100-nvl", nodes=2, gpus=4), catalog())
+    one = estimate(_req(gpu="h100-nvl-94gb", server="dell-r760xa-h100-nvl", nodes=1, gpus=4), catalog())
+    assert two.time is not None and one.time is not None
+    assert any("frontend" in w for w in two.warnings)
+    assert not any("frontend" in w for w in one.warnings)
+    assert two.time.step_time_s > 10 * one.time.step_time_s

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from estimator.host_checkpoint import CheckpointSize, checkpoint_size
+from estimator.host_checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host_config import GIB, HostOptions, host_defaults
 from estimator.host_network import NetworkTraffic, inter_node_traffic
 from estimator.host_ram import HostRam, host_ram
@@ -340,8 +340,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
     steps_per_s = 1.0 / step_s if step_s > 0 else 0.0
 
     # storage: checkpoints, dataset, NVMe
-    target = o.checkpoint_target if o.checkpoint_target != "auto" else ("local" if layout.num_nodes == 1
-                                                                           else "shared")
+    target = checkpoint_target(layout.num_nodes, o.checkpoint_target)
     interval = float(o.checkpoint_interval_s or 3600)
     share = float(o.checkpoint_max_time_share or 0.05)
     per_node_ckpt = ckpt.per_node_bytes

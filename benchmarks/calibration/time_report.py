@@ -204,11 +204,11 @@ dense peak of the precision the matmuls run in: bf16 (TF32 for fp32 training), a
 {h} Known gaps
 
 - llm-foundry's long-sequence rows (16k-65k tokens, PyTorch 1.13/2.0 with flash-attn 1/2 in 2023) run
-  attention well below today's kernels: up to +74% on A100 and +57% on H100. The model prices attention with
+  attention well below today's kernels: up to +74% on A100 and +56% on H100. The model prices attention with
   2026 kernels; a request cannot name a kernel version.
 - The A100's GEMMs are priced at today's achievable 86.9% of peak (PyTorch 2.6, CUDA 12.6). The 2021-22
   Megatron runs on A100 (Narayanan 2021 and Korthikanti 2022, CUDA 11) and llm-foundry's 2023 runs read a few
-  percent optimistic for it, while torchtitan's 2024 A100 rows moved closer (from -5..-10% to -1..-6%).
+  percent optimistic for it, while torchtitan's 2024 A100 rows moved closer (from -10..-1% to -6..+3%).
 - torchtitan's H100s are Grand Teton parts capped at 500 W with 96 GB HBM2e, priced as the catalog's 700 W
   H100 SXM (+24% to +28%).
 - Megatron-Core's README runs overlap tensor-parallel communication with compute (userbuffers); the request has

@@ -2,6 +2,19 @@
 
 Degrees follow Megatron-LM (Narayanan et al. 2021, arXiv 2104.04473, Sec. 3): world = dp x tp x pp x cp;
 expert parallelism splits the experts over ``ep`` ranks of the data-parallel group (Megatron-Core MoE docs).
+
+Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
+
+- dense parameters: the data-parallel group *with* context parallelism, dp x cp ranks (Megatron-Core
+  ``parallel_state.get_data_parallel_group(with_context_parallel=True)`` feeds the distributed optimizer;
+  torchtitan's FSDP mesh is ``dp_shard_cp``; DeepSpeed-Ulysses shards ZeRO over ``seq_data_parallel_group``);
+- routed experts: the expert-data-parallel group, world / (ep x etp x pp) ranks (Megatron-Core
+  ``parallel_state.py``: ``expert_tensor_model_pipeline_parallel_size = etp x ep x pp`` and the expert data
+  parallel size is world divided by it; torchtitan shards experts over ``dp_shard_mod_ep``). With ep > 1 the
+  estimator takes expert tensor parallelism etp = 1 (experts split by ep only, as ``params.py`` places them);
+  without ep, etp = tp.
+- HSDP: ``hsdp_shard_size`` GPUs of the dp x cp ranks form a shard group (default: one node's worth); the
+  experts' shard group shrinks by the same factor as their data-parallel group.
 """
 
 from __future__ import annotations
@@ -25,7 +38,8 @@ class Layout:
     ep: int
     vp: int
     sharding: str  # none | zero1 | zero2 | zero3 | hsdp
-    shard_group: int  # ranks one parameter is sharded over (1 = replicated)
+    shard_group: int  # ranks one dense parameter is sharded over (1 = replicated)
+    expert_shard_group: int  # ranks one routed-expert parameter is sharded over (1 = replicated)
     gpus_per_node: int
     num_nodes: int
     layers_per_stage: int
@@ -42,6 +56,28 @@ class Layout:
     @property
     def param_shard(self) -> int:
         return self.shard_group if self.sharding in ("zero3", "hsdp") else 1
+
+    @property
+    def etp(self) -> int:
+        """Expert tensor parallelism: 1 with expert parallelism (experts split by ep only), else tp."""
+        return 1 if self.ep > 1 else self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree: world / (ep x etp x pp) (Megatron-Core ``parallel_state.py``)."""
+        return max(1, self.world_size // (self.ep * self.etp * self.pp))
+
+    @property
+    def expert_optimizer_shard(self) -> int:
+        return self.expert_shard_group if self.sharding != "none" else 1
+
+    @property
+    def expert_grad_shard(self) -> int:
+        return self.expert_shard_group if self.sharding in ("zero2", "zero3", "hsdp") else 1
+
+    @property
+    def expert_param_shard(self) -> int:
+        return self.expert_shard_group if self.sharding in ("zero3", "hsdp") else 1
 
 
 def _check(cond: bool, message: str, field: str) -> None:
@@ -92,15 +128,28 @@ def _check_combinations(req: EstimateRequest) -> None:
 
 
 def _shard_group(req: EstimateRequest, dp: int) -> int:
+    """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group."""
     p = req.parallelism
     if p.normalized_sharding == "none":
         return 1
+    group = dp * p.cp
     if p.normalized_sharding != "hsdp":
-        return dp
-    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp))
-    _check(dp % size == 0, f"hsdp_shard_size={size} must divide the data-parallel degree {dp}",
-           "parallelism.hsdp_shard_size")
+        return group
+    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp)) * p.cp
+    _check(group % size == 0, f"hsdp_shard_size={size} must divide the data-parallel x context-parallel degree "
+           f"{group}", "parallelism.hsdp_shard_size")
     return size
+
+
+def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
+    """Ranks one routed-expert parameter is sharded over: the expert data-parallel group, scaled down like the
+    dense group under HSDP."""
+    p = req.parallelism
+    if p.normalized_sharding == "none":
+        return 1
+    etp = 1 if p.ep > 1 else p.tp
+    expert_dp = max(1, req.hardware.world_size // (p.ep * etp * p.pp))
+    return max(1, expert_dp * dense_group // (dp * p.cp))
 
 
 def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
@@ -113,7 +162,9 @@ def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
            f"ep={p.ep} must divide dp x tp = {dp * p.tp}", "parallelism.ep")
     _check_model_split(req, shape)
     _check_combinations(req)
+    group = _shard_group(req, dp)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
-                  vp=req.training.virtual_stages, sharding=p.normalized_sharding,
-                  shard_group=_shard_group(req, dp), gpus_per_node=hw.gpus_per_node, num_nodes=hw.num_nodes,
+                  vp=req.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
+                  expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
+                  num_nodes=hw.num_nodes,
                   layers_per_stage=shape.arch.num_layers // p.pp, sequence_parallel=p.sequence_parallel)

@@ -91,35 +91,109 @@ class _States:
     gathered: int  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
     root_reduce: int  # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
     gathered_backward: int  # + unsharded gradients and the reduce-scatter input (backward)
-    persistent_gathered: int  # ZeRO-2: unsharded compute parameters kept from forward through backward
+    persistent_gathered: int  # FSDP2 shard-grad-op: unsharded compute parameters kept from forward through backward
+    grad_buckets: int  # gradient communication buffers allocated for the whole run (DDP buckets, ZeRO-3 IPG)
+    backward_buckets: int  # gradient buckets that live during backward only (DeepSpeed ZeRO-1/2 IPG buckets)
+    grads_persistent: bool  # the gradient buffer is never freed (Megatron's contiguous main_grad buffer)
+
+
+# DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/exports.py`` writes), in elements.
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+
+
+def _fsdp2_shard_grad_op(req: EstimateRequest, layout: Layout) -> bool:
+    """PyTorch "zero2" is FSDP2 ``fully_shard(reshard_after_forward=False)`` (the SHARD_GRAD_OP strategy)."""
+    return layout.sharding == "zero2" and req.parallelism.framework == "pytorch"
+
+
+def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> int:
+    """Gradients held on the GPU between backward and the optimizer step.
+
+    With CPU offload, ZeRO-2/3 and FSDP2 move each reduced gradient shard to the CPU as soon as it exists:
+    FSDP2 ``_fsdp_collectives.foreach_reduce`` copies the reduce-scatter output to the CPU when the
+    ``CPUOffloadPolicy`` is set (``_fsdp_param_group.py`` ``post_backward``); DeepSpeed
+    ``stage_1_and_2.py`` (``cpu_offload``: ``async_inplace_copy_grad_to_fp32_buffer_from_gpu`` then
+    ``clear_grad_attribute``; other partitions' gradients are cleared in ``reduce_ipg_grads`` under
+    ``partition_gradients``) and ``stage3.py`` (``grad_partitions_flat_buffer`` on the offload device).
+    ZeRO-1 does not partition gradients: DeepSpeed's stage-1 branch of ``reduce_ipg_grads`` keeps every
+    low-precision ``param.grad`` on the GPU (only the fp32 partition lives on the CPU), Megatron's
+    ``--optimizer-cpu-offload`` keeps its contiguous fp32 ``main_grad`` buffer on the GPU, DDP keeps ``.grad``."""
+    t, p = req.training, req.parallelism
+    sb = state_bytes(t.precision, p.framework)
+    if p.offload == "none":
+        return place.sharded_bytes(layout, sb.grad + sb.low_grad, "grad")
+    if layout.sharding in ("zero2", "zero3", "hsdp"):
+        return 0
+    if p.framework == "deepspeed":
+        return place.sharded_bytes(layout, sb.low_grad, "grad")
+    return place.sharded_bytes(layout, sb.grad, "grad")
+
+
+def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tuple[int, int]:
+    """(persistent, backward-only) gradient communication buffers.
+
+    - PyTorch DDP (also under ``ZeroRedundancyOptimizer``) with the default ``gradient_as_bucket_view=False``
+      allocates flat bucket tensors covering every gradient once, next to ``.grad``
+      (``torch/csrc/distributed/c10d/reducer.cpp`` ``Reducer::initialize_buckets``: ``bucket.gradients =
+      at::empty(...)``; gradients are copied in by ``mark_variable_ready_dense``), in the parameter dtype; none
+      without a data-parallel peer (no DDP wrapper).
+    - DeepSpeed ZeRO-1/2 (``DeepSpeedZeroOptimizer``, used for ZeRO-2 and for ZeRO-1 with offload; bf16
+      ZeRO-1 without offload runs ``BF16_Optimizer``, whose fp32 gradients are in ``precision.py``)
+      allocates ``reduce_bucket_size`` elements per IPG buffer in ``setup_buckets``, two with
+      ``overlap_comm``, when backward starts, and frees them in ``_release_ipg_buffers``.
+    - DeepSpeed ZeRO-3 allocates one ``reduce_bucket_size`` IPG buffer at start-up (``stage3.py``).
+    - Megatron's DistributedDataParallel reduces in place in its contiguous ``main_grad`` buffer: no copy.
+    """
+    t, p = req.training, req.parallelism
+    sb = state_bytes(t.precision, p.framework)
+    if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
+        return int(place.trainable_local * sb.grad), 0
+    if p.framework != "deepspeed" or layout.sharding == "none":
+        return 0, 0
+    elem = sb.compute_dtype_bytes
+    if layout.sharding == "zero2" or (layout.sharding == "zero1" and p.offload != "none"):
+        return 0, 2 * DEEPSPEED_REDUCE_BUCKET * elem
+    if layout.sharding in ("zero3", "hsdp"):
+        return DEEPSPEED_REDUCE_BUCKET * elem, 0
+    return 0, 0
 
 
 def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
     t, p = req.training, req.parallelism
     sb = state_bytes(t.precision, p.framework)
-    trainable = place.trainable_local
-    frozen_bytes = place.frozen_local_bytes
     opt_on_gpu = p.offload == "none"
     params_on_gpu = p.offload != "optimizer+params"
-    shard_o, shard_g, shard_p = layout.optimizer_shard, layout.grad_shard, layout.param_shard
     opt_per = optimizer_state_bytes(t.optimizer, t.precision, p.framework)
-    optimizer = int(trainable * opt_per / shard_o) if opt_on_gpu else 0
-    optimizer += place.adafactor_state_local if opt_on_gpu and t.optimizer == "adafactor" else 0
-    master = int(trainable * sb.master / shard_o) if opt_on_gpu else 0
-    param_store = int(trainable * sb.param / shard_p) if params_on_gpu else 0
-    params = param_store + master + frozen_bytes // shard_p
-    grads = int(trainable * sb.grad / shard_g) + int(trainable * sb.low_grad / max(1, shard_g))
-    if p.offload != "none":
-        grads = 0  # each reduce-scattered shard is copied to pinned CPU memory and freed (its buffer is transient)
+    optimizer = place.sharded_bytes(layout, opt_per, "optimizer") if opt_on_gpu else 0
+    if opt_on_gpu and t.optimizer == "adafactor":
+        dense_ada = place.adafactor_state_local - place.expert_adafactor_local
+        optimizer += (dense_ada // layout.optimizer_shard
+                      + place.expert_adafactor_local // layout.expert_optimizer_shard)
+    master = place.sharded_bytes(layout, sb.master, "optimizer") if opt_on_gpu else 0
+    fsdp2_sgo = _fsdp2_shard_grad_op(req, layout)
+    # FSDP2 shards the stored parameters for every strategy; DeepSpeed ZeRO-2 keeps its bf16 copy replicated.
+    store_kind = "grad" if fsdp2_sgo else "param"
+    param_store = place.sharded_bytes(layout, sb.param, store_kind) if params_on_gpu else 0
+    p_shard, e_shard = ((layout.grad_shard, layout.expert_grad_shard) if fsdp2_sgo
+                        else (layout.param_shard, layout.expert_param_shard))
+    frozen = place.dense_frozen_local_bytes // p_shard + place.expert_frozen_local_bytes // e_shard
+    params = param_store + master + frozen
     sharded_params = layout.sharding in ("zero3", "hsdp")
     cache = 0
     if sb.compute_param and not sharded_params and layout.sharding != "zero2" and t.method == "full":
         cache = int(place.linear_trainable_local * sb.compute_param)
-    temp = _optimizer_temp(req, place, shard_o) if opt_on_gpu else 0
+    temp = _optimizer_temp(req, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)
-    persistent_gathered = int(trainable * 2) if layout.sharding == "zero2" and layout.shard_group > 1 else 0
-    root_reduce = _root_reduce_bytes(req, place) if sharded_params else 0
-    return _States(params, cache, grads, optimizer, temp, gathered, root_reduce, gathered_bwd, persistent_gathered)
+    persistent_gathered = 0
+    if fsdp2_sgo:
+        # all-gathered once in forward, kept unsharded until post_backward (reshard_after_forward=False)
+        persistent_gathered = int(place.trainable_local * sb.compute_dtype_bytes) + place.frozen_local_bytes
+        gathered_bwd = _reduce_scatter_layer(req, place)
+    root_reduce = _root_reduce_bytes(req, place) if sharded_params or fsdp2_sgo else 0
+    buckets, bwd_buckets = _buckets(req, layout, place)
+    return _States(params, cache, _grads_on_gpu(req, layout, place), optimizer, temp, gathered, root_reduce,
+                   gathered_bwd, persistent_gathered, buckets, bwd_buckets,
+                   grads_persistent=p.framework == "megatron")
 
 
 def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
@@ -132,28 +206,33 @@ def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
     return place.root_local * (compute + reduce_bytes)
 
 
-def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, shard: int) -> int:
+def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> int:
     t = req.training
     if t.optimizer in ("adamw-8bit",):
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
     if t.optimizer_impl == "foreach":
-        return int(place.trainable_local * dtype * FOREACH_TEMP_FRACTION / shard)
+        return place.sharded_bytes(layout, dtype * FOREACH_TEMP_FRACTION, "optimizer")
     if t.optimizer_impl == "for-loop":
-        return int(place.largest_tensor * dtype * 2 / shard)
+        return int(place.largest_tensor * dtype * 2 / layout.optimizer_shard)
     return 0
+
+
+def _reduce_scatter_layer(req: EstimateRequest, place: ParamPlacement) -> int:
+    """FSDP2 backward: one layer's unsharded gradient and its reduce-scatter copy (``reduce_dtype=float32``)."""
+    compute = 2 if req.training.precision != "fp32" else 4
+    reduce_bytes = 4 if req.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
+    grad_layer = place.max_layer_local if req.training.method == "full" else place.max_layer_trainable_local
+    return grad_layer * (compute + reduce_bytes)
 
 
 def _gather_buffers(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> tuple[int, int]:
     """ZeRO-3/FSDP2: unsharded bf16 parameters of the current and the prefetched layer in forward; in backward
-    also the unsharded gradient and its fp32 reduce-scatter copy (``reduce_dtype=float32``)."""
+    also the unsharded gradient and its fp32 reduce-scatter copy."""
     layer = place.max_layer_local
     compute = 2 if req.training.precision != "fp32" else 4
     forward = 2 * layer * compute + place.root_local * compute
-    reduce_bytes = 4 if req.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
-    grad_layer = layer if req.training.method == "full" else place.max_layer_trainable_local
-    backward = forward + grad_layer * (compute + reduce_bytes)
-    return forward, backward
+    return forward, forward + _reduce_scatter_layer(req, place)
 
 
 def _in_flight(req: EstimateRequest, layout: Layout) -> float:
@@ -179,20 +258,22 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
     fwd_logits = act.logits_forward_bytes if has_logits else 0
     bwd_logits = act.logits_backward_bytes if has_logits else 0
     accumulating = req.training.gradient_accumulation_steps > 1 or layout.pp > 1
-    grads_during_fwd = st.grads if accumulating else 0
-    params = st.params + st.persistent_gathered
+    grads_during_fwd = st.grads if accumulating or st.grads_persistent else 0
+    gathered = st.params + st.persistent_gathered  # FSDP2 shard-grad-op reshards in post_backward
     ckpt = req.training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
     head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if req.training.method == "full" else 0
     layer_temp = st.gathered_backward + act.recompute_layer_bytes + place.backward_temp_bytes(act)
+    bk, bwd_bk = st.grad_buckets, st.backward_buckets
     return (
-        Phase("forward", params + st.compute_cache, grads_during_fwd, st.optimizer, stored, fwd_logits,
+        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, stored, fwd_logits,
               st.gathered),
-        Phase("backward", params + bwd_cache, grads_during_fwd, st.optimizer, stored, bwd_logits, st.gathered),
-        Phase("backward-layer", params + bwd_cache, max(grads_during_fwd, head_grads), st.optimizer, stored, 0,
-              layer_temp),
-        Phase("backward-end", params, st.grads, st.optimizer, 0, 0, st.root_reduce),
-        Phase("optimizer", params, st.grads, st.optimizer, 0, 0, st.optimizer_temp),
+        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, stored, bwd_logits,
+              st.gathered + bwd_bk),
+        Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, stored,
+              0, layer_temp + bwd_bk),
+        Phase("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
+        Phase("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
     )
 
 

@@ -40,6 +40,29 @@ class ParamPlacement:
     tokens_ffn_local: int
     method: str
     dequant_bytes: int
+    expert_trainable_local: int = 0  # part of trainable_local in routed experts (sharded over the expert DP group)
+    expert_frozen_local_bytes: int = 0  # part of frozen_local_bytes in routed experts
+    expert_adafactor_local: int = 0  # part of adafactor_state_local for routed experts
+
+    @property
+    def dense_trainable_local(self) -> int:
+        return self.trainable_local - self.expert_trainable_local
+
+    @property
+    def dense_frozen_local_bytes(self) -> int:
+        return self.frozen_local_bytes - self.expert_frozen_local_bytes
+
+    def sharded_bytes(self, layout: Layout, per_param: float, kind: str) -> int:
+        """Bytes of a per-trainable-parameter state on this rank after ZeRO/FSDP sharding: dense parameters
+        over the dp x cp group, routed experts over the expert data-parallel group (``layout.py``).
+        ``kind``: optimizer | grad | param (which ZeRO stage shards it)."""
+        dense_shard, expert_shard = {
+            "optimizer": (layout.optimizer_shard, layout.expert_optimizer_shard),
+            "grad": (layout.grad_shard, layout.expert_grad_shard),
+            "param": (layout.param_shard, layout.expert_param_shard),
+        }[kind]
+        return int(self.dense_trainable_local * per_param / dense_shard
+                   + self.expert_trainable_local * per_param / expert_shard)
 
     def backward_temp_bytes(self, act: ActivationModel) -> int:
         """One layer's backward transients: gradients of the widest intermediates (gate and up, bf16) and the
@@ -70,14 +93,17 @@ def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
     return per_stage - moe, moe
 
 
+def _routed_local(shape: ModelShape, layout: Layout) -> int:
+    """Routed-expert parameters of one MoE layer on this rank: split over the ep ranks, or by tp without ep
+    (expert tensor parallelism etp = 1 with ep > 1, else tp; see ``layout.py``)."""
+    return shape.routed_expert_params_per_layer() // (layout.ep * layout.etp)
+
+
 def _layer_local(shape: ModelShape, layout: Layout, moe: bool) -> int:
     if not moe:
         return shape.dense_layer_params() // layout.tp
-    # Routed experts are split over the ep ranks only: Megatron-Core's default expert_tensor_parallel_size is 1
-    # (an expert is not also tensor-split when expert parallelism is on); without ep, TP splits them.
-    routed = shape.routed_expert_params_per_layer() // layout.ep
     rest = shape.moe_layer_params() - shape.routed_expert_params_per_layer()
-    return rest // layout.tp + (routed if layout.ep > 1 else routed // layout.tp)
+    return rest // layout.tp + _routed_local(shape, layout)
 
 
 def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:
@@ -89,11 +115,14 @@ def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:
     return (embed + head) // layout.tp + norm
 
 
-def _linear_params(shape: ModelShape, dense: int, moe: int, tp: int) -> int:
+def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> int:
+    """Linear-layer weights of the stage's decoder layers on this rank, routed experts split like
+    :func:`_layer_local` (over ep, not tp, when ep > 1)."""
     attn = sum(lin.params for lin in shape.attention_linears())
     mlp = sum(lin.params for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
-    experts = shape.routed_expert_params_per_layer() + shape.shared_expert_params_per_layer()
-    return (dense * (attn + mlp) + moe * (attn + experts)) // tp
+    shared = shape.shared_expert_params_per_layer()
+    return ((dense * (attn + mlp) + moe * (attn + shared)) // layout.tp
+            + moe * _routed_local(shape, layout))
 
 
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
@@ -114,6 +143,12 @@ def _place_params_cached(key: _CacheKey, shape: ModelShape, layout: Layout, stag
     return _place_params_uncached(req, shape, layout, stage)
 
 
+def _frozen_bytes_per_param(req: EstimateRequest) -> int:
+    """A LoRA base is stored in the training dtype: bf16 (PEFT loads it with ``torch_dtype=torch.bfloat16``
+    for bf16 training), fp32 when training in fp32."""
+    return 4 if req.training.precision == "fp32" else 2
+
+
 def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     t = req.training
     dense, moe = _stage_layers(shape, layout)
@@ -125,24 +160,34 @@ def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     largest = max(h * f // layout.tp, (shape.arch.vocab_size * h) // layout.tp)
     ffn_local = (shape.expert_ffn * shape.arch.experts_per_token if moe and not dense else f) // layout.tp
     head_linear = (shape.lm_head_params() or shape.embedding_params()) // layout.tp if stage in ("last", "only") else 0
-    linears = _linear_params(shape, dense, moe, layout.tp)
+    linears = _linear_params(shape, layout, dense, moe)
+    experts = moe * _routed_local(shape, layout)
     if t.method == "full":
-        return ParamPlacement(total, 0, linears + head_linear, largest, max_layer, max_layer, root,
-                              _adafactor(shape, layout, dense + moe), total, ffn_local, "full", 0)
+        ada, ada_experts = _adafactor(shape, layout, dense, moe)
+        return ParamPlacement(total, 0, linears + head_linear, largest, max_layer, max_layer, root, ada, total,
+                              ffn_local, "full", 0, expert_trainable_local=experts, expert_adafactor_local=ada_experts)
     lora_layer = lora_params_per_layer(shape, t.lora_rank, t.lora_targets) // layout.tp
     trainable = lora_layer * (dense + moe)
     if t.method == "lora":
-        frozen = 2 * total
+        per = _frozen_bytes_per_param(req)
+        frozen, frozen_experts = per * total, per * experts
         dequant = 0
     else:
-        frozen = int(NF4_BYTES_PER_PARAM * linears + 2 * (total - linears))
+        frozen = int(NF4_BYTES_PER_PARAM * linears + 2 * max(0, total - linears))
+        frozen_experts = int(NF4_BYTES_PER_PARAM * experts)
         dequant = 2 * max(h * f // layout.tp, h * h)
     return ParamPlacement(trainable, frozen, trainable, largest, max_layer, lora_layer, root, 0, total + trainable,
-                          ffn_local, t.method, dequant)
+                          ffn_local, t.method, dequant, expert_frozen_local_bytes=frozen_experts)
 
 
-def _adafactor(shape: ModelShape, layout: Layout, layers: int) -> int:
-    """Adafactor's factored second moment: one fp32 value per row and per column of every matrix."""
-    per_layer = sum((lin.in_features + lin.out_features) * lin.count for lin in shape.attention_linears()
-                    + shape.mlp_linears(shape.arch.ffn_hidden_size))
-    return 4 * per_layer * layers // layout.tp
+def _adafactor(shape: ModelShape, layout: Layout, dense: int, moe: int) -> tuple[int, int]:
+    """Adafactor's factored second moment: one fp32 value per row and per column of every matrix.
+    Returns (all, of which routed experts)."""
+    attn = sum((lin.in_features + lin.out_features) * lin.count for lin in shape.attention_linears())
+    mlp = sum((lin.in_features + lin.out_features) * lin.count
+              for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
+    expert = sum(lin.in_features + lin.out_features for lin in shape.mlp_linears(shape.expert_ffn))
+    shared = expert * shape.arch.num_shared_experts
+    routed = 4 * moe * expert * shape.arch.num_experts // (layout.ep * layout.etp)
+    rest = 4 * (dense * (attn + mlp) + moe * (attn + shared)) // layout.tp
+    return rest + routed, routed

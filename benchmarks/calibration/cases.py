@@ -122,37 +122,66 @@ _PREC = {"bf16-mixed": "mixed", "bf16-true": "true"}
 _CKPT = {"none": "nock", "full": "ck"}
 
 
+_OPT_TAG = {"adamw-8bit": "adamw8bit", "sgd": "sgd", "adafactor": "adafactor"}
+
+
 def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed", impl: str = "fused",
               mbs: int = 1, seq: int = 4096, ckpt: str = "none", rank: int = 16, targets: str = "all-linear",
               world: int | None = None, call: int = 1, expect: str = "fit", note: str = "",
-              steps: int | None = None, timed_steps: int | None = None) -> dict[str, Any]:
+              steps: int | None = None, timed_steps: int | None = None, optimizer: str = "adamw",
+              attention: str = "sdpa", wrap: str | None = None, bucket_view: bool = False,
+              reshard_after_forward: bool = True, qlora_prep: str = "none") -> dict[str, Any]:
+    """One case. ``wrap`` (with ``world``): "fsdp2" (default; ``reshard_after_forward=False`` is shard-grad-op,
+    request sharding "zero2") or "ddp" (DistributedDataParallel over the fake group, request sharding "none"
+    with 1 x W GPUs; ``bucket_view`` is its ``gradient_as_bucket_view``). ``qlora_prep`` "kbit" runs PEFT's
+    ``prepare_model_for_kbit_training`` (non-quantised parameters cast to fp32), which the request cannot say."""
     spec = MODELS[model]
     training: dict[str, Any] = {
-        "method": method, "precision": precision, "optimizer": "adamw", "optimizer_impl": impl,
+        "method": method, "precision": precision, "optimizer": optimizer, "optimizer_impl": impl,
         "micro_batch_size": mbs, "seq_len": seq, "gradient_accumulation_steps": 1,
-        "activation_checkpointing": ckpt, "attention": "sdpa",
+        "activation_checkpointing": ckpt, "attention": attention,
     }
-    if method == "lora":
+    if method in ("lora", "qlora"):
         training["lora_rank"] = rank
         training["lora_targets"] = targets
+    if world is not None and wrap is None:
+        wrap = "fsdp2"
     if world is None:
         parallelism = {"sharding": "none", "framework": "pytorch"}
         hardware = {"gpu": GPU, "num_nodes": 1, "gpus_per_node": 1}
     else:
-        parallelism = {"sharding": "fsdp", "framework": "pytorch"}
+        sharding = "none" if wrap == "ddp" else ("fsdp" if reshard_after_forward else "zero2")
+        parallelism = {"sharding": sharding, "framework": "pytorch"}
         hardware = {"gpu": GPU, "num_nodes": max(1, world // 8), "gpus_per_node": min(8, world)}
-    parts = [_SHORT[model], method if method != "lora" else f"lora{rank}{'al' if targets == 'all-linear' else 'at'}"]
+    tag = "al" if targets == "all-linear" else "at"
+    parts = [_SHORT[model], method if method == "full" else f"{method}{rank}{tag}"]
     if method == "full":
         parts.append(_PREC[precision])
+    if optimizer != "adamw":
+        parts.append(_OPT_TAG[optimizer])
+    if attention != "sdpa":
+        parts.append(attention)
     parts += [impl, f"b{mbs}", f"s{seq}", _CKPT[ckpt]]
     if world is not None:
-        parts.append(f"fsdp{world}")
+        if wrap == "ddp":
+            parts.append(f"ddp{world}" + ("bv" if bucket_view else ""))
+        else:
+            parts.append(f"fsdp{world}" + ("" if reshard_after_forward else "sgo"))
+    if qlora_prep != "none":
+        parts.append(f"{qlora_prep}prep")
     tokens = mbs * seq
     big = tokens >= 16384 or model in ("llama-3.1-70b", "qwen2.5-32b", "mixtral-8x7b", "qwen2.5-14b")
     if steps is None:
         steps = 3 if big else 4
     if timed_steps is None:
         timed_steps = 2 if big else 3
+    extra: dict[str, Any] = {}
+    if wrap == "ddp":
+        extra.update(wrap="ddp", ddp_gradient_as_bucket_view=bucket_view)
+    elif wrap == "fsdp2" and not reshard_after_forward:
+        extra.update(wrap="fsdp2", fsdp_reshard_after_forward=False)
+    if qlora_prep != "none":
+        extra["qlora_prep"] = qlora_prep
     return {
         "id": "-".join(parts),
         "request": {
@@ -170,6 +199,7 @@ def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed"
         "call": call,
         "expect": expect,
         "note": note,
+        **extra,
     }
 
 
@@ -280,11 +310,59 @@ def _cases() -> list[dict[str, Any]]:
         c("qwen2.5-7b", precision="bf16-mixed", impl="foreach", ckpt="full", call=3, expect="oom",
           note="foreach temporary on top of 16 B/param"),
     ]
+    out += _call4_cases()
     ids = [x["id"] for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         raise ValueError(f"duplicate case ids: {sorted(dup)}")
     return out
+
+
+def _call4_cases() -> list[dict[str, Any]]:
+    """Tier 4: kinds never measured before (QLoRA, 8-bit AdamW, DDP, FSDP2 shard-grad-op, eager attention,
+    SGD and Adafactor). Three memory steps each; cheap cases first, the 70B QLoRA runs last."""
+    def c(model: str, **kw: Any) -> dict[str, Any]:
+        kw.setdefault("steps", 3)
+        return make_case(model, call=4, **kw)
+
+    q = {"method": "qlora", "rank": 16, "targets": "all-linear"}
+    return [
+        # 8-bit AdamW (bitsandbytes AdamW8bit, block-wise, not paged), full fine-tune.
+        c("llama-3.2-1b", optimizer="adamw-8bit", precision="bf16-mixed"),
+        c("llama-3.2-1b", optimizer="adamw-8bit", precision="bf16-true"),
+        c("llama-3.2-3b", optimizer="adamw-8bit", precision="bf16-mixed"),
+        c("llama-3.2-3b", optimizer="adamw-8bit", precision="bf16-true"),
+        # SGD with momentum and Adafactor (transformers.optimization.Adafactor, HF Trainer settings).
+        c("llama-3.2-1b", optimizer="sgd", precision="bf16-mixed"),
+        c("llama-3.2-1b", optimizer="adafactor", impl="for-loop", precision="bf16-mixed"),
+        c("llama-3.2-1b", optimizer="adafactor", impl="for-loop", precision="bf16-true"),
+        # Eager attention (the s x s scores are materialised).
+        c("llama-3.2-1b", attention="eager", seq=2048, ckpt="none"),
+        c("llama-3.2-1b", attention="eager", seq=2048, ckpt="full"),
+        c("llama-3.2-1b", attention="eager", seq=4096, ckpt="none", expect="edge",
+          note="32 heads x 4096^2 scores per layer, fp32 softmax"),
+        c("llama-3.2-1b", attention="eager", seq=4096, ckpt="full"),
+        # DDP over the fake process group at W=8 (one rank's memory; reducer buckets are real).
+        c("llama-3.2-1b", world=8, wrap="ddp", ckpt="full"),
+        c("llama-3.2-1b", world=8, wrap="ddp", ckpt="full", bucket_view=True),
+        c("llama-3.2-3b", world=8, wrap="ddp", ckpt="full"),
+        # FSDP2 shard-grad-op (reshard_after_forward=False everywhere): ZeRO-2-like.
+        c("llama-3.1-8b", world=8, reshard_after_forward=False, ckpt="full"),
+        c("llama-3.1-8b", world=8, reshard_after_forward=False, ckpt="none"),
+        # QLoRA: NF4 base with double quantisation, bf16 compute, LoRA r=16 on all linears.
+        c("llama-3.1-8b", **q, seq=2048, ckpt="full"),
+        c("llama-3.1-8b", **q, seq=4096, ckpt="full"),
+        c("llama-3.1-8b", **q, seq=2048, ckpt="none"),
+        c("llama-3.1-8b", **q, seq=4096, ckpt="none"),
+        c("mistral-7b-v0.3", **q, seq=4096, ckpt="full"),
+        c("mistral-7b-v0.3", **q, seq=4096, ckpt="none"),
+        c("llama-3.1-8b", **q, seq=4096, ckpt="full", qlora_prep="kbit",
+          note="PEFT prepare_model_for_kbit_training: embeddings, norms and LM head cast to fp32"),
+        c("llama-3.1-70b", **q, seq=2048, ckpt="full"),
+        c("llama-3.1-70b", **q, seq=4096, ckpt="full"),
+        c("llama-3.1-70b", **q, seq=2048, ckpt="none", expect="edge"),
+        c("llama-3.1-70b", **q, seq=4096, ckpt="none", expect="oom", note="deliberate OOM: activations"),
+    ]
 
 
 CASES: list[dict[str, Any]] = _cases()

@@ -3,10 +3,10 @@
 Driver:  python3 benchmarks/calibration/measure.py --call 1 --out DIR [--deadline 540] [--git-sha SHA]
 Dry run: python3 benchmarks/calibration/measure.py --dry-run --out /tmp/dry   (CPU, tiny shapes, same code path)
 
-The driver imports torch/transformers/peft once, never touches CUDA itself, and forks one child per case
-(a fresh CUDA context and caching allocator each time). The child writes one JSON result; the driver appends
-it to DIR/results.jsonl at once, so a timeout or a crash still leaves every finished case. Semantics are in
-docs/calibration-method.md.
+The driver imports torch/transformers once, never touches CUDA itself, and forks one child per case
+(a fresh CUDA context and caching allocator each time; peft and bitsandbytes are imported in the child).
+The child writes one JSON result; the driver appends it to DIR/results.jsonl at once, so a timeout or a
+crash still leaves every finished case. Semantics are in docs/calibration-method.md.
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from torch import nn  # noqa: E402
 
-try:
-    import peft
-except ImportError:  # pragma: no cover
-    peft = None
+# peft and bitsandbytes are imported in the case's child process only: importing bitsandbytes initialises CUDA
+# (it reads the device's compute capability), and peft imports bitsandbytes when it is installed, so either in
+# the driver would stop forked children from creating their own CUDA context.
 
 GIB = 1024**3
 _STATE: dict[str, Any] = {"phase": "start", "step": 0}
@@ -164,14 +163,14 @@ def hf_config(case: dict[str, Any]):
     return C(**kw)
 
 
-def materialize(model: nn.Module, device: str) -> None:
-    """``to_empty`` that keeps tied parameters tied (nn.Module.to_empty unties them)."""
+def materialize(model: nn.Module, device: str, skip: Any = None) -> None:
+    """``to_empty`` that keeps tied parameters tied (nn.Module.to_empty unties them); ``skip(t)`` leaves t as is."""
     memo: dict[int, torch.Tensor] = {}
     keep = []
     for mod in model.modules():
         for store in (mod._parameters, mod._buffers):
             for k, t in list(store.items()):
-                if t is None:
+                if t is None or (skip is not None and skip(t)):
                     continue
                 if id(t) not in memo:
                     new = torch.empty_like(t, device=device)
@@ -190,7 +189,7 @@ def init_weights(model: nn.Module, device: str) -> None:
     gen.manual_seed(1234)
     for name, p in model.named_parameters():
         t = p.to_local() if isinstance(p, DTensor) else p
-        if t.numel() == 0:
+        if t.numel() == 0 or not t.is_floating_point():  # packed NF4 weights are uint8, set when quantised
             continue
         if "lora_B" in name:
             t.zero_()
@@ -233,12 +232,333 @@ def _fake_oom(phase: str, step: int) -> None:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB (simulated)")
 
 
+# ------------------------------------------------------------------------------------------------ QLoRA
+def bnb_4bit_config():
+    """The QLoRA recipe (Dettmers et al. 2023): NF4, double quantisation, bf16 compute, uint8 storage."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.uint8)
+
+
+def replace_linears_4bit(model: nn.Module, bnb_cfg) -> str:
+    """Swap every decoder nn.Linear for a (meta) bnb Linear4bit, keeping the LM head, as from_pretrained does.
+
+    Uses transformers' own ``replace_with_bnb_linear`` (what ``from_pretrained(quantization_config=...)`` calls
+    before loading weights); falls back to the same swap written out if its signature differs."""
+    import bitsandbytes as bnb
+
+    try:
+        from transformers.integrations.bitsandbytes import replace_with_bnb_linear
+
+        replace_with_bnb_linear(model, modules_to_not_convert=["lm_head"], quantization_config=bnb_cfg)
+        how = "transformers.integrations.bitsandbytes.replace_with_bnb_linear(modules_to_not_convert=['lm_head'])"
+    except Exception as e:  # a signature or behaviour change across transformers versions
+        fallback_reason = f"{type(e).__name__}: {e}"[:200]
+        for name, mod in list(model.named_modules()):
+            if type(mod) is nn.Linear and not name.endswith("lm_head"):
+                with torch.device("meta"):
+                    new = bnb.nn.Linear4bit(mod.in_features, mod.out_features, mod.bias is not None,
+                                            torch.bfloat16, compress_statistics=True, quant_type="nf4",
+                                            quant_storage=torch.uint8)
+                new.requires_grad_(False)
+                model.set_submodule(name, new)
+        how = f"own swap nn.Linear -> bnb.nn.Linear4bit (transformers' replace_with_bnb_linear: {fallback_reason})"
+    n = sum(isinstance(mm, bnb.nn.Linear4bit) for mm in model.modules())
+    if n == 0:
+        raise RuntimeError("no linear was replaced by Linear4bit")
+    return how
+
+
+@torch.no_grad()
+def quantize_linears_4bit(model: nn.Module, device: str, source: dict[str, torch.Tensor] | None = None) -> int:
+    """Give each Linear4bit random bf16 weights on the device (or ``source[name + ".weight"]``) and quantise them
+    there, exactly as transformers' Bnb4bitQuantize does while loading:
+    ``Params4bit(value, requires_grad=False, **old.__dict__).to(device)``. One layer's bf16 weight exists at a
+    time; the packed uint8 weight and its quant_state stay."""
+    import bitsandbytes as bnb
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(4321)
+    n = 0
+    for name, mod in model.named_modules():
+        if isinstance(mod, bnb.nn.Linear4bit):
+            old = mod.weight
+            if source is not None:
+                w = source[name + ".weight"].to(device=device, dtype=torch.bfloat16)
+            else:
+                w = torch.empty(mod.out_features, mod.in_features, dtype=torch.bfloat16, device=device)
+                w.normal_(0.0, 0.02, generator=gen)
+            mod.weight = bnb.nn.Params4bit(w, requires_grad=False, **old.__dict__).to(w.device)
+            del w, old
+            n += 1
+    return n
+
+
+def quant_layout(model: nn.Module) -> dict[str, int]:
+    """Bytes of the NF4 weights by part (packed 4-bit data, absmax, nested absmax, code books) and of the rest."""
+    import bitsandbytes as bnb
+
+    out = {"linear4bit_modules": 0, "nf4_logical_params": 0, "packed_bytes": 0, "absmax_bytes": 0,
+           "nested_absmax_bytes": 0, "code_bytes": 0, "other_param_bytes": 0}
+    seen: set[int] = set()
+
+    def add(key: str, t: torch.Tensor | None) -> None:
+        if t is not None and t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            out[key] += t.numel() * t.element_size()
+
+    for mod in model.modules():
+        if isinstance(mod, bnb.nn.Linear4bit):
+            out["linear4bit_modules"] += 1
+            out["nf4_logical_params"] += mod.in_features * mod.out_features
+            qs = mod.weight.quant_state
+            add("packed_bytes", mod.weight.data)
+            add("absmax_bytes", qs.absmax)
+            add("code_bytes", qs.code)
+            if getattr(qs, "nested", False):
+                add("nested_absmax_bytes", qs.state2.absmax)
+                add("code_bytes", qs.state2.code)
+                add("code_bytes", qs.offset if torch.is_tensor(qs.offset) else None)
+    for p in model.parameters():
+        if not isinstance(p, bnb.nn.Params4bit):
+            out["other_param_bytes"] += p.numel() * p.element_size()
+    out["absmax_dtype_uint8"] = int(all(
+        mm.weight.quant_state.absmax.dtype == torch.uint8 for mm in model.modules()
+        if isinstance(mm, bnb.nn.Linear4bit)))
+    return out
+
+
+def build_qlora(cfg, case: dict[str, Any], dev: str, attn: str, res: dict[str, Any]) -> nn.Module:
+    """NF4 base built from the config with random weights (no download), then PEFT LoRA on all linears."""
+    import bitsandbytes as bnb
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM
+
+    tr = case["request"]["training"]
+    bnb_cfg = bnb_4bit_config()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation=attn)
+    model.config.use_cache = False
+    how = replace_linears_4bit(model, bnb_cfg)
+    materialize(model, dev, skip=lambda t: isinstance(t, bnb.nn.Params4bit))
+    n4 = quantize_linears_4bit(model, dev)
+    init_weights(model, dev)  # embeddings, norms, LM head (bf16); packed weights are skipped
+    model.is_loaded_in_4bit = True  # what the bnb quantizer sets after loading; PEFT dispatches on it
+    ckpt = tr["activation_checkpointing"]
+    gc_kw = {"use_reentrant": False}
+    prep = case.get("qlora_prep", "none")
+    if prep == "kbit":
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=ckpt == "full",
+                                                gradient_checkpointing_kwargs=gc_kw)
+    elif ckpt == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gc_kw)
+    targets = "all-linear" if tr["lora_targets"] == "all-linear" else ["q_proj", "k_proj", "v_proj", "o_proj"]
+    r = tr["lora_rank"]
+    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets, lora_dropout=0.0,
+                                             bias="none"))
+    lora_classes = sorted({f"{type(mm).__module__}.{type(mm).__name__}" for mm in model.modules()
+                           if hasattr(mm, "lora_A") and isinstance(getattr(mm, "base_layer", None),
+                                                                   bnb.nn.Linear4bit)})
+    plain_lora = sum(1 for mm in model.modules() if hasattr(mm, "lora_A")
+                     and not isinstance(getattr(mm, "base_layer", None), bnb.nn.Linear4bit))
+    res["qlora"] = {
+        "bnb_config": {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+                       "bnb_4bit_compute_dtype": "bfloat16", "bnb_4bit_quant_storage": "uint8"},
+        "build": ("AutoModelForCausalLM.from_config(dtype=bfloat16) on meta; " + how + "; embeddings, norms and "
+                  "LM head materialised on the GPU in bf16; each Linear4bit given random bf16 weights on the GPU "
+                  "and quantised by Params4bit(w, requires_grad=False, **old.__dict__).to(device) (transformers' "
+                  "Bnb4bitQuantize); model.is_loaded_in_4bit = True; then PEFT get_peft_model"),
+        "linear4bit_quantised": n4,
+        "prepare_model_for_kbit_training": prep == "kbit",
+        "lora_layer_classes": lora_classes,
+        "lora_layers_not_on_4bit": plain_lora,
+        "adapter_dtypes": sorted({str(p.dtype) for n, p in model.named_parameters() if "lora_" in n}),
+        "layout": quant_layout(model),
+        "bitsandbytes": getattr(bnb, "__version__", None),
+    }
+    if not lora_classes or plain_lora:
+        raise RuntimeError(f"LoRA not on the 4-bit layers: {lora_classes} plain={plain_lora}")
+    return model
+
+
+def qlora_check(case: dict[str, Any], dev: str) -> dict[str, Any]:
+    """Is the NF4 base built here laid out like ``from_pretrained(..., quantization_config=...)``'s?
+
+    Saves a small bf16 model with ``case``'s layer shapes, loads it with transformers' bitsandbytes quantizer,
+    then builds the same model the way build_qlora does from the same weights; compares the allocated bytes,
+    the parameter names/dtypes/shapes, the packed weights and absmax byte for byte, and PEFT's LoRA layers."""
+    import tempfile
+
+    import bitsandbytes as bnb
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    out: dict[str, Any] = {"case_shape": case["id"], "num_layers": case["request"]["model"]["num_layers"]}
+    cfg = hf_config(case)
+
+    def alloc() -> int:
+        _sync(dev)
+        return int(torch.cuda.memory_allocated()) if dev == "cuda" else 0
+
+    def describe(model: nn.Module) -> dict[str, Any]:
+        return {"params": sorted(f"{n}:{p.dtype}:{tuple(p.shape)}:{type(p).__name__}"
+                                 for n, p in model.named_parameters()),
+                "layout": quant_layout(model)}
+
+    def lora_summary(model: nn.Module) -> dict[str, Any]:
+        peft_model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                      lora_dropout=0.0, bias="none"))
+        return {"trainable": int(sum(p.numel() for p in peft_model.parameters() if p.requires_grad)),
+                "classes": sorted({type(mm).__name__ for mm in peft_model.modules() if hasattr(mm, "lora_A")})}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with torch.device("meta"):
+            src = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        materialize(src, dev)
+        init_weights(src, dev)
+        src.save_pretrained(tmp)
+        del src
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        sd = load_file(str(Path(tmp) / "model.safetensors"))
+        base = alloc()
+        a = AutoModelForCausalLM.from_pretrained(tmp, quantization_config=bnb_4bit_config(), dtype=torch.bfloat16,
+                                                 device_map={"": 0} if dev == "cuda" else {"": "cpu"},
+                                                 attn_implementation="sdpa")
+        out["from_pretrained_bytes"] = alloc() - base
+        da = describe(a)
+        qa = {n: (mm.weight.data.clone(), mm.weight.quant_state.absmax.clone())
+              for n, mm in a.named_modules() if isinstance(mm, bnb.nn.Linear4bit)}
+        out["from_pretrained_is_loaded_in_4bit"] = bool(getattr(a, "is_loaded_in_4bit", False))
+        out["from_pretrained_lora"] = lora_summary(a)
+        del a
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        base = alloc()  # the kept copies of the loaded packed weights and absmax are in here
+        with torch.device("meta"):
+            b = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        b.config.use_cache = False
+        out["build_how"] = replace_linears_4bit(b, bnb_4bit_config())
+        materialize(b, dev, skip=lambda t: isinstance(t, bnb.nn.Params4bit))
+        quantize_linears_4bit(b, dev, source=sd)
+        init_weights(b, dev)
+        b.is_loaded_in_4bit = True
+        out["own_build_bytes"] = alloc() - base
+        db = describe(b)
+        out["params_equal"] = da["params"] == db["params"]
+        out["params_only_from_pretrained"] = sorted(set(da["params"]) - set(db["params"]))[:20]
+        out["params_only_own"] = sorted(set(db["params"]) - set(da["params"]))[:20]
+        out["layout_from_pretrained"] = da["layout"]
+        out["layout_own"] = db["layout"]
+        out["layout_equal"] = da["layout"] == db["layout"]
+        qb = {n: mm for n, mm in b.named_modules() if isinstance(mm, bnb.nn.Linear4bit)}
+        out["packed_and_absmax_equal"] = bool(set(qa) == set(qb) and all(
+            torch.equal(qa[n][0], qb[n].weight.data) and torch.equal(qa[n][1], qb[n].weight.quant_state.absmax)
+            for n in qa))
+        out["own_lora"] = lora_summary(b)
+        out["lora_equal"] = out["own_lora"] == out["from_pretrained_lora"]
+    return out
+
+
+def qlora_check_worker(case: dict[str, Any], out_path: str, dry: bool) -> None:
+    res: dict[str, Any] = {"id": "qlora-check"}
+    try:
+        res.update(qlora_check(case, "cpu" if dry else "cuda"))
+        res["status"] = "ok"
+    except Exception as e:
+        res["status"] = "error"
+        res["error"] = f"{type(e).__name__}: {e}"[:800]
+        res["traceback"] = traceback.format_exc()[-3000:]
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1)
+    os._exit(0)
+
+
+# -------------------------------------------------------------------------------------------- optimizers
+def make_optimizer(tr: dict[str, Any], params: list[torch.Tensor]) -> tuple[Any, dict[str, Any]]:
+    """The optimizer the request names, with the settings recorded."""
+    name, impl = tr.get("optimizer", "adamw"), tr["optimizer_impl"]
+    impl_kw: dict[str, Any] = ({"fused": True} if impl == "fused" else {"foreach": True} if impl == "foreach"
+                               else {"foreach": False})
+    if name == "adamw":
+        kw: dict[str, Any] = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, **impl_kw}
+        return torch.optim.AdamW(params, **kw), {"class": "torch.optim.AdamW",
+                                                 **{k: v for k, v in kw.items() if k != "betas"}}
+    if name == "adamw-8bit":
+        import bitsandbytes as bnb
+
+        kw = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+        opt = bnb.optim.AdamW8bit(params, **kw)
+        args = {k: v for k, v in vars(opt.args).items() if isinstance(v, bool | int | float | str)}
+        return opt, {"class": "bitsandbytes.optim.AdamW8bit", "lr": 1e-5, "eps": 1e-8, "weight_decay": 0.01,
+                     "args": args, "is_paged": getattr(opt, "is_paged", None),
+                     "bitsandbytes": getattr(bnb, "__version__", None)}
+    if name == "sgd":
+        kw = {"lr": 1e-5, "momentum": 0.9, "weight_decay": 0.0, **impl_kw}
+        return torch.optim.SGD(params, **kw), {"class": "torch.optim.SGD", **kw}
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        # The Hugging Face Trainer's optim="adafactor" settings: fixed lr, no parameter scaling, no momentum.
+        kw = {"lr": 1e-5, "scale_parameter": False, "relative_step": False, "warmup_init": False,
+              "weight_decay": 0.0, "beta1": None}
+        return Adafactor(params, **kw), {"class": "transformers.optimization.Adafactor", **kw}
+    raise ValueError(name)
+
+
+def ddp_wrap(model: nn.Module, dev: str, bucket_view: bool, info: dict[str, Any]) -> nn.Module:
+    """DistributedDataParallel over the (fake) default group; its reducer buckets are real allocations."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    kw: dict[str, Any] = {"device_ids": [0] if dev == "cuda" else None, "gradient_as_bucket_view": bucket_view}
+    info.update({"class": "torch.nn.parallel.DistributedDataParallel", "gradient_as_bucket_view": bucket_view,
+                 "bucket_cap_mb": 25, "broadcast_buffers": True, "find_unused_parameters": False,
+                 "process_group": "fake", "world_size": dist.get_world_size()})
+    try:
+        ddp = DDP(model, **kw)
+    except Exception as e:  # the fake group's all-gather leaves garbage, which the shape check may reject
+        info["construct_error"] = f"{type(e).__name__}: {e}"[:300]
+        real = dist._verify_params_across_processes
+        dist._verify_params_across_processes = lambda *a, **k: None
+        try:
+            import torch.nn.parallel.distributed as ddp_mod
+
+            saved = getattr(ddp_mod, "_verify_param_shape_across_processes", None)
+            if saved is not None:
+                ddp_mod._verify_param_shape_across_processes = lambda *a, **k: None
+            info["verify_params_skipped"] = True
+            ddp = DDP(model, **kw)
+        finally:
+            dist._verify_params_across_processes = real
+            if saved is not None:
+                ddp_mod._verify_param_shape_across_processes = saved
+    world = dist.get_world_size()
+
+    def local_allreduce_hook(_state, bucket):  # no annotations: DDP checks them against dist.GradBucket
+        # The fake group's all-reduce future holds None, which the reducer rejects ("expected the hook result
+        # is either a Tensor or a TensorList found None"). This hook does what DDP's built-in all-reduce does
+        # to the bucket in torch's memory (divide by the world size in place, reduce in place) minus the wire.
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer().div_(world))
+        return fut
+
+    ddp.register_comm_hook(None, local_allreduce_hook)
+    info["comm_hook"] = ("in-place bucket.buffer().div_(W) returned as a completed future (the fake group's "
+                         "all-reduce returns None, which the reducer rejects); no communication")
+    return ddp
+
+
 # ------------------------------------------------------------------------------------------------ worker
 def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     dev = "cpu" if dry else "cuda"
     req = case["request"]
     tr = req["training"]
     W = case.get("world_size_fake")
+    wrap = case.get("wrap") or ("fsdp2" if W else None)
+    attn = tr.get("attention", "sdpa")
     method, prec = tr["method"], tr["precision"]
     mbs, seq = tr["micro_batch_size"], tr["seq_len"]
     ckpt = tr["activation_checkpointing"]
@@ -275,19 +595,25 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         from torch.testing._internal.distributed.fake_pg import FakeStore
 
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=W)
-        mesh = init_device_mesh(dev, (W,))
+        if wrap == "fsdp2":
+            mesh = init_device_mesh(dev, (W,))
 
     _STATE["phase"] = "build"
     base_dtype = torch.bfloat16 if (method == "lora" or prec == "bf16-true") else torch.float32
     from transformers import AutoModelForCausalLM
 
+    if ckpt not in ("none", "full"):
+        raise ValueError(ckpt)
+    if method == "qlora":
+        if W:
+            raise ValueError("QLoRA cases are single-GPU")
+        model = build_qlora(cfg, case, dev, attn, res)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=base_dtype, attn_implementation="sdpa")
-        model.config.use_cache = False
-        if ckpt == "full":
+        if method != "qlora":
+            model = AutoModelForCausalLM.from_config(cfg, dtype=base_dtype, attn_implementation=attn)
+            model.config.use_cache = False
+        if ckpt == "full" and method != "qlora":
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        elif ckpt != "none":
-            raise ValueError(ckpt)
         if method == "lora":
             from peft import LoraConfig, get_peft_model
 
@@ -301,25 +627,39 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     m["total_params"] = int(sum(p.numel() for p in model.parameters()))
     m["trainable_params"] = int(sum(p.numel() for p in model.parameters() if p.requires_grad))
     m["total_param_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
+    if method == "qlora":  # Params4bit.numel() counts packed bytes; count the logical weights instead
+        lay = res["qlora"]["layout"]
+        m["total_params"] = int(sum(p.numel() for p in model.parameters() if p.is_floating_point())
+                                + lay["nf4_logical_params"])
 
-    if W:
+    if wrap == "fsdp2":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         mpp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        raf = bool(case.get("fsdp_reshard_after_forward", True))
+        shard_kw: dict[str, Any] = {} if raf else {"reshard_after_forward": False}
         inner = model.get_base_model() if method == "lora" else model
         for layer in inner.model.layers:
-            fully_shard(layer, mesh=mesh, mp_policy=mpp)
-        fully_shard(model, mesh=mesh, mp_policy=mpp)
+            fully_shard(layer, mesh=mesh, mp_policy=mpp, **shard_kw)
+        fully_shard(model, mesh=mesh, mp_policy=mpp, **shard_kw)
         model.to_empty(device=dev)
         res["fsdp"] = {"world_size": W, "mp_param_dtype": "bfloat16", "mp_reduce_dtype": "float32",
-                       "reshard_after_forward": True, "process_group": "fake"}
-    else:
+                       "reshard_after_forward": raf, "process_group": "fake"}
+    elif method != "qlora":
         materialize(model, dev)
-    init_weights(model, dev)
-    if method == "full" and not W:
+    if method != "qlora":
+        init_weights(model, dev)
+    if method == "full" and wrap != "fsdp2":
         emb = model.get_input_embeddings().weight
         out_w = model.get_output_embeddings().weight
         m["tied_check"] = bool(emb is out_w)
+    if wrap == "ddp":
+        _sync(dev)
+        m["before_ddp_wrap_bytes"] = _peak(dev)["now"]
+        res["ddp"] = {}
+        model = ddp_wrap(model, dev, bool(case.get("ddp_gradient_as_bucket_view", False)), res["ddp"])
+        _sync(dev)
+        m["after_ddp_wrap_bytes"] = _peak(dev)["now"]
     _sync(dev)
     if dev == "cuda":
         m["after_build_bytes"] = int(torch.cuda.memory_allocated())
@@ -332,20 +672,11 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                                          for p in model.parameters() if p.requires_grad))
 
     _STATE["phase"] = "optimizer_init"
-    impl = tr["optimizer_impl"]
     params = [p for p in model.parameters() if p.requires_grad]
-    opt_kw: dict[str, Any] = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
-    if impl == "fused":
-        opt_kw["fused"] = True
-    elif impl == "foreach":
-        opt_kw["foreach"] = True
-    else:
-        opt_kw["foreach"] = False
-    opt = torch.optim.AdamW(params, **opt_kw)
-    res["optimizer"] = {"class": "torch.optim.AdamW", **{k: v for k, v in opt_kw.items() if k != "betas"}}
+    opt, res["optimizer"] = make_optimizer(tr, params)
     model.train()
 
-    use_autocast = (not W) and (prec == "bf16-mixed" or method == "lora")
+    use_autocast = wrap != "fsdp2" and (prec == "bf16-mixed" or method in ("lora", "qlora"))
     res["autocast_bf16"] = use_autocast
     g = torch.Generator(device="cpu")
     g.manual_seed(0)
@@ -489,17 +820,33 @@ def estimate_seconds(case: dict[str, Any]) -> float:
     total, active = approx_params(a)
     tokens = t["micro_batch_size"] * t["seq_len"]
     attn = 6 * a["num_layers"] * a["hidden_size"] * t["seq_len"] * tokens
+    if t.get("attention") == "eager":
+        attn *= 4
     mult = 6 if t["method"] == "full" else 4
     flops = mult * active * tokens + attn
     if t["activation_checkpointing"] == "full":
         flops *= 4 / 3
-    step = flops / 3.5e14 + 0.05 + total * 16 / 3.0e12 / (case.get("world_size_fake") or 1)
+    shards = (case.get("world_size_fake") or 1) if case.get("wrap", "fsdp2") == "fsdp2" else 1
+    step = flops / 3.5e14 + 0.05 + total * 16 / 3.0e12 / shards
     if a.get("num_experts", 1) > 1:
         step *= 2.5
+    if t["method"] == "qlora":
+        step *= 1.5  # dequantisation of every base weight in forward and backward
     n = case["steps"] + case["timed_steps"] + 1
     if case["expect"] == "oom":
         n = 2
-    return 5.0 + total * 2 / 40e9 + n * step
+    build = 5.0 + total * 2 / 40e9 + (10.0 if t["method"] == "qlora" else 0.0)
+    return build + n * step
+
+
+def _dist_version(name: str) -> str | None:
+    """A package's installed version without importing it (see the note on peft/bitsandbytes above)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 def provenance(args: argparse.Namespace) -> dict[str, Any]:
@@ -510,7 +857,8 @@ def provenance(args: argparse.Namespace) -> dict[str, Any]:
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "transformers": transformers.__version__,
-        "peft": getattr(peft, "__version__", None),
+        "peft": _dist_version("peft"),
+        "bitsandbytes": _dist_version("bitsandbytes"),
         "platform": platform.platform(),
         "dry_run": args.dry_run,
         "git_sha": args.git_sha,
@@ -603,6 +951,9 @@ def main() -> None:
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     ap.add_argument("--repeats-first", action="store_true",
                     help="first run cases.REPEAT_IDS again (results marked repeat=true)")
+    ap.add_argument("--qlora-check", action="store_true",
+                    help="first compare the QLoRA build with from_pretrained(quantization_config=...) on a "
+                         "2-layer Llama 3.1 8B shape (OUT/qlora_check.json)")
     ap.add_argument("--skip-done", action="store_true", help="skip ids already in OUT/results.jsonl")
     ap.add_argument("--skip-done-file", action="append", default=[],
                     help="skip ids that finished (ok or oom) in this results.jsonl (repeatable)")
@@ -637,6 +988,22 @@ def main() -> None:
                 done.add(json.loads(line)["id"])
     ctx = mp.get_context("fork")
     spawn = args.spawn
+    if args.qlora_check:
+        chk = copy.deepcopy(cases_mod.by_id("l8b-qlora16al-fused-b1-s4096-ck"))
+        chk = dry_shrink(chk) if args.dry_run else chk
+        chk["request"]["model"]["num_layers"] = 2
+        path = out / "qlora_check.json"
+        t1 = time.perf_counter()
+        proc = ctx.Process(target=qlora_check_worker, args=(chk, str(path), args.dry_run))
+        proc.start()
+        proc.join(240)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+        chk_res = json.loads(path.read_text()) if path.exists() else {"status": "crashed"}
+        print("qlora-check:", chk_res.get("status"), {k: chk_res.get(k) for k in (
+            "params_equal", "layout_equal", "packed_and_absmax_equal", "lora_equal", "from_pretrained_bytes",
+            "own_build_bytes", "error")}, f"{time.perf_counter() - t1:.0f}s", flush=True)
     results = []
     for case in reps + sel:
         if case["id"] in done and not case.get("_repeat"):

@@ -12,7 +12,6 @@ falls back to the defaults file and says so in the notes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from estimator.host_network import NetworkTraffic, inter_node_traffic
 from estimator.host_ram import HostRam, host_ram
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
+from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
 from estimator.response import HostResult
 
@@ -276,29 +276,18 @@ def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, 
 # --------------------------------------------------------------------------------------------------- power
 def _power(layout: Layout, gpu: Any, server: Any) -> tuple[float, float, str]:
     d = host_defaults()
-    max_kw = _attr(server, "max_power_kw", default=None)
-    gpus = layout.gpus_per_node
-    if max_kw:
-        server_gpus = int(_attr(server, "gpu_count", default=gpus) or gpus)
-        tdp = float(_attr(gpu, "tdp_w", default=0) or 0)
-        # a server with fewer GPUs than slots draws less: take the GPUs out at their TDP
-        peak = float(max_kw) * 1000 - max(0, server_gpus - gpus) * tdp
-        source = "catalog max_power_kw"
-    else:
-        tdp = float(_attr(gpu, "tdp_w", default=700) or 700)
-        peak = gpus * tdp * d.num("power", "server_watts_per_gpu_tdp")
-        source = f"{d.num('power', 'server_watts_per_gpu_tdp')} x GPU TDP (DGX H100 ratio)"
+    ratio = d.num("power", "server_watts_per_gpu_tdp")
+    peak = node_peak_power_w(gpu, server, layout.gpus_per_node, ratio)  # estimator.rack, shared with the TCO
+    source = "catalog max_power_kw" if _attr(server, "max_power_kw", default=None) else \
+        f"{ratio} x GPU TDP (DGX H100 ratio)"
     return peak, peak * d.num("power", "average_draw_fraction"), source
 
 
 def _nodes_per_rack(peak_w: float, server: Any, rack_kw: float) -> int:
     d = host_defaults()
-    by_power = math.floor(rack_kw * 1000 / peak_w) if peak_w > 0 else 0
     ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
-    if not ru:
-        return by_power
-    usable = int(d.num("power", "rack_units") - d.num("power", "rack_units_reserved"))
-    return min(by_power, usable // ru)
+    return nodes_per_rack(peak_w / 1000, rack_kw, ru, int(d.num("power", "rack_units")),
+                          int(d.num("power", "rack_units_reserved")))
 
 
 # --------------------------------------------------------------------------------------------------- main
@@ -421,7 +410,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
         nvme=nvme, dataset_bytes=dataset, dataset_read_bytes_per_s=read_bps, network=traffic,
         network_bytes_per_s_needed=need_net, network_bytes_per_s_average=avg_net, nics=nics, fabric=fabric,
         step_time_s=step_s, compute_s=compute_s, step_time_source=step_source, power_w_peak=peak_w,
-        power_w_average=avg_w, btu_per_h=peak_w * d.num("power", "btu_per_h_per_watt"), nodes_per_rack=per_rack,
+        power_w_average=avg_w, btu_per_h=btu_per_hour(peak_w), nodes_per_rack=per_rack,
         fits_server=ram_fits and nvme_fits and net_fits, warnings=warnings, notes=notes)
 
 

@@ -1,27 +1,45 @@
-"""Rack planning: kW and heat per node at load, and how many nodes fit a rack by power and by space.
+"""Node power and rack planning: watts per node, heat, and how many nodes fit a rack by power and by space.
 
-Pure functions. 1 W = 3.412 BTU/h (1 BTU/h = 0.29307 W). A rack holds ``floor(rack kW / node kW)`` nodes by
-power and ``floor((rack U - reserved U) / node U)`` by space; the smaller number wins. Example: a DGX H100 at
-10.2 kW in a 40.8 kW rack -> 4 nodes (unanswered.io, citing the NVIDIA user guide: 4 DGX H100 per rack).
+The one implementation of these figures: the estimate's host sizing (:mod:`estimator.host`) and the TCO model
+(:mod:`estimator.tco`) both call it. Pure functions; catalog objects are read by attribute.
+
+* Per-GPU power: the server's own GPU power when its vendor ships a different SKU (Dell's XE9680 lists the
+  A100 SXM4 80GB at 500 W; the catalog GPU is the 400 W part), else the GPU's TDP.
+* Peak (provisioning) power of a node: the catalog's maximum power, less the TDP of empty GPU slots; without
+  a catalog figure, GPUs x TDP x 1.82 (DGX H100: 10.2 kW for 8 x 700 W; epoch-research/training-cost-trends
+  energy.py, NVIDIA datasheet).
+* Power at load: GPUs x TDP + the rest of the server (lynx-cortex datacenter economics: 8 x 700 W + 500 W
+  host + 100 W network = 6.2 kW per H100 node); average power scales the GPU part by utilisation.
+* Heat: 1 W = 3.412 BTU/h (1 BTU_IT/h = 0.29307107 W, NIST).
+* A rack holds ``floor(rack kW / node kW)`` nodes by power and ``floor((rack U - reserved U) / node U)`` by
+  space; the smaller number wins. Example: a DGX H100 at 10.2 kW in a 40.8 kW rack -> 4 nodes (unanswered.io,
+  citing the NVIDIA user guide: 4 DGX H100 per rack).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.tco import TcoAssumptions, node_power_at_load_w, resolve_server
-from hardware_catalog import Catalog, load_catalog
+from estimator.errors import UnknownHardwareError
+from estimator.host_config import host_defaults
+from hardware_catalog import load_catalog
 
 __all__ = [
     "BTU_PER_HOUR_PER_W",
     "DEFAULT_RACK_UNITS",
+    "PowerBasis",
     "RackPlan",
     "btu_per_hour",
+    "gpu_power_w",
+    "node_average_power_w",
+    "node_peak_power_w",
+    "node_power_at_load_w",
     "nodes_by_power",
     "nodes_by_space",
+    "nodes_per_rack",
     "plan_rack",
     "plan_rack_for_server",
     "racks_needed",
@@ -30,6 +48,7 @@ __all__ = [
 BTU_PER_HOUR_PER_W = 3.412  # 1 W = 3.412 BTU/h (NIST: 1 BTU_IT/h = 0.29307107 W)
 DEFAULT_RACK_UNITS = 42
 _EPS = 1e-9
+_DEFAULT_TDP_W = 700.0
 
 PowerBasis = Literal["max", "load"]
 
@@ -54,19 +73,79 @@ class RackPlan(BaseModel):
     power_basis: str
 
 
+# ------------------------------------------------------------------------------------------------- power
+
+
+def _attr(obj: Any, name: str, default: Any = None) -> Any:
+    return getattr(obj, name, default) if obj is not None else default
+
+
+def gpu_power_w(gpu: Any, server: Any = None) -> float:
+    """Watts of one GPU in this server: the server's ``gpu_tdp_w`` (a vendor SKU, e.g. Dell's 500 W A100 SXM4)
+    when set, else the GPU's ``tdp_w`` (700 W when neither is known)."""
+    return float(_attr(server, "gpu_tdp_w") or _attr(gpu, "tdp_w") or _DEFAULT_TDP_W)
+
+
+def node_peak_power_w(gpu: Any, server: Any, gpus_per_node: int, watts_per_gpu_tdp: float | None = None) -> float:
+    """Provisioning power of one node (W): the catalog's ``max_power_kw`` less the TDP of empty GPU slots, else
+    GPUs x TDP x ``watts_per_gpu_tdp`` (1.82, DGX H100: 10.2 kW for 8 x 700 W; Epoch energy.py)."""
+    tdp = gpu_power_w(gpu, server)
+    max_kw = _attr(server, "max_power_kw")
+    if max_kw:
+        slots = int(_attr(server, "gpu_count", gpus_per_node) or gpus_per_node)
+        return float(max_kw) * 1000 - max(0, slots - gpus_per_node) * tdp
+    ratio = watts_per_gpu_tdp if watts_per_gpu_tdp is not None else host_defaults().num(
+        "power", "server_watts_per_gpu_tdp")
+    return gpus_per_node * tdp * ratio
+
+
+def node_power_at_load_w(gpu: Any, gpus_per_node: int, non_gpu_power_w: float, server: Any = None) -> float:
+    """IT power of one node at load: every GPU at its TDP plus the rest of the server (W).
+
+    Source: lynx-cortex datacenter economics (8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
+    """
+    return gpus_per_node * gpu_power_w(gpu, server) + non_gpu_power_w
+
+
+def node_average_power_w(
+    gpu: Any, gpus_per_node: int, utilisation: float, non_gpu_power_w: float, server: Any = None
+) -> float:
+    """Average IT power of one node: GPU TDP x utilisation + the rest of the server (W) - issue 4's formula."""
+    return gpus_per_node * gpu_power_w(gpu, server) * utilisation + non_gpu_power_w
+
+
 def btu_per_hour(watts: float) -> float:
     """Heat to remove, BTU/h = W x 3.412."""
     return watts * BTU_PER_HOUR_PER_W
 
 
+# -------------------------------------------------------------------------------------------------- rack
+
+
 def nodes_by_power(kw_per_node: float, rack_kw: float) -> int:
-    """Nodes a rack's power budget feeds: floor(rack kW / node kW)."""
+    """Nodes a rack's power budget feeds: floor(rack kW / node kW); 0 for a node of no power."""
+    if kw_per_node <= 0:
+        return 0
     return math.floor(rack_kw / kw_per_node + _EPS)
 
 
 def nodes_by_space(rack_units_per_node: int, rack_units: int = DEFAULT_RACK_UNITS, reserved_units: int = 0) -> int:
     """Nodes that fit the rack's height: floor((rack U - reserved U for switches/PDUs) / node U)."""
     return max(rack_units - reserved_units, 0) // rack_units_per_node
+
+
+def nodes_per_rack(
+    kw_per_node: float,
+    rack_kw: float,
+    rack_units_per_node: int | None,
+    rack_units: int = DEFAULT_RACK_UNITS,
+    reserved_units: int = 0,
+) -> int:
+    """min(nodes by power, nodes by space); by power alone when the node's height is unknown."""
+    by_power = nodes_by_power(kw_per_node, rack_kw)
+    if not rack_units_per_node:
+        return by_power
+    return min(by_power, nodes_by_space(rack_units_per_node, rack_units, reserved_units))
 
 
 def plan_rack(
@@ -99,23 +178,37 @@ def plan_rack(
     )
 
 
+def _resolve(catalog: Any, server_id: str) -> tuple[Any, Any]:
+    try:
+        server = catalog.server(server_id)
+        return server, catalog.gpu(server.gpu_id)
+    except KeyError as exc:
+        raise UnknownHardwareError(str(exc), "server_id") from None
+
+
 def plan_rack_for_server(
     server_id: str,
     rack_kw: float,
     rack_units: int = DEFAULT_RACK_UNITS,
     reserved_units: int = 0,
     basis: PowerBasis = "max",
-    assumptions: TcoAssumptions | None = None,
-    catalog: Catalog | None = None,
+    assumptions: Any = None,
+    catalog: Any = None,
 ) -> RackPlan:
-    """Rack plan for a catalog server. ``basis="max"`` budgets the server's published maximum power when the
-    catalog has one (else its power at load); ``"load"`` budgets GPUs at TDP + the rest of the server."""
-    a, cat = assumptions or TcoAssumptions(), catalog or load_catalog()
-    server, gpu = resolve_server(cat, server_id)
-    load_kw = node_power_at_load_w(gpu, server.gpu_count, a.server_non_gpu_power_w) / 1000
-    use_max = basis == "max" and server.max_power_kw is not None
-    kw = server.max_power_kw if use_max and server.max_power_kw is not None else load_kw
-    label = "max power (catalog)" if use_max else "power at load (GPU TDP + rest of server)"
+    """Rack plan for a catalog server. ``basis="max"`` budgets the node's provisioning power
+    (:func:`node_peak_power_w`: the catalog maximum, else 1.82 x GPU TDP); ``"load"`` budgets GPUs at TDP + the
+    rest of the server (``assumptions.server_non_gpu_power_w``, default from the TCO defaults)."""
+    catalog = catalog if catalog is not None else load_catalog()
+    server, gpu = _resolve(catalog, server_id)
+    if basis == "max":
+        kw = node_peak_power_w(gpu, server, server.gpu_count) / 1000
+        label = "max power (catalog)" if server.max_power_kw else "max power (estimated: 1.82 x GPU TDP)"
+    else:
+        non_gpu = _attr(assumptions, "server_non_gpu_power_w")
+        if non_gpu is None:
+            non_gpu = float(catalog.tco_defaults.value("server_non_gpu_power_w"))
+        kw = node_power_at_load_w(gpu, server.gpu_count, float(non_gpu), server) / 1000
+        label = "power at load (GPU TDP + rest of server)"
     return plan_rack(kw, server.rack_units, rack_kw, rack_units, reserved_units, server.gpu_count, label)
 
 

@@ -14,6 +14,10 @@ shown by :func:`assumption_table`. Formulas (``docs/tco.md`` has the long form):
     owned $/GPU-h  = (capex / life + opex/yr) / (GPUs x 8760 h x utilisation)     (per useful GPU-hour)
     cloud $/run    = $/GPU-h x GPUs x hours                                       (linear in hours)
     break-even     = capex / (cloud $/month - own opex $/month)                   (months)
+    upgrade payback= (capex B - capex A) / (opex per run A - opex per run B)      (runs; set against the life)
+
+Node power (GPU TDP, the server's own GPU SKU, peak and average) and rack planning live in :mod:`estimator.rack`,
+the one implementation shared with the estimate's host sizing.
 
 A training job (:class:`JobCost`) comes from the step-time model: its time to train, GPU count and, optionally,
 its energy. Money is in US dollars, energy in kWh, power in W or kW as named.
@@ -27,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.rack import node_average_power_w, node_power_at_load_w
 from hardware_catalog import Catalog, CloudOffer, Gpu, Server, UnknownCatalogIdError, load_catalog
 
 __all__ = [
@@ -48,6 +53,7 @@ __all__ = [
     "break_even_month",
     "capex",
     "cloud_cost_usd",
+    "cloud_offers_for",
     "cloud_tco",
     "compare_job",
     "compare_upgrade",
@@ -57,6 +63,7 @@ __all__ = [
     "node_average_power_w",
     "node_power_at_load_w",
     "own_vs_cloud",
+    "own_vs_cloud_or_note",
     "ownership_tco",
     "ownership_tco_option",
     "power_cost_usd",
@@ -79,6 +86,12 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class _Input(BaseModel):
+    """Inputs: frozen, no unknown fields, and no infinities or NaNs (they would come back as nulls)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
 def _default(name: str) -> Any:
     """The default of one assumption, read lazily from the packaged ``tco_defaults.yaml``."""
     return load_catalog().tco_defaults.value(name)
@@ -91,25 +104,38 @@ def _num(name: str) -> float:
 # ------------------------------------------------------------------------------------------ assumptions
 
 
-class TcoAssumptions(_Frozen):
-    """Every TCO assumption, editable; each default comes from ``hardware_catalog/data/tco_defaults.yaml``."""
+class TcoAssumptions(_Input):
+    """Every TCO assumption, editable; each default comes from ``hardware_catalog/data/tco_defaults.yaml``.
 
-    electricity_usd_per_kwh: float = Field(default_factory=lambda: _num("electricity_usd_per_kwh"), ge=0)
+    Bounds are generous but finite (no value can make a total overflow to infinity): at most $10/kWh, PUE 1-3,
+    $10,000/kW/month, 20-year life, 15-year horizon, utilisation 1-100%, 100 kW of non-GPU power, $100M of
+    networking per node, 1 EB of storage at up to $1M/TB, $1B of staff a year, a server at 0.1-10x its GPUs,
+    racks of 0.5-1,000 kW.
+    """
+
+    electricity_usd_per_kwh: float = Field(default_factory=lambda: _num("electricity_usd_per_kwh"), ge=0, le=10)
     pue: float = Field(default_factory=lambda: _num("pue"), ge=1.0, le=3.0)
-    colocation_usd_per_kw_month: float = Field(default_factory=lambda: _num("colocation_usd_per_kw_month"), ge=0)
+    colocation_usd_per_kw_month: float = Field(
+        default_factory=lambda: _num("colocation_usd_per_kw_month"), ge=0, le=10_000
+    )
     maintenance_pct_per_year: float = Field(default_factory=lambda: _num("maintenance_pct_per_year"), ge=0, le=100)
-    depreciation_years: float = Field(default_factory=lambda: _num("depreciation_years"), gt=0, le=20)
-    horizon_years: float = Field(default_factory=lambda: _num("horizon_years"), gt=0, le=15)
-    utilisation: float = Field(default_factory=lambda: _num("utilisation"), gt=0, le=1)
-    server_non_gpu_power_w: float = Field(default_factory=lambda: _num("server_non_gpu_power_w"), ge=0)
-    networking_usd_per_node_ib_ndr: float = Field(default_factory=lambda: _num("networking_usd_per_node_ib_ndr"), ge=0)
-    networking_usd_per_node_roce: float = Field(default_factory=lambda: _num("networking_usd_per_node_roce"), ge=0)
+    depreciation_years: float = Field(default_factory=lambda: _num("depreciation_years"), ge=0.25, le=20)
+    horizon_years: float = Field(default_factory=lambda: _num("horizon_years"), ge=1 / 12, le=15)
+    utilisation: float = Field(default_factory=lambda: _num("utilisation"), ge=0.01, le=1)
+    server_non_gpu_power_w: float = Field(default_factory=lambda: _num("server_non_gpu_power_w"), ge=0, le=100_000)
+    networking_usd_per_node_ib_ndr: float = Field(
+        default_factory=lambda: _num("networking_usd_per_node_ib_ndr"), ge=0, le=1e8
+    )
+    networking_usd_per_node_roce: float = Field(
+        default_factory=lambda: _num("networking_usd_per_node_roce"), ge=0, le=1e8
+    )
     network_fabric: NetworkFabric = Field(default_factory=lambda: _default("network_fabric"))
-    storage_tb: float = Field(default_factory=lambda: _num("storage_tb"), ge=0)
-    storage_usd_per_tb: float = Field(default_factory=lambda: _num("storage_usd_per_tb"), ge=0)
-    staff_usd_per_year: float = Field(default_factory=lambda: _num("staff_usd_per_year"), ge=0)
-    server_cost_vs_gpu_price: float = Field(default_factory=lambda: _num("server_cost_vs_gpu_price"), gt=0)
+    storage_tb: float = Field(default_factory=lambda: _num("storage_tb"), ge=0, le=1e6)
+    storage_usd_per_tb: float = Field(default_factory=lambda: _num("storage_usd_per_tb"), ge=0, le=1e6)
+    staff_usd_per_year: float = Field(default_factory=lambda: _num("staff_usd_per_year"), ge=0, le=1e9)
+    server_cost_vs_gpu_price: float = Field(default_factory=lambda: _num("server_cost_vs_gpu_price"), ge=0.1, le=10)
     cloud_pricing: CloudPricing = Field(default_factory=lambda: _default("cloud_pricing"))
+    rack_kw: float = Field(default_factory=lambda: _num("rack_kw"), ge=0.5, le=1000)
 
     @property
     def networking_usd_per_node(self) -> float:
@@ -160,7 +186,7 @@ def assumption_table(assumptions: TcoAssumptions | None = None, catalog: Catalog
 # ------------------------------------------------------------------------------------------------ inputs
 
 
-class JobCost(_Frozen):
+class JobCost(_Input):
     """One training run on one hardware option, as the step-time model sizes it.
 
     ``energy_kwh`` is the IT energy of the run (at the servers); when ``None`` it is the nodes' power at load
@@ -171,10 +197,10 @@ class JobCost(_Frozen):
     server_id: str
     num_nodes: int = Field(ge=1, le=100_000)
     gpus_per_node: int = Field(ge=1, le=64)
-    time_to_train_s: float = Field(gt=0)
-    train_tokens: float = Field(gt=0)
-    energy_kwh: float | None = Field(default=None, ge=0)
-    server_price_usd: float | None = Field(default=None, gt=0)
+    time_to_train_s: float = Field(gt=0, le=1e11)
+    train_tokens: float = Field(ge=1, le=1e16)
+    energy_kwh: float | None = Field(default=None, ge=0, le=1e15)
+    server_price_usd: float | None = Field(default=None, gt=0, le=1e10)
     label: str | None = None
 
     @property
@@ -302,28 +328,24 @@ class UpgradeAnswer(_Frozen):
     speedup: float
     cost_difference_usd_per_run: float
     energy_saved_kwh: float
+    capex_a_usd: float
+    capex_b_usd: float
+    opex_per_run_a_usd: float
+    opex_per_run_b_usd: float
     break_even_runs: float | None
     break_even_runs_if_a_owned: float | None
     break_even_months: float | None
+    break_even_months_if_a_owned: float | None
+    runs_per_year: float = Field(description="runs of this job a year on B at the fleet's utilisation")
+    life_years: float = Field(description="the depreciation life the payback is set against")
+    pays_back_within_life: bool
+    pays_back_within_life_if_a_owned: bool
     usd_per_hour_saved: float | None
     verdict: Verdict
     summary: str
 
 
 # ------------------------------------------------------------------------------------------------- power
-
-
-def node_power_at_load_w(gpu: Gpu, gpus_per_node: int, non_gpu_power_w: float) -> float:
-    """IT power of one node at load: every GPU at its TDP plus the rest of the server (W).
-
-    Source: lynx-cortex datacenter economics (8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
-    """
-    return gpus_per_node * gpu.tdp_w + non_gpu_power_w
-
-
-def node_average_power_w(gpu: Gpu, gpus_per_node: int, utilisation: float, non_gpu_power_w: float) -> float:
-    """Average IT power of one node: GPU TDP x utilisation + the rest of the server (W) - issue 4's formula."""
-    return gpus_per_node * gpu.tdp_w * utilisation + non_gpu_power_w
 
 
 def power_cost_usd(it_kw: float, hours: float, pue: float, usd_per_kwh: float) -> float:
@@ -420,8 +442,8 @@ def ownership_tco(
     per_node = _gpus_per_node(server, gpus_per_node)
     price, estimated, price_source = server_price(server, gpu, a, server_price_usd)
     cap = capex(price, num_nodes, a)
-    load_kw = node_power_at_load_w(gpu, per_node, a.server_non_gpu_power_w) * num_nodes / 1000
-    avg_kw = node_average_power_w(gpu, per_node, a.utilisation, a.server_non_gpu_power_w) * num_nodes / 1000
+    load_kw = node_power_at_load_w(gpu, per_node, a.server_non_gpu_power_w, server) * num_nodes / 1000
+    avg_kw = node_average_power_w(gpu, per_node, a.utilisation, a.server_non_gpu_power_w, server) * num_nodes / 1000
     opex = annual_opex(avg_kw, load_kw, cap.total_usd, a)
     return _ownership(server, gpu, num_nodes * per_node, num_nodes, (price, estimated, price_source), cap, opex, a)
 
@@ -558,10 +580,32 @@ def cumulative_costs(capex_usd: float, own_monthly_usd: float, cloud_monthly_usd
     )
 
 
+def cloud_offers_for(catalog: Catalog, gpu_id: str, pricing: CloudPricing) -> list[CloudOffer]:
+    """The offers of ``gpu_id`` with a ``pricing`` price, cheapest first."""
+    return sorted(_priced_offers(catalog, gpu_id, pricing), key=lambda o: _offer_price(o, pricing) or 0.0)
+
+
+def _chosen_offer(catalog: Catalog, gpu_id: str, pricing: CloudPricing, offer_id: str) -> CloudOffer:
+    """``offer_id``, checked: it must rent the owned GPU (else owning an H100 would be set against an A100
+    price) and have a ``pricing`` price."""
+    try:
+        offer = catalog.cloud_offer(offer_id)
+    except UnknownCatalogIdError as exc:
+        raise UnknownHardwareError(str(exc), "offer_id") from None
+    if offer.gpu_id != gpu_id:
+        raise InvalidRequestError(
+            f"offer {offer_id} rents {offer.gpu_id}, not the server's {gpu_id}; pick an offer for {gpu_id}",
+            "offer_id",
+        )
+    if _offer_price(offer, pricing) is None:
+        raise InvalidRequestError(f"offer {offer_id} has no {pricing} price", "offer_id")
+    return offer
+
+
 def _cheapest_offer(catalog: Catalog, gpu_id: str, pricing: CloudPricing, offer_id: str | None) -> CloudOffer:
     if offer_id is not None:
-        return catalog.cloud_offer(offer_id)
-    offers = sorted(_priced_offers(catalog, gpu_id, pricing), key=lambda o: _offer_price(o, pricing) or 0.0)
+        return _chosen_offer(catalog, gpu_id, pricing, offer_id)
+    offers = cloud_offers_for(catalog, gpu_id, pricing)
     if not offers:
         raise InvalidRequestError(f"no cloud offer with a {pricing} price for {gpu_id}", "offer_id")
     return offers[0]
@@ -595,14 +639,36 @@ def own_vs_cloud(
     )
 
 
+def own_vs_cloud_or_note(
+    server_id: str,
+    num_nodes: int = 1,
+    offer_id: str | None = None,
+    assumptions: TcoAssumptions | None = None,
+    catalog: Catalog | None = None,
+    server_price_usd: float | None = None,
+) -> tuple[OwnVsCloud | None, str | None]:
+    """:func:`own_vs_cloud`, or ``(None, why)`` when no cloud offer rents this GPU at the chosen pricing (an
+    MI300X or B200 server without offers still gets its ownership TCO). A bad ``offer_id`` is still an error."""
+    a, cat = assumptions or TcoAssumptions(), catalog or load_catalog()
+    if offer_id is None:
+        _server, gpu = resolve_server(cat, server_id)
+        if not cloud_offers_for(cat, gpu.id, a.cloud_pricing):
+            return None, (
+                f"No cloud offer in the catalog rents the {gpu.name} at a {a.cloud_pricing} price, so owning is "
+                "not set against renting (no break-even month); add an offer to the catalog to compare."
+            )
+    return own_vs_cloud(server_id, num_nodes, offer_id, a, cat, server_price_usd), None
+
+
 # ------------------------------------------------------------------------------------------------- a job
 
 
-def _job_energy_kwh(job: JobCost, gpu: Gpu, a: TcoAssumptions) -> float:
+def _job_energy_kwh(job: JobCost, gpu: Gpu, a: TcoAssumptions, server: Server | None = None) -> float:
     """The job's IT energy: as given, else nodes x power at load x hours."""
     if job.energy_kwh is not None:
         return job.energy_kwh
-    return node_power_at_load_w(gpu, job.gpus_per_node, a.server_non_gpu_power_w) * job.num_nodes * job.hours / 1000
+    watts = node_power_at_load_w(gpu, job.gpus_per_node, a.server_non_gpu_power_w, server)
+    return watts * job.num_nodes * job.hours / 1000
 
 
 def _check_job(job: JobCost, server: Server) -> None:
@@ -611,8 +677,8 @@ def _check_job(job: JobCost, server: Server) -> None:
     _gpus_per_node(server, job.gpus_per_node)
 
 
-def _run(job: JobCost, gpu: Gpu, a: TcoAssumptions, **fields: Any) -> RunCost:
-    energy = _job_energy_kwh(job, gpu, a)
+def _run(job: JobCost, gpu: Gpu, a: TcoAssumptions, server: Server | None = None, **fields: Any) -> RunCost:
+    energy = _job_energy_kwh(job, gpu, a, server)
     cost = float(fields["cost_usd"])
     return RunCost(
         gpu_id=job.gpu_id,
@@ -636,6 +702,7 @@ def job_cost_owned(job: JobCost, assumptions: TcoAssumptions | None = None, cata
         job,
         gpu,
         a,
+        server,
         label=label,
         kind="own",
         server_id=server.id,
@@ -707,6 +774,7 @@ def _payback_runs(capex_a: float, capex_b: float, opex_run_a: float, opex_run_b:
 
 
 def _verdict(faster: bool, cheaper: bool) -> Verdict:
+    """``cheaper``: cheaper per run (amortised) and, when it costs more to buy, paying back within the life."""
     if faster and cheaper:
         return "upgrade"
     if faster:
@@ -718,7 +786,8 @@ def compare_upgrade(
     job_on_a: JobCost, job_on_b: JobCost, assumptions: TcoAssumptions | None = None, catalog: Catalog | None = None
 ) -> UpgradeAnswer:
     """ "When should I move from A (e.g. 8x A100) to B (8x H100)?" for one job: time saved per run, owned cost
-    per run (amortised), cloud cost per run, energy, and when buying B pays back (in runs and months)."""
+    per run (amortised), cloud cost per run, energy, and when buying B pays back (in runs and months), set
+    against the depreciation life: a payback later than the life is a payback that never comes."""
     a, cat = assumptions or TcoAssumptions(), catalog or load_catalog()
     own_a, own_b = job_cost_owned(job_on_a, a, cat), job_cost_owned(job_on_b, a, cat)
     tco_a = ownership_tco(
@@ -732,7 +801,9 @@ def compare_upgrade(
     runs_owned = _payback_runs(0.0, tco_b.capex.total_usd, opex_a, opex_b)
     saved = job_on_a.time_to_train_s - job_on_b.time_to_train_s
     diff = own_b.cost_usd - own_a.cost_usd
-    months = runs * job_on_b.hours / (HOURS_PER_MONTH * a.utilisation) if runs is not None else None
+    per_year = HOURS_PER_YEAR * a.utilisation / job_on_b.hours  # back-to-back runs on B at the utilisation
+    months, months_owned = _months(runs, per_year), _months(runs_owned, per_year)
+    life_months = a.depreciation_years * 12
     answer = UpgradeAnswer(
         own_a=own_a,
         own_b=own_b,
@@ -742,14 +813,28 @@ def compare_upgrade(
         speedup=job_on_a.time_to_train_s / job_on_b.time_to_train_s,
         cost_difference_usd_per_run=diff,
         energy_saved_kwh=own_a.energy_kwh - own_b.energy_kwh,
+        capex_a_usd=tco_a.capex.total_usd,
+        capex_b_usd=tco_b.capex.total_usd,
+        opex_per_run_a_usd=opex_a,
+        opex_per_run_b_usd=opex_b,
         break_even_runs=runs,
         break_even_runs_if_a_owned=runs_owned,
         break_even_months=months,
+        break_even_months_if_a_owned=months_owned,
+        runs_per_year=per_year,
+        life_years=a.depreciation_years,
+        pays_back_within_life=months is not None and months <= life_months,
+        pays_back_within_life_if_a_owned=months_owned is not None and months_owned <= life_months,
         usd_per_hour_saved=diff / (saved / 3600) if saved > 0 and diff > 0 else None,
-        verdict=_verdict(saved > 0, diff <= 0),
+        verdict=_verdict(saved > 0, diff <= 0 and (runs == 0 or (months is not None and months <= life_months))),
         summary="",
     )
     return answer.model_copy(update={"summary": _summary(answer, a, cat)})
+
+
+def _months(runs: float | None, runs_per_year: float) -> float | None:
+    """Calendar months to run ``runs`` jobs back to back at the fleet's utilisation."""
+    return runs / runs_per_year * 12 if runs is not None else None
 
 
 # ------------------------------------------------------------------------------------------- plain words
@@ -761,7 +846,8 @@ def _duration(seconds: float) -> str:
 
 
 def _usd(x: float) -> str:
-    return f"${abs(x):,.0f}"
+    """Whole dollars, with cents below $100 (so $0.08 is not shown as $0)."""
+    return f"${abs(x):,.2f}" if abs(x) < 100 else f"${abs(x):,.0f}"
 
 
 def _hardware(run: RunCost, cat: Catalog) -> str:
@@ -794,20 +880,29 @@ def _own_sentence(u: UpgradeAnswer, a: TcoAssumptions) -> str:
     )
 
 
+def _payback_words(runs: float | None, months: float | None, within: bool, life: float) -> str:
+    """'pays back after N runs (M months)', or why it does not within the ``life``-year life."""
+    if runs is None or months is None:
+        return "never pays back on running costs alone (the new option does not cost less to run per run)"
+    if within:
+        return f"pays back after {runs:,.1f} runs ({months:,.1f} months), within the {life:g}-year life"
+    return (
+        f"does not pay back within the {life:g}-year life: it would take {runs:,.1f} runs, "
+        f"{months / 12:,.1f} years of back-to-back runs"
+    )
+
+
 def _payback_sentence(u: UpgradeAnswer, name_a: str, name_b: str) -> str:
     buy = f"Buying {name_b} instead of {name_a}"
-    if u.break_even_runs is None:
-        new = f"{buy} never pays back on running costs alone"
-    elif u.break_even_runs == 0:
+    if u.break_even_runs == 0:
         new = f"{buy} costs no more up front"
     else:
-        new = f"{buy} pays back after {u.break_even_runs:,.1f} runs ({u.break_even_months or 0:,.1f} months)"
-    if u.break_even_runs_if_a_owned is None:
-        return f"{new}; if you already own the {name_a}, replacing them does not pay back on running costs."
-    return (
-        f"{new}; if you already own the {name_a}, replacing them pays back after "
-        f"{u.break_even_runs_if_a_owned:,.1f} runs."
+        words = _payback_words(u.break_even_runs, u.break_even_months, u.pays_back_within_life, u.life_years)
+        new = f"{buy} {words}"
+    owned = _payback_words(
+        u.break_even_runs_if_a_owned, u.break_even_months_if_a_owned, u.pays_back_within_life_if_a_owned, u.life_years
     )
+    return f"{new}; if you already own the {name_a}, replacing them {owned}."
 
 
 def _cloud_sentence(cloud_a: RunCost, cloud_b: RunCost) -> str:
@@ -822,6 +917,12 @@ def _verdict_sentence(u: UpgradeAnswer) -> str:
         return "Verdict: move - the new option is faster and cheaper per run."
     if u.verdict == "upgrade-if-time-matters" and u.usd_per_hour_saved is not None:
         return f"Verdict: move if an hour of earlier results is worth more than {_usd(u.usd_per_hour_saved)}."
+    if u.verdict == "upgrade-if-time-matters":
+        return (
+            "Verdict: move if time matters, or if you will keep the new servers busy: amortised over a fully used "
+            f"{u.life_years:g}-year life it is cheaper per run, but for the same number of runs its extra cost "
+            "does not pay back within that life."
+        )
     if u.verdict == "upgrade-if-cost-matters":
         return "Verdict: the new option is cheaper per run but slower; move only if cost matters more than time."
     return "Verdict: stay - the new option is neither faster nor cheaper for this job."

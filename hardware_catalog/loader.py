@@ -234,6 +234,9 @@ class Server(_Sourced):
     vendor: str
     gpu_id: str
     gpu_count: int = Field(ge=1, le=64)
+    gpu_tdp_w: float | None = Field(
+        default=None, gt=0, description="per-GPU power of this server's GPU SKU when it differs from the GPU's TDP"
+    )
     gpu_fabric: GpuFabric
     intra_node_gbps_bidir_per_gpu: float = Field(gt=0)
     pcie_gen: int = Field(ge=3, le=6)

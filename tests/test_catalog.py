@@ -66,6 +66,7 @@ REQUIRED_SERVERS = [
     ("nvidia-dgx-a100", {"a100-sxm4-40gb", "a100-sxm4-80gb"}),
     ("nvidia-dgx-h100", {"h100-sxm5-80gb"}),
     ("nvidia-dgx-h200", {"h200-sxm-141gb"}),
+    ("nvidia-dgx-b200", {"b200-sxm-180gb"}),
     ("cisco-ucs-c885a-m8", {"h200-sxm-141gb"}),
 ]
 
@@ -366,3 +367,37 @@ def test_an_fp4_figure_without_an_fp8_one_is_accepted(catalog: Catalog) -> None:
     data = catalog.gpu("h100-sxm5-80gb").model_dump()
     data.update(id="custom-no-fp8", fp8_tflops_dense=None, fp4_tflops_dense=3000.0)
     assert Gpu.model_validate(data).fp4_tflops_dense == 3000.0
+
+
+# ------------------------------------------------------------------------------------ B200, GPU SKU power
+
+
+def test_dgx_b200_follows_the_nvidia_user_guide(catalog: Catalog) -> None:
+    s = catalog.server("nvidia-dgx-b200")  # DGX B200 user guide: 10U, 14.3 kW, 2x Xeon 8570 (56 cores), 2 TB
+    assert (s.gpu_count, s.rack_units, s.max_power_kw, s.cores_per_cpu, s.ram_gib_configured) == (8, 10, 14.3, 56,
+                                                                                                   2048)
+    assert any("docs.nvidia.com/dgx/dgxb200-user-guide" in (src.url or "") for src in s.sources)
+    assert s.is_uncertain("price_usd") and s.sources_for("price_usd")
+
+
+def test_b200_has_a_marked_uncertain_price_and_cloud_offers(catalog: Catalog) -> None:
+    gpu = catalog.gpu("b200-sxm-180gb")
+    assert (gpu.price_usd_low, gpu.price_usd_high) == (30_000, 40_000)
+    assert gpu.is_uncertain("price_usd_low") and gpu.sources_for("price_usd_low")
+    offers = catalog.offers_for("b200-sxm-180gb")
+    assert [o.id for o in offers] == ["spheron-b200", "aws-p6-b200-48xlarge"]  # cheapest on-demand first
+    assert all(o.date and o.sources for o in offers)
+
+
+@pytest.mark.parametrize("gpu_id", ["h100-pcie-80gb", "h100-nvl-94gb", "h200-nvl-141gb", "l40s-48gb"])
+def test_gpus_without_a_sourced_price_have_none(catalog: Catalog, gpu_id: str) -> None:
+    # no purchase price in the shared reference nor a usable public source: left empty (docs/tco.md says so)
+    gpu = catalog.gpu(gpu_id)
+    assert gpu.price_usd_low is None and gpu.price_usd_high is None
+
+
+def test_the_xe9680_a100_uses_dells_500_w_sku(catalog: Catalog) -> None:
+    s = catalog.server("dell-xe9680-a100")  # hardware-facts.md section 3 (XE9680 row) and 6.4
+    assert s.gpu_tdp_w == 500 and catalog.gpu(s.gpu_id).tdp_w == 400
+    assert s.is_uncertain("gpu_tdp_w") and s.sources_for("gpu_tdp_w")
+    assert all(x.gpu_tdp_w is None for x in catalog.servers.values() if x.id != "dell-xe9680-a100")

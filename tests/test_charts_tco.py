@@ -7,8 +7,23 @@ import json
 import pytest
 
 from app.charts.style import figure_json
-from app.charts.tco import COMPONENTS, cost_vs_time_figure, cumulative_cost_figure, tco_stacked_bar_figure
-from estimator.tco import JobCost, TcoAssumptions, compare_job, cumulative_costs, own_vs_cloud, tco_options
+from app.charts.tco import (
+    COMPONENTS,
+    cost_vs_time_figure,
+    cumulative_cost_figure,
+    tco_stacked_bar_figure,
+    upgrade_payback_figure,
+)
+from estimator.tco import (
+    JobCost,
+    TcoAssumptions,
+    compare_job,
+    compare_upgrade,
+    cumulative_costs,
+    job_cost_owned,
+    own_vs_cloud,
+    tco_options,
+)
 
 A = TcoAssumptions(staff_usd_per_year=50_000, storage_tb=100)  # every component non-zero
 JOB = JobCost(gpu_id="h100-sxm5-80gb", server_id="nvidia-dgx-h100", num_nodes=2, gpus_per_node=8,
@@ -62,3 +77,31 @@ def test_cost_vs_time_scatter_has_every_option() -> None:
 def test_figures_serialise_for_the_browser() -> None:
     fig = tco_stacked_bar_figure(tco_options("nvidia-dgx-a100-640gb", 1, A))
     assert json.loads(figure_json(fig))["data"][0]["name"] == "Capex"
+
+
+def test_cost_vs_time_by_label_gives_each_server_its_own_trace() -> None:
+    jobs = [JOB.model_copy(update={"server_id": s, "gpu_id": g, "time_to_train_s": t * 3600, "label": s})
+            for s, g, t in (("dell-xe9680-a100", "a100-sxm4-80gb", 100), ("nvidia-dgx-h100", "h100-sxm5-80gb", 45),
+                            ("nvidia-dgx-h200", "h200-sxm-141gb", 40), ("nvidia-dgx-b200", "b200-sxm-180gb", 20))]
+    runs = [job_cost_owned(j, A) for j in jobs]
+    fig = cost_vs_time_figure(runs, by="label")
+    assert [t.name for t in fig.data] == [j.label for j in jobs]  # one trace per server, in order
+    assert [(t.x[0], t.y[0]) for t in fig.data] == [(r.time_to_train_h, r.cost_usd) for r in runs]
+    assert len({t.marker.color for t in fig.data}) == 4
+
+
+def test_upgrade_payback_chart_lines_life_and_break_even() -> None:
+    a100 = JOB.model_copy(update={"server_id": "nvidia-dgx-a100-640gb", "gpu_id": "a100-sxm4-80gb",
+                                  "time_to_train_s": 10 * 86400})
+    h100 = JOB.model_copy(update={"time_to_train_s": 4 * 86400, "server_price_usd": 330_000})
+    u = compare_upgrade(a100, h100, A)
+    fig = upgrade_payback_figure(u, "DGX A100", "DGX H100")
+    cur, cand = fig.data[0], fig.data[1]
+    assert (cur.name, cand.name) == ("DGX A100", "DGX H100")
+    assert cur.y[0] == pytest.approx(u.capex_a_usd) and cand.y[0] == pytest.approx(u.capex_b_usd)
+    n = cur.x[-1]
+    assert cand.y[-1] == pytest.approx(u.capex_b_usd + n * u.opex_per_run_b_usd)
+    assert fig.layout.shapes[0].x0 == pytest.approx(u.runs_per_year * u.life_years)  # end of the life
+    assert u.break_even_runs is not None and 0 < u.break_even_runs <= n
+    marker = fig.data[2]
+    assert list(marker.x) == [pytest.approx(u.break_even_runs)] and marker.name.startswith("Break-even")

@@ -25,6 +25,7 @@ from estimator.tco import (
     job_cost_cloud,
     job_cost_owned,
     own_vs_cloud,
+    own_vs_cloud_or_note,
     ownership_tco,
     ownership_tco_option,
     server_price,
@@ -325,3 +326,94 @@ def test_ownership_option_label_and_years() -> None:
     bar = ownership_tco_option(ownership_tco("nvidia-dgx-h100", 1, GOLDEN))
     assert bar.label == "own 1x NVIDIA DGX H100 (8x H100 SXM5)" and bar.years == 3
     assert HOURS_PER_YEAR == 8760
+
+
+# ------------------------------------------------------------------------ payback against the life (audit)
+
+XE_A100_10D = _job("dell-xe9680-a100", "a100-sxm4-80gb", 10 * DAY)  # 500 W A100s, estimated price $150,880
+
+
+def test_a_payback_later_than_the_life_is_said_not_to_come() -> None:
+    # XE9680 8x A100 (est. $11.5K x 8 x 1.64 = $150,880) -> 8x H100 (est. $360,800), the job 10 -> 5 days
+    u = compare_upgrade(XE_A100_10D, _job("dell-xe9680-h100", "h100-sxm5-80gb", 5 * DAY), GOLDEN)
+    assert u.break_even_runs is not None and u.break_even_months is not None
+    # runs per year on B at 50% utilisation: 8760 x 0.5 / 120 h = 36.5; months = runs / 36.5 x 12
+    assert u.runs_per_year == pytest.approx(8760 * 0.5 / 120)
+    assert u.break_even_months == pytest.approx(u.break_even_runs / u.runs_per_year * 12)
+    assert u.break_even_months > 5 * 12 and not u.pays_back_within_life and u.life_years == 5
+    assert "does not pay back within the 5-year life" in u.summary and "pays back after" not in u.summary
+    assert u.capex_b_usd - u.capex_a_usd == pytest.approx(360_800 - 150_880)
+    assert u.break_even_runs == pytest.approx((u.capex_b_usd - u.capex_a_usd)
+                                              / (u.opex_per_run_a_usd - u.opex_per_run_b_usd))
+
+
+def test_small_amounts_keep_their_cents() -> None:
+    u = compare_upgrade(XE_A100_10D, _job("dell-xe9680-h100", "h100-sxm5-80gb", 5 * DAY), GOLDEN)
+    assert u.verdict == "upgrade-if-time-matters" and u.usd_per_hour_saved is not None
+    assert u.usd_per_hour_saved < 100
+    assert f"worth more than ${u.usd_per_hour_saved:,.2f}." in u.summary  # e.g. $1.32, not $1
+
+
+def test_a_payback_within_the_life_says_so() -> None:
+    dear_h100 = _job("nvidia-dgx-h100", "h100-sxm5-80gb", 4 * DAY, server_price_usd=310_000)
+    u = compare_upgrade(A100_10D, dear_h100, GOLDEN)  # $10K more than the DGX A100 640GB, repaid quickly
+    assert u.break_even_months is not None and u.break_even_months < 60 and u.pays_back_within_life
+    assert "within the 5-year life" in u.summary and "pays back after" in u.summary
+    assert u.verdict == "upgrade"
+
+
+def test_cheaper_per_run_but_no_payback_is_not_a_plain_move() -> None:
+    u = compare_upgrade(XE_A100_10D, _job("dell-xe9680-h100", "h100-sxm5-80gb", 4 * DAY), GOLDEN)
+    assert u.cost_difference_usd_per_run < 0 and not u.pays_back_within_life
+    assert u.verdict == "upgrade-if-time-matters" and "keep the new servers busy" in u.summary
+
+
+# ------------------------------------------------------------------------------- servers, offers, bounds
+
+
+def test_the_xe9680_a100_draws_500_w_per_gpu() -> None:
+    t = ownership_tco("dell-xe9680-a100", 1, GOLDEN)
+    assert t.opex_per_year.load_power_kw == pytest.approx((8 * 500 + 1000) / 1000)  # Dell's 500 W SKU
+
+
+def test_an_offer_for_another_gpu_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="a100-sxm4-40gb") as info:
+        own_vs_cloud("nvidia-dgx-h100", 1, "aws-p4d-24xlarge", GOLDEN)  # an A100 price for H100 servers
+    assert info.value.field == "offer_id"
+    with pytest.raises(UnknownHardwareError) as unknown:
+        own_vs_cloud("nvidia-dgx-h100", 1, "aws-p9", GOLDEN)
+    assert unknown.value.field == "offer_id"
+
+
+def test_a_gpu_without_cloud_offers_still_gets_its_ownership() -> None:
+    versus, note = own_vs_cloud_or_note("dell-xe9680-mi300x", 1, None, GOLDEN, server_price_usd=100_000)
+    assert versus is None and note is not None and "MI300X" in note
+    assert tco_options("dell-xe9680-mi300x", 1, GOLDEN, server_price_usd=100_000)[0].kind == "own"
+    with pytest.raises(InvalidRequestError):
+        own_vs_cloud("dell-xe9680-mi300x", 1, None, GOLDEN, server_price_usd=100_000)
+
+
+def test_dgx_b200_is_priced_and_rented() -> None:
+    # DGX B200 ~$515K (secondary, uncertain); cheapest B200 on-demand offer: Spheron $6.03/GPU-h (2026-03-17)
+    ov = own_vs_cloud("nvidia-dgx-b200", 1, None, GOLDEN)
+    assert ov.ownership.capex.servers_usd == 515_000 and ov.offer_id == "spheron-b200"
+    assert ov.cloud_usd_per_gpu_hour == 6.03
+    assert ov.ownership.opex_per_year.load_power_kw == pytest.approx((8 * 1000 + 1000) / 1000)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"staff_usd_per_year": float("inf")}, {"staff_usd_per_year": float("nan")}, {"staff_usd_per_year": 1e308},
+     {"electricity_usd_per_kwh": 1e300}, {"utilisation": 1e-300}, {"depreciation_years": 1e-300},
+     {"storage_tb": 1e300}, {"rack_kw": 0}],
+)
+def test_assumptions_are_finite_and_bounded(bad: dict[str, float]) -> None:
+    with pytest.raises(ValidationError):
+        TcoAssumptions(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [{"train_tokens": 1e-300}, {"time_to_train_s": float("inf")},
+                                 {"server_price_usd": float("nan")}, {"energy_kwh": float("inf")}])
+def test_jobs_are_finite_and_bounded(bad: dict[str, float]) -> None:
+    with pytest.raises(ValidationError):
+        H100_DAY.model_validate({**H100_DAY.model_dump(), **bad})

@@ -6,14 +6,25 @@ data (trace names, values), never pixels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Literal
 
 import plotly.graph_objects as go
 
 from app.charts.style import base_layout
-from estimator.tco import CumulativeCost, RunCost, TcoOption
+from estimator.tco import CumulativeCost, RunCost, TcoOption, UpgradeAnswer
 
-__all__ = ["COMPONENTS", "cost_vs_time_figure", "cumulative_cost_figure", "tco_stacked_bar_figure"]
+__all__ = [
+    "COMPONENTS",
+    "cost_vs_time_figure",
+    "cumulative_cost_figure",
+    "tco_stacked_bar_figure",
+    "upgrade_payback_figure",
+]
+
+#: colours of the options when each has its own trace (one per server), in order
+SERIES_COLOURS = ("#1f4e79", "#c55a11", "#548235", "#7030a0", "#bf9000", "#2e75b6", "#7f7f7f", "#c00000")
 
 #: (TcoOption field, legend name, colour) in stacking order
 COMPONENTS: tuple[tuple[str, str, str], ...] = (
@@ -103,23 +114,34 @@ def _mark_break_even(fig: go.Figure, cumulative: CumulativeCost) -> None:
     fig.add_vline(x=month, line={"color": "#c00000", "dash": "dot", "width": 1})
 
 
-def cost_vs_time_figure(runs: Sequence[RunCost], title: str = "Cost vs time to train") -> go.Figure:
-    """One point per option for the same job: time to train (hours) against cost per run (USD)."""
+def _scatter(name: str, group: Sequence[RunCost], colour: str, symbol: str = "circle") -> go.Scatter:
+    return go.Scatter(
+        name=name,
+        x=[r.time_to_train_h for r in group],
+        y=[r.cost_usd for r in group],
+        text=[r.label for r in group],
+        mode="markers",
+        marker={"color": colour, "size": 11, "symbol": symbol},
+        hovertemplate="%{text}<br>%{x:.1f} h, $%{y:,.2f}<extra></extra>",
+    )
+
+
+def cost_vs_time_figure(
+    runs: Sequence[RunCost], title: str = "Cost vs time to train", by: Literal["kind", "label"] = "kind"
+) -> go.Figure:
+    """One point per option for the same job: time to train (hours) against cost per run (USD). ``by="kind"``
+    groups the options into one trace per kind (own, on-demand, ...); ``by="label"`` gives each option (e.g. each
+    server the job runs on) its own trace, so the legend compares them."""
     fig = go.Figure()
-    for kind, (name, colour) in KIND_STYLE.items():
-        group = [r for r in runs if r.kind == kind]
-        if group:
-            fig.add_trace(
-                go.Scatter(
-                    name=name,
-                    x=[r.time_to_train_h for r in group],
-                    y=[r.cost_usd for r in group],
-                    text=[r.label for r in group],
-                    mode="markers",
-                    marker={"color": colour, "size": 10},
-                    hovertemplate="%{text}<br>%{x:.1f} h, $%{y:,.0f}<extra></extra>",
-                )
-            )
+    if by == "label":
+        for i, run in enumerate(runs):
+            symbol = "circle" if run.kind == "own" else "diamond"
+            fig.add_trace(_scatter(run.label, [run], SERIES_COLOURS[i % len(SERIES_COLOURS)], symbol))
+    else:
+        for kind, (name, colour) in KIND_STYLE.items():
+            group = [r for r in runs if r.kind == kind]
+            if group:
+                fig.add_trace(_scatter(name, group, colour))
     layout = base_layout(title, height=400)
     layout.update(
         xaxis={"title": {"text": "time to train (hours)"}, "gridcolor": "#eee", "rangemode": "tozero"},
@@ -129,6 +151,45 @@ def cost_vs_time_figure(runs: Sequence[RunCost], title: str = "Cost vs time to t
             "gridcolor": "#eee",
             "rangemode": "tozero",
         },
+    )
+    fig.update_layout(layout)
+    return fig
+
+
+def _runs_axis(u: UpgradeAnswer, points: int = 60) -> list[float]:
+    """Runs from 0 to past the end of the life (and to the break-even when it comes within twice the life)."""
+    life_runs = u.runs_per_year * u.life_years
+    end = life_runs * 1.2
+    if u.break_even_runs and u.break_even_runs <= 2 * life_runs:
+        end = max(end, u.break_even_runs * 1.15)
+    end = max(end, 1.0)
+    return [end * i / points for i in range(points + 1)]
+
+
+def upgrade_payback_figure(u: UpgradeAnswer, name_a: str, name_b: str, title: str | None = None) -> go.Figure:
+    """Owned cost against runs of the job: capex + runs x opex per run for the current servers (A) and the
+    candidate (B), the end of the depreciation life marked, and the break-even run when there is one."""
+    runs = _runs_axis(u)
+    fig = go.Figure(
+        [
+            go.Scatter(name=name_a, x=runs, y=[u.capex_a_usd + n * u.opex_per_run_a_usd for n in runs],
+                       mode="lines", line={"color": "#7f7f7f"}),
+            go.Scatter(name=name_b, x=runs, y=[u.capex_b_usd + n * u.opex_per_run_b_usd for n in runs],
+                       mode="lines", line={"color": "#1f4e79"}),
+        ]
+    )
+    life_runs = u.runs_per_year * u.life_years
+    fig.add_vline(x=life_runs, line={"color": "#c55a11", "dash": "dash", "width": 1},
+                  annotation_text=f"end of {u.life_years:g}-year life", annotation_position="top left")
+    be = u.break_even_runs
+    if be is not None and be > 0 and be <= runs[-1] and math.isfinite(be):
+        cost = u.capex_b_usd + be * u.opex_per_run_b_usd
+        fig.add_trace(go.Scatter(name=f"Break-even ({be:,.0f} runs)", x=[be], y=[cost], mode="markers",
+                                 marker={"color": "#c00000", "size": 10, "symbol": "diamond"}))
+    layout = base_layout(title or "Owned cost against runs of this job", height=380)
+    layout.update(
+        xaxis={"title": {"text": "runs of this job"}, "gridcolor": "#eee", "rangemode": "tozero"},
+        yaxis={"title": {"text": "USD (capex + running cost)"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     return fig

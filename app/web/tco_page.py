@@ -1,12 +1,15 @@
 """``GET /tco``: owning servers versus renting cloud GPUs, with every assumption editable on the page.
 
-Query parameters: ``server``, ``nodes``, ``server_price_usd``, ``offer`` and one ``a.<name>`` per field of
-:class:`estimator.tco.TcoAssumptions` (empty means the catalog default). Job fields of the estimate form
-(``model``, ``training.*`` ...) add the job's cost per run on each option when the estimate has a time to train.
+Query parameters: ``server``, ``nodes``, ``server_price_usd``, ``offer``, one ``a.<name>`` per field of
+:class:`estimator.tco.TcoAssumptions` (empty means the catalog default; ``a.rack_kw`` is the kW per rack of the
+rack plan), and ``up.current`` / ``up.candidate`` (the servers of the "Upgrade A100 -> H100?" section, default
+the Dell XE9680 with 8x A100 and with 8x H100). Job fields of the estimate form (``model``, ``training.*`` ...)
+set the job; without them the upgrade section and the cost-vs-time chart use a stated reference job.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, get_args
 from urllib.parse import urlencode
@@ -16,13 +19,32 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
 from app.charts.style import figure_json
-from app.charts.tco import cost_vs_time_figure, cumulative_cost_figure, tco_stacked_bar_figure
+from app.charts.tco import (
+    cost_vs_time_figure,
+    cumulative_cost_figure,
+    tco_stacked_bar_figure,
+    upgrade_payback_figure,
+)
 from app.deps import CatalogDep
+from app.schemas.tco import DEFAULT_CANDIDATE, DEFAULT_CURRENT, UpgradeRequest, UpgradeResponse, UpgradeSide
+from app.services.tco import compute_upgrade, job_on_server, rack_for
 from app.web import backend
 from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimatorError
-from estimator.tco import JobCost, TcoAssumptions, assumption_table, compare_job, own_vs_cloud, tco_options
+from estimator.tco import (
+    JobCost,
+    RunCost,
+    TcoAssumptions,
+    assumption_table,
+    cloud_offers_for,
+    compare_job,
+    job_cost_cloud,
+    job_cost_owned,
+    own_vs_cloud_or_note,
+    ownership_tco,
+    tco_options,
+)
 
 __all__ = ["router"]
 
@@ -30,6 +52,18 @@ router = APIRouter()
 
 _PREFIX = "a."
 _JOB_KEYS = ("model", "model_json")
+_UP = ("up.current", "up.candidate")
+_MAX_NODES = 100_000
+_MAX_PRICE = 1e10
+
+#: the job of the upgrade section and the cost-vs-time chart when the page has none (said so on the page)
+REFERENCE_JOB = EstimateRequest.model_validate({
+    "model": "llama-3.1-8b", "training": {"method": "full", "train_tokens": 1e9}, "parallelism": {"sharding": "zero3"},
+})
+REFERENCE_JOB_WORDS = "Llama 3.1 8B, full fine-tune, ZeRO-3, 1B tokens"
+
+#: one server per GPU generation for the cost-vs-time chart (the chosen server is added when it is not one)
+CHART_SERVERS = ("dell-xe9680-a100", "dell-xe9680-h100", "dell-xe9680-h200", "nvidia-dgx-b200")
 
 
 @dataclass
@@ -39,6 +73,8 @@ class TcoForm:
     server_price_usd: str
     offer: str
     assumptions: dict[str, str]
+    up_current: str = DEFAULT_CURRENT
+    up_candidate: str = DEFAULT_CANDIDATE
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -54,6 +90,8 @@ def _read(params: Any, catalog: Any, job: EstimateRequest | None) -> TcoForm:
         server_price_usd=(params.get("server_price_usd") or "").strip(),
         offer=params.get("offer") or "",
         assumptions={n: (params.get(_PREFIX + n) or "").strip() for n in TcoAssumptions.model_fields},
+        up_current=params.get("up.current") or DEFAULT_CURRENT,
+        up_candidate=params.get("up.candidate") or DEFAULT_CANDIDATE,
     )
 
 
@@ -75,7 +113,7 @@ def _assumptions(form: TcoForm) -> TcoAssumptions | None:
         return None
 
 
-def _number(form: TcoForm, name: str, raw: str, minimum: float) -> float | None:
+def _number(form: TcoForm, name: str, raw: str, minimum: float, maximum: float) -> float | None:
     if raw == "":
         return None
     try:
@@ -83,8 +121,14 @@ def _number(form: TcoForm, name: str, raw: str, minimum: float) -> float | None:
     except ValueError:
         form.errors[name] = "Enter a number"
         return None
+    if not math.isfinite(value):
+        form.errors[name] = "Enter a finite number"
+        return None
     if value < minimum:
         form.errors[name] = f"Must be at least {minimum:g}"
+        return None
+    if value > maximum:
+        form.errors[name] = f"Must be at most {maximum:g}"
         return None
     return value
 
@@ -102,24 +146,54 @@ def _job_cost(
     """The job on the chosen server, when the estimate gives a time to train; else why not."""
     if job is None:
         return None, None
-    request = job.model_copy(update={"hardware": job.hardware.model_copy(
-        update={"server": form.server, "num_nodes": nodes, "gpu": catalog.servers[form.server].gpu_id})})
     try:
-        result = backend.run_estimate(request, catalog)
+        return job_on_server(job, form.server, nodes, price, catalog)[0], None
     except EstimatorError as exc:
         return None, exc.message
-    if result.train is None or not job.training.train_tokens:
-        return None, "the estimate has no time to train (set Tokens to train on, and a time model is needed)"
-    return JobCost(gpu_id=result.layout.gpu, server_id=form.server, num_nodes=nodes,
-                   gpus_per_node=job.hardware.gpus_per_node, time_to_train_s=result.train.time_to_train_s,
-                   train_tokens=job.training.train_tokens, energy_kwh=result.train.energy_kwh or None,
-                   server_price_usd=price), None
+
+
+def _server_runs(catalog: Any, job: EstimateRequest, form: TcoForm, nodes: int, a: TcoAssumptions
+                 ) -> tuple[list[RunCost], list[str]]:
+    """The same job owned on one server per GPU generation (A100, H100, H200, B200 and the chosen server), and
+    the cheapest on-demand cloud run of each GPU: the points of the cost-vs-time chart."""
+    ids = [form.server, *(s for s in CHART_SERVERS if s != form.server and s in catalog.servers)]
+    runs: list[RunCost] = []
+    skipped: list[str] = []
+    for server_id in ids:
+        name = catalog.servers[server_id].name
+        try:
+            job_cost = job_on_server(job, server_id, nodes, None, catalog, whole=True)[0]
+            runs.append(job_cost_owned(job_cost.model_copy(update={"label": f"own {nodes}x {name}"}), a, catalog))
+            offers = cloud_offers_for(catalog, job_cost.gpu_id, "on-demand")
+            if offers:
+                runs.append(job_cost_cloud(job_cost, offers[0], "on-demand", a, catalog))
+        except EstimatorError as exc:
+            skipped.append(f"{name}: {exc.message}")
+    return runs, skipped
+
+
+def _upgrade(catalog: Any, form: TcoForm, job: EstimateRequest | None, nodes: int, a: TcoAssumptions
+             ) -> tuple[UpgradeResponse | None, str | None, str | None]:
+    """The upgrade answer for the page's job (or the reference job): (answer, chart JSON, error)."""
+    for name, value in (("up.current", form.up_current), ("up.candidate", form.up_candidate)):
+        if value not in catalog.servers:
+            form.errors[name] = f"unknown server {value!r}"
+            return None, None, None
+    body = UpgradeRequest(job=job or REFERENCE_JOB, current=UpgradeSide(server=form.up_current, num_nodes=nodes),
+                          candidate=UpgradeSide(server=form.up_candidate, num_nodes=nodes), assumptions=a)
+    try:
+        answer = compute_upgrade(body, catalog)
+    except EstimatorError as exc:
+        return None, None, exc.message
+    fig = upgrade_payback_figure(answer.answer, f"buy {answer.current.server_name}",
+                                 f"buy {answer.candidate.server_name}")
+    return answer, figure_json(fig), None
 
 
 def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[str, Any]:
     assumptions = _assumptions(form)
-    nodes = _number(form, "nodes", form.nodes, 1)
-    price = _number(form, "server_price_usd", form.server_price_usd, 0.01)
+    nodes = _number(form, "nodes", form.nodes, 1, _MAX_NODES)
+    price = _number(form, "server_price_usd", form.server_price_usd, 0.01, _MAX_PRICE)
     if form.server not in catalog.servers:
         form.errors["server"] = f"unknown server {form.server!r}"
     elif form.offer and form.offer not in {o.value for o in _offers(catalog, form.server)}:
@@ -128,20 +202,31 @@ def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[s
         return {}
     n = int(nodes or 1)
     try:
+        own = ownership_tco(form.server, n, assumptions, catalog, server_price_usd=price)
         options = tco_options(form.server, n, assumptions, catalog, price)
-        versus = own_vs_cloud(form.server, n, form.offer or None, assumptions, catalog, price)
+        versus, versus_note = own_vs_cloud_or_note(form.server, n, form.offer or None, assumptions, catalog, price)
+        rack = rack_for(form.server, n, assumptions, catalog)
         job_cost, job_note = _job_cost(catalog, job, form, n, price)
         runs = compare_job(job_cost, assumptions, catalog) if job_cost is not None else []
     except EstimatorError as exc:
         form.errors[_error_field(exc)] = exc.message
         return {}
-    figs = {
-        "tco": figure_json(tco_stacked_bar_figure(options)),
-        "cumulative": figure_json(cumulative_cost_figure(versus.cumulative, "Own", f"Cloud ({versus.offer_id})")),
-    }
-    if runs:
-        figs["runs"] = figure_json(cost_vs_time_figure(runs, "This job: cost per run vs time to train"))
-    return {"options": options, "versus": versus, "runs": runs, "job_note": job_note, "figs": figs,
+    upgrade, upgrade_fig, upgrade_error = _upgrade(catalog, form, job, n, assumptions)
+    if form.errors:
+        return {}
+    chart_runs, skipped = _server_runs(catalog, job or REFERENCE_JOB, form, n, assumptions)
+    figs = {"tco": figure_json(tco_stacked_bar_figure(options))}
+    if versus is not None:
+        figs["cumulative"] = figure_json(
+            cumulative_cost_figure(versus.cumulative, "Own", f"Cloud ({versus.offer_id})"))
+    if chart_runs:
+        figs["runs"] = figure_json(cost_vs_time_figure(
+            chart_runs, "The same job on each GPU: cost per run vs time to train", by="label"))
+    if upgrade_fig:
+        figs["upgrade"] = upgrade_fig
+    return {"own": own, "options": options, "versus": versus, "versus_note": versus_note, "rack": rack,
+            "runs": runs, "job_note": job_note, "figs": figs, "chart_runs": chart_runs, "chart_skipped": skipped,
+            "upgrade": upgrade, "upgrade_error": upgrade_error, "reference_job": REFERENCE_JOB_WORDS,
             "rows": assumption_table(assumptions, catalog), "nodes_int": n}
 
 
@@ -149,6 +234,8 @@ def _share_url(form: TcoForm, job: EstimateRequest | None) -> str:
     pairs = [("server", form.server), ("nodes", form.nodes)]
     pairs += [(k, v) for k, v in (("server_price_usd", form.server_price_usd), ("offer", form.offer)) if v]
     pairs += [(_PREFIX + k, v) for k, v in form.assumptions.items() if v]
+    pairs += [(k, v) for k, v, d in (("up.current", form.up_current, DEFAULT_CURRENT),
+                                     ("up.candidate", form.up_candidate, DEFAULT_CANDIDATE)) if v != d]
     query = urlencode(pairs)
     return f"/tco?{query}&{request_to_query(job)}" if job is not None else f"/tco?{query}"
 
@@ -186,6 +273,7 @@ def tco_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
     }
     context["labels"] = {
         "server": "Server", "nodes": "Servers (nodes)", "server_price_usd": "Server price", "offer": "Cloud offer",
+        "up.current": "Upgrade from", "up.candidate": "Upgrade to",
         **{_PREFIX + r.name: r.description for r in context["defaults"].values()},
     }
     ok = not context["errors"]

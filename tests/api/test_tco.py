@@ -59,3 +59,107 @@ def test_assumptions_can_be_changed(client: TestClient, server: str) -> None:
 ])
 def test_bad_tco_requests_are_422(client: TestClient, server: str, body: dict[str, Any], field: str) -> None:
     assert_problem(client.post(URL, json={"server": server, **body}), 422, field)
+
+
+# ------------------------------------------------------------------------------------------ audit gaps
+
+JOB = {"model": "llama-3.1-8b", "training": {"method": "full", "train_tokens": 1e9},
+       "parallelism": {"sharding": "zero3"}}
+UPGRADE = "/api/v1/tco/upgrade"
+
+
+def test_the_response_names_its_catalog_version(client: TestClient, server: str, catalog: Any) -> None:
+    body = client.post(URL, json={"server": server}).json()
+    assert body["catalog_version"] == catalog.version
+
+
+def test_a_gpu_without_cloud_offers_still_gets_its_ownership(client: TestClient) -> None:
+    r = client.post(URL, json={"server": "dell-xe9680-mi300x", "server_price_usd": 100_000})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["own_vs_cloud"] is None and "MI300X" in body["notes"][0]
+    assert [o["kind"] for o in body["options"]] == ["own"] and body["options"][0]["capex_usd"] == 100_000
+
+
+def test_an_offer_for_another_gpu_is_a_422_naming_offer_id(client: TestClient) -> None:
+    problem = assert_problem(client.post(URL, json={"server": "nvidia-dgx-h100", "offer_id": "aws-p4d-24xlarge"}),
+                             422, "offer_id")
+    assert "a100-sxm4-40gb" in problem["errors"][0]["detail"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"assumptions": {"staff_usd_per_year": "Infinity"}}, "assumptions.staff_usd_per_year"),
+    ({"assumptions": {"staff_usd_per_year": 1e308}}, "assumptions.staff_usd_per_year"),
+    ({"assumptions": {"electricity_usd_per_kwh": "NaN"}}, "assumptions.electricity_usd_per_kwh"),
+    ({"assumptions": {"utilisation": 1e-300}}, "assumptions.utilisation"),
+    ({"server_price_usd": "Infinity"}, "server_price_usd"),
+    ({"job": {**JOB, "training": {"method": "full", "train_tokens": 1e-300}}}, "job.training.train_tokens"),
+])
+def test_non_finite_and_absurd_numbers_are_422(client: TestClient, body: dict[str, Any], field: str) -> None:
+    assert_problem(client.post(URL, json={"server": "nvidia-dgx-h100", **body}), 422, field)
+
+
+def test_rack_planning_in_the_response_with_editable_rack_kw(client: TestClient) -> None:
+    # DGX H100: 10.2 kW max, 8U -> 4 per 40.8 kW rack (NVIDIA user guide via unanswered.io); at load 8 x 700 W + rest
+    body = client.post(URL, json={"server": "nvidia-dgx-h100", "num_nodes": 9}).json()
+    rack = body["rack"]
+    assert (rack["plan"]["kw_per_node"], rack["plan"]["nodes_per_rack"], rack["racks_needed"]) == (10.2, 4, 3)
+    assert rack["plan"]["btu_per_hour_per_node"] == pytest.approx(10_200 * 3.412)
+    assert rack["plan"]["rack_units_per_node"] == 8
+    non_gpu = next(r["value"] for r in body["assumptions"] if r["name"] == "server_non_gpu_power_w")
+    assert rack["kw_per_node_at_load"] == pytest.approx((8 * 700 + non_gpu) / 1000)
+    small = client.post(URL, json={"server": "nvidia-dgx-h100", "assumptions": {"rack_kw": 20}}).json()["rack"]
+    assert small["plan"]["nodes_per_rack"] == 1 and small["plan"]["limited_by"] == "power"
+
+
+def test_b200_servers_are_costed_against_b200_offers(client: TestClient) -> None:
+    body = client.post(URL, json={"server": "nvidia-dgx-b200"}).json()
+    assert body["own_vs_cloud"]["offer_id"] == "spheron-b200"
+    assert body["own_vs_cloud"]["ownership"]["server_price_usd"] == 515_000
+
+
+def test_upgrade_answers_the_seed_question_with_defaults(client: TestClient, catalog: Any) -> None:
+    r = client.post(UPGRADE, json={"job": JOB})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["current"]["server"], body["candidate"]["server"]) == ("dell-xe9680-a100", "dell-xe9680-h100")
+    assert body["catalog_version"] == catalog.version
+    u = body["answer"]
+    assert u["time_saved_s"] == pytest.approx(body["current"]["time_to_train_s"] - body["candidate"]["time_to_train_s"])
+    assert u["time_saved_s"] > 0 and u["speedup"] > 1.5  # H100 vs A100 on an 8B full fine-tune
+    assert u["cost_difference_usd_per_run"] == pytest.approx(u["own_b"]["cost_usd"] - u["own_a"]["cost_usd"])
+    assert u["life_years"] == 5 and body["horizon"]["years"] == 3
+    assert body["horizon"]["runs"] == pytest.approx(u["runs_per_year"] * 3)
+    assert body["verdict"] == u["summary"] and "Verdict:" in body["verdict"]
+    if not u["pays_back_within_life"] and u["break_even_runs"]:
+        assert "does not pay back within the 5-year life" in body["verdict"]
+
+
+def test_upgrade_between_dgx_systems_with_a_horizon(client: TestClient) -> None:
+    body = client.post(UPGRADE, json={
+        "job": JOB, "current": {"server": "nvidia-dgx-a100-640gb"}, "candidate": {"server": "nvidia-dgx-h100"},
+        "assumptions": {"horizon_years": 2}}).json()
+    u = body["answer"]
+    assert u["break_even_runs"] == 0  # the DGX H100 ($270K) costs less than the DGX A100 640GB ($300K)
+    assert u["verdict"] == "upgrade" and body["horizon"]["years"] == 2
+    assert body["horizon"]["cost_difference_usd"] == pytest.approx(u["cost_difference_usd_per_run"]
+                                                                   * body["horizon"]["runs"])
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({}, "job"),
+    ({"job": {"model": "llama-3.2-1b"}}, "job.training.train_tokens"),
+    ({"job": JOB, "candidate": {"server": "nope"}}, "candidate.server"),
+    ({"job": JOB, "current": {"server": "nope"}}, "current.server"),
+    ({"job": JOB, "current": {"server": "dell-xe9680-a100", "num_nodes": 0}}, "current.num_nodes"),
+    ({"job": JOB, "candidate": {"server": "dell-r760xa-h100-nvl"}}, "candidate.server_price_usd"),
+    ({"job": JOB, "assumptions": {"horizon_years": "Infinity"}}, "assumptions.horizon_years"),
+])
+def test_bad_upgrade_requests_are_422(client: TestClient, body: dict[str, Any], field: str) -> None:
+    assert_problem(client.post(UPGRADE, json=body), 422, field)
+
+
+def test_upgrade_has_a_stable_operation_id(client: TestClient) -> None:
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    assert paths["/api/v1/tco/upgrade"]["post"]["operationId"] == "tco-create_upgrade"
+    assert paths["/api/v1/tco"]["post"]["operationId"] == "tco-create_tco"

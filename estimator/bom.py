@@ -1,7 +1,9 @@
 """Bill of materials of one option: servers, their RAM, NVMe and NIC configuration, and the switches of a
 multi-node fabric, priced from the catalog where it has a price.
 
-Each item is ``{"item", "sku", "quantity", "unit_price_usd", "source"}``. ``unit_price_usd`` is the catalog's
+Each item is ``{"item", "sku", "quantity", "unit_price_usd", "source"}``. The DIMM line follows the server's
+memory type (DDR4 or DDR5); a fixed-configuration server (configured RAM = maximum, the DGX systems) gets no
+DIMM line: its RAM is in the server's price. ``unit_price_usd`` is the catalog's
 figure (``Server.price_usd``; a GPU's mid price when no server is chosen) or ``None`` where the catalog has no
 price (memory, drives, NICs and switches are priced by sales; the app layer applies its price overrides).
 
@@ -73,8 +75,8 @@ def switch_counts(ports: int) -> tuple[int, int]:
     return leaves, math.ceil(leaves * (radix // 2) / radix)
 
 
-def _dimm_sku(size_gib: int) -> str:
-    return f"ddr5-rdimm-{size_gib}gb"
+def _dimm_sku(dimms: DimmConfig) -> str:
+    return f"{dimms.memory_type.lower()}-rdimm-{dimms.size_gib}gb"
 
 
 def bill_of_materials(req: EstimateRequest, layout: Layout, server: Any, catalog: Any,
@@ -92,14 +94,16 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Any, catalog
     items: list[Item] = []
     if chosen is not None:
         label = f"{chosen.name}" + (" (suggested: the request names no server)" if server is None else "")
+        if dimms is not None and dimms.fixed:
+            label += f", with its {dimms.total_gib:,} GiB {dimms.memory_type} system memory"
         items.append(_item(f"Server: {label}", chosen.id, nodes, chosen.price_usd,
                            _price_source(chosen, "price_usd")))
     elif gpu is not None:
         price = getattr(gpu, "price_usd_mid", None)
         items.append(_item(f"GPU: {gpu.name} (no catalog server carries it)", gpu.id, layout.world_size, price,
                            _price_source(gpu, "price_usd_low")))
-    if dimms is not None:
-        items.append(_item(f"System memory: {dimms} per node", _dimm_sku(dimms.size_gib), dimms.count * nodes,
+    if dimms is not None and not dimms.fixed:  # a fixed configuration's RAM is part of the server's price
+        items.append(_item(f"System memory: {dimms} per node", _dimm_sku(dimms), dimms.count * nodes,
                            None, "recommended by host sizing; no catalog price"))
     if nvme is not None:
         items.append(_item(f"NVMe: {nvme} per node", f"nvme-{nvme.size_tb:g}tb", nvme.count * nodes, None,

@@ -5,9 +5,14 @@ response's :class:`~estimator.response.HostResult`). The parts live in ``host_ra
 ``host_checkpoint.py`` (checkpoint bytes), ``host_network.py`` (inter-node traffic), ``host_tensors.py``
 (per-tensor shapes) and ``host_config.py`` (defaults and options, ``data/host_defaults.yaml``).
 
-Catalog objects are read by attribute (``server.max_ram_gib``, ``dimm_slots``, ``nvme_bays``, ``nics``,
-``max_power_kw``, ``gpu_count``; ``gpu.tdp_w``, ``memory_bytes``, ``bf16_tflops_dense``); a missing attribute
-falls back to the defaults file and says so in the notes.
+Catalog objects are read by attribute (``server.max_ram_gib``, ``ram_gib_configured``, ``memory_type``,
+``dimm_slots``, ``nvme_bays``, ``nics``, ``max_power_kw``, ``gpu_count``; ``gpu.tdp_w``, ``memory_bytes``,
+``bf16_tflops_dense``); a missing attribute falls back to the defaults file and says so in the notes.
+
+Host RAM limit of a node (:func:`ram_limit`): the server's ``max_ram_gib``; when the catalog does not know it
+(or no server is chosen), ``ram.default_max_ram_gib`` of the defaults file (32x 128 GB, the largest common
+2-socket configuration), with a warning. A server whose configured RAM equals its maximum (the DGX systems) is
+a fixed configuration: its RAM is part of the server, so no DIMMs are recommended or billed separately.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from estimator.host_checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
-from estimator.host_config import GIB, HostOptions, host_defaults
+from estimator.host_config import GIB, HostOptions, host_defaults, options_for
 from estimator.host_network import NetworkTraffic, inter_node_traffic
 from estimator.host_ram import HostRam, host_ram
 from estimator.layout import Layout
@@ -30,8 +35,10 @@ __all__ = [
     "HostSizing",
     "NicConfig",
     "NvmeConfig",
+    "RamLimit",
     "host_result",
     "host_sizing",
+    "ram_limit",
     "recommend_dimms",
     "recommend_nics",
     "recommend_nvme",
@@ -45,13 +52,40 @@ _COMPUTE_PURPOSES = {"gpu-fabric", "compute", "east-west", "backend", "scale-out
 class DimmConfig:
     count: int
     size_gib: int
+    memory_type: str = "DDR5"
+    fixed: bool = False  # the server's own, non-configurable RAM (``count`` is 1 and ``size_gib`` the total)
 
     @property
     def total_gib(self) -> int:
         return self.count * self.size_gib
 
     def __str__(self) -> str:
-        return f"{self.count}x {self.size_gib} GB DDR5 RDIMM ({self.total_gib} GiB)"
+        if self.fixed:
+            return f"{self.total_gib} GiB {self.memory_type} (fixed configuration of the server)"
+        return f"{self.count}x {self.size_gib} GB {self.memory_type} RDIMM ({self.total_gib} GiB)"
+
+
+@dataclass(frozen=True)
+class RamLimit:
+    """The most host RAM one node can hold: the server's published maximum, else the default ceiling."""
+
+    bytes: int
+    known: bool  # the catalog gives the server's maximum
+    fixed: bool  # the server ships with exactly that much (configured == maximum)
+    memory_type: str
+    server_name: str | None
+
+    def fits(self, need_bytes: int) -> bool:
+        return need_bytes <= self.bytes
+
+    def describe(self) -> str:
+        gib = self.bytes / GIB
+        if self.known:
+            what = "ships with" if self.fixed else "takes at most"
+            return f"the {self.server_name} {what} {gib:,.0f} GiB"
+        where = f"the catalog has no RAM maximum for the {self.server_name}" if self.server_name else \
+            "no server is chosen"
+        return f"{where}; the default ceiling is {gib:,.0f} GiB, 32x 128 GB, the largest common 2-socket configuration"
 
 
 @dataclass(frozen=True)
@@ -162,20 +196,39 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
 
 
 # -------------------------------------------------------------------------------------------------------- RAM
+def ram_limit(server: Any) -> RamLimit:
+    """The node's host RAM limit (module docstring)."""
+    max_gib = float(_attr(server, "max_ram_gib", default=0) or 0)
+    configured = float(_attr(server, "ram_gib_configured", default=0) or 0)
+    kind = str(_attr(server, "memory_type", default="DDR5"))
+    name = _attr(server, "name", default=None)
+    if max_gib:
+        return RamLimit(int(max_gib * GIB), True, configured == max_gib, kind, name)
+    return RamLimit(int(host_defaults().num("ram", "default_max_ram_gib") * GIB), False, False, kind, name)
+
+
 def _dimm_options(server: Any) -> list[DimmConfig]:
     d = host_defaults()
+    limit = ram_limit(server)
     slots = int(_attr(server, "dimm_slots", default=0) or 0)
-    max_gib = float(_attr(server, "max_ram_gib", default=0) or 0)
     counts = [c for c in d.get("ram", "dimm_counts") if not slots or (c <= slots and slots % c == 0)]
     if slots and slots not in counts:
         counts.append(slots)
-    out = [DimmConfig(c, s) for c in counts for s in d.get("ram", "dimm_sizes_gib")]
-    return [o for o in out if not max_gib or o.total_gib <= max_gib]
+    sizes = [s for s in d.get("ram", "dimm_sizes_gib")
+             if limit.memory_type == "DDR5" or s not in d.get("ram", "ddr5_only_dimm_sizes_gib")]
+    out = [DimmConfig(c, s, limit.memory_type) for c in counts for s in sizes]
+    return [o for o in out if o.total_gib * GIB <= limit.bytes]
 
 
 def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
+    """The smallest usual DIMM set (of the server's memory type) holding the need plus the headroom; for a
+    fixed-configuration server its own RAM, when that is enough."""
     d = host_defaults()
     need_gib = need_bytes * (1 + d.num("ram", "headroom_fraction")) / GIB
+    limit = ram_limit(server)
+    if limit.fixed:
+        total = int(limit.bytes // GIB)
+        return DimmConfig(1, total, limit.memory_type, fixed=True) if total >= need_gib else None
     slots = int(_attr(server, "dimm_slots", default=0) or 0) or 32
     ok = [o for o in _dimm_options(server) if o.total_gib >= need_gib]
     if not ok:
@@ -294,24 +347,30 @@ def _nodes_per_rack(peak_w: float, server: Any, rack_kw: float) -> int:
 def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, server: Any, catalog: Any,
                 time: Any = None, train: Any = None, options: HostOptions | None = None) -> HostSizing:
     """Size the rest of the node for one training layout; see the module docstring."""
-    o = (options or HostOptions()).resolved()
+    o = (options or options_for(req)).resolved()
     d = host_defaults()
     warnings: list[str] = []
     notes: list[str] = []
     ckpt = checkpoint_size(req, shape, layout)
     ram = host_ram(req, shape, layout, ckpt, o)
 
-    # RAM against the server and the usual DIMM configurations
-    max_gib = _attr(server, "max_ram_gib", default=None)
-    max_ram = int(float(max_gib) * GIB) if max_gib else None
+    # RAM against the server (or the default ceiling) and the usual DIMM configurations
+    limit = ram_limit(server)
+    max_ram = limit.bytes if limit.known else None
     dimms = recommend_dimms(ram.per_node, server)
-    ram_fits = max_ram is None or ram.per_node <= max_ram
-    if not ram_fits and max_ram is not None:
-        warnings.append(f"Host RAM: the node needs {ram.per_node / GIB:,.0f} GiB, more than the "
-                        f"{max_ram / GIB:,.0f} GiB the server takes. Offload less, shard over more nodes, or load "
-                        "the model on the meta device.")
-    elif dimms is None:
-        warnings.append(f"Host RAM: no common DIMM configuration holds {ram.per_node / GIB:,.0f} GiB.")
+    ram_fits = limit.fits(ram.per_node)
+    if not ram_fits:
+        warnings.append(f"Host RAM: the node needs {ram.per_node / GIB:,.0f} GiB, more than it can hold "
+                        f"({limit.describe()}). Offload less, shard over more nodes, or load the model on the meta "
+                        "device.")
+    else:
+        if not limit.known:
+            warnings.append(f"Host RAM: {limit.describe()}; check the {ram.per_node / GIB:,.0f} GiB per node "
+                            "against the server's specification.")
+        if dimms is None:
+            headroom = host_defaults().num("ram", "headroom_fraction")
+            warnings.append(f"Host RAM: no common {limit.memory_type} DIMM configuration holds "
+                            f"{ram.per_node / GIB:,.0f} GiB with the {headroom:.0%} headroom.")
     gpu_mem = int(_attr(gpu, "memory_bytes", default=0) or 0) * layout.gpus_per_node
     if gpu_mem and ram.per_node > d.num("ram", "nvidia_host_to_gpu_memory_ratio") * gpu_mem:
         notes.append(f"Host RAM is more than {d.num('ram', 'nvidia_host_to_gpu_memory_ratio'):g}x the node's GPU "

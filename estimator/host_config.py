@@ -3,6 +3,9 @@
 The figures live in ``estimator/data/host_defaults.yaml``, each with its source; :func:`host_defaults` reads
 them once. :class:`HostOptions` holds the planning choices a caller may override (how many checkpoints are
 kept, how the model is loaded, the rack's power budget, ...); its defaults come from that file.
+:class:`HostInput` is the same choices as the request contract's optional ``host`` object (``POST /estimates``,
+``POST /plans``): validated, with the defaults shown in the OpenAPI document, turned into options by
+:meth:`HostInput.options`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError
 
-__all__ = ["GIB", "HostDefaults", "HostOptions", "ModelLoading", "default_options", "host_defaults"]
+__all__ = ["GIB", "HostDefaults", "HostInput", "HostOptions", "ModelLoading", "default_options", "host_defaults",
+           "options_for"]
 
 GIB = 1 << 30
 
@@ -61,7 +66,7 @@ def host_defaults() -> HostDefaults:
 @dataclass(frozen=True)
 class HostOptions:
     """Planning choices of whole-node sizing. ``None`` fields take their default from ``host_defaults.yaml``
-    (or, for ``nccl``, from the layout: on when the job spans nodes)."""
+    (or, for ``nccl``, from the layout: on when the job has more than one GPU)."""
 
     checkpoints_kept: int | None = None
     checkpoint_interval_s: float | None = None
@@ -114,3 +119,45 @@ class HostOptions:
 
 def default_options() -> HostOptions:
     return HostOptions().resolved()
+
+
+def _default(section: str, key: str) -> Any:
+    return host_defaults().get(section, key)
+
+
+class HostInput(BaseModel):
+    """The request's ``host`` object: whole-node sizing choices (defaults from ``host_defaults.yaml``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoints_kept: int = Field(default=int(_default("checkpoint", "keep")), ge=1, le=1000,
+                                  description="checkpoints kept on local NVMe (when checkpoints go there)")
+    checkpoint_interval_s: float = Field(default=float(_default("checkpoint", "interval_s")), ge=60, le=30 * 86400,
+                                         description="seconds of training between checkpoints")
+    checkpoint_max_time_share: float = Field(default=float(_default("checkpoint", "max_time_share")), ge=0.001, le=0.5,
+                                             description="share of training time a blocking checkpoint may take")
+    async_checkpoint: bool = Field(default=bool(_default("checkpoint", "async_staging")),
+                                   description="asynchronous DCP save: a pinned host copy of each rank's shard")
+    checkpoint_target: CheckpointTarget = Field(default="auto",
+                                                description="auto: local NVMe on one node, shared storage on more")
+    model_loading: ModelLoading = Field(default="rank0", description="meta: every rank materialises its shard; "
+                                        "rank0: rank 0 loads and broadcasts; every-rank: from_pretrained per rank")
+    dataloader_workers: int = Field(default=int(_default("ram", "dataloader_workers_per_process")), ge=0, le=128,
+                                    description="DataLoader workers per training process")
+    dataset_bytes: int | None = Field(default=None, ge=0, le=10**18, description="pre-tokenised dataset size (default: "
+                                      "training.train_tokens x 2 or 4 bytes per token)")
+    rack_kw_budget: float = Field(default=float(_default("power", "rack_kw_budget")), ge=1, le=1000,
+                                  description="power budget of one rack, for nodes per rack")
+
+    def options(self) -> HostOptions:
+        return HostOptions(checkpoints_kept=self.checkpoints_kept, checkpoint_interval_s=self.checkpoint_interval_s,
+                           checkpoint_max_time_share=self.checkpoint_max_time_share,
+                           async_checkpoint=self.async_checkpoint, checkpoint_target=self.checkpoint_target,
+                           model_loading=self.model_loading, dataloader_workers=self.dataloader_workers,
+                           dataset_bytes=self.dataset_bytes, rack_kw_budget=self.rack_kw_budget)
+
+
+def options_for(req: Any) -> HostOptions:
+    """The request's ``host`` choices as options (the defaults when it has none)."""
+    host = getattr(req, "host", None)
+    return host.options() if isinstance(host, HostInput) else HostOptions()

@@ -22,6 +22,10 @@ A training process holds, besides its framework baseline (Python, torch, CUDA ru
 - checkpoint staging: an asynchronous DCP save (``torch.distributed.checkpoint.async_save``) keeps a pinned
   copy of the rank's shard; a full (rank-0 gathered) state dict holds the whole checkpoint on rank 0.
 
+NCCL: every multi-GPU job holds some pinned host memory per process (each communicator's work FIFO, and the
+SHM transport's buffers where peer-to-peer is unavailable); a multi-node job adds the network proxy buffers
+(``host_defaults.yaml`` ``nccl_host_gib_single_node`` and ``nccl_host_gib``).
+
 Per node: the processes of the busiest node (the one with rank 0), their DataLoader workers, and a reserve
 for the operating system.
 """
@@ -142,8 +146,9 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
     d = host_defaults()
     p = req.parallelism
     base = int(d.num("ram", "framework_baseline_gib") * GIB)
-    nccl_on = options.nccl if options.nccl is not None else layout.num_nodes > 1
-    nccl = int(d.num("ram", "nccl_host_gib") * GIB) if nccl_on and layout.world_size > 1 else 0
+    nccl_on = options.nccl if options.nccl is not None else layout.world_size > 1
+    nccl_key = "nccl_host_gib" if layout.num_nodes > 1 else "nccl_host_gib_single_node"
+    nccl = int(d.num("ram", nccl_key) * GIB) if nccl_on and layout.world_size > 1 else 0
     best_train: dict[str, int] | None = None
     best_load: dict[str, int] | None = None
     for stage in stages(layout):

@@ -22,7 +22,7 @@ from typing import Any
 from estimator.estimate import estimate
 from estimator.exports import build_exports
 from estimator.modelspec import resolve_model
-from estimator.planner_explain import explain
+from estimator.planner_explain import explain, explain_empty, host_notes
 from estimator.planner_hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
 from estimator.planner_models import (
     Constraints,
@@ -94,7 +94,10 @@ def rank_key(req: PlanRequest) -> Callable[[Scored], tuple[float, float]]:
 
 
 def pareto_front(items: list[Scored]) -> list[Scored]:
-    """The points no other point beats on both time and cost (ties on both: the first), fastest first."""
+    """The points no other point beats on both time and cost (ties on both: the first), fastest first. Without
+    any price the front is by time alone: the fastest point."""
+    if items and all(math.isinf(s.cost_key) for s in items):
+        return [min(items, key=lambda s: s.time_key)]
     front: list[Scored] = []
     best_cost = math.inf
     for s in sorted(items, key=lambda s: (s.time_key, s.cost_key)):
@@ -145,7 +148,8 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Any
     exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
     return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=f.request, estimate=resp,
                 cost=_plan_cost(s, f.world, step, ttt, tokens), step_time_s=step, time_to_train_s=ttt,
-                pareto=pareto, exports=exports)
+                pareto=pareto, memory_need_bytes=f.memory_need_bytes, host_ram_bytes_per_node=f.host_ram_bytes,
+                exports=exports)
 
 
 def plans_for(req: PlanRequest, scored: list[Scored], catalog: Any) -> tuple[list[Plan], list[str]]:
@@ -166,6 +170,8 @@ def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:
         by_reason.setdefault((world.hw.name, reason), []).append(f"{world.num_nodes}x{world.gpus_per_node}")
     out = []
     for (name, reason), worlds in by_reason.items():
+        if reason == "host ram":  # explained, with the numbers, by host_notes
+            continue
         why = (f"the global batch of {gbs} sequences does not split over their data-parallel degrees"
                if reason == "no valid layout" else "no layout fits in GPU memory")
         out.append(f"{name}: nothing on {', '.join(worlds)} nodes x GPUs ({why}).")
@@ -201,11 +207,13 @@ def plan(req: PlanRequest, catalog: Any | None = None, progress: Progress | None
     scored = [score(req, f, prices) for f in found]
     kept = [s for s in scored if _meets(req, s)]
     plans, front = plans_for(req, kept, catalog)
-    notes = _empty_notes(ctx, req.sequences_per_step)
+    notes = _empty_notes(ctx, req.sequences_per_step) + host_notes(ctx.stats.host_misses, ctx.stats.empty_worlds)
     if len(kept) < len(scored):
         notes.append(f"{len(scored) - len(kept)} of {len(scored)} candidate layouts miss the budget or deadline.")
     if any(p.cost is None for p in plans):
         notes.append("Some hardware has no price in the catalog for this pricing: those plans have no cost.")
+    if plans and all(p.cost is None for p in plans):
+        notes.append("No plan has a price, so the time-vs-cost front is by time alone: the fastest plan.")
     elapsed = time.perf_counter() - t0
     st = ctx.stats
     stats = SearchStats(space_size=total, hardware_options=st.hardware_options, worlds=st.worlds,
@@ -214,5 +222,6 @@ def plan(req: PlanRequest, catalog: Any | None = None, progress: Progress | None
                         pruned_by_dominance=st.pruned_by_dominance, memory_checks=st.memory_checks,
                         time_evaluations=st.time_evaluations, full_estimates=len(plans),
                         candidates_per_s=total / elapsed if elapsed > 0 else 0.0, elapsed_s=elapsed)
-    return PlanResponse(objective=req.objective, plans=plans, pareto_front=front,
-                        explanation=explain(plans, req.objective), notes=notes, search=stats)
+    explanation = explain(plans, req.objective) if plans else explain_empty(req, scored, ctx.stats.host_misses)
+    return PlanResponse(objective=req.objective, plans=plans, pareto_front=front, explanation=explanation,
+                        notes=notes, search=stats)

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from estimator.exports import Exports
+from estimator.host_config import HostInput
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
 
@@ -57,6 +58,8 @@ class PlanRequest(_Frozen):
     training: Training = Training()
     parallelism: Parallelism | None = Field(default=None, description="fields given here are pinned")
     hardware: Hardware | None = Field(default=None, description="fields given here are pinned")
+    host: HostInput | None = Field(default=None, description="whole-node sizing choices, as in the estimate "
+                                   "contract; they set the host RAM every plan must fit in its server")
     constraints: Constraints = Constraints()
     global_batch_size: int | None = Field(default=None, ge=1, le=1 << 24, description="sequences per step")
     global_batch_tokens: int | None = Field(default=None, ge=1, description="tokens per step (or sequences)")
@@ -145,6 +148,9 @@ class Plan(_Frozen):
     step_time_s: float
     time_to_train_s: float | None
     pareto: bool = Field(description="on the time-vs-cost Pareto front")
+    memory_need_bytes: int = Field(default=0, description="GPU memory that must fit on the busiest GPU: allocated "
+                                   "at the peak plus the overhead the allocator cannot give back")
+    host_ram_bytes_per_node: int = Field(default=0, description="host RAM of the busiest node")
     exports: Exports
 
 

@@ -18,7 +18,12 @@ A visited structure is priced in three steps:
 2. Dominance between structures: sharding and offload form chains (DDP, ZeRO-1, ZeRO-2, HSDP, FSDP/ZeRO-3,
    then offload) where each step saves memory and communicates more. Once a member fits every micro-batch with
    no checkpointing, the members after it can only be slower and are skipped.
-3. The step-time model (:func:`estimator.timing.step_time`) for the surviving variants: the largest fitting
+3. Host RAM (:func:`estimator.host_ram.host_ram`, per structure: it does not depend on the micro-batch or the
+   checkpointing): a structure whose node needs more RAM than the server holds (:func:`estimator.host.ram_limit`:
+   the catalog maximum, else the default ceiling; for a GPU without a server, the server ``estimate()`` would
+   suggest) cannot run, however well it fits the GPUs. This is what stops CPU-offload layouts of very large
+   models.
+4. The step-time model (:func:`estimator.timing.step_time`) for the surviving variants: the largest fitting
    micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
    it). Heuristic: full recomputation (one more forward, about a third of the compute) is priced only when what
    is paid per micro-batch (exposed communication, offload, bubble) exceeds ``FULL_RECOMPUTE_SHARE`` of the
@@ -31,8 +36,13 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.bom import choose_server
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
+from estimator.host import RamLimit, ram_limit
+from estimator.host_checkpoint import checkpoint_size
+from estimator.host_config import options_for
+from estimator.host_ram import host_ram
 from estimator.layout import Layout, build_layout
 from estimator.memory import peak_memory
 from estimator.planner_hardware import World
@@ -43,7 +53,7 @@ from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
 from estimator.timing import step_time
 
-__all__ = ["Found", "SearchContext", "Stats"]
+__all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
 
 DEFAULT_KEEP = 3
 MAX_PIPELINE_PROBES = 2
@@ -61,7 +71,18 @@ class Stats:
     pruned_by_dominance: int = 0
     memory_checks: int = 0
     time_evaluations: int = 0
+    host_checks: int = 0
     empty_worlds: list[tuple[World, str]] = field(default_factory=list)
+    host_misses: dict[tuple[str, int, int], HostMiss] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostMiss:
+    """The lightest host-RAM need of the layouts of one world that fit the GPUs but not the node's RAM."""
+
+    world: World
+    need_bytes: int
+    limit: RamLimit
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,8 @@ class Found:
     time: TimeResult
     request: EstimateRequest
     memory_total_bytes: int
+    memory_need_bytes: int = 0  # allocated at the peak + the hard overhead: what has to fit
+    host_ram_bytes: int = 0  # per node
 
     @property
     def step_time_s(self) -> float:
@@ -90,7 +113,8 @@ class SearchContext:
         self.catalog = catalog
         self.shape = shape
         self.training = req.training
-        self.base = EstimateRequest(model=req.model, training=req.training)
+        self.base = EstimateRequest(model=req.model, training=req.training, host=req.host)
+        self.host_options = options_for(req).resolved()
         self.gbs = req.sequences_per_step
         self.pins = Pins.of(req.parallelism, req.training)
         pinned_ckpt = self.pins.training.get("activation_checkpointing")
@@ -107,6 +131,8 @@ class SearchContext:
         self._requests: dict[tuple[object, ...], EstimateRequest] = {}
         self._model_flops = _model_flops_per_step(shape, req.training, self.gbs)
         self._micro: dict[tuple[object, ...], float | None] = {}
+        self._host_ram: dict[tuple[int, int, Structure], int] = {}
+        self._ram_limits: dict[tuple[str, int], RamLimit] = {}
 
     # ------------------------------------------------------------------------------------------ the space
     def structures(self, world: World) -> list[Structure]:
@@ -177,10 +203,49 @@ class SearchContext:
         allocated, _, soft = self._memory(world, s, ckpt, mbs, gas)
         return min(world.hw.capacity_bytes, allocated + soft)
 
+    def memory_need(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> int:
+        """Allocated bytes at the peak plus the hard overhead: what must fit (``MemoryPeak.fits``)."""
+        allocated, hard, _ = self._memory(world, s, ckpt, mbs, gas)
+        return allocated + hard
+
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
         """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free."""
-        allocated, hard, _ = self._memory(world, s, ckpt, mbs, gas)
-        return allocated + hard <= world.hw.capacity_bytes * self.free_fraction
+        return self.memory_need(world, s, ckpt, mbs, gas) <= world.hw.capacity_bytes * self.free_fraction
+
+    # ----------------------------------------------------------------------------------------- host RAM
+    def host_ram_bytes(self, world: World, s: Structure) -> int:
+        """Host RAM of the busiest node (``estimator.host_ram``): it depends on the structure, not on the GPU
+        type, the micro-batch or the checkpointing."""
+        key = (world.num_nodes, world.gpus_per_node, s)
+        if key not in self._host_ram:
+            layout = self.layout(world, s)
+            assert layout is not None
+            self.stats.host_checks += 1
+            req = self.request(world, s, self.ckpts[0], 1, 1)
+            ckpt = checkpoint_size(req, self.shape, layout)
+            self._host_ram[key] = host_ram(req, self.shape, layout, ckpt, self.host_options).per_node
+        return self._host_ram[key]
+
+    def ram_limit(self, world: World) -> RamLimit:
+        """The node's RAM limit: its server's, or that of the server ``estimate()`` suggests for the GPU."""
+        key = (world.hw.key, world.gpus_per_node)
+        if key not in self._ram_limits:
+            server = world.hw.server
+            if server is None:
+                probe = EstimateRequest(hardware=self._hardware(world))
+                server = choose_server(probe, None, world.hw.gpu, self.catalog)
+            self._ram_limits[key] = ram_limit(server)
+        return self._ram_limits[key]
+
+    def host_fits(self, world: World, s: Structure) -> bool:
+        need, limit = self.host_ram_bytes(world, s), self.ram_limit(world)
+        if limit.fits(need):
+            return True
+        key = (world.hw.key, world.num_nodes, world.gpus_per_node)
+        miss = self.stats.host_misses.get(key)
+        if miss is None or need < miss.need_bytes:
+            self.stats.host_misses[key] = HostMiss(world, need, limit)
+        return False
 
     def _largest_fit(self, world: World, s: Structure, ckpt: str, splits: list[tuple[int, int]], lo: int) -> int:
         """Index of the largest micro-batch that fits (memory grows with it); ``lo`` is known to fit or -1."""
@@ -243,7 +308,7 @@ class SearchContext:
     def evaluate(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> tuple[Found | None, bool]:
         """The fastest fitting variant of ``s`` and whether every variant fits without checkpointing."""
         layout = self.layout(world, s)
-        if layout is None or not self.fits(world, s, self.ckpts[-1], *splits[0]):
+        if layout is None or not self.fits(world, s, self.ckpts[-1], *splits[0]) or not self.host_fits(world, s):
             return None, False
         self.stats.structures_evaluated += 1
         levels: list[tuple[str, int]] = []
@@ -274,7 +339,8 @@ class SearchContext:
             if out and t.step_time_s >= out[-1].step_time_s:
                 break
             out.append(Found(world, s, ckpt, mbs, gas, layout.dp, t, self.request(world, s, ckpt, mbs, gas),
-                             self.memory_total(world, s, ckpt, mbs, gas)))
+                             self.memory_total(world, s, ckpt, mbs, gas), self.memory_need(world, s, ckpt, mbs, gas),
+                             self.host_ram_bytes(world, s)))
             if s.pp == 1:
                 break
         return out
@@ -294,7 +360,8 @@ class SearchContext:
         structs = sorted(self.structures(world), key=lambda s: (-s.saving, -s.model_parallel, s.tp))
         for s in structs:
             splits = self.variants(world, s)
-            if splits and self.layout(world, s) is not None and self.fits(world, s, self.ckpts[-1], *splits[0]):
+            if (splits and self.layout(world, s) is not None and self.fits(world, s, self.ckpts[-1], *splits[0])
+                    and self.host_fits(world, s)):
                 return s
         return None
 
@@ -327,7 +394,9 @@ class SearchContext:
                 times.insert(pos, best.step_time_s)
                 found.insert(pos, best)
         if not found:
-            self.stats.empty_worlds.append((world, "no valid layout" if not order else "nothing fits"))
+            host = (world.hw.key, world.num_nodes, world.gpus_per_node) in self.stats.host_misses
+            reason = "no valid layout" if not order else "host ram" if host else "nothing fits"
+            self.stats.empty_worlds.append((world, reason))
         return found[: self.keep]
 
 

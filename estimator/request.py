@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from estimator.host_config import HostInput
+
 __all__ = [
     "MAX_ACCUMULATION_STEPS",
     "EstimateRequest",
@@ -150,6 +152,8 @@ class EstimateRequest(_Frozen):
     training: Training = Training()
     parallelism: Parallelism = Parallelism()
     hardware: Hardware = Hardware()
+    host: HostInput | None = Field(default=None, description="whole-node sizing choices (checkpoints, dataset, "
+                                   "rack power); null: the defaults shown in HostInput")
 
     @property
     def dp(self) -> int:

@@ -246,6 +246,9 @@ class Server(_Sourced):
     max_ram_gib: float | None = Field(default=None, gt=0)
     ram_gib_configured: float | None = Field(default=None, gt=0)
     dimm_slots: int | None = Field(default=None, ge=1)
+    memory_type: Literal["DDR4", "DDR5"] | None = Field(
+        default=None, description="system memory generation, set by the CPU platform (EPYC 7002/7003: DDR4; "
+        "Xeon 4th Gen and later, EPYC 9004 and later: DDR5)")
     nvme_bays: int | None = Field(default=None, ge=0)
     nvme_tb_configured: float | None = Field(default=None, ge=0)
     nics: tuple[Nic, ...] = ()

@@ -40,10 +40,34 @@ def test_single_node_priced_server_no_fabric() -> None:
     assert skus["nvidia-dgx-h100"]["quantity"] == 1
     assert skus["nvidia-dgx-h100"]["unit_price_usd"] == srv.price_usd
     assert "catalog" in str(skus["nvidia-dgx-h100"]["source"])
-    ram = next(i for i in items if str(i["sku"]).startswith("ddr5-rdimm"))
+    # a DGX ships with its 2 TB: no separate, unpriced DIMM line; the server line says what RAM it carries
+    assert not any("rdimm" in str(i["sku"]) for i in items)
+    assert "2,048 GiB DDR5 system memory" in str(skus["nvidia-dgx-h100"]["item"])
+    assert host.recommended_ram_gib == 2048 and "fixed configuration" in host.recommended_dimms
+    assert not any(str(i["sku"]).startswith(("switch", "nic")) for i in items)
+
+
+def test_configurable_server_gets_a_dimm_line_of_its_memory_type() -> None:
+    req, shape, layout, gpu, srv, cat = setup("dell-xe9680-h100", 1, sharding="fsdp", offload="optimizer+params")
+    host = host_result(req, shape, layout, gpu, srv, cat)
+    ram = next(i for i in bill_of_materials(req, layout, srv, cat, host) if "rdimm" in str(i["sku"]))
+    assert str(ram["sku"]).startswith("ddr5-rdimm-") and ram["unit_price_usd"] is None
     size = int(str(ram["sku"]).split("-")[-1].removesuffix("gb"))
     assert int(str(ram["quantity"])) * size == host.recommended_ram_gib
-    assert not any(str(i["sku"]).startswith(("switch", "nic")) for i in items)
+    assert host.recommended_ram_gib * 2**30 >= host.ram_bytes_per_node
+
+
+def test_ddr4_server_gets_ddr4_dimms() -> None:
+    """DGX A100 runs AMD EPYC 7742 (DDR4): as a configurable chassis its DIMMs are DDR4 and never 96 GB (a
+    DDR5-only, 24 Gb-die size)."""
+    req, shape, layout, gpu, srv, cat = setup("nvidia-dgx-a100-640gb", 1, gpu="a100-sxm4-80gb", sharding="fsdp",
+                                             offload="optimizer+params")
+    assert srv is not None and srv.memory_type == "DDR4"
+    open_chassis = srv.model_copy(update={"ram_gib_configured": None})
+    sizing = host_sizing(req, shape, layout, gpu, open_chassis, cat)
+    assert sizing.dimms is not None and sizing.dimms.memory_type == "DDR4" and sizing.dimms.size_gib != 96
+    items = bill_of_materials(req, layout, open_chassis, cat, sizing)
+    assert any(str(i["sku"]).startswith("ddr4-rdimm-") for i in items)
 
 
 @pytest.mark.parametrize(("ports", "leaves", "spines"), [(0, 0, 0), (16, 1, 0), (64, 1, 0), (65, 3, 2),

@@ -234,3 +234,73 @@ def test_options_are_validated() -> None:
         HostOptions(checkpoint_max_time_share=1.5)
     with pytest.raises(InvalidRequestError):
         HostOptions(checkpoints_kept=0)
+
+
+# ---------------------------------------------------------------------------------- RAM limits (audit fixes)
+def test_unknown_server_maximum_uses_the_default_ceiling_and_warns() -> None:
+    """15 of the catalog's servers publish no RAM maximum: the 4 TiB ceiling (32x 128 GB) applies, with a
+    warning; past it the node does not fit (it used to 'fit' whatever the need)."""
+    req, shape, layout = make("llama-3.1-70b", gpu="l40s-48gb", server="dell-r760xa-l40s", gpus=4,
+                              sharding="fsdp", offload="optimizer+params", activation_checkpointing="full")
+    s = sizing(req, shape, layout)
+    assert s.fits_server and s.server_max_ram_bytes is None
+    assert any("no RAM maximum" in w and "4,096 GiB" in w for w in s.warnings)
+    big, bshape, blayout = make("llama-3.1-405b", gpu="l40s-48gb", server="dell-r760xa-l40s", gpus=4,
+                                sharding="fsdp", offload="optimizer+params", activation_checkpointing="full")
+    s2 = sizing(big, bshape, blayout)
+    assert s2.ram.per_node > 4096 * GIB and not s2.fits_server
+    assert any("more than it can hold" in w and "default ceiling" in w for w in s2.warnings)
+    none, nshape, nlayout = make("llama-3.1-405b", gpu="l40s-48gb", server=None, gpus=4, sharding="fsdp",
+                                 offload="optimizer+params", activation_checkpointing="full")
+    assert not sizing(none, nshape, nlayout).fits_server
+
+
+def test_ddr4_dgx_a100_is_a_fixed_configuration() -> None:
+    """DGX A100 640 GB: 2x EPYC 7742 (DDR4), 2 TB as shipped (configured = maximum)."""
+    req, shape, layout = make("llama-3.1-8b", gpu="a100-sxm4-80gb", server="nvidia-dgx-a100-640gb",
+                              sharding="fsdp", offload="optimizer+params")
+    s = sizing(req, shape, layout)
+    assert s.dimms is not None and s.dimms.fixed and s.dimms.memory_type == "DDR4"
+    assert s.dimms.total_gib == 2048 and "DDR4" in str(s.dimms) and "DDR5" not in str(s.dimms)
+
+
+def test_nccl_host_memory_on_one_node_too() -> None:
+    """NCCL keeps each communicator's work FIFO in pinned host memory on one node too (and SHM buffers where
+    P2P is missing); the network proxy buffers come on top only across nodes."""
+    d = host_defaults()
+    single = make("llama-3.1-8b", sharding="fsdp")
+    one_gpu = make("llama-3.1-8b", gpus=1)
+    multi = make("llama-3.1-8b", sharding="fsdp", nodes=2)
+    opts = HostOptions(model_loading="meta")
+
+    def nccl(case: tuple[Any, ...]) -> int:
+        req, shape, layout = case
+        return host_ram(req, shape, layout, checkpoint_size(req, shape, layout), opts).busiest_process.items["nccl"]
+
+    assert nccl(one_gpu) == 0
+    assert nccl(single) == int(d.num("ram", "nccl_host_gib_single_node") * GIB) > 0
+    assert nccl(multi) == int(d.num("ram", "nccl_host_gib") * GIB) > nccl(single)
+
+
+def test_the_request_host_object_reaches_the_sizing() -> None:
+    """``host`` in the request contract: validated, defaults from host_defaults.yaml, used by estimate()."""
+    from pydantic import ValidationError
+
+    from estimator import estimate
+    from estimator.host_config import HostInput
+
+    assert HostInput().checkpoints_kept == int(host_defaults().num("checkpoint", "keep"))
+    base = {"model": "llama-3.1-8b", "training": {"train_tokens": 1e10},
+            "hardware": {"gpu": "h100-sxm5-80gb", "server": "nvidia-dgx-h100"}}
+    plain = estimate(EstimateRequest.model_validate(base), catalog())
+    more = estimate(EstimateRequest.model_validate({**base, "host": {"checkpoints_kept": 6, "rack_kw_budget": 11,
+                                                                     "dataset_bytes": 10**12}}), catalog())
+    assert plain.host is not None and more.host is not None
+    ckpt = plain.host.checkpoint_bytes_per_node
+    assert more.host.nvme_bytes - plain.host.nvme_bytes == pytest.approx(
+        4 * ckpt + 10**12 - plain.host.dataset_bytes, rel=1e-9)
+    assert more.host.nodes_per_rack == 1 and plain.host.nodes_per_rack > 1
+    for bad in ({"checkpoints_kept": 0}, {"checkpoint_interval_s": 1e-300}, {"rack_kw_budget": -1},
+                {"model_loading": "lazy"}, {"kept": 2}):
+        with pytest.raises(ValidationError):
+            EstimateRequest.model_validate({**base, "host": bad})

@@ -252,7 +252,14 @@ def test_nothing_fits_is_a_page_with_the_reason(client: TestClient) -> None:
     response = client.get(f"/plan?{query}")
     assert response.status_code == 200
     assert _rows(response.text) == [] and "No plan" in response.text
-    assert "no layout fits in GPU memory" in response.text
+    # One L40S cannot hold it at all; on 2-8 of them only CPU offload fits the GPUs, and then the node would
+    # need over 6 TiB of host RAM (405B x 16 B of offloaded states), past the 4 TiB ceiling of a server whose
+    # maximum the catalog does not know: host RAM is the binding constraint, and the page says so with numbers.
+    assert "no layout fits in GPU memory" in response.text  # the 1x1 world
+    explanation = re.search(r'id="plan-explanation">(.*?)</ul>', response.text, re.S)
+    assert explanation is not None and "Host RAM binds" in explanation.group(1)
+    assert re.search(r"needs [6-9],\d{3} GiB of host RAM per node", explanation.group(1))
+    assert "4,096 GiB" in explanation.group(1)
 
 
 def test_a_deadline_too_short_leaves_no_plan_and_says_so(client: TestClient) -> None:

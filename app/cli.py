@@ -105,20 +105,33 @@ def estimate(
 @cli.command()
 def plan(
     input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one plan request; - for stdin")],
+    question: Annotated[str | None, typer.Option(
+        "--question", "-q", help="answer a reverse question instead: fewest-gpus, largest-model or "
+        "longest-sequence")] = None,
 ) -> None:
-    """Search the layouts that fit a job (estimator.planner) and print the ranked plans as JSON."""
-    from pydantic import ValidationError
+    """Search the layouts that fit a job (estimator.planner) and print the ranked plans as JSON; with --question,
+    the answer to a reverse question (estimator.planner_reverse)."""
+    from pydantic import BaseModel, ValidationError
 
     from estimator.planner import PlanRequest
     from estimator.planner import plan as run_plan
+    from estimator.planner_reverse import QUESTIONS, ReverseRequest, answer
 
+    if question is not None and question not in QUESTIONS:
+        fail(f"--question: {question!r} is not one of {', '.join(QUESTIONS)}")
     payload = _read_json(input_file)
+    if question is not None and isinstance(payload, dict):
+        payload = {**payload, "question": question}
+    model: type[BaseModel] = ReverseRequest if question is not None else PlanRequest
     try:
-        request = PlanRequest.model_validate(payload)
+        request = model.model_validate(payload)
     except ValidationError as exc:
         fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
+    assert isinstance(request, PlanRequest)  # ReverseRequest is one too
     try:
-        result = run_plan(request, load_source_catalog())
+        catalog = load_source_catalog()
+        result: BaseModel = answer(request, catalog) if isinstance(request, ReverseRequest) else run_plan(
+            request, catalog)
     except EstimatorError as exc:
         fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
     typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))

@@ -38,8 +38,9 @@ class EnvVar(BaseModel):
 
 
 def fabric_kind(gpu: Any, server: Any | None) -> str:
-    """The server's GPU fabric, or the one the GPU's form factor implies."""
-    if server is not None:
+    """The server's GPU fabric, or the one the GPU's form factor implies (also for a server whose entry does not
+    say: a custom or partial catalog entry)."""
+    if server is not None and getattr(server, "gpu_fabric", None):
         return str(server.gpu_fabric)
     if str(getattr(gpu, "vendor", "")).upper() == "AMD":
         return "infinity-fabric"
@@ -67,7 +68,7 @@ def _rails(server: Any | None) -> tuple[int, str]:
     """(GPU-fabric NIC ports per node, their kind)."""
     if server is None:
         return DEFAULT_RAILS, "infiniband-ndr"
-    fabric = [n for n in server.nics if n.purpose == "gpu-fabric"]
+    fabric = [n for n in getattr(server, "nics", ()) or () if n.purpose == "gpu-fabric"]
     if not fabric:
         return 0, "ethernet"
     return sum(int(n.count) for n in fabric), str(fabric[0].kind)

@@ -9,11 +9,15 @@ its valid structures fits with its most memory-saving variant (heaviest checkpoi
   (``num_layers`` in steps of ``LAYER_STEP``, bisected: memory grows with depth).
 - Longest sequence: ``seq_len`` doubled from ``granularity`` until nothing fits, then bisected
   (memory grows with the sequence; context parallelism is searched too).
+
+"Fits" includes host RAM: a layout whose node needs more RAM than its server holds does not run
+(:meth:`SearchContext.host_fits`). :func:`answer` runs one question for ``POST /api/v1/plans/reverse`` and
+``capplan plan --question``, with one sentence per hardware option.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,16 +29,23 @@ from estimator.planner_search import SearchContext
 from estimator.planner_shape import CachedShape
 
 __all__ = [
+    "QUESTIONS",
     "FamilyFit",
     "LargestModel",
     "LongestSequence",
     "MinimumHardware",
     "ModelFit",
+    "Question",
+    "ReverseRequest",
+    "ReverseResponse",
+    "answer",
     "fewest_gpus",
     "largest_model",
     "longest_sequence",
 ]
 
+Question = Literal["fewest-gpus", "largest-model", "longest-sequence"]
+QUESTIONS: tuple[str, ...] = ("fewest-gpus", "largest-model", "longest-sequence")
 LAYER_STEP = 4
 MAX_LAYERS = 2048  # answers are capped here ("at least")
 MAX_SEQ_LEN = 1 << 21
@@ -199,3 +210,71 @@ def longest_sequence(req: PlanRequest, catalog: Any | None = None, granularity: 
         out.append(LongestSequence(gpu=hw.gpu.id, server=_sid(hw), num_nodes=world.num_nodes,
                                    gpus_per_node=world.gpus_per_node, seq_len=lo, plan=best))
     return out
+
+
+# ------------------------------------------------------------------------------------------- one question
+class ReverseRequest(PlanRequest):
+    """A plan request plus the question to answer."""
+
+    question: Question = Field(description="fewest-gpus: the smallest GPU / node count that runs the job; "
+                               "largest-model: which presets (and how deep a model of the request's family) fit "
+                               "the pinned node count, else one node; longest-sequence: the longest seq_len that "
+                               "fits there")
+    granularity: int = Field(default=1024, ge=128, le=65536, description="longest-sequence: answers are "
+                             "multiples of this")
+    family: bool = Field(default=True, description="largest-model: also scale the request's model by depth")
+
+
+class ReverseResponse(_Frozen):
+    question: Question
+    answers: list[str] = Field(description="one sentence per hardware option")
+    fewest_gpus: list[MinimumHardware] | None = None
+    largest_model: list[LargestModel] | None = None
+    longest_sequence: list[LongestSequence] | None = None
+
+
+def _where(gpu: str, server: str | None, nodes: int, gpn: int) -> str:
+    return f"{nodes}x{gpn} {server or gpu}"
+
+
+def _fewest_words(a: MinimumHardware) -> str:
+    if a.num_gpus is None or a.plan is None:
+        return f"{a.server or a.gpu}: nothing runs the job up to the allowed nodes."
+    host = a.plan.host_ram_bytes_per_node / 2**30
+    return (f"{a.server or a.gpu}: {a.num_gpus} GPU{'s' if a.num_gpus > 1 else ''} ({a.num_nodes} node"
+            f"{'s' if (a.num_nodes or 0) > 1 else ''} x {a.gpus_per_node}), fastest as {a.plan.label}; "
+            f"{host:,.0f} GiB of host RAM per node.")
+
+
+def _largest_words(a: LargestModel) -> str:
+    where = _where(a.gpu, a.server, a.num_nodes, a.gpus_per_node)
+    text = f"{where}: largest preset {a.largest_preset}" if a.largest_preset else f"{where}: no preset fits"
+    if a.family is not None:
+        if a.family.num_layers:
+            text += (f"; {a.family.base} grows to {a.family.num_layers} layers "
+                     f"({a.family.total_params / 1e9:,.0f}B parameters)")
+        else:
+            text += f"; not even {LAYER_STEP} layers of {a.family.base} fit"
+    return text + "."
+
+
+def _longest_words(a: LongestSequence) -> str:
+    where = _where(a.gpu, a.server, a.num_nodes, a.gpus_per_node)
+    if not a.seq_len or a.plan is None:
+        return f"{where}: no sequence length fits."
+    return f"{where}: {a.seq_len:,} tokens, as {a.plan.label}."
+
+
+def answer(req: ReverseRequest, catalog: Any | None = None) -> ReverseResponse:
+    """Answer ``req.question`` for every hardware option of the request."""
+    catalog = catalog or default_catalog()
+    base = PlanRequest.model_validate(req.model_dump(exclude={"question", "granularity", "family"},
+                                                     exclude_unset=True))
+    if req.question == "fewest-gpus":
+        few = fewest_gpus(base, catalog)
+        return ReverseResponse(question=req.question, answers=[_fewest_words(a) for a in few], fewest_gpus=few)
+    if req.question == "largest-model":
+        big = largest_model(base, catalog, family=req.family)
+        return ReverseResponse(question=req.question, answers=[_largest_words(a) for a in big], largest_model=big)
+    long = longest_sequence(base, catalog, granularity=req.granularity)
+    return ReverseResponse(question=req.question, answers=[_longest_words(a) for a in long], longest_sequence=long)

@@ -157,9 +157,10 @@ class SearchContext:
         if req is None:
             tkey = (ckpt, mbs, gas, s.vp)
             if tkey not in self._trainings:
+                schedule = "interleaved" if s.vp > 1 else self.training.pipeline_schedule  # Megatron's VP schedule
                 self._trainings[tkey] = self.training.model_copy(update={
                     "micro_batch_size": mbs, "gradient_accumulation_steps": gas, "activation_checkpointing": ckpt,
-                    "virtual_stages": s.vp})
+                    "virtual_stages": s.vp, "pipeline_schedule": schedule})
             if s not in self._parallelism:
                 self._parallelism[s] = s.parallelism()
             req = self.base.model_copy(update={"training": self._trainings[tkey], "parallelism": self._parallelism[s],

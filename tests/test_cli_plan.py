@@ -29,3 +29,42 @@ def test_plan_bad_input_exits_2_naming_the_field(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "constraints.max_nodes" in result.output
     assert "Traceback" not in result.output
+
+
+def test_plan_question_fewest_gpus(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"model": "llama-3.1-70b", "training": {"method": "full"},
+                                "constraints": {"servers": ["nvidia-dgx-a100-320gb"], "max_nodes": 4}}))
+    result = runner.invoke(cli, ["plan", "--question", "fewest-gpus", "--input", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (item,) = data["fewest_gpus"]
+    # a DGX A100 320GB holds 1 TiB of RAM: one node's ZeRO-3 offload of 70B (16 B per parameter) does not fit it
+    assert data["question"] == "fewest-gpus" and item["num_nodes"] >= 2
+    assert item["plan"]["host_ram_bytes_per_node"] <= 1024 * 2**30
+    assert data["answers"][0].startswith("nvidia-dgx-a100-320gb: ")
+
+
+def test_plan_question_longest_sequence(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"model": "llama-3.1-8b", "training": {"method": "lora"}, "global_batch_size": 8,
+                                "hardware": {"server": "nvidia-dgx-h100", "num_nodes": 1}, "granularity": 8192}))
+    result = runner.invoke(cli, ["plan", "-q", "longest-sequence", "-i", str(path)])
+    assert result.exit_code == 0, result.output
+    (seq,) = json.loads(result.output)["longest_sequence"]
+    assert seq["seq_len"] >= 32768 and seq["seq_len"] % 8192 == 0
+
+
+def test_plan_unknown_question_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text("{}")
+    result = runner.invoke(cli, ["plan", "--question", "cheapest", "--input", str(path)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "fewest-gpus, largest-model, longest-sequence" in result.output
+
+
+def test_plan_question_bad_field_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"granularity": 7}))
+    result = runner.invoke(cli, ["plan", "--question", "longest-sequence", "--input", str(path)])
+    assert result.exit_code == 2 and "granularity" in result.output and "Traceback" not in result.output

@@ -268,6 +268,46 @@ def test_a_deadline_too_short_leaves_no_plan_and_says_so(client: TestClient) -> 
     assert "miss the budget or deadline" in response.text
 
 
+# --- reverse questions ------------------------------------------------------------------------------------------
+
+def test_the_form_offers_the_reverse_questions(job_page: str) -> None:
+    buttons = re.findall(r'<button type="submit" class="btn" name="question" value="([a-z-]+)"', job_page)
+    assert buttons == ["fewest-gpus", "largest-model", "longest-sequence"]
+
+
+@pytest.mark.parametrize(("question", "words"), [
+    ("fewest-gpus", re.compile(r"\d+ GPUs \(1 node x \d\)")),
+    ("largest-model", re.compile(r"largest preset [a-z0-9.-]+")),
+    ("longest-sequence", re.compile(r"[\d,]+ tokens, as ")),
+])
+def test_a_reverse_question_is_answered_on_the_page(client: TestClient, catalog: object, question: str,
+                                                    words: re.Pattern[str]) -> None:
+    from estimator.planner_reverse import ReverseRequest, answer
+
+    response = client.get("/plan?" + urlencode({**JOB, "question": question}))
+    assert response.status_code == 200, response.text[-1500:]
+    html = response.text
+    table = re.search(r'<table class="table" id="reverse-table">(.*?)</table>', html, re.S)
+    assert table is not None and _rows(html) == []  # the answer, not the ranked plans
+    expected = answer(ReverseRequest.model_validate({
+        "model": "llama-3.1-70b", "training": {"method": "lora", "seq_len": 4096, "train_tokens": 1e9},
+        "objective": "time", "constraints": {"gpus": [H100], "max_nodes": 2}, "question": question}), catalog)
+    (sentence,) = expected.answers
+    shown = unescape(table.group(1))
+    assert unescape(sentence.split(": ", 1)[1]) in shown and words.search(shown)
+    assert 'aria-pressed="true"' in html and f'value="{question}"' in html
+    share = re.search(r'id="plan-share" class="share" readonly value="([^"]+)"', html)
+    assert share is not None and f"question={question}" in unescape(share.group(1))
+    if question != "largest-model":  # the plan behind the answer opens in the estimator
+        assert "/estimate?" in table.group(1)
+
+
+def test_an_unknown_question_is_an_error_on_the_form(client: TestClient) -> None:
+    response = client.get("/plan?" + urlencode({**JOB, "question": "cheapest"}))
+    assert response.status_code == 422
+    assert "Choose one of 'fewest-gpus'" in _error(response.text, "f-question")
+
+
 # --- errors -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("field", "value", "dom_id", "message"), [

@@ -6,7 +6,9 @@ Query parameters are named by their path in :class:`estimator.planner_models.Pla
 validation error's location names the form field it belongs to. ``sort`` (a column key) and ``dir``
 (``asc``/``desc``) order the table on the server, for pages without JavaScript; ``static/js/planner.js`` sorts
 the same table in the browser. ``progress`` names a search whose progress ``GET /plan/progress?id=`` reports
-(fed by ``plan()``'s progress callback).
+(fed by ``plan()``'s progress callback). ``question`` (``fewest-gpus``, ``largest-model``,
+``longest-sequence``; sent by the form's "Reverse questions" buttons) answers that question about the same job
+instead of ranking plans (:func:`estimator.planner_reverse.answer`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from app.web.templating import is_htmx, render
 from estimator import EstimatorError
 from estimator.planner import plan
 from estimator.planner_models import Objective, Plan, PlanRequest, PlanResponse, Pricing
+from estimator.planner_reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from estimator.request import Training
 
 __all__ = ["COLUMNS", "PROGRESS", "PlanForm", "ProgressBoard", "parse_plan_form", "router", "sort_rows"]
@@ -61,6 +64,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "constraints.max_nodes": ("Max nodes", "1 to this many servers are searched"),
     "constraints.budget_usd": ("Budget (USD)", "Cost of the whole run; needs tokens to train on"),
     "constraints.deadline_days": ("Deadline (days)", "Time to train; needs tokens to train on"),
+    "question": ("Question", "Empty for ranked plans"),
+}
+QUESTION_LABELS: dict[str, tuple[str, str]] = {
+    "fewest-gpus": ("Fewest GPUs", "the smallest GPU and node count that runs this job"),
+    "largest-model": ("Largest model", "which models fit one node (or the pinned node count)"),
+    "longest-sequence": ("Longest sequence", "the longest sequence that fits one node"),
 }
 LIST_FIELDS = ("constraints.gpus", "constraints.servers")
 #: Shown when the parameter is absent (a first visit); an empty field that was sent means "none".
@@ -76,6 +85,7 @@ FORM_DEFAULTS: dict[str, str] = {
     "constraints.max_nodes": "4",
     "constraints.budget_usd": "",
     "constraints.deadline_days": "",
+    "question": "",
 }
 
 _ROOT_ERRORS = (  # model-level validator messages -> (field, plain words)
@@ -179,7 +189,7 @@ class PlanForm:
         for name in FIELDS:
             if name in LIST_FIELDS:
                 pairs += [(name, v) for v in self.values[name]]
-            elif name != "model_json" or self.values[name]:
+            elif name not in ("model_json", "question") or self.values[name]:
                 pairs.append((name, self.values[name]))
         sort, direction = override.get("sort", self.sort), override.get("dir", self.direction)
         if sort != "rank" or direction != "asc":
@@ -259,6 +269,8 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Any) -> PlanForm:
     direction = _text(params, "dir") or "asc"
     direction = direction if direction in ("asc", "desc") else "asc"
     form = PlanForm(values, None, FormErrors(), sort, direction)
+    if values["question"] and values["question"] not in QUESTIONS:
+        form.errors.add("question", "Choose one of " + ", ".join(repr(q) for q in QUESTIONS))
     model_raw = _model_input(values, form.errors)
     _check_ids(form, catalog)
     if form.errors:
@@ -281,7 +293,7 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Any) -> PlanForm:
         else:
             data[head] = value
     try:
-        form.request = PlanRequest.model_validate(data)
+        form.request = (ReverseRequest if values["question"] else PlanRequest).model_validate(data)
     except ValidationError as exc:
         _add_validation_errors(exc, form)
     return form
@@ -408,6 +420,21 @@ def result_context(form: PlanForm, response: PlanResponse, catalog: Any) -> dict
     }
 
 
+def reverse_context(reverse: ReverseResponse | None, catalog: Any) -> dict[str, Any]:
+    """Rows of a reverse answer: per hardware option, its sentence and the plan to open in the estimator."""
+    if reverse is None:
+        return {}
+    items: list[Any] = list(reverse.fewest_gpus or reverse.largest_model or reverse.longest_sequence or [])
+    rows = []
+    for item, sentence in zip(items, reverse.answers, strict=True):
+        p: Plan | None = getattr(item, "plan", None)
+        rows.append({"hardware": backend.server_name(catalog, item.server) if item.server
+                     else backend.gpu_name(catalog, item.gpu), "answer": sentence.split(": ", 1)[-1],
+                     "url": "/estimate?" + request_to_query(p.request) if p is not None else None})
+    title, _ = QUESTION_LABELS[reverse.question]
+    return {"reverse_rows": rows, "reverse_title": title}
+
+
 def _sort_links(form: PlanForm) -> dict[str, tuple[str, str | None]]:
     """Per column: the link that sorts by it (toggling when it is the current column) and its aria-sort."""
     links = {}
@@ -433,6 +460,7 @@ def form_context(form: PlanForm, catalog: Any) -> dict[str, Any]:
         "methods": METHODS,
         "objectives": OBJECTIVES,
         "pricings": PRICINGS,
+        "questions": QUESTION_LABELS,
         "columns": COLUMNS,
         "sort": form.sort,
         "direction": form.direction,
@@ -443,7 +471,13 @@ def form_context(form: PlanForm, catalog: Any) -> dict[str, Any]:
 
 def run_plan_form(params: Mapping[str, Any], catalog: Any, progress_id: str | None = None) -> dict[str, Any]:
     form = parse_plan_form(params, catalog)
-    context: dict[str, Any] = {"response": None, "submitted": True}
+    context: dict[str, Any] = {"response": None, "reverse": None, "submitted": True}
+    if isinstance(form.request, ReverseRequest):
+        try:
+            context["reverse"] = answer(form.request, catalog)
+        except EstimatorError as exc:
+            form.errors.add(_field_of(exc, form.values), exc.message)
+        return {**form_context(form, catalog), **context, **reverse_context(context["reverse"], catalog)}
     if form.request is not None:
         report = PROGRESS.callback(progress_id) if progress_id else None
         try:
@@ -468,7 +502,7 @@ def planner_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
     submitted = any(k in params for k in (*FIELDS, "sort", "dir"))
     if not submitted:
         form = parse_plan_form({}, catalog)
-        context = {**form_context(form, catalog), "response": None, "submitted": False}
+        context = {**form_context(form, catalog), "response": None, "reverse": None, "submitted": False}
     else:
         context = run_plan_form(params, catalog, _progress_id(params))
     context.update(charts=True, active="plan")

@@ -21,3 +21,59 @@ def test_plan_bad_field_is_422_problem(client: TestClient) -> None:
     assert response.status_code == 422
     assert response.headers["content-type"].startswith("application/problem+json")
     assert "max_nodes" in response.text
+
+
+def test_plan_host_object_is_validated_and_used(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "training": {"method": "lora", "train_tokens": 1e9},
+            "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 1}, "global_batch_size": 32,
+            "host": {"checkpoints_kept": 0}}
+    bad = client.post("/api/v1/plans", json=body)
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+    assert "host.checkpoints_kept" in {e["field"] for e in bad.json()["errors"]}
+    ok = client.post("/api/v1/plans", json={**body, "host": {"checkpoints_kept": 5}})
+    assert ok.status_code == 200, ok.text
+    plan = ok.json()["plans"][0]
+    assert plan["request"]["host"]["checkpoints_kept"] == 5  # re-estimating the plan keeps the choice
+
+
+# --- reverse questions ----------------------------------------------------------------------------------------
+REVERSE = "/api/v1/plans/reverse"
+JOB = {"model": "llama-3.1-70b", "training": {"method": "lora"}, "constraints": {"gpus": ["h100-sxm5-80gb"]}}
+
+
+def test_reverse_fewest_gpus(client: TestClient) -> None:
+    response = client.post(REVERSE, json={**JOB, "question": "fewest-gpus"})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    (item,) = data["fewest_gpus"]
+    assert data["question"] == "fewest-gpus" and data["largest_model"] is None
+    # 70B LoRA: the frozen bf16 base alone is 141 GB, more than one 80 GB GPU
+    assert item["num_gpus"] >= 2 and item["plan"]["layout"]["world_size"] == item["num_gpus"]
+    assert item["plan"]["estimate"]["memory"]["fits"] is True
+    assert data["answers"][0].startswith(f"h100-sxm5-80gb: {item['num_gpus']} GPUs")
+
+
+def test_reverse_largest_model_and_longest_sequence(client: TestClient) -> None:
+    job = {**JOB, "hardware": {"gpu": "a100-sxm4-80gb", "server": "dgx-a100-80gb", "num_nodes": 1},
+           "constraints": {}}
+    big = client.post(REVERSE, json={**job, "question": "largest-model", "family": False}).json()
+    (answer,) = big["largest_model"]
+    assert answer["largest_preset"] and answer["family"] is None and "largest preset" in big["answers"][0]
+    long = client.post(REVERSE, json={**job, "question": "longest-sequence", "granularity": 4096,
+                                      "global_batch_size": 8}).json()
+    (seq,) = long["longest_sequence"]
+    assert seq["seq_len"] >= 4096 and seq["seq_len"] % 4096 == 0
+    assert seq["plan"]["layout"]["seq_len"] == seq["seq_len"]
+
+
+def test_reverse_bad_question_is_a_422_naming_the_field(client: TestClient) -> None:
+    response = client.post(REVERSE, json={**JOB, "question": "cheapest-gpu"})
+    assert response.status_code == 422 and response.headers["content-type"].startswith("application/problem+json")
+    assert "question" in {e["field"] for e in response.json()["errors"]}
+    unknown = client.post(REVERSE, json={**JOB, "question": "fewest-gpus", "constraints": {"gpus": ["tpu-v9"]}})
+    assert unknown.status_code == 422 and "tpu-v9" in unknown.text
+
+
+def test_reverse_has_a_stable_operation_id(client: TestClient) -> None:
+    spec = client.get("/api/v1/openapi.json").json()
+    assert spec["paths"]["/api/v1/plans/reverse"]["post"]["operationId"] == "plans-answer_reverse_question"

@@ -1,4 +1,5 @@
-"""``POST /api/v1/plans``: the planner (``estimator.planner.plan``) over the effective catalog."""
+"""``POST /api/v1/plans``: the planner (``estimator.planner.plan``) over the effective catalog; ``POST
+/api/v1/plans/reverse``: its reverse questions (``estimator.planner_reverse.answer``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Body
 from app.deps import CatalogDep
 from app.schemas.problem import problem_responses
 from estimator.planner import PlanRequest, PlanResponse, plan
+from estimator.planner_reverse import ReverseRequest, ReverseResponse, answer
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 
@@ -24,3 +26,18 @@ def create_plan(payload: Annotated[PlanRequest, Body()], catalog: CatalogDep) ->
     (`gpus`, `servers`, `max_nodes`, `budget_usd`, `deadline_days`). Answers `{"plans": [...]}` ranked by the
     objective; an empty list with `notes` when nothing fits."""
     return plan(payload, catalog)
+
+
+@router.post(
+    "/reverse",
+    response_model=ReverseResponse,
+    responses=problem_responses(422),
+    summary="Reverse questions: the fewest GPUs for a job, the largest model a server trains, the longest sequence",
+)
+def answer_reverse_question(payload: Annotated[ReverseRequest, Body()], catalog: CatalogDep) -> ReverseResponse:
+    """A plan request plus `question`: `fewest-gpus` (per hardware option, the smallest GPU / node count on which
+    some layout fits GPU memory and the node's host RAM, with its fastest plan), `largest-model` (which presets,
+    and how many layers of the request's model, fit the pinned node count, else one node) or `longest-sequence`
+    (the longest `seq_len`, a multiple of `granularity`, that fits there, with its fastest plan). `answers` says
+    it in one sentence per hardware option."""
+    return answer(payload, catalog)

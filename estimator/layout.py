@@ -13,8 +13,8 @@ Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
   parallel size is world divided by it; torchtitan shards experts over ``dp_shard_mod_ep``). With ep > 1 the
   estimator takes expert tensor parallelism etp = 1 (experts split by ep only, as ``params.py`` places them);
   without ep, etp = tp.
-- HSDP: ``hsdp_shard_size`` GPUs of the dp x cp ranks form a shard group (default: one node's worth); the
-  experts' shard group shrinks by the same factor as their data-parallel group.
+- HSDP: ``hsdp_shard_size`` data-parallel ranks (default: one node's worth) and their cp ranks form a shard
+  group; the experts' shard group shrinks by the same factor as their data-parallel group.
 """
 
 from __future__ import annotations
@@ -105,6 +105,11 @@ def _check_combinations(req: EstimateRequest) -> None:
     p, t = req.parallelism, req.training
     _check(not p.sequence_parallel or p.tp > 1, "sequence_parallel needs tp > 1", "parallelism.sequence_parallel")
     _check(t.virtual_stages == 1 or p.pp > 1, "virtual_stages > 1 needs pp > 1", "training.virtual_stages")
+    # Megatron-Core pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving raises "number of
+    # microbatches ... is not divisible by pipeline-model-parallel-size ... when using interleaved schedule"
+    _check(t.pipeline_schedule != "interleaved" or p.pp == 1 or t.gradient_accumulation_steps % p.pp == 0,
+           f"the interleaved schedule needs gradient_accumulation_steps={t.gradient_accumulation_steps} to be a "
+           f"multiple of pp={p.pp}", "training.gradient_accumulation_steps")
     sharding = p.normalized_sharding
     if p.offload != "none" and sharding == "none":
         raise UnsupportedCombinationError(
@@ -128,17 +133,17 @@ def _check_combinations(req: EstimateRequest) -> None:
 
 
 def _shard_group(req: EstimateRequest, dp: int) -> int:
-    """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group."""
+    """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group of
+    ``hsdp_shard_size`` data-parallel ranks x cp."""
     p = req.parallelism
     if p.normalized_sharding == "none":
         return 1
-    group = dp * p.cp
     if p.normalized_sharding != "hsdp":
-        return group
-    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp)) * p.cp
-    _check(group % size == 0, f"hsdp_shard_size={size} must divide the data-parallel x context-parallel degree "
-           f"{group}", "parallelism.hsdp_shard_size")
-    return size
+        return dp * p.cp
+    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp))
+    _check(dp % size == 0, f"hsdp_shard_size={size} must divide the data-parallel degree {dp}",
+           "parallelism.hsdp_shard_size")
+    return size * p.cp
 
 
 def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:

@@ -244,7 +244,7 @@ def _in_flight(req: EstimateRequest, layout: Layout) -> float:
     if req.training.pipeline_schedule == "gpipe":
         return float(m)
     in_flight = float(min(layout.pp, m))
-    if layout.vp > 1:
+    if layout.vp > 1 and req.training.pipeline_schedule == "interleaved":
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.vp)
     return in_flight
 

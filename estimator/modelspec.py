@@ -8,6 +8,7 @@ an LM head unless tied. Multi-head latent attention follows DeepSeek-V2 (arXiv 2
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -69,11 +70,81 @@ def resolve_model(model: ModelInput) -> ModelArch:
     return model
 
 
-def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if cfg.get(key) is not None:
-            return cfg[key]
-    return default
+class _Config:
+    """A pasted ``config.json`` read key by key: every value is checked for its type, and every error names
+    the key it came from (``model.hf_config.<key>``), so a malformed config is a 422 / exit 2, never a 500."""
+
+    def __init__(self, cfg: Any) -> None:
+        if not isinstance(cfg, dict):
+            raise ModelConfigError("config.json must be a JSON object", "model.hf_config")
+        text = cfg.get("text_config")
+        if text is not None and not isinstance(text, dict):
+            raise ModelConfigError("config.json: text_config must be an object", "model.hf_config.text_config")
+        self.cfg: dict[str, Any] = {**(text or {}), **{k: v for k, v in cfg.items() if k != "text_config"}}
+        self.source: dict[str, str] = {}  # ModelArch field -> the config.json key it was read from
+
+    def key_of(self, *keys: str) -> str | None:
+        return next((k for k in keys if self.cfg.get(k) is not None), None)
+
+    def raw(self, field: str, *keys: str) -> Any:
+        key = self.key_of(*keys)
+        if key is None:
+            return None
+        self.source.setdefault(field, key)
+        return self.cfg[key]
+
+    def int(self, field: str, *keys: str, default: int | None = None) -> int | None:
+        key = self.key_of(*keys)
+        if key is None:
+            return default
+        self.source.setdefault(field, key)
+        return _as_int(key, self.cfg[key])
+
+    def number(self, field: str, key: str) -> float | None:
+        value = self.raw(field, key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ModelConfigError(f"config.json: {key} must be a finite number, not {_show(value)}",
+                                   f"model.hf_config.{key}")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.cfg.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ModelConfigError(f"config.json: {key} must be true or false, not {_show(value)}",
+                                   f"model.hf_config.{key}")
+        return value
+
+    def field_path(self, field: str) -> str:
+        key = self.source.get(field)
+        return f"model.hf_config.{key}" if key else "model.hf_config"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _as_int(key: str, value: Any) -> int:
+    """An integer-valued config entry: an int, an integral finite float, or a string of digits; never a bool."""
+    bad = ModelConfigError(f"config.json: {key} must be an integer, not {_show(value)}", f"model.hf_config.{key}")
+    if isinstance(value, bool):
+        raise bad
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise bad
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise bad from None
+    raise bad
 
 
 _TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "opt", "bloom", "gpt_neox_japanese"}
@@ -82,69 +153,83 @@ _LAYERNORM = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
 _NON_GATED = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
 
 
-def _hf_moe(cfg: dict[str, Any]) -> dict[str, Any]:
-    experts = int(_first(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=1) or 1)
+def _hf_moe(c: _Config) -> dict[str, Any]:
+    experts = c.int("num_experts", "num_local_experts", "n_routed_experts", "num_experts", default=1) or 1
     if experts <= 1:
         return {}
-    moe_ffn = _first(cfg, "moe_intermediate_size", default=None)
-    shared = int(_first(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0)
-    shared_size = cfg.get("shared_expert_intermediate_size")
+    moe_ffn = c.int("moe_ffn_hidden_size", "moe_intermediate_size")
+    shared = c.int("num_shared_experts", "n_shared_experts", "num_shared_experts", default=0) or 0
+    shared_size = c.int("num_shared_experts", "shared_expert_intermediate_size")
     if shared_size and moe_ffn:
         shared = max(1, round(shared_size / moe_ffn))
     return {
         "num_experts": experts,
-        "experts_per_token": int(_first(cfg, "num_experts_per_tok", "moe_topk", default=2)),
+        "experts_per_token": c.int("experts_per_token", "num_experts_per_tok", "moe_topk", default=2),
         "moe_ffn_hidden_size": moe_ffn,
         "num_shared_experts": shared,
-        "first_dense_layers": int(cfg.get("first_k_dense_replace", 0) or 0),
+        "first_dense_layers": c.int("first_dense_layers", "first_k_dense_replace", default=0) or 0,
     }
 
 
-def _hf_mla(cfg: dict[str, Any]) -> dict[str, Any]:
-    if not cfg.get("kv_lora_rank"):
+def _hf_mla(c: _Config) -> dict[str, Any]:
+    if not c.cfg.get("kv_lora_rank"):
         return {}
     keys = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-    return {k: cfg.get(k) for k in keys}
+    return {k: c.int(k, k) for k in keys}
 
 
-def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
-    """Read a Hugging Face ``config.json`` (Llama, Mistral, Mixtral, Qwen2, Gemma 2, DeepSeek-V3, GPT-2 …)."""
-    cfg = {**cfg.get("text_config", {}), **{k: v for k, v in cfg.items() if k != "text_config"}}
-    model_type = str(cfg.get("model_type", "")).lower()
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    vocab = _first(cfg, "vocab_size")
+def _hf_fields(c: _Config) -> dict[str, Any]:
+    model_type = str(c.cfg.get("model_type", "")).lower()
+    hidden = c.int("hidden_size", "hidden_size", "n_embd", "d_model")
+    heads = c.int("num_attention_heads", "num_attention_heads", "n_head", "num_heads")
+    layers = c.int("num_layers", "num_hidden_layers", "n_layer", "num_layers")
+    vocab = c.int("vocab_size", "vocab_size")
     missing = [n for n, v in (("hidden_size", hidden), ("num_attention_heads", heads),
                               ("num_hidden_layers", layers), ("vocab_size", vocab)) if v is None]
     if missing:
         raise ModelConfigError(f"config.json lacks {', '.join(missing)}", "model.hf_config")
-    ffn = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", default=None) or 4 * int(hidden)
+    assert hidden is not None
+    ffn = c.int("ffn_hidden_size", "intermediate_size", "n_inner", "ffn_dim") or 4 * hidden
+    window = c.int("sliding_window", "sliding_window") if c.flag("use_sliding_window", True) else None
     fields: dict[str, Any] = {
-        "name": str(_first(cfg, "_name_or_path", "name", default=model_type or "hf-config")),
+        "name": str(c.raw("name", "_name_or_path", "name") or model_type or "hf-config")[:200],
         "num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-        "num_kv_heads": _first(cfg, "num_key_value_heads", "num_kv_heads", default=heads),
-        "head_dim": cfg.get("head_dim"), "ffn_hidden_size": ffn, "vocab_size": vocab,
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT)),
-        "qkv_bias": bool(cfg.get("attention_bias", False)) or model_type in _QKV_BIAS,
-        "attention_bias": bool(cfg.get("attention_bias", False)) or model_type == "gpt2",
-        "mlp_bias": bool(cfg.get("mlp_bias", False)) or model_type == "gpt2",
+        "num_kv_heads": c.int("num_kv_heads", "num_key_value_heads", "num_kv_heads", default=heads),
+        "head_dim": c.int("head_dim", "head_dim"), "ffn_hidden_size": ffn, "vocab_size": vocab,
+        "tied_embeddings": c.flag("tie_word_embeddings", model_type in _TIED_BY_DEFAULT),
+        "qkv_bias": c.flag("attention_bias", False) or model_type in _QKV_BIAS or model_type == "gpt2",
+        "attention_bias": c.flag("attention_bias", False) or model_type == "gpt2",
+        "mlp_bias": c.flag("mlp_bias", False) or model_type == "gpt2",
         "gated_mlp": model_type not in _NON_GATED,
         "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
         "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
-        "learned_position_embeddings": int(cfg.get("n_positions", 0)) if model_type == "gpt2" else 0,
-        "final_logit_softcapping": cfg.get("final_logit_softcapping"),
-        "attn_logit_softcapping": cfg.get("attn_logit_softcapping"),
-        "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
-        **_hf_moe(cfg), **_hf_mla(cfg),
+        "learned_position_embeddings": (c.int("learned_position_embeddings", "n_positions", default=0)
+                                        if model_type == "gpt2" else 0),
+        "final_logit_softcapping": c.number("final_logit_softcapping", "final_logit_softcapping"),
+        "attn_logit_softcapping": c.number("attn_logit_softcapping", "attn_logit_softcapping"),
+        "sliding_window": window,
+        **_hf_moe(c), **_hf_mla(c),
     }
-    if model_type == "gpt2":
-        fields["qkv_bias"] = True
+    return fields
+
+
+def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
+    """Read a Hugging Face ``config.json`` (Llama, Mistral, Mixtral, Qwen2, Gemma 2, DeepSeek-V3, GPT-2 …).
+
+    Every malformed entry is a :class:`ModelConfigError` naming its key (``model.hf_config.<key>``)."""
+    c = _Config(cfg)
+    fields = _hf_fields(c)
     try:
         return ModelArch(**fields)
-    except (ValidationError, TypeError) as exc:
-        raise ModelConfigError(f"config.json is not a model the estimator can read: {exc}",
-                               "model.hf_config") from exc
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = [str(p) for p in err.get("loc", ())]
+        field = loc[0] if loc else ""
+        key = c.source.get(field, field)
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        where = f"{key}: " if key else ""
+        raise ModelConfigError(f"config.json is not a model the estimator can read: {where}{msg}",
+                               c.field_path(field) if field else "model.hf_config") from exc
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,16 @@ instead of a silently ignored default.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from estimator.host_config import HostInput
 
 __all__ = [
     "MAX_ACCUMULATION_STEPS",
+    "MAX_TRAIN_TOKENS",
     "EstimateRequest",
     "Hardware",
     "HfConfigModel",
@@ -44,52 +46,81 @@ Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
 
 
+def _not_bool(value: Any) -> Any:
+    """JSON ``true``/``false`` is not a number: pydantic's lax mode would read ``true`` as 1."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not true or false")
+    return value
+
+
+# An integer field that refuses booleans (numeric strings stay accepted: the web form submits text).
+Int = Annotated[int, BeforeValidator(_not_bool)]
+OptInt = Annotated[int | None, BeforeValidator(_not_bool)]
+OptFloat = Annotated[float | None, BeforeValidator(_not_bool)]
+
+
+def _field_error(model: str, field: str, value: Any, message: str) -> ValidationError:
+    """A model-level rule's error located at one field (``model.hidden_size``), not at the model."""
+    return ValidationError.from_exception_data(model, [InitErrorDetails(
+        type=PydanticCustomError("value_error", message), loc=(field,), input=value)])
+
+
 class ModelArch(_Frozen):
     """A transformer described by its shape. Multi-head latent attention (DeepSeek) uses the ``*_lora_rank``
-    and ``*_head_dim`` fields; a mixture of experts sets ``num_experts`` > 1."""
+    and ``*_head_dim`` fields; a mixture of experts sets ``num_experts`` > 1. Every size has an upper bound
+    (a few times the largest published model's) so that absurd shapes are refused, not computed."""
 
-    name: str = "custom"
-    num_layers: int = Field(gt=0, le=1000)
-    hidden_size: int = Field(gt=0, le=131072)
-    num_attention_heads: int = Field(gt=0, le=1024)
-    num_kv_heads: int | None = Field(default=None, gt=0, le=1024)
-    head_dim: int | None = Field(default=None, gt=0, le=4096)
-    ffn_hidden_size: int = Field(gt=0, le=1048576)
-    vocab_size: int = Field(gt=0, le=4_000_000)
+    name: str = Field(default="custom", max_length=200)
+    num_layers: Int = Field(gt=0, le=1000)
+    hidden_size: Int = Field(gt=0, le=131072)
+    num_attention_heads: Int = Field(gt=0, le=1024)
+    num_kv_heads: OptInt = Field(default=None, gt=0, le=1024)
+    head_dim: OptInt = Field(default=None, gt=0, le=4096)
+    ffn_hidden_size: Int = Field(gt=0, le=1048576)
+    vocab_size: Int = Field(gt=0, le=4_000_000)
     tied_embeddings: bool = False
-    num_experts: int = Field(default=1, ge=1, le=4096)
-    experts_per_token: int = Field(default=1, ge=1, le=256)
-    moe_ffn_hidden_size: int | None = Field(default=None, gt=0)
-    num_shared_experts: int = Field(default=0, ge=0, le=64)
-    first_dense_layers: int = Field(default=0, ge=0)
+    num_experts: Int = Field(default=1, ge=1, le=4096)
+    experts_per_token: Int = Field(default=1, ge=1, le=256)
+    moe_ffn_hidden_size: OptInt = Field(default=None, gt=0, le=1048576)
+    num_shared_experts: Int = Field(default=0, ge=0, le=64)
+    first_dense_layers: Int = Field(default=0, ge=0, le=1000)
     gated_mlp: bool = True
     attention_bias: bool = False
     qkv_bias: bool = False
     mlp_bias: bool = False
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    v_head_dim: int | None = Field(default=None, gt=0)
-    sliding_window: int | None = Field(default=None, gt=0)
-    norms_per_layer: int = Field(default=2, ge=0, le=8)
-    final_logit_softcapping: float | None = Field(default=None, gt=0, description="Gemma 2: tanh cap on logits")
-    attn_logit_softcapping: float | None = Field(default=None, gt=0,
-                                                 description="Gemma 2: tanh cap on attention scores (no flash)")
-    learned_position_embeddings: int = Field(default=0, ge=0)
-    source: str = ""
-    published_params: int | None = Field(default=None, gt=0, description="published parameter count")
+    q_lora_rank: OptInt = Field(default=None, gt=0, le=131072)
+    kv_lora_rank: OptInt = Field(default=None, gt=0, le=131072)
+    qk_rope_head_dim: OptInt = Field(default=None, gt=0, le=4096)
+    qk_nope_head_dim: OptInt = Field(default=None, gt=0, le=4096)
+    v_head_dim: OptInt = Field(default=None, gt=0, le=4096)
+    sliding_window: OptInt = Field(default=None, gt=0, le=10_000_000)
+    norms_per_layer: Int = Field(default=2, ge=0, le=8)
+    final_logit_softcapping: OptFloat = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
+                                              description="Gemma 2: tanh cap on logits")
+    attn_logit_softcapping: OptFloat = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
+                                             description="Gemma 2: tanh cap on attention scores (no flash)")
+    learned_position_embeddings: Int = Field(default=0, ge=0, le=10_000_000)
+    source: str = Field(default="", max_length=2000)
+    published_params: OptInt = Field(default=None, gt=0, le=10**14, description="published parameter count")
 
     @model_validator(mode="after")
     def _check_shapes(self) -> ModelArch:
         kv = self.num_kv_heads or self.num_attention_heads
         if self.num_attention_heads % kv:
-            raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
+            raise _field_error("ModelArch", "num_kv_heads", self.num_kv_heads,
+                               f"num_attention_heads={self.num_attention_heads} must be a multiple of "
+                               f"num_kv_heads={kv}")
+        if self.head_dim is None and self.kv_lora_rank is None and self.hidden_size % self.num_attention_heads:
+            raise _field_error("ModelArch", "hidden_size", self.hidden_size,
+                               f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
+                               f"{self.num_attention_heads}: give head_dim")
         if self.experts_per_token > self.num_experts:
-            raise ValueError("experts_per_token cannot exceed num_experts")
+            raise _field_error("ModelArch", "experts_per_token", self.experts_per_token,
+                               "experts_per_token cannot exceed num_experts")
         if self.first_dense_layers > self.num_layers:
-            raise ValueError("first_dense_layers cannot exceed num_layers")
+            raise _field_error("ModelArch", "first_dense_layers", self.first_dense_layers,
+                               "first_dense_layers cannot exceed num_layers")
         return self
 
 
@@ -102,33 +133,54 @@ class HfConfigModel(_Frozen):
 ModelInput = str | HfConfigModel | ModelArch
 
 
+MAX_TRAIN_TOKENS = 1e16  # 10,000 x the largest published pre-training runs (~15T tokens)
+
+
 class Training(_Frozen):
     method: Method = "full"
-    lora_rank: int = Field(default=16, ge=1, le=4096)
+    lora_rank: Int = Field(default=16, ge=1, le=4096)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
     precision: Precision = "bf16-mixed"
     optimizer: Optimizer = "adamw"
     optimizer_impl: OptimizerImpl = "fused"
-    micro_batch_size: int = Field(default=1, ge=1, le=65536)
-    seq_len: int = Field(default=4096, ge=1, le=10_000_000)
-    gradient_accumulation_steps: int = Field(default=1, ge=1, le=MAX_ACCUMULATION_STEPS)
+    micro_batch_size: Int = Field(default=1, ge=1, le=65536)
+    seq_len: Int = Field(default=4096, ge=1, le=10_000_000)
+    gradient_accumulation_steps: Int = Field(default=1, ge=1, le=MAX_ACCUMULATION_STEPS)
     activation_checkpointing: Checkpointing = "none"
-    train_tokens: float | None = Field(default=None, gt=0)
+    train_tokens: OptFloat = Field(default=None, gt=0, le=MAX_TRAIN_TOKENS, allow_inf_nan=False)
     attention: Attention = "flash"
     pipeline_schedule: PipelineSchedule = "1f1b"
-    virtual_stages: int = Field(default=1, ge=1, le=64)
+    virtual_stages: Int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> Training:
+        """Virtual pipeline stages are chunks of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2;
+        Megatron ``--num-layers-per-virtual-pipeline-stage``); 1F1B and GPipe run one chunk per rank."""
+        if self.virtual_stages > 1 and self.pipeline_schedule != "interleaved":
+            raise _field_error("Training", "virtual_stages", self.virtual_stages,
+                               f"virtual_stages={self.virtual_stages} needs pipeline_schedule \"interleaved\"")
+        return self
 
 
 class Parallelism(_Frozen):
     sharding: Sharding = "none"
-    tp: int = Field(default=1, ge=1, le=1024)
-    pp: int = Field(default=1, ge=1, le=1024)
-    cp: int = Field(default=1, ge=1, le=1024)
-    ep: int = Field(default=1, ge=1, le=1024)
+    tp: Int = Field(default=1, ge=1, le=1024)
+    pp: Int = Field(default=1, ge=1, le=1024)
+    cp: Int = Field(default=1, ge=1, le=1024)
+    ep: Int = Field(default=1, ge=1, le=1024)
     sequence_parallel: bool = False
     offload: Offload = "none"
     framework: Framework = "pytorch"
-    hsdp_shard_size: int | None = Field(default=None, ge=1, description="GPUs per shard group for HSDP")
+    hsdp_shard_size: OptInt = Field(default=None, ge=1, le=1_000_000,
+                                    description="data-parallel ranks per HSDP shard group (null: one node's worth); "
+                                    "with context parallelism the group spans this x cp GPUs")
+
+    @model_validator(mode="after")
+    def _check_hsdp(self) -> Parallelism:
+        if self.hsdp_shard_size is not None and self.sharding != "hsdp":
+            raise _field_error("Parallelism", "hsdp_shard_size", self.hsdp_shard_size,
+                               f"hsdp_shard_size applies to sharding \"hsdp\" only, not {self.sharding!r}")
+        return self
 
     @property
     def normalized_sharding(self) -> Sharding:

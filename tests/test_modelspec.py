@@ -77,3 +77,46 @@ def test_unknown_preset_names_known_ones() -> None:
     with pytest.raises(UnknownModelError, match=r"llama-3.1-70b") as info:
         preset("llama-9-1t")
     assert info.value.field == "model"
+
+
+LLAMA_NO_FFN = {k: v for k, v in LLAMA_8B_CONFIG.items() if k != "intermediate_size"}
+
+
+@pytest.mark.parametrize(("config", "key"), [
+    ({**LLAMA_8B_CONFIG, "text_config": [1]}, "text_config"),
+    ({**LLAMA_8B_CONFIG, "text_config": "x"}, "text_config"),
+    ({**MIXTRAL_CONFIG, "num_local_experts": "x"}, "num_local_experts"),
+    ({**LLAMA_NO_FFN, "hidden_size": "abc"}, "hidden_size"),
+    ({**LLAMA_8B_CONFIG, "hidden_size": True}, "hidden_size"),
+    ({**LLAMA_8B_CONFIG, "hidden_size": 4096.5}, "hidden_size"),
+    ({**LLAMA_8B_CONFIG, "hidden_size": 10**30}, "hidden_size"),
+    ({**MIXTRAL_CONFIG, "num_experts_per_tok": "two"}, "num_experts_per_tok"),
+    ({**MIXTRAL_CONFIG, "num_local_experts": float("nan")}, "num_local_experts"),
+    ({**MIXTRAL_CONFIG, "moe_intermediate_size": 512, "shared_expert_intermediate_size": "q"},
+     "shared_expert_intermediate_size"),
+    ({**MIXTRAL_CONFIG, "first_k_dense_replace": "z"}, "first_k_dense_replace"),
+    ({**GPT2_CONFIG, "n_positions": "p"}, "n_positions"),
+    ({**LLAMA_8B_CONFIG, "tie_word_embeddings": "maybe"}, "tie_word_embeddings"),
+    ({**LLAMA_8B_CONFIG, "final_logit_softcapping": "30"}, "final_logit_softcapping"),
+    ({**LLAMA_8B_CONFIG, "sliding_window": [4096]}, "sliding_window"),
+    ({**LLAMA_8B_CONFIG, "num_attention_heads": 33}, "num_key_value_heads"),
+    ({**LLAMA_8B_CONFIG, "hidden_size": 4000, "num_key_value_heads": 16, "num_attention_heads": 48}, "hidden_size"),
+])
+def test_malformed_hf_config_is_a_model_error_naming_the_key(config: dict, key: str) -> None:
+    """Every malformed entry is a one-line ModelConfigError at model.hf_config.<key> (it was a TypeError or
+    ValueError traceback: CLI exit 1, HTTP 500)."""
+    with pytest.raises(ModelConfigError) as info:
+        resolve_model(HfConfigModel(hf_config=config))
+    assert info.value.field == f"model.hf_config.{key}"
+    assert key in info.value.message and "\n" not in info.value.message
+
+
+def test_null_text_config_is_no_text_config() -> None:
+    arch = parse_hf_config({**LLAMA_8B_CONFIG, "text_config": None})
+    assert ModelShape(arch).total_params() == 8030261248
+
+
+def test_text_config_fields_are_read() -> None:
+    """Multimodal configs (Gemma 3, Llama 4) nest the language model under text_config."""
+    arch = parse_hf_config({"model_type": "gemma3", "text_config": {**LLAMA_8B_CONFIG, "model_type": "gemma3_text"}})
+    assert (arch.hidden_size, arch.num_layers) == (4096, 32)

@@ -62,7 +62,8 @@ def _request(row: dict[str, str]) -> EstimateRequest:
     return EstimateRequest.model_validate({
         "model": arch,
         "training": {"seq_len": int(row["seq_len"]), "micro_batch_size": int(row["micro_batch"]),
-                     "gradient_accumulation_steps": 64, "attention": "eager",
+                     # >= 64 micro-batches, a multiple of pp (Megatron's interleaved schedule requires it)
+                     "gradient_accumulation_steps": pp * -(-64 // pp), "attention": "eager",
                      "activation_checkpointing": "selective" if selective else "none", "virtual_stages": vp,
                      "pipeline_schedule": "interleaved" if vp > 1 else "1f1b"},
         "parallelism": {"tp": tp, "pp": pp, "sequence_parallel": selective, "framework": "megatron"},

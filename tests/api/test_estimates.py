@@ -39,6 +39,14 @@ def test_defaults_alone_are_a_valid_request(client: TestClient) -> None:
         ({"hardware": {"gpu": "no-such-gpu"}}, "hardware.gpu"),
         ([SMALL, {"hardware": {"gpu": "no-such-gpu"}}], "1.hardware.gpu"),
         ({"model": "no-such-model"}, "model"),
+        ({"model": {"hf_config": {"hidden_size": "abc", "num_attention_heads": 32, "num_hidden_layers": 32,
+                                  "vocab_size": 32000}}}, "model.hf_config.hidden_size"),
+        ({"model": {"hf_config": {"text_config": None, "model_type": "mixtral", "hidden_size": 4096,
+                                  "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000,
+                                  "num_local_experts": "x"}}}, "model.hf_config.num_local_experts"),
+        ({"model": {"hf_config": {"text_config": [], "hidden_size": 4096}}}, "model.hf_config.text_config"),
+        ({"training": {"micro_batch_size": True}}, "training.micro_batch_size"),
+        ({"training": {"train_tokens": 1e308}}, "training.train_tokens"),
     ],
 )
 def test_bad_input_is_a_422_naming_the_field(client: TestClient, payload: object, field: str) -> None:

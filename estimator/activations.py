@@ -91,16 +91,23 @@ def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
     return req.training.attention
 
 
-def _attention_core(shape: ModelShape, req: EstimateRequest) -> float:
+def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, float]:
+    """(stored, recomputed) bytes per token of the attention core (q, k, v, output, log-sum-exp; eager: the
+    fp32 softmax and its bf16 copy, 6 bytes per score).
+
+    Selective recomputation (Korthikanti et al. 2022, Sec. 5) keeps q, k and v and recomputes the core in
+    backward: the score matrices (eager) or the flash output and log-sum-exp are not stored; one layer's worth
+    is rebuilt at a time."""
     a = shape.arch
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    core = 2 * qd + 2 * 2 * kvd + 2 * qd + 4 * a.num_attention_heads  # q, k, v, out, lse
+    qkv = 2 * qd + 2 * 2 * kvd
+    rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, req) == "eager":
         window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
-        core += 6 * a.num_attention_heads * window
+        rest += 6 * a.num_attention_heads * window
     if req.training.activation_checkpointing == "selective":
-        core -= 2 * qd + 4 * a.num_attention_heads  # Megatron selective: core attention recomputed
-    return core
+        return qkv, rest
+    return qkv + rest, 0.0
 
 
 def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float:
@@ -131,7 +138,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
     replicated = norms + h_inputs
     sharded = split_inputs
-    sharded += _attention_core(shape, req)
+    sharded += _attention_core(shape, req)[0]
     dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, req)
     if shape.is_moe:
         frac = shape.moe_layers / a.num_layers
@@ -165,6 +172,18 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
     return replicated / rep_div + sharded / layout.tp
 
 
+def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+    """Selective recomputation rebuilds one layer's attention core at a time in backward (split by t)."""
+    if req.training.activation_checkpointing != "selective":
+        return 0.0
+    if req.parallelism.framework == "megatron":
+        a, t = shape.arch, req.training
+        if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
+            return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
+        return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
+    return _attention_core(shape, req)[1] / layout.tp
+
+
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
     vocab_local = shape.arch.vocab_size / layout.tp
     logits = tokens * vocab_local
@@ -186,7 +205,7 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout) ->
     if t.activation_checkpointing == "full":
         stored, recompute = residual, per_layer
     else:
-        stored, recompute = per_layer, 0
+        stored, recompute = per_layer, int(_selective_recompute_per_token(shape, req, layout) * tokens)
     fwd, bwd = _logits(req, shape, layout, tokens)
     return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,

@@ -1,0 +1,64 @@
+"""The committed accuracy files are what ``benchmarks/calibration/accuracy_report.py`` writes from the H200
+measurements and the current estimator: ``estimator/data/accuracy.json`` (``memory_error_bar_pct``, behind
+every response's ``error_bar_pct``), ``docs/accuracy-memory.md`` and the memory section of ``docs/accuracy.md``.
+Nothing here writes a file: the report is regenerated in memory and compared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.calibration import accuracy_report as report
+from estimator.accuracy import memory_error_bar_pct
+
+
+def test_committed_memory_accuracy_files_are_up_to_date() -> None:
+    stale = [str(p.relative_to(report.ROOT)) for p in report.stale_files()]
+    assert stale == [], f"regenerate with python -m benchmarks.calibration.accuracy_report: {stale}"
+
+
+def test_response_error_bars_are_the_table_p90s() -> None:
+    bars = report.memory_bars(report.memory_rows())
+    assert memory_error_bar_pct(False, "full") == bars["full"]
+    assert memory_error_bar_pct(False, "lora") == bars["lora"]
+    assert memory_error_bar_pct(True, "full") == bars["sharded"]
+    assert memory_error_bar_pct(True, "full", measured_kind=False) >= 10.0
+
+
+def test_check_exits_0_and_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = {p: p.read_bytes() for p in report.expected_files()}
+    monkeypatch.setattr(Path, "write_text", _no_write)
+    assert report.main(["--check"]) == 0
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_check_finds_a_stale_file_and_leaves_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    stale_json = tmp_path / "accuracy.json"
+    old = {"memory_error_bar_pct": {"all": 99.0}, "time_error_bar_pct": {"all": 1.0}}
+    stale_json.write_text(json.dumps(old))
+    monkeypatch.setattr(report, "ACCURACY_JSON", stale_json)
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report, "ACCURACY_MD", tmp_path / "accuracy-memory.md")  # missing: stale too
+    monkeypatch.setattr(report, "SUMMARY_MD", tmp_path / "accuracy.md")  # missing: not checked
+    assert report.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "stale: accuracy.json" in out and "stale: accuracy-memory.md" in out
+    assert json.loads(stale_json.read_text()) == old
+    assert not (tmp_path / "accuracy-memory.md").exists()
+
+
+def test_the_step_time_part_is_left_alone() -> None:
+    expected = json.loads(report.expected_files()[report.ACCURACY_JSON])
+    committed = json.loads(report.ACCURACY_JSON.read_text())
+    assert expected["time_error_bar_pct"] == committed["time_error_bar_pct"]
+    summary = report.expected_files()[report.SUMMARY_MD]
+    text = report.SUMMARY_MD.read_text()
+    assert summary[summary.index("## Step time"):] == text[text.index("## Step time"):]
+
+
+def _no_write(self: Path, *args: object, **kwargs: object) -> int:
+    raise AssertionError(f"--check wrote {self}")

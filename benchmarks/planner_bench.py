@@ -8,8 +8,15 @@ Run: ``.venv/bin/python benchmarks/planner_bench.py [--runs 7]``. Prints figures
    and layouts per second, and what the pruning left to the memory and step-time models.
 2. Per configuration: the median time of one ``estimator.estimate`` (memory, step time, time to train) against
    one ``llm_analysis.analysis.LLMAnalysis.training`` for the same model, GPU, layout and batch (PyPI
-   ``llm-analysis``; installed with ``--no-deps`` because it pins huggingface-hub < 0.15 and transformers, which
-   its training analysis does not use). Their step time and peak memory are printed beside ours for context.
+   ``llm-analysis``). Their step time and peak memory are printed beside ours for context. Without
+   llm-analysis this section prints our times only and says how to install it.
+
+llm-analysis pins huggingface-hub < 0.15 and transformers, which its training analysis does not use, so keep it
+out of ``.venv``: install it with its two import-time dependencies into a separate venv and put that venv's
+site-packages on the path (docs/planner.md)::
+
+    python3 -m venv /tmp/llma && /tmp/llma/bin/pip install --no-deps llm-analysis==0.2.2 fire termcolor
+    PYTHONPATH=/tmp/llma/lib/python3.11/site-packages .venv/bin/python benchmarks/planner_bench.py
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ CONFIGS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 GIB = 2**30
+INSTALL = ("python3 -m venv /tmp/llma && /tmp/llma/bin/pip install --no-deps llm-analysis==0.2.2 fire termcolor; "
+           "then PYTHONPATH=/tmp/llma/lib/python3.11/site-packages .venv/bin/python benchmarks/planner_bench.py")
 
 
 def _median_s(fn: Callable[[], Any], runs: int) -> float:
@@ -125,10 +134,28 @@ def _llm_analysis(req: EstimateRequest, gpu_name: str) -> Callable[[], dict[str,
     return run
 
 
+def _have_llm_analysis() -> str | None:
+    """``None`` when llm-analysis imports, else why not (one line)."""
+    try:
+        import llm_analysis.analysis  # noqa: F401
+    except ImportError as exc:  # ModuleNotFoundError, or one of its own dependencies missing
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def bench_configs(runs: int) -> None:
     logging.getLogger("llm_analysis").setLevel(logging.ERROR)
     logging.disable(logging.WARNING)  # its per-call warnings (Chinchilla ratio, latency cross-check)
     catalog = load_catalog()
+    missing = _have_llm_analysis()
+    if missing is not None:
+        print(f"\n== one estimate per configuration, median of {runs * 20} (llm-analysis not available: {missing};"
+              " its comparison is skipped) ==")
+        print(f"to compare, install it apart from .venv: {INSTALL}")
+        for label, payload, _ in CONFIGS:
+            req = EstimateRequest.model_validate(payload)
+            print(f"{label:48} {_median_s(lambda req=req: estimate(req, catalog), runs * 20) * 1e3:8.2f} ms")
+        return
     print("\n== one estimate vs one llm-analysis training analysis (same config), median of", runs * 20, "==")
     print(f"{'configuration':48} {'ours ms':>8} {'theirs ms':>9} {'ratio':>6}   step s ours/theirs   "
           "peak GiB ours/theirs")

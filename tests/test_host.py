@@ -238,7 +238,7 @@ def test_options_are_validated() -> None:
 
 # ---------------------------------------------------------------------------------- RAM limits (audit fixes)
 def test_unknown_server_maximum_uses_the_default_ceiling_and_warns() -> None:
-    """15 of the catalog's servers publish no RAM maximum: the 4 TiB ceiling (32x 128 GB) applies, with a
+    """Most of the catalog's servers publish no RAM maximum: the 4 TiB ceiling (32x 128 GB) applies, with a
     warning; past it the node does not fit (it used to 'fit' whatever the need)."""
     req, shape, layout = make("llama-3.1-70b", gpu="l40s-48gb", server="dell-r760xa-l40s", gpus=4,
                               sharding="fsdp", offload="optimizer+params", activation_checkpointing="full")

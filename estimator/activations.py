@@ -193,9 +193,12 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     return int(10 * logits + softcap), int(12 * logits + softcap)
 
 
-def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationModel:
+def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                     micro_batch_size: int | None = None) -> ActivationModel:
+    """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
+    when given: the largest-micro-batch search)."""
     t = req.training
-    tokens = t.micro_batch_size * t.seq_len // layout.cp
+    tokens = (micro_batch_size or t.micro_batch_size) * t.seq_len // layout.cp
     per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if req.parallelism.framework == "megatron"
                  else _layer_bytes_per_token(shape, req, layout))
     per_layer = int(per_token * tokens)

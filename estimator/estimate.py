@@ -12,7 +12,7 @@ from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
 from estimator.host import host_result
 from estimator.layout import Layout, build_layout
-from estimator.memory import MemoryPeak, peak_memory
+from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.params import lora_params_per_layer
 from estimator.planner_shape import CachedShape
@@ -90,23 +90,8 @@ def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, cap
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> int:
-    """Largest micro-batch whose total fits (doubling, then bisection); 0 if even 1 does not fit."""
-
-    def fits(mbs: int) -> bool:
-        trial = req.model_copy(update={"training": req.training.model_copy(update={"micro_batch_size": mbs})})
-        return peak_memory(trial, shape, layout, capacity).fits
-
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= MAX_MICRO_BATCH_SEARCH and fits(hi):
-        lo, hi = hi, hi * 2
-    if hi > MAX_MICRO_BATCH_SEARCH:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    """Largest micro-batch whose total fits (:func:`estimator.memory.max_micro_batch`); 0 if even 1 does not."""
+    return max_micro_batch(req, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
 
 
 def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int,

@@ -19,7 +19,7 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from estimator.activations import ActivationModel, activation_model
 from estimator.layout import Layout
@@ -29,7 +29,7 @@ from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest, Parallelism, Training
 
-__all__ = ["MemoryPeak", "Phase", "peak_memory"]
+__all__ = ["MemoryPeak", "Phase", "max_micro_batch", "peak_memory"]
 
 # Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
 # optimizer-phase peak minus parameters, gradients and states; see docs/accuracy.md).
@@ -46,7 +46,7 @@ class Phase:
     logits: int
     temporary: int
 
-    @property
+    @cached_property
     def allocated(self) -> int:
         return (self.parameters + self.gradients + self.optimizer_states + self.activations + self.logits
                 + self.temporary)
@@ -278,9 +278,7 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
 
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak: Phase, act: ActivationModel,
-                    stage: str) -> OverheadInput:
-    place = place_params(req, shape, layout, stage)
-    st = _states(req, shape, layout, place)
+                    stage: str, place: ParamPlacement, st: _States) -> OverheadInput:
     logits = 4 * act.tokens * shape.arch.vocab_size // layout.tp if stage in ("last", "only") else 0
     per_param = 6 if req.training.method == "full" else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
@@ -295,6 +293,31 @@ def _stages(layout: Layout) -> tuple[str, ...]:
     return ("only",) if layout.pp == 1 else ("first", "last")
 
 
+def _state_key(req: EstimateRequest) -> tuple[object, ...]:
+    """Everything :func:`place_params` and :func:`_states` read from the request (not the batch shape)."""
+    t, p = req.training, req.parallelism
+    return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.framework,
+            p.offload)
+
+
+_STAGE_STATES: dict[tuple[object, ...], tuple[ParamPlacement, _States]] = {}
+_STAGE_STATES_MAX = 8192
+
+
+def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                  stage: str) -> tuple[ParamPlacement, _States]:
+    """Placement and model states of one pipeline stage, memoised: they do not depend on the micro-batch or
+    the sequence length, which the largest-micro-batch search, the suggestions and the planner vary."""
+    key = (_state_key(req), shape, layout, stage)
+    found = _STAGE_STATES.get(key)
+    if found is None:
+        if len(_STAGE_STATES) >= _STAGE_STATES_MAX:
+            _STAGE_STATES.clear()
+        place = place_params(req, shape, layout, stage)
+        found = _STAGE_STATES[key] = (place, _states(req, shape, layout, place))
+    return found
+
+
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
     return _peak_memory_cached(req.training, req.parallelism, shape, layout, gpu_memory_bytes)
@@ -306,20 +329,69 @@ def _peak_memory_cached(training: Training, parallelism: Parallelism, shape: Mod
     return _peak_memory(EstimateRequest(training=training, parallelism=parallelism), shape, layout, gpu_memory_bytes)
 
 
-def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
-    best: tuple[Phase, tuple[Phase, ...], str] | None = None
-    act = activation_model(req, shape, layout)
+_RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches in "
+          "flight)", "last": "last pipeline stage (LM head and loss)"}
+
+
+def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+                 act: ActivationModel | None = None) -> MemoryPeak:
+    act = act or activation_model(req, shape, layout)
+    best: tuple[Phase, tuple[Phase, ...], str, ParamPlacement, _States] | None = None
     for stage in _stages(layout):
-        place = place_params(req, shape, layout, stage)
-        st = _states(req, shape, layout, place)
+        place, st = _stage_states(req, shape, layout, stage)
         phases = _phases(req, layout, st, act, place, stage)
         top = max(phases, key=lambda ph: ph.allocated)
         if best is None or top.allocated > best[0].allocated:
-            best = (top, phases, stage)
+            best = (top, phases, stage, place, st)
     assert best is not None
-    peak, phases, stage = best
-    inp = _overhead_input(req, shape, layout, peak, act, stage)
-    rank = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches "
-            "in flight)", "last": "last pipeline stage (LM head and loss)"}[stage]
+    peak, phases, stage, place, st = best
+    inp = _overhead_input(req, shape, layout, peak, act, stage, place, st)
     return MemoryPeak(peak=peak, phases=phases, soft_overhead=overhead_bytes(inp),
-                      hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=rank)
+                      hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
+
+
+def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+                    limit: int = 4096) -> int:
+    """The largest micro-batch (at most ``limit``) whose peak :attr:`MemoryPeak.fits`; 0 if 1 does not.
+
+    Everything but the activations, logits and the allocator reserve is independent of the micro-batch, and
+    those grow piecewise linearly with it, so the total is increasing and (nearly) convex in it: the model
+    states are computed once (:func:`_stage_states`), a line through the totals at 1 and 2 sequences guesses
+    the boundary, and secant steps between the largest size known to fit and the smallest known not to
+    (with the next size up checked after each fit) close in on it, usually in 3 to 6 evaluations."""
+    cap = gpu_memory_bytes
+    memo: dict[int, int] = {}
+
+    def total(m: int) -> int:
+        if m not in memo:
+            peak = _peak_memory(req, shape, layout, cap, activation_model(req, shape, layout, m))
+            memo[m] = peak.peak_allocated + peak.hard_overhead
+        return memo[m]
+
+    if total(1) > cap:
+        return 0
+    lo = 1
+    hi = limit + 1  # smallest size known not to fit (limit + 1: none known)
+    probe = 2
+    while hi - lo > 1:
+        probe = max(lo + 1, min(hi - 1, probe))
+        if total(probe) > cap:
+            hi = probe
+        else:
+            lo = probe
+            if lo + 1 < hi and total(lo + 1) > cap:
+                return lo
+            lo = min(lo + 1, hi - 1) if lo + 1 < hi else lo
+        probe = _secant(lo, total(lo), hi, memo.get(hi), cap, memo.get(lo - 1))
+    return lo
+
+
+def _secant(lo: int, at_lo: int, hi: int, at_hi: int | None, cap: int, below_lo: int | None) -> int:
+    """The next size to try: where the line through (lo, at_lo) and (hi, at_hi) meets the capacity, or, with
+    no failing size known yet, where the slope just below ``lo`` extrapolates to it; bisection when the line
+    gives nothing better."""
+    if at_hi is not None and at_hi > at_lo:
+        return lo + (cap - at_lo) * (hi - lo) // (at_hi - at_lo)
+    if below_lo is not None and at_lo > below_lo:
+        return lo + (cap - at_lo) // (at_lo - below_lo)
+    return (lo + hi) // 2

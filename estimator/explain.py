@@ -30,7 +30,9 @@ def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
         "peak is that of the second and later steps.",
         f"Attention: {t.attention}; activation checkpointing: {t.activation_checkpointing}.",
         f"Layout: {layout.world_size} GPU(s) = dp {layout.dp} x tp {layout.tp} x pp {layout.pp} x cp {layout.cp}"
-        f"; sharding {layout.sharding} over {layout.shard_group} rank(s); framework {p.framework}.",
+        f"; sharding {layout.sharding} over {layout.shard_group} rank(s)"
+        + (f" (routed experts: split over ep {layout.ep}, sharded over {layout.expert_shard_group})"
+           if layout.ep > 1 else "") + f"; framework {p.framework}.",
         "The loss upcasts logits to fp32 (Hugging Face ForCausalLMLoss); the logits item holds the fp32 "
         "log-probabilities and their gradient at the start of backward.",
         "Overhead: CUDA context, caching-allocator reserve/fragmentation"
@@ -40,7 +42,11 @@ def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
     if t.method != "full":
         out.append(f"{t.method.upper()}: rank {t.lora_rank} adapters on {t.lora_targets} projections, fp32 "
                    "adapter weights and states; frozen base "
-                   + ("in NF4 with double quantization." if t.method == "qlora" else "in bf16."))
+                   + ("in NF4 with double quantization." if t.method == "qlora"
+                      else "in fp32." if t.precision == "fp32" else "in bf16."))
+    if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
+        out.append("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
+                   "the default): one more gradient copy.")
     return out
 
 

@@ -227,3 +227,19 @@ def test_selective_recompute_drops_the_eager_score_matrices() -> None:
     assert stored < _phase(eager_none, "forward").activations / 10
     scores = 6 * 32 * 8192 * 8192
     assert _phase(eager_sel, "backward-layer").temporary >= scores
+
+
+def test_assumptions_state_the_expert_shards_the_ddp_buckets_and_the_lora_base_dtype() -> None:
+    from estimator import estimate
+
+    moe = estimate(EstimateRequest.model_validate({
+        "model": "mixtral-8x7b", "parallelism": {"sharding": "fsdp", "ep": 8},
+        "hardware": {"gpu": "h200-sxm-141gb", "num_nodes": 2}}))
+    assert any("routed experts: split over ep 8, sharded over 2" in a for a in moe.assumptions)
+    ddp = estimate(EstimateRequest.model_validate({"model": "llama-3.2-1b"}))
+    assert any("gradient_as_bucket_view" in a for a in ddp.assumptions)
+    lora = estimate(EstimateRequest.model_validate({
+        "model": "llama-3.2-1b", "training": {"method": "lora", "precision": "fp32"},
+        "hardware": {"gpus_per_node": 1}}))
+    assert any("frozen base in fp32." in a for a in lora.assumptions)
+    assert not any("gradient_as_bucket_view" in a for a in lora.assumptions)

@@ -26,7 +26,7 @@ from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 
-__all__ = ["ActivationModel", "activation_model"]
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
 
 
 @dataclass(frozen=True)
@@ -193,22 +193,43 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     return int(10 * logits + softcap), int(12 * logits + softcap)
 
 
-def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
-                     micro_batch_size: int | None = None) -> ActivationModel:
-    """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
-    when given: the largest-micro-batch search)."""
+@dataclass(frozen=True)
+class ActivationRates:
+    """What :func:`activation_model` scales by the micro-batch's tokens: the per-token parts of one request."""
+
+    per_token: float  # one layer's saved bytes per token
+    recompute_per_token: float  # selective recomputation's transient per token
+    residual_dtype: int
+    residual_div: int
+    tokens_per_sequence: int
+    full_checkpointing: bool
+
+
+def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
     t = req.training
-    tokens = (micro_batch_size or t.micro_batch_size) * t.seq_len // layout.cp
     per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if req.parallelism.framework == "megatron"
                  else _layer_bytes_per_token(shape, req, layout))
-    per_layer = int(per_token * tokens)
-    residual_dtype, _ = _regime(req, layout)
-    residual = residual_dtype * shape.arch.hidden_size * tokens
-    residual //= layout.tp if layout.sequence_parallel else 1
-    if t.activation_checkpointing == "full":
+    return ActivationRates(per_token=per_token,
+                           recompute_per_token=_selective_recompute_per_token(shape, req, layout),
+                           residual_dtype=_regime(req, layout)[0],
+                           residual_div=layout.tp if layout.sequence_parallel else 1,
+                           tokens_per_sequence=t.seq_len,
+                           full_checkpointing=t.activation_checkpointing == "full")
+
+
+def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                     micro_batch_size: int | None = None, rates: ActivationRates | None = None) -> ActivationModel:
+    """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
+    when given, with ``rates`` computed once: the largest-micro-batch search)."""
+    r = rates or activation_rates(req, shape, layout)
+    tokens = (micro_batch_size or req.training.micro_batch_size) * r.tokens_per_sequence // layout.cp
+    per_layer = int(r.per_token * tokens)
+    residual = r.residual_dtype * shape.arch.hidden_size * tokens
+    residual //= r.residual_div
+    if r.full_checkpointing:
         stored, recompute = residual, per_layer
     else:
-        stored, recompute = per_layer, int(_selective_recompute_per_token(shape, req, layout) * tokens)
+        stored, recompute = per_layer, int(r.recompute_per_token * tokens)
     fwd, bwd = _logits(req, shape, layout, tokens)
     return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,

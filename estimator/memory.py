@@ -19,9 +19,9 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
-from estimator.activations import ActivationModel, activation_model
+from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
@@ -46,7 +46,7 @@ class Phase:
     logits: int
     temporary: int
 
-    @cached_property
+    @property
     def allocated(self) -> int:
         return (self.parameters + self.gradients + self.optimizer_states + self.activations + self.logits
                 + self.temporary)
@@ -337,12 +337,14 @@ def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_me
                  act: ActivationModel | None = None) -> MemoryPeak:
     act = act or activation_model(req, shape, layout)
     best: tuple[Phase, tuple[Phase, ...], str, ParamPlacement, _States] | None = None
+    best_bytes = -1
     for stage in _stages(layout):
         place, st = _stage_states(req, shape, layout, stage)
         phases = _phases(req, layout, st, act, place, stage)
-        top = max(phases, key=lambda ph: ph.allocated)
-        if best is None or top.allocated > best[0].allocated:
-            best = (top, phases, stage, place, st)
+        sizes = [ph.allocated for ph in phases]
+        top = max(sizes)
+        if top > best_bytes:
+            best_bytes, best = top, (phases[sizes.index(top)], phases, stage, place, st)
     assert best is not None
     peak, phases, stage, place, st = best
     inp = _overhead_input(req, shape, layout, peak, act, stage, place, st)
@@ -361,10 +363,11 @@ def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu
     (with the next size up checked after each fit) close in on it, usually in 3 to 6 evaluations."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
+    rates = activation_rates(req, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
-            peak = _peak_memory(req, shape, layout, cap, activation_model(req, shape, layout, m))
+            peak = _peak_memory(req, shape, layout, cap, activation_model(req, shape, layout, m, rates))
             memo[m] = peak.peak_allocated + peak.hard_overhead
         return memo[m]
 

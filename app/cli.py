@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.db import make_engine
-from app.errors import field_errors_from_locs
+from app.errors import BODY, field_errors_from_locs
 from app.migrate import current_revision
 from app.repositories.api_keys import KeyExistsError, create_key, list_keys, revoke_key
 from app.repositories.catalog import list_entries
@@ -78,7 +78,8 @@ def _validation_message(errors: list[Any]) -> str:
     fields = field_errors_from_locs(errors)
     first = fields[0] if fields else None
     more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
-    return f"{first.field or '(request)'}: {first.detail}{more}" if first else "invalid request"
+    field = "(request)" if first is None or first.field in ("", BODY) else first.field
+    return f"{field}: {first.detail}{more}" if first else "invalid request"
 
 
 @cli.command()
@@ -178,7 +179,7 @@ def keys_revoke(name_or_prefix: Annotated[str, typer.Argument(help="the key's na
     with _prepared_session() as session:
         row = revoke_key(session=session, name_or_prefix=name_or_prefix)
         if row is None:
-            fail(f"no API key named {name_or_prefix!r}", code=1)
+            fail(f"no API key with the name or prefix {name_or_prefix!r}")
         session.commit()
     typer.echo(f"revoked {row.name} ({row.prefix})")
 

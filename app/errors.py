@@ -32,8 +32,10 @@ from estimator.errors import (
 from hardware_catalog import UnknownCatalogIdError
 
 __all__ = [
+    "BODY",
     "ApiError",
     "Conflict",
+    "Forbidden",
     "NotFound",
     "NotImplementedYet",
     "RateLimited",
@@ -68,6 +70,10 @@ class Unauthorized(ApiError):
     status, slug, title = 401, "unauthorized", "API key required"
 
 
+class Forbidden(ApiError):
+    status, slug, title = 403, "forbidden", "Forbidden"
+
+
 class NotFound(ApiError):
     status, slug, title = 404, "not-found", "Not found"
 
@@ -93,7 +99,8 @@ _ESTIMATOR: list[tuple[type[EstimatorError], str, str]] = [
 ]
 
 _HTTP_TITLES = {
-    400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed", 413: "Request too large",
+    400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
+    413: "Request too large",
 }
 
 
@@ -101,8 +108,16 @@ def _type_uri(slug: str) -> str:
     return f"urn:capplan:problem:{slug}"
 
 
+#: the field name of an error about the request body as a whole (unreadable JSON, a cross-field rule)
+BODY = "body"
+
+
 def field_error(path: Sequence[str | int], detail: str, kind: str | None = None) -> FieldError:
+    """An error at ``path`` into the request; the empty path is the body as a whole (field ``body``, pointer
+    ``#``, the JSON pointer of the whole document)."""
     parts = [str(p) for p in path]
+    if not parts:
+        return FieldError(field=BODY, pointer="#", detail=detail, type=kind)
     return FieldError(field=".".join(parts), pointer="#/" + "/".join(parts), detail=detail, type=kind)
 
 
@@ -111,10 +126,23 @@ def field_error(path: Sequence[str | int], detail: str, kind: str | None = None)
 _UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|[A-Z]\w*|[\w-]+\[.*\])$")
 
 
+def _json_invalid(err: Any) -> FieldError:
+    """FastAPI locates unreadable JSON at ``("body", <character offset>)``: not a field. Name the body and give
+    the parser's message with the offset."""
+    loc = list(err.get("loc", ()))
+    reason = (err.get("ctx") or {}).get("error") or "not valid JSON"
+    where = f" at character {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+    return field_error([], f"invalid JSON: {reason}{where}", "json_invalid")
+
+
 def field_errors_from_locs(errors: Iterable[Any]) -> list[FieldError]:
-    """Pydantic/FastAPI errors → field errors. Body fields lose the ``body`` prefix; query/path keep it."""
+    """Pydantic/FastAPI errors → field errors. Body fields lose the ``body`` prefix; query/path keep it; an
+    error about the whole body (unreadable JSON, a model-level rule) is field ``body``."""
     result = []
     for err in errors:
+        if err.get("type") == "json_invalid":
+            result.append(_json_invalid(err))
+            continue
         loc = list(err.get("loc", ()))
         if loc and loc[0] == "body":
             loc = loc[1:]
@@ -190,7 +218,7 @@ async def _unknown_catalog_id(request: Request, exc: Exception) -> Response:
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     errors = field_errors_from_locs(exc.errors())
-    fields = ", ".join(e.field or "(body)" for e in errors[:5])
+    fields = ", ".join(e.field for e in errors[:5])
     detail = f"{len(errors)} invalid field(s): {fields}" if errors else "invalid request"
     return problem_response(request, 422, "validation-error", "Invalid request", detail, errors)
 

@@ -7,10 +7,14 @@
 - ``catalog_audit``: every change to an entry (seed, re-seed, create, override), who made it and when.
 - ``catalog_seeds``: each time a catalog version was seeded, with what it added and changed.
 - ``saved_items`` + ``saved_revisions``: quotes and saved plans. A revision is immutable; a recompute adds one.
+  ``name_key`` and ``customer_key`` are :func:`search_key` of the name and customer, kept in step by the model,
+  so that the filters ignore case the same way for every script on SQLite (whose ``lower()`` and ``LIKE`` fold
+  ASCII only) and on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -18,7 +22,7 @@ from typing import Any, ClassVar
 from sqlalchemy import JSON, DateTime, ForeignKey, MetaData, Numeric, String, TypeDecorator, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
 __all__ = [
     "ApiKey",
@@ -28,6 +32,7 @@ __all__ = [
     "CatalogSeed",
     "SavedItem",
     "SavedRevision",
+    "search_key",
     "utcnow",
 ]
 
@@ -42,6 +47,22 @@ NAMING = {
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+#: longest stored search key, in characters: 4 bytes each at most stays well inside PostgreSQL's btree entry limit
+SEARCH_KEY_LENGTH = 400
+
+
+def search_key(text: str) -> str:
+    """``text`` for caseless matching: NFKC, then Unicode full case folding, then NFKC again ("Ácme ☃" and
+    "ÁCME ☃" give "ácme ☃"; "Straße" gives "strasse"), cut to :data:`SEARCH_KEY_LENGTH` characters.
+
+    Unicode Standard, ch. 3.13 "Default Caseless Matching" (D145, compatibility caseless match);
+    ``str.casefold`` is the full case folding of CaseFolding.txt. The stored keys and the filter terms go
+    through this one function, so equal names match however they were typed. Frozen in migration 0002 (which
+    backfilled the keys): change both or neither."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return folded[:SEARCH_KEY_LENGTH]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -145,6 +166,12 @@ class SavedItem(Base):
     kind: Mapped[str] = mapped_column(String(10), index=True)
     name: Mapped[str] = mapped_column(String(200), index=True)
     customer: Mapped[str | None] = mapped_column(String(200), index=True)
+    name_key: Mapped[str] = mapped_column(
+        String(SEARCH_KEY_LENGTH), server_default="", comment="search_key(name), for the filter"
+    )
+    customer_key: Mapped[str | None] = mapped_column(
+        String(SEARCH_KEY_LENGTH), index=True, comment="search_key(customer), for the filter"
+    )
     latest_revision: Mapped[int] = mapped_column(default=1)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(100))
@@ -154,6 +181,16 @@ class SavedItem(Base):
     revisions: Mapped[list[SavedRevision]] = relationship(
         back_populates="item", order_by="SavedRevision.number", cascade="all, delete-orphan"
     )
+
+    @validates("name")
+    def _keep_name_key(self, _field: str, value: str) -> str:
+        self.name_key = search_key(value)
+        return value
+
+    @validates("customer")
+    def _keep_customer_key(self, _field: str, value: str | None) -> str | None:
+        self.customer_key = None if value is None else search_key(value)
+        return value
 
 
 class SavedRevision(Base):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 
 __all__ = ["NewKey", "hash_secret", "new_key", "split_key", "verify"]
 
 _SCHEME = "cpk"
+#: what ``new_key`` makes (``token_hex(6)``); nothing else is looked up in the database
+_PREFIX = re.compile(r"[0-9a-f]{1,16}")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ def new_key() -> NewKey:
 def split_key(presented: str) -> tuple[str, str] | None:
     """``(prefix, secret)`` of a well-formed key, else ``None``."""
     parts = presented.strip().split("_", 2)
-    if len(parts) != 3 or parts[0] != _SCHEME or not parts[1] or not parts[2]:
+    if len(parts) != 3 or parts[0] != _SCHEME or not _PREFIX.fullmatch(parts[1]) or not parts[2]:
         return None
     return parts[1], parts[2]
 

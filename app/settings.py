@@ -27,6 +27,12 @@ class Settings(BaseSettings):
     seed_catalog_on_start: bool = Field(default=True, description="seed the hardware catalog on start")
     rate_limit_anonymous: str = Field(default="120/minute", description="requests without an API key, per IP")
     rate_limit_per_key: str = Field(default="600/minute", description="default limit of one API key")
+    rate_limit_web_writes: str = Field(
+        default="30/minute", description="form posts of the pages (save, re-compute), per client address"
+    )
+    rate_limit_web_pages: str = Field(
+        default="60/minute", description="costly pages (/plan, /compare), per client address"
+    )
     rate_limit_storage: str = Field(default="memory://", description="limits storage URI, e.g. redis://host")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -42,7 +48,7 @@ class Settings(BaseSettings):
         return value
 
 
-    @field_validator("rate_limit_anonymous", "rate_limit_per_key")
+    @field_validator("rate_limit_anonymous", "rate_limit_per_key", "rate_limit_web_writes", "rate_limit_web_pages")
     @classmethod
     def _limit_parses(cls, value: str) -> str:
         parse(value)  # raises ValueError naming the bad limit

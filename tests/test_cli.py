@@ -88,7 +88,10 @@ def test_api_keys_errors() -> None:
     duplicate = runner.invoke(cli, ["api-keys", "create", "--name", "dup"])
     assert duplicate.exit_code == 2 and "already exists" in duplicate.stderr
     assert runner.invoke(cli, ["api-keys", "create", "--name", "x", "--rate-limit", "fast"]).exit_code == 2
-    assert runner.invoke(cli, ["api-keys", "revoke", "nobody"]).exit_code == 1
+    unknown = runner.invoke(cli, ["api-keys", "revoke", "nobody"])
+    assert unknown.exit_code == 2
+    assert unknown.stderr == "capplan: error: no API key with the name or prefix 'nobody'\n"
+    assert unknown.stdout == ""
 
 
 def test_db_upgrade_and_catalog_show(database: Path) -> None:

@@ -20,9 +20,12 @@ from app.web.forms import SECTIONS, parse_form, request_to_query
 from estimator import EstimateRequest, EstimateResponse, Hardware, Parallelism, Training, estimate
 from estimator.request import HfConfigModel, ModelArch
 from estimator.response import TimeResult, TrainResult
+from tests.conftest import fresh_postgres_database
 from tests.test_static import external_assets
 
 SERVER = "dell-xe9680-h100"
+#: what a browser sends with a form posted from one of the app's own pages (TestClient's host is testserver)
+SAME_ORIGIN = {"Origin": "http://testserver"}
 JOB = f"model=llama-3.1-70b&training.method=lora&hardware.server={SERVER}&parallelism.sharding=zero3" \
       "&training.activation_checkpointing=full"
 
@@ -30,7 +33,8 @@ JOB = f"model=llama-3.1-70b&training.method=lora&hardware.server={SERVER}&parall
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     db = tmp_path_factory.mktemp("pages") / "pages.db"
-    settings = Settings(database_url=f"sqlite:///{db}", rate_limit_anonymous="100000/minute")
+    settings = Settings(database_url=f"sqlite:///{db}", rate_limit_anonymous="100000/minute",
+                        rate_limit_web_writes="100000/minute", rate_limit_web_pages="100000/minute")
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -182,7 +186,7 @@ def test_bad_input_shows_the_form_again_with_the_message_next_to_the_field(
 def test_save_reopen_list_and_recompute_a_quote(client: TestClient) -> None:
     live = client.get(f"/estimate?{JOB}").text
     form = {"query": JOB, "name": "70B LoRA for ACME", "customer": "ACME", "price": "125000"}
-    saved = client.post("/quotes", data=form, follow_redirects=False)
+    saved = client.post("/quotes", data=form, headers=SAME_ORIGIN, follow_redirects=False)
     assert saved.status_code == 303
     url = saved.headers["location"]
     opened = client.get(url)
@@ -194,7 +198,7 @@ def test_save_reopen_list_and_recompute_a_quote(client: TestClient) -> None:
     assert f'href="{quote_path}"' in listing and "70B LoRA for ACME" in listing
     assert client.get("/quotes", params={"q": "no such quote"}).text.count(f'href="{quote_path}"') == 0
 
-    recomputed = client.post(f"{quote_path}/recompute", follow_redirects=False)
+    recomputed = client.post(f"{quote_path}/recompute", headers=SAME_ORIGIN, follow_redirects=False)
     assert recomputed.status_code == 303
     after = client.get(recomputed.headers["location"]).text
     assert "nothing changed" in after
@@ -206,7 +210,7 @@ def test_save_reopen_list_and_recompute_a_quote(client: TestClient) -> None:
 
 def test_the_quote_links_reproduce_its_inputs_and_exports(client: TestClient) -> None:
     saved = client.post("/quotes", data={"query": JOB, "name": "links", "customer": "ACME", "price": "1"},
-                        follow_redirects=False)
+                        headers=SAME_ORIGIN, follow_redirects=False)
     html = client.get(saved.headers["location"]).text
     form_link = re.search(r'href="(/estimate\?[^"]+)" id="open-in-form"', html).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
     assert dict(parse_qsl(urlsplit(form_link).query)) == dict(parse_qsl(JOB))
@@ -224,7 +228,7 @@ def test_save_errors_are_shown_next_to_the_save_fields(
     client: TestClient, form: dict[str, str], field: str, message: str
 ) -> None:
     data = {"query": JOB, "name": "n", "customer": "c", "price": "1", **form}
-    response = client.post("/quotes", data=data)
+    response = client.post("/quotes", data=data, headers=SAME_ORIGIN)
     assert response.status_code == 422
     assert message in _error(response.text, f"quote-{field}")
     assert 'id="estimate-result"' in response.text
@@ -335,3 +339,156 @@ def test_tco_bad_input_is_shown_next_to_the_field(client: TestClient, query: str
     fragment = client.get(f"/tco?{query}", headers={"HX-Request": "true"})
     assert fragment.status_code == 200 and "<html" not in fragment.text
     assert message.lower() in _error(fragment.text, dom_id).lower()
+
+
+@pytest.mark.parametrize(("method", "path", "field"), [
+    ("GET", "/quotes/99999999999999999999", "path.item_id"),
+    ("GET", "/plans/9223372036854775808", "path.item_id"),
+    ("GET", "/quotes/0", "path.item_id"),
+    ("GET", "/quotes/1?revision=99999999999999999999", "query.revision"),
+    ("GET", "/quotes?page=99999999999999999999", "query.page"),
+    ("GET", "/plans?page=0", "query.page"),
+    ("GET", "/quotes?page=40002", "query.page"),
+    ("POST", "/quotes/99999999999999999999/recompute", "path.item_id"),
+    ("POST", "/plans/9223372036854775808/recompute", "path.item_id"),
+    ("GET", "/quotes?q=a%00b", "query.q"),
+    ("GET", "/quotes?customer=%00", "query.customer"),
+    ("GET", "/catalog/gpus/a%00b", "path.entry_id"),
+])
+def test_out_of_range_ids_and_nul_characters_are_a_422_page(
+    client: TestClient, method: str, path: str, field: str
+) -> None:
+    r = client.request(method, path, headers={**SAME_ORIGIN, "Accept": "text/html"})
+    assert r.status_code == 422, r.text[-1000:]
+    assert r.headers["content-type"].startswith("text/html")
+    assert f"<code>{field}</code>" in r.text
+    assert "Traceback" not in r.text
+
+
+def test_the_last_reachable_page_is_an_empty_list_not_an_error(client: TestClient) -> None:
+    r = client.get("/quotes?page=40001")
+    assert r.status_code == 200 and "Page 40001" not in r.text
+
+
+def test_nul_in_a_saved_form_is_a_422_page_and_nothing_is_stored(client: TestClient) -> None:
+    before = client.get("/quotes").text.count("<tr>")
+    r = client.post("/quotes", data={"query": JOB, "name": "a\x00b", "customer": "c", "price": "1"},
+                    headers=SAME_ORIGIN)
+    assert r.status_code == 422 and "<code>name</code>" in r.text
+    assert client.get("/quotes").text.count("<tr>") == before
+
+
+def test_the_customer_filter_of_the_page_ignores_case_in_every_script(client: TestClient) -> None:
+    saved = client.post("/quotes", data={"query": JOB, "name": "unicode", "customer": "Ácme ☃", "price": "1"},
+                        headers=SAME_ORIGIN, follow_redirects=False)
+    path = urlsplit(saved.headers["location"]).path
+    for typed in ("Ácme ☃", "ÁCME ☃", " ácme ☃ "):
+        assert f'href="{path}"' in client.get("/quotes", params={"customer": typed}).text, typed
+    assert f'href="{path}"' not in client.get("/quotes", params={"customer": "Acme"}).text
+
+
+def _count(client: TestClient, kind: str) -> int:
+    return len(re.findall(rf'<a href="/{kind}s/\d+">', client.get(f"/{kind}s").text))
+
+
+@pytest.mark.parametrize("headers", [
+    {},
+    {"Origin": "https://evil.example"},
+    {"Origin": "null"},
+    {"Origin": "http://testserver.evil.example"},
+    {"Origin": "http://testserver:8080"},
+    {"Referer": "https://evil.example/estimate?x"},
+    {"Origin": "https://evil.example", "Referer": "http://testserver/estimate"},
+])
+def test_a_form_post_from_another_site_is_a_403_page(client: TestClient, headers: dict[str, str]) -> None:
+    saved = _count(client, "quote")
+    form = {"query": JOB, "name": "csrf", "customer": "victim", "price": "1"}
+    for path in ("/quotes", "/plans"):
+        r = client.post(path, data=form, headers={"Accept": "text/html", **headers}, follow_redirects=False)
+        assert r.status_code == 403, (path, r.status_code)
+        assert r.headers["content-type"].startswith("text/html") and "Origin" in r.text
+    assert client.post("/quotes/1/recompute", headers=headers, follow_redirects=False).status_code == 403
+    assert _count(client, "quote") == saved
+
+
+@pytest.mark.parametrize("headers", [
+    SAME_ORIGIN, {"Origin": "http://testserver:80"}, {"Origin": "HTTP://TestServer"},
+    {"Referer": "http://testserver/estimate?model=llama-3.1-70b"},
+])
+def test_a_form_post_from_the_apps_own_pages_is_accepted(client: TestClient, headers: dict[str, str]) -> None:
+    r = client.post("/quotes", data={"query": JOB, "name": "same origin", "customer": "ACME", "price": "1"},
+                    headers=headers, follow_redirects=False)
+    assert r.status_code == 303, r.text[-500:]
+
+
+def test_save_as_plan_from_the_result_page(client: TestClient) -> None:
+    html = client.get(f"/estimate?{JOB}").text
+    button = re.search(r'<button[^>]*id="save-plan-button"[^>]*>', html)
+    assert button and 'formaction="/plans"' in button.group(0) and "formnovalidate" in button.group(0)
+    assert ">Save as plan</button>" in html and ">Save as quote</button>" in html
+    plans = _count(client, "plan")
+    form = {"query": JOB, "name": "70B LoRA plan", "customer": "", "price": ""}
+    saved = client.post("/plans", data=form, headers=SAME_ORIGIN, follow_redirects=False)
+    assert saved.status_code == 303
+    assert re.fullmatch(r"/plans/\d+\?saved=1", saved.headers["location"])
+    opened = client.get(saved.headers["location"]).text
+    assert '<h1 id="saved-name">70B LoRA plan</h1>' in opened
+    assert _article(opened) == _article(client.get(f"/estimate?{JOB}").text)
+    assert 'id="saved-price"' not in opened, "a plan has no price"
+    assert _count(client, "plan") == plans + 1
+    api = client.get(f"/api/v1/saved-plans/{saved.headers['location'].split('/')[2].split('?')[0]}").json()
+    assert (api["name"], api["customer"], api["created_by"]) == ("70B LoRA plan", None, "web")
+
+
+def test_save_as_plan_needs_a_name(client: TestClient) -> None:
+    r = client.post("/plans", data={"query": JOB, "name": " "}, headers=SAME_ORIGIN)
+    assert r.status_code == 422
+    assert _error(r.text, "quote-name") == "Required"
+
+
+@pytest.fixture
+def limited_client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'limited.db'}", rate_limit_web_writes="2/minute",
+                        rate_limit_web_pages="2/minute")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_web_posts_and_costly_pages_are_rate_limited_per_client(limited_client: TestClient) -> None:
+    form = {"query": "model=llama-3.2-1b", "name": "n", "customer": "c", "price": "1"}
+    posts = [limited_client.post("/quotes", data=form, headers=SAME_ORIGIN, follow_redirects=False)
+             for _ in range(3)]
+    assert [r.status_code for r in posts] == [303, 303, 429]
+    assert int(posts[2].headers["Retry-After"]) >= 1 and posts[2].headers["content-type"].startswith("text/html")
+    for page in ("/compare", "/plan"):
+        statuses = [limited_client.get(page).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429], page
+    assert {limited_client.get(p).status_code for p in ("/", "/quotes", "/estimate?model=llama-3.2-1b") * 2} == {
+        200}, "ordinary pages are not limited"
+
+
+@pytest.fixture(scope="module")
+def pg_client(postgres_server_url: str) -> Iterator[TestClient]:
+    """The pages on a fresh PostgreSQL database (``int4`` ids; no NUL in text), with the shipped catalog."""
+    with fresh_postgres_database(postgres_server_url) as url:
+        settings = Settings(database_url=url, rate_limit_web_writes="100000/minute")
+        with TestClient(create_app(settings)) as client:
+            yield client
+
+
+@pytest.mark.postgres
+def test_pages_on_postgresql_bound_ids_refuse_nul_and_fold_customers(pg_client: TestClient) -> None:
+    for path in ("/quotes/9223372036854775807", "/quotes/2147483648", "/plans/99999999999999999999",
+                 "/quotes?page=99999999999999999999", "/quotes?q=a%00b", "/quotes?customer=a%00b"):
+        assert pg_client.get(path).status_code == 422, path
+    assert pg_client.get("/quotes/2147483647").status_code == 404, "the largest int4 id is simply not there"
+    assert pg_client.get("/quotes?page=40001").status_code == 200
+    nul = {"query": JOB, "name": "a\x00b", "customer": "c", "price": "1"}
+    assert pg_client.post("/quotes", data=nul, headers=SAME_ORIGIN).status_code == 422
+    assert pg_client.post("/plans", data=nul, headers=SAME_ORIGIN).status_code == 422
+    good = {"query": JOB, "name": "pg", "customer": "Ácme ☃", "price": "1"}
+    saved = pg_client.post("/quotes", data=good, headers=SAME_ORIGIN, follow_redirects=False)
+    assert saved.status_code == 303
+    path = urlsplit(saved.headers["location"]).path
+    assert f'href="{path}"' in pg_client.get("/quotes", params={"customer": "ÁCME ☃"}).text
+    assert pg_client.post(f"{path}/recompute", headers=SAME_ORIGIN, follow_redirects=False).status_code == 303

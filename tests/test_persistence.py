@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,15 +12,24 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
 
 from app.db import make_engine
 from app.main import create_app
 from app.migrate import current_revision, head_revision, upgrade
-from app.models import Base, CatalogAudit, CatalogEntry, CatalogSeed, SavedItem, SavedRevision
+from app.models import (
+    SEARCH_KEY_LENGTH,
+    Base,
+    CatalogAudit,
+    CatalogEntry,
+    CatalogSeed,
+    SavedItem,
+    SavedRevision,
+    search_key,
+)
 from app.repositories.catalog import apply_override, get_entry, seed_catalog
-from app.repositories.saved import create_item
+from app.repositories.saved import create_item, list_items
 from app.settings import Settings
 from app.startup import prepare_database
 from tests.api.fake_catalog import Server, fake_catalog
@@ -178,3 +187,75 @@ def test_the_shipped_catalog_seeds_every_entry(tmp_path: Path) -> None:
     assert servers["catalog_version"] == catalog.version
     assert {e["id"] for e in servers["items"]} == set(catalog.servers)
     assert len(offers["items"]) == len(catalog.cloud_offers)
+
+
+_NAMES = [("Ácme ☃ quote", "Ácme ☃"), ("STRASSE", "Straße AG"), ("no customer", None), ("deleted one", "ΣΊΣΥΦΟΣ")]
+
+
+def _rows_at_0001(engine: Engine) -> None:
+    """Quotes written by the 0001 schema (no search keys), one of them soft-deleted, each with two revisions."""
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    meta = MetaData()
+    items = Table("saved_items", meta, autoload_with=engine)
+    revisions = Table("saved_revisions", meta, autoload_with=engine)
+    with engine.begin() as conn:
+        for i, (name, customer) in enumerate(_NAMES, start=1):
+            conn.execute(items.insert().values(
+                id=i, kind="quote", name=name, customer=customer, latest_revision=2, created_at=now,
+                created_by="t", deleted_at=now if name == "deleted one" else None))
+            for number in (1, 2):
+                conn.execute(revisions.insert().values(
+                    item_id=i, number=number, reason="created" if number == 1 else "recomputed",
+                    input_kind="estimate", inputs={"model": "x"}, result={"n": number, "name": name},
+                    price=Decimal("12.34"), currency="USD", estimator_version="1", catalog_version="v",
+                    created_at=now, created_by="t"))
+
+
+def _saved(engine: Engine) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    with engine.connect() as conn:
+        items = conn.execute(text("SELECT id, kind, name, customer, latest_revision, created_by, deleted_at IS NULL "
+                                  "FROM saved_items ORDER BY id")).all()
+        revisions = conn.execute(text("SELECT item_id, number, reason, price, currency FROM saved_revisions "
+                                      "ORDER BY item_id, number")).all()
+    return [tuple(r) for r in items], [tuple(r) for r in revisions]
+
+
+def test_migration_0002_backfills_search_keys_and_loses_nothing(engine: Engine) -> None:
+    upgrade(engine, "0001")
+    _rows_at_0001(engine)
+    before = _saved(engine)
+    assert len(before[1]) == 8
+    upgrade(engine)
+    assert _saved(engine) == before, "names, customers and revisions are exactly as they were"
+    with Session(engine) as session:
+        items = session.scalars(select(SavedItem).order_by(SavedItem.id)).all()
+        assert [(i.name_key, i.customer_key) for i in items] == [
+            (search_key(n), None if c is None else search_key(c)) for n, c in _NAMES]
+        assert items[0].customer_key == "ácme ☃" and items[1].customer_key == "straße ag".replace("ß", "ss")
+        found, _ = list_items(session=session, kind="quote", customer="ÁCME ☃", name=None, limit=10, offset=0)
+        assert [i.id for i in found] == [1]
+        found, _ = list_items(session=session, kind="quote", customer=None, name="strasse", limit=10, offset=0)
+        assert [i.id for i in found] == [2]
+        found, _ = list_items(session=session, kind="quote", customer="σίσυφος", name=None, limit=10, offset=0)
+        assert found == [], "a deleted quote stays hidden"
+    downgrade_to_0001(engine)
+    assert _saved(engine) == before, "going back to 0001 keeps every row too (no table rebuild on SQLite)"
+
+
+def downgrade_to_0001(engine: Engine) -> None:
+    from alembic import command
+
+    from app.migrate import alembic_config
+
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0001")
+    assert current_revision(engine) == "0001"
+
+
+def test_the_search_key_folds_case_and_unicode_forms() -> None:
+    assert search_key("Ácme ☃") == search_key("A\u0301CME ☃") == "ácme ☃"
+    assert search_key("Straße") == search_key("STRASSE") == "strasse"
+    assert search_key("ﬁnance") == "finance"
+    assert len(search_key("\ufdfa" * 200)) == SEARCH_KEY_LENGTH

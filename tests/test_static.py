@@ -35,6 +35,21 @@ def test_plotly_bundle_matches_the_installed_plotly() -> None:
     assert re.search(rf"plotly\.js v{re.escape(version)}\b", header), header
 
 
+def test_the_vendored_plotly_is_the_installed_packages_bundle_byte_for_byte() -> None:
+    """pyproject pins plotly to the release whose plotly.js is vendored; a different install fails here."""
+    import plotly
+
+    bundled = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    assert (STATIC / PLOTLY_JS).read_bytes() == bundled.read_bytes()
+
+
+def test_pyproject_pins_the_plotly_that_is_installed() -> None:
+    from importlib.metadata import version
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"plotly=={version("plotly")}"' in pyproject
+
+
 def test_htmx_bundle_carries_its_version() -> None:
     path = STATIC / HTMX_JS
     assert path.name == f"htmx-{HTMX_VERSION}.min.js"

@@ -1,5 +1,5 @@
-"""``/api/v1``: every JSON router, rate limited, with 400 (unreadable body), 401 and 429 documented on each
-operation."""
+"""``/api/v1``: every JSON router, rate limited and refusing NUL characters (``app.nul``), with 400 (unreadable
+body), 401 and 429 documented on each operation."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from fastapi import APIRouter, Depends
 
 from app.api.routes import catalog, compare, estimates, plans, quotes, saved_plans, tco
 from app.deps import enforce_rate_limit
+from app.nul import reject_nul
 from app.schemas.problem import problem_responses
 
 __all__ = ["api_router"]
 
 api_router = APIRouter(
-    prefix="/api/v1", dependencies=[Depends(enforce_rate_limit)], responses=problem_responses(400, 401, 429)
+    prefix="/api/v1",
+    dependencies=[Depends(enforce_rate_limit), Depends(reject_nul)],
+    responses=problem_responses(400, 401, 429),
 )
 for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans):
     api_router.include_router(module.router)

@@ -7,9 +7,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.models import SavedItem, SavedRevision, utcnow
+from app.models import SavedItem, SavedRevision, search_key, utcnow
 
-__all__ = ["add_revision", "create_item", "get_item", "list_items", "soft_delete"]
+__all__ = ["MAX_OFFSET", "add_revision", "create_item", "get_item", "list_items", "soft_delete"]
+
+#: the deepest a list can page (API ``offset``; the pages' ``page`` is bounded to reach no further)
+MAX_OFFSET = 1_000_000
 
 
 def create_item(*, session: Session, kind: str, name: str, customer: str | None, actor: str,
@@ -36,12 +39,13 @@ def _escape_like(text: str) -> str:
 
 def list_items(*, session: Session, kind: str, customer: str | None, name: str | None, limit: int,
                offset: int) -> tuple[list[SavedItem], int]:
-    """Newest first. ``customer`` matches exactly (ignoring case), ``name`` as a substring (ignoring case)."""
+    """Newest first. ``customer`` matches the whole customer name, ``name`` any part of the name, both ignoring
+    case in every script (compared on the stored :func:`~app.models.search_key` columns)."""
     query = select(SavedItem).where(SavedItem.kind == kind, SavedItem.deleted_at.is_(None))
     if customer is not None:
-        query = query.where(func.lower(SavedItem.customer) == customer.lower())
+        query = query.where(SavedItem.customer_key == search_key(customer))
     if name is not None:
-        query = query.where(SavedItem.name.ilike(f"%{_escape_like(name)}%", escape="\\"))
+        query = query.where(SavedItem.name_key.like(f"%{_escape_like(search_key(name))}%", escape="\\"))
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(query.order_by(SavedItem.id.desc()).limit(limit).offset(offset))
     return list(rows), int(total)

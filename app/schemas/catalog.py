@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from app.catalog_kinds import Kind
 from app.models import CatalogAudit, CatalogEntry
@@ -76,13 +76,22 @@ class OverridePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     set: dict[str, Any] = Field(default_factory=dict, description="fields to override, e.g. {'price_usd': 250000}")
-    unset: list[str] = Field(default_factory=list, max_length=100, description="override fields to drop")
+    unset: list[str] = Field(default_factory=list, max_length=100, validate_default=True,
+                             description="override fields to drop")
     reason: str = Field(min_length=1, max_length=500, description="why, for the audit trail")
 
-    @model_validator(mode="after")
-    def _something_and_not_id(self) -> OverridePatch:
-        if not self.set and not self.unset:
-            raise ValueError("give at least one field in set or unset")
-        if "id" in self.set or "id" in self.unset:
+    @field_validator("set")
+    @classmethod
+    def _not_the_id(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "id" in value:
             raise ValueError("the id of an entry cannot be overridden")
-        return self
+        return value
+
+    @field_validator("unset")
+    @classmethod
+    def _something_and_not_the_id(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if "id" in value:
+            raise ValueError("the id of an entry cannot be overridden")
+        if not value and not info.data.get("set") and "set" in info.data:
+            raise ValueError("give at least one field in set or unset")
+        return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,17 +17,32 @@ from app.models import CatalogEntry
 from app.repositories.catalog import add_custom, apply_override, get_entry
 from app.schemas.catalog import OverridePatch
 
-__all__ = ["create_custom_entry", "find_entry", "override_entry"]
+__all__ = ["create_custom_entry", "find_entry", "mentioned_fields", "override_entry"]
+
+
+def mentioned_fields(cls: type[BaseModel], message: str) -> list[str]:
+    """The fields of ``cls`` that a model-level (cross-field) error message names, e.g. ``price_usd`` and
+    ``price_date`` in "price_usd needs price_date"."""
+    return [name for name in cls.model_fields if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message)]
 
 
 def _validate(cls: type[BaseModel], data: dict[str, Any], where: Any) -> BaseModel:
-    """Validate ``data``; errors are raised with body locations chosen by ``where(loc)``."""
+    """Validate ``data``; errors are raised with body locations chosen by ``where(loc, message)``, which returns
+    one location per field to name (a cross-field rule has no location of its own: ``where`` names the fields)."""
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
         raise RequestValidationError(
-            [{**e, "loc": ("body", *where(tuple(e["loc"])))} for e in exc.errors(include_url=False)]
+            [{**e, "loc": ("body", *loc)} for e in exc.errors(include_url=False)
+             for loc in where(tuple(e["loc"]), mentioned_fields(cls, str(e.get("msg", ""))))]
         ) from None
+
+
+def _create_loc(loc: tuple[Any, ...], mentioned: list[str]) -> list[tuple[Any, ...]]:
+    """A posted entry: its own location; for a cross-field rule, the fields the message names."""
+    if loc:
+        return [loc]
+    return [(name,) for name in mentioned] or [()]
 
 
 def _check_gpu_ref(kind: Kind, data: dict[str, Any], catalog: Any, loc: tuple[str, ...]) -> None:
@@ -48,7 +64,7 @@ def find_entry(*, session: Session, kind: Kind, entry_id: str) -> CatalogEntry:
 def create_custom_entry(
     *, session: Session, source: Any, catalog: Any, kind: Kind, body: dict[str, Any], actor: str
 ) -> CatalogEntry:
-    data = _validate(entry_model(source, kind), body, lambda loc: loc).model_dump(mode="json")
+    data = _validate(entry_model(source, kind), body, _create_loc).model_dump(mode="json")
     _check_gpu_ref(kind, data, catalog, ("gpu_id",))
     if get_entry(session=session, kind=kind, entry_id=str(data["id"])) is not None:
         raise Conflict(f"{kind.replace('_', ' ')} {data['id']!r} already exists; PATCH it to override fields",
@@ -57,10 +73,19 @@ def create_custom_entry(
 
 
 def _patch_loc(set_fields: dict[str, Any], unset: Sequence[str]) -> Any:
-    def where(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A patch: errors of set fields are under ``set``, of unset fields at ``unset``. A cross-field rule names
+    the patched fields its message mentions, else every patched field (the patch is what broke the rule)."""
+
+    def one(loc: tuple[Any, ...]) -> tuple[Any, ...]:
         if loc and loc[0] in set_fields:
             return ("set", *loc)
         return ("unset",) if loc and loc[0] in unset else loc
+
+    def where(loc: tuple[Any, ...], mentioned: list[str]) -> list[tuple[Any, ...]]:
+        if loc:
+            return [one(loc)]
+        named = [n for n in mentioned if n in set_fields or n in unset] or [*set_fields, *unset]
+        return list(dict.fromkeys(one((n,)) for n in named)) or [("set",)]
 
     return where
 

@@ -1,16 +1,19 @@
 """HTML pages (Jinja2 + HTMX) for capplan: one router, included by ``create_app``.
 
 ``render_problem`` draws an error as an HTML page (or an htmx fragment); ``create_app`` sets it as
-``app.state.html_error_renderer`` so ``app.errors`` uses it for every non-API error.
+``app.state.html_error_renderer`` so ``app.errors`` uses it for every non-API error. Every page goes through
+``app.web.guard`` (same-origin form posts, rate limits) and ``app.nul`` (no NUL characters).
 """
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from app.nul import reject_nul
 from app.web import catalog_page, compare_page, estimate_page, planner_page, saved_pages, tco_page
 from app.web.error_page import render_problem
+from app.web.guard import guard_page
 
 __all__ = ["render_problem", "router"]
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=[Depends(guard_page), Depends(reject_nul)])
 for module in (estimate_page, compare_page, planner_page, tco_page, catalog_page, saved_pages):
     router.include_router(module.router)

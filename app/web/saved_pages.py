@@ -1,4 +1,7 @@
-"""Saved quotes and plans: save from a result, list, open (any revision), re-compute, print."""
+"""Saved quotes and plans: save from a result, list, open (any revision), re-compute, print.
+
+Ids, revisions and page numbers are bounded like the API's (``ItemId``, ``RevisionQuery``): out of range is a
+422 page, never a database overflow. Form posts go through ``app.web.guard`` (same origin, rate limit)."""
 
 from __future__ import annotations
 
@@ -6,15 +9,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session
 from starlette.datastructures import QueryParams
 
-from app.deps import CatalogDep, SessionDep
+from app.api.routes.saved_routes import ItemId, RevisionQuery
+from app.deps import CatalogDep, MetricsDep, SessionDep
 from app.errors import ApiError, NotFound
+from app.metrics import Metrics
 from app.models import SavedItem, SavedRevision
-from app.repositories.saved import list_items
-from app.schemas.saved import QuoteCreate
-from app.services.saved import find_saved, recompute, save_quote
+from app.repositories.saved import MAX_OFFSET, list_items
+from app.schemas.saved import PlanCreate, QuoteCreate
+from app.services.saved import find_saved, recompute, save_plan, save_quote
 from app.web import backend
 from app.web.estimate_page import estimate_context, run_form
 from app.web.forms import request_to_query
@@ -28,6 +34,10 @@ router = APIRouter()
 Kind = Literal["quote", "plan"]
 WEB_ACTOR = "web"
 PAGE_SIZE = 25
+#: the last page the API's offset bound can reach
+MAX_PAGE = MAX_OFFSET // PAGE_SIZE + 1
+PageQuery = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+FilterQuery = Annotated[str | None, Query(max_length=200)]
 _SAVE_FIELDS = ("name", "customer", "price", "currency", "notes")
 #: where the JSON API serves each kind (and its JSON/CSV/print exports)
 _API_BASE = {"quote": "/api/v1/quotes", "plan": "/api/v1/saved-plans"}
@@ -37,11 +47,45 @@ def _plural(kind: Kind) -> str:
     return f"{kind}s"
 
 
+def _save(request: Request, session: Session, catalog: Any, metrics: Metrics, kind: Kind, query: str,
+          submitted: dict[str, str]) -> Response:
+    """Save the result that ``query`` reproduces as a quote or a plan, then show it (303 to its page); on bad
+    input, the result page again (422) with the message next to the save field."""
+    context, errors = run_form(catalog, QueryParams(query))
+    inputs: EstimateRequest | None = context.get("inputs")
+    if errors or inputs is None:
+        return render(request, "estimate.html", {**context, "charts": True, "active": "home"}, status_code=422)
+    text = {k: v.strip() for k, v in submitted.items()}
+    try:
+        body: BaseModel
+        if kind == "quote":
+            body = QuoteCreate(
+                name=text["name"], customer=text["customer"], inputs=inputs, price=text["price"] or "0",
+                currency=text["currency"].upper() or "USD", notes=text["notes"] or None,
+                server_count=inputs.hardware.num_nodes, chosen_option=inputs.hardware.server or inputs.hardware.gpu,
+            )
+        else:
+            body = PlanCreate(name=text["name"], inputs=inputs, notes=text["notes"] or None)
+    except ValidationError as exc:
+        save_errors = {str(e["loc"][0]): _plain(e) for e in exc.errors() if e["loc"] and e["loc"][0] in _SAVE_FIELDS}
+        ctx = {**context, "charts": True, "active": "home", "save_errors": save_errors, "save_values": submitted}
+        return render(request, "estimate.html", ctx, status_code=422)
+    if isinstance(body, QuoteCreate):
+        item = save_quote(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
+    else:
+        assert isinstance(body, PlanCreate)
+        item = save_plan(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
+    session.commit()
+    metrics.saved.labels(kind).inc()
+    return RedirectResponse(f"/{_plural(kind)}/{item.id}?saved=1", status_code=303)
+
+
 @router.post("/quotes", response_class=HTMLResponse, name="save_quote_page")
 def save_quote_page(
     request: Request,
     session: SessionDep,
     catalog: CatalogDep,
+    metrics: MetricsDep,
     query: Annotated[str, Form()],
     name: Annotated[str, Form()] = "",
     customer: Annotated[str, Form()] = "",
@@ -51,24 +95,25 @@ def save_quote_page(
 ) -> Response:
     """Save the result that ``query`` reproduces as a named quote, then show it (303 to its page)."""
     submitted = {"name": name, "customer": customer, "price": price, "currency": currency, "notes": notes}
-    context, errors = run_form(catalog, QueryParams(query))
-    inputs: EstimateRequest | None = context.get("inputs")
-    if errors or inputs is None:
-        return render(request, "estimate.html", {**context, "charts": True, "active": "home"}, status_code=422)
-    try:
-        body = QuoteCreate(
-            name=name.strip(), customer=customer.strip(), inputs=inputs, price=price.strip() or "0",
-            currency=currency.strip().upper() or "USD", notes=notes.strip() or None,
-            server_count=inputs.hardware.num_nodes,
-            chosen_option=inputs.hardware.server or inputs.hardware.gpu,
-        )
-    except ValidationError as exc:
-        save_errors = {str(e["loc"][0]): _plain(e) for e in exc.errors() if e["loc"] and e["loc"][0] in _SAVE_FIELDS}
-        ctx = {**context, "charts": True, "active": "home", "save_errors": save_errors, "save_values": submitted}
-        return render(request, "estimate.html", ctx, status_code=422)
-    item = save_quote(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
-    session.commit()
-    return RedirectResponse(f"/quotes/{item.id}?saved=1", status_code=303)
+    return _save(request, session, catalog, metrics, "quote", query, submitted)
+
+
+@router.post("/plans", response_class=HTMLResponse, name="save_plan_page")
+def save_plan_page(
+    request: Request,
+    session: SessionDep,
+    catalog: CatalogDep,
+    metrics: MetricsDep,
+    query: Annotated[str, Form()],
+    name: Annotated[str, Form()] = "",
+    notes: Annotated[str, Form()] = "",
+    customer: Annotated[str, Form()] = "",
+    price: Annotated[str, Form()] = "",
+) -> Response:
+    """Save the result that ``query`` reproduces as a named plan (no customer or price: the quote form's
+    customer and price, sent along by the shared form, are kept only to show them again on an error)."""
+    submitted = {"name": name, "customer": customer, "price": price, "currency": "USD", "notes": notes}
+    return _save(request, session, catalog, metrics, "plan", query, submitted)
 
 
 def _plain(err: Any) -> str:
@@ -84,12 +129,13 @@ def _plain(err: Any) -> str:
 
 def _list_page(request: Request, session: Any, catalog: Any, kind: Kind, q: str | None, customer: str | None,
                page: int) -> HTMLResponse:
+    q, customer = (q or "").strip(), (customer or "").strip()
     items, total = list_items(session=session, kind=kind, customer=customer or None, name=q or None,
                               limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
     pages = max(1, -(-total // PAGE_SIZE))
     context = {
         "kind": kind, "items": [_summary(catalog, i) for i in items], "total": total, "page": page, "pages": pages,
-        "q": q or "", "customer": customer or "", "active": "quotes",
+        "q": q, "customer": customer, "active": "quotes",
     }
     return render(request, "saved_list.html", context)
 
@@ -108,16 +154,15 @@ def _summary(catalog: Any, item: SavedItem) -> dict[str, Any]:
 
 @router.get("/quotes", response_class=HTMLResponse, name="quotes_page")
 def quotes_page(
-    request: Request, session: SessionDep, catalog: CatalogDep, q: str | None = None, customer: str | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    request: Request, session: SessionDep, catalog: CatalogDep, q: FilterQuery = None, customer: FilterQuery = None,
+    page: PageQuery = 1,
 ) -> HTMLResponse:
     return _list_page(request, session, catalog, "quote", q, customer, page)
 
 
 @router.get("/plans", response_class=HTMLResponse, name="plans_page")
 def plans_page(
-    request: Request, session: SessionDep, catalog: CatalogDep, q: str | None = None,
-    page: Annotated[int, Query(ge=1)] = 1,
+    request: Request, session: SessionDep, catalog: CatalogDep, q: FilterQuery = None, page: PageQuery = 1,
 ) -> HTMLResponse:
     return _list_page(request, session, catalog, "plan", q, None, page)
 
@@ -152,14 +197,14 @@ def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: i
 
 
 @router.get("/quotes/{item_id}", response_class=HTMLResponse, name="quote_page")
-def quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
-               revision: int | None = None) -> HTMLResponse:
+def quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId,
+               revision: RevisionQuery = None) -> HTMLResponse:
     return _detail(request, session, catalog, "quote", item_id, revision)
 
 
 @router.get("/plans/{item_id}", response_class=HTMLResponse, name="plan_page")
-def plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int,
-              revision: int | None = None) -> HTMLResponse:
+def plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId,
+              revision: RevisionQuery = None) -> HTMLResponse:
     return _detail(request, session, catalog, "plan", item_id, revision)
 
 
@@ -176,11 +221,11 @@ def _recompute(request: Request, session: Any, catalog: Any, kind: Kind, item_id
 
 
 @router.post("/quotes/{item_id}/recompute", name="recompute_quote_page")
-def recompute_quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int) -> Response:
+def recompute_quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId) -> Response:
     return _recompute(request, session, catalog, "quote", item_id)
 
 
 @router.post("/plans/{item_id}/recompute", name="recompute_plan_page")
-def recompute_plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: int) -> Response:
+def recompute_plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId) -> Response:
     return _recompute(request, session, catalog, "plan", item_id)
 

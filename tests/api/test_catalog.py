@@ -96,8 +96,10 @@ def test_unset_returns_to_the_seeded_value(client: TestClient, auth: dict[str, s
 @pytest.mark.parametrize(("patch", "field"), [
     ({"set": {"price_usd": -1}, "reason": "r"}, "set.price_usd"),
     ({"set": {"gpu_id": "nope"}, "reason": "r"}, "set.gpu_id"),
-    ({"set": {"id": "other"}, "reason": "r"}, ""),
-    ({"set": {}, "reason": "r"}, ""),
+    ({"set": {"id": "other"}, "reason": "r"}, "set"),
+    ({"unset": ["id"], "reason": "r"}, "unset"),
+    ({"set": {}, "reason": "r"}, "unset"),
+    ({"reason": "r"}, "unset"),
     ({"set": {"price_usd": 1}}, "reason"),
     ({"unset": ["price_usd"], "reason": "r"}, "unset"),
     ({"set": {"price_usd": 1}, "reason": "r", "extra": 1}, "extra"),

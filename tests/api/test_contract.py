@@ -6,7 +6,13 @@ the app's lifespan itself.
 Two checks are left out, on purpose: ``negative_data_rejection`` (pydantic's lax mode accepts ``0`` for a
 boolean and ``"8"`` for an integer, by design) and ``positive_data_acceptance`` (a schema-valid request can
 still be a domain error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx).
-Bounded for a 2-core CI box: a few examples per operation, no deadline."""
+
+Two runs, timed on the 2-core machine (2026-12-03, other work running, load ~1.2):
+- ``test_api_conforms_to_its_schema``: the examples and fuzzing phases, ``FUZZ_EXAMPLES`` random cases per
+  operation: 8 took 16 s, 40 took 45 s, so 40 keeps it within about a minute.
+- ``test_api_boundaries_conform_to_its_schema`` (marked ``slow``): the coverage phase, schemathesis' fixed
+  boundary and negative cases (about 1,000 per large request body, ~10,000 in all); it does not depend on
+  ``max_examples`` and took 120-145 s, most of it one ASGI round trip per case. ``-m "not slow"`` skips it."""
 
 from __future__ import annotations
 
@@ -32,7 +38,14 @@ APP = create_app(
     Settings(database_url=f"sqlite:///{_DIR / 'contract.db'}", rate_limit_anonymous="100000/minute",
              rate_limit_per_key="100000/minute"),
 )
-schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP)
+FUZZ_EXAMPLES = 40
+_FUZZ = schemathesis.Config.from_dict({"phases": {"coverage": {"enabled": False}}})
+_BOUNDARIES = schemathesis.Config.from_dict(
+    {"phases": {"examples": {"enabled": False}, "fuzzing": {"enabled": False}, "coverage": {"enabled": True}}}
+)
+schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_FUZZ)
+boundaries = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_BOUNDARIES)
+_EXCLUDED = [negative_data_rejection, positive_data_acceptance]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +58,13 @@ def contract_key() -> Iterator[str]:
 
 
 @schema.parametrize()
-@hypothesis_settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@hypothesis_settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case: Any, contract_key: str) -> None:
-    case.call_and_validate(
-        headers={"X-API-Key": contract_key}, excluded_checks=[negative_data_rejection, positive_data_acceptance]
-    )
+    case.call_and_validate(headers={"X-API-Key": contract_key}, excluded_checks=_EXCLUDED)
+
+
+@pytest.mark.slow
+@boundaries.parametrize()
+@hypothesis_settings(deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_boundaries_conform_to_its_schema(case: Any, contract_key: str) -> None:
+    case.call_and_validate(headers={"X-API-Key": contract_key}, excluded_checks=_EXCLUDED)

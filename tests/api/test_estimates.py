@@ -59,7 +59,7 @@ def test_not_json_is_a_422(client: TestClient) -> None:
 
 
 def test_too_many_in_one_list(client: TestClient) -> None:
-    assert_problem(client.post(URL, json=[{}] * 101), 422, "")
+    assert_problem(client.post(URL, json=[{}] * 101), 422, "body")
 
 
 def test_request_id_is_echoed(client: TestClient) -> None:

@@ -17,7 +17,7 @@ from app.deps import CatalogDep, SessionDep, WriterDep
 from app.errors import Conflict, NotFound
 from app.exports.documents import csv_document, json_document, print_document
 from app.models import SavedItem, SavedRevision
-from app.repositories.saved import list_items, soft_delete
+from app.repositories.saved import MAX_OFFSET, list_items, soft_delete
 from app.schemas.problem import problem_responses
 from app.schemas.saved import RecomputeOut, SavedList, SavedOut, SavedSummary
 from app.services.saved import find_saved, recompute
@@ -41,7 +41,7 @@ def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
     def list_saved(
         session: SessionDep,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
-        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         customer: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring")] = None,
     ) -> SavedList:

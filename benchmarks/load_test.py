@@ -100,8 +100,12 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
-def report(latencies: list[float], errors: int, elapsed: float, concurrency: int) -> dict[str, Any]:
+def report(latencies: list[float], errors: int, elapsed: float, concurrency: int,
+           load_before: float) -> dict[str, Any]:
+    """The numbers, with the machine's CPU count and 1-minute load average before and after the run (other
+    work on the machine shows there: the server and this client alone keep it near 2 on 2 cores)."""
     return {
+        "cpus": os.cpu_count(), "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
         "requests": len(latencies), "errors": errors, "concurrency": concurrency, "seconds": round(elapsed, 3),
         "requests_per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(percentile(latencies, 50) * 1000, 2), "p90_ms": round(percentile(latencies, 90) * 1000, 2),
@@ -117,6 +121,7 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=120, help="stop sending after this long")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="capplan-load-") as tmp:
         workdir, port = Path(tmp), free_port()
         base = f"http://{HOST}:{port}"
@@ -133,7 +138,7 @@ def main() -> None:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
-    result = report(latencies, errors, elapsed, args.concurrency)
+    result = report(latencies, errors, elapsed, args.concurrency, load_before)
     if args.json:
         print(json.dumps(result))
         return
@@ -141,6 +146,8 @@ def main() -> None:
           f"concurrency {args.concurrency}, {result['seconds']} s")
     print(f"  {result['requests_per_s']} requests/s; latency p50 {result['p50_ms']} ms, "
           f"p90 {result['p90_ms']} ms, p99 {result['p99_ms']} ms, max {result['max_ms']} ms")
+    print(f"  {result['cpus']} CPUs; 1-minute load average {result['load_before']} before, "
+          f"{result['load_after']} after")
 
 
 if __name__ == "__main__":

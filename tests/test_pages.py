@@ -492,3 +492,16 @@ def test_pages_on_postgresql_bound_ids_refuse_nul_and_fold_customers(pg_client: 
     path = urlsplit(saved.headers["location"]).path
     assert f'href="{path}"' in pg_client.get("/quotes", params={"customer": "ÁCME ☃"}).text
     assert pg_client.post(f"{path}/recompute", headers=SAME_ORIGIN, follow_redirects=False).status_code == 303
+
+
+def test_a_result_that_does_not_fit_links_each_way_out(client: TestClient) -> None:
+    """Llama 3.1 70B LoRA on an 8x H100 XE9680 without checkpointing does not fit; the page lists the
+    re-estimated changes, and following the first link gives a result that fits."""
+    query = "model=llama-3.1-70b&training.method=lora&parallelism.sharding=fsdp&hardware.server=dell-xe9680-h100"
+    html = client.get(f"/estimate?{query}").text
+    assert 'id="ways-out"' in html and "Ways to make it fit" in html
+    links = re.findall(r'<a href="([^"]+)" class="way-out">', html)
+    assert links, "each suggestion has a link"
+    followed = client.get(links[0].replace("&amp;", "&")).text
+    assert "training.activation_checkpointing=full" in links[0].replace("&amp;", "&")
+    assert 'id="ways-out"' not in followed and "Does not fit" not in followed

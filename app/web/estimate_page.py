@@ -17,6 +17,7 @@ from app.web.costing import cost_to_train
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
+from estimator.suggest import apply_changes
 
 __all__ = ["Verdict", "estimate_context", "form_context", "router", "run_form", "verdict_of"]
 
@@ -95,8 +96,14 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "colors": MEMORY_COLORS,
         "memory_rows": [(k, MEMORY_LABELS[k], v) for k, v in memory_parts(result.memory)],
         "cost": cost_to_train(catalog, result),
+        "ways_out": _ways_out(request, result),
         "can_save": True,
     }
+
+
+def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str]]:
+    """Each suggestion of a result that does not fit, with the link to its estimate."""
+    return [(s, f"/estimate?{request_to_query(apply_changes(request, s.changes))}") for s in result.suggestions]
 
 
 def run_form(catalog: Any, params: Any) -> tuple[dict[str, Any], FormErrors]:

@@ -44,7 +44,7 @@ UNMEASURED_MEMORY_ERROR_PCT = 10.0
 
 def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True) -> float:
     """The p90 memory error of the matching class of measured cases. Set-ups of a kind never measured on the
-    H200 (tensor/pipeline parallelism, offload, DeepSpeed/Megatron, QLoRA, optimizers other than AdamW) get at
+    H200 (tensor/pipeline parallelism, offload, DeepSpeed/Megatron, ZeRO-1, QLoRA on several GPUs, Lion) get at
     least ``UNMEASURED_MEMORY_ERROR_PCT``."""
     klass = "sharded" if sharded else ("lora" if method != "full" else "full")
     bar = _class_pct("memory_error_bar_pct", klass, DEFAULT_MEMORY_ERROR_PCT)
@@ -52,25 +52,28 @@ def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True)
 
 
 # ---------------------------------------------------------------------------------------------- step time
-# Set-ups whose step time was measured: the H200 calibration set (one GPU: PyTorch + HF transformers, SDPA
-# attention, bf16-mixed / bf16-true, full or LoRA, AdamW, no offload) and the expressible published runs (several
-# GPUs: A100 SXM and H100 SXM, PyTorch FSDP/ZeRO-2 and Megatron, flash/SDPA/eager attention, bf16, full
-# training, no context or expert parallelism). docs/accuracy-time.md lists them.
+# Set-ups whose step time was measured: the H200 calibration set (one GPU: PyTorch + HF transformers, SDPA or
+# eager attention, bf16-mixed / bf16-true, full, LoRA or QLoRA, AdamW, 8-bit AdamW, SGD or Adafactor, no offload;
+# DDP and FSDP2 compute under the fake process group) and the expressible published runs (several GPUs: A100 SXM
+# and H100 SXM, PyTorch FSDP/ZeRO-2 and Megatron, flash/SDPA/eager attention, bf16, full training, no context or
+# expert parallelism). docs/accuracy-time.md lists them.
 MEASURED_SINGLE_GPU_IDS = frozenset({"h200-sxm-141gb"})
 MEASURED_MULTI_GPU_IDS = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"})
+MEASURED_OPTIMIZERS = frozenset({"adamw", "adamw-8bit", "sgd", "adafactor"})
 
 
 def time_kind_measured(req: Any, layout: Any, gpu_id: str) -> bool:
     """Whether a set-up of this kind is among those whose step time was measured (list above). Anything else
-    (QLoRA, fp8 or fp32, offload, DeepSpeed, optimizers other than AdamW, context or expert parallelism, GPUs
-    never measured, flash-attn or eager attention on one GPU) is priced by terms no measurement checked."""
+    (fp8 or fp32, offload, DeepSpeed, Lion, context or expert parallelism, GPUs never measured, flash-attn on one
+    GPU, QLoRA on several) is priced by terms no measurement checked."""
     t, p = req.training, req.parallelism
-    common = (t.precision in ("bf16-mixed", "bf16-true") and t.method in ("full", "lora")
-              and t.optimizer == "adamw" and p.offload == "none" and layout.cp == 1 and layout.ep == 1)
+    common = (t.precision in ("bf16-mixed", "bf16-true") and t.optimizer in MEASURED_OPTIMIZERS
+              and p.offload == "none" and layout.cp == 1 and layout.ep == 1)
     if layout.world_size <= 1:
-        return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention == "sdpa"
+        return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention in ("sdpa", "eager")
                 and p.framework == "pytorch")
-    return common and gpu_id in MEASURED_MULTI_GPU_IDS and p.framework in ("pytorch", "megatron")
+    return (common and t.method in ("full", "lora") and gpu_id in MEASURED_MULTI_GPU_IDS
+            and p.framework in ("pytorch", "megatron"))
 
 
 def time_error_bar_pct(multi_gpu: bool, measured_kind: bool = True) -> float:

@@ -12,7 +12,17 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   and keeps the residual stream in the fp32 parameter dtype (PyTorch AMP docs, "CUDA ops that can autocast").
 - PyTorch autograd saves an operand only when the other operand needs a gradient (``derivatives.yaml``), so
   a frozen base (LoRA) saves fewer tensors; PEFT's ``lora.Linear`` saves its own cast of the input.
-- Eager attention adds fp32 softmax probabilities and their bf16 copy (6 bytes per score).
+- Eager attention adds fp32 softmax probabilities and their bf16 copy (6 bytes per score). Its backward holds
+  16 bytes per score at once: the fp32 probabilities, the fp32 cast of their gradient, the ``grad * output``
+  temporary that PyTorch's CUDA softmax backward allocates (``aten/src/ATen/native/cuda/SoftMax.cu``,
+  ``softmax_backward_cuda_out``: ``Tensor tmp = grad * output;``) and the fp32 input gradient; the bf16 copy is
+  freed by then (the ``AV`` matmul's backward ran first). Measured on the H200 (Llama 3.2 1B, eager, full
+  checkpointing, 2k and 4k tokens): the backward peak sits 15.7 bytes per score above the states.
+- QLoRA (bitsandbytes ``Linear4bit`` + PEFT ``lora.bnb.Linear4bit``): ``MatMul4Bit.forward`` keeps only the
+  packed weight for backward (``ctx.tensors = (None, B)``, ``bitsandbytes/autograd/_functions.py``), and
+  under autocast PEFT does not cast the input to the adapter dtype (``requires_conversion = not
+  torch.is_autocast_enabled()``, ``peft/tuners/lora/bnb.py``), so every adapter of a layer saves the same
+  bf16 input tensor instead of its own cast.
 - Logits: HF ``ForCausalLMLoss`` upcasts the logits to fp32; cross-entropy saves fp32 log-probabilities and
   its backward holds the gradient and the log-probabilities at once (12 bytes per logit at the peak).
   Megatron's vocab-parallel cross-entropy keeps bf16 logits and an fp32 softmax sharded by t.
@@ -40,6 +50,7 @@ class ActivationModel:
     logits_backward_bytes: int
     residual_bytes: int  # one residual-stream tensor (a layer's input)
     tokens: int
+    attention_backward_bytes: int = 0  # transient of one layer's attention-core backward beyond what it stored
 
 
 def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
@@ -74,11 +85,13 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
         attn_in = 3 * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
         return attn_in + mlp_in, 2 * qd + 2 * f
-    # LoRA/QLoRA under autocast: each adapted linear saves its own bf16 cast of its input (PEFT
-    # lora.Linear.forward casts x to the fp32 adapter dtype, autocast casts it back). Without autocast the
-    # adapters share the layer's bf16 input.
-    attn_h = 3 * 2 * h if autocast else 2 * h
-    mlp_h = n_up * 2 * h if autocast else 2 * h
+    # LoRA under autocast: each adapted linear saves its own bf16 cast of its input (PEFT lora.Linear.forward
+    # casts x to the fp32 adapter dtype, autocast casts it back). Without autocast, and for QLoRA (PEFT's
+    # bnb Linear4bit skips the cast under autocast; the 4-bit base saves no input), the adapters share the
+    # layer's bf16 input.
+    own_copies = autocast and t.method == "lora"
+    attn_h = 3 * 2 * h if own_copies else 2 * h
+    mlp_h = n_up * 2 * h if own_copies else 2 * h
     if t.lora_targets == "all-linear":
         return attn_h + mlp_h, 2 * qd + 2 * f
     return attn_h, 2 * qd
@@ -108,6 +121,22 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
     if req.training.activation_checkpointing == "selective":
         return qkv, rest
     return qkv + rest, 0.0
+
+
+# Eager attention backward: bytes per score held at once while the softmax backward runs (fp32
+# probabilities, fp32 gradient, PyTorch's ``grad * output`` temporary, fp32 input gradient), against the 6
+# bytes per score the layer stored (module docstring).
+EAGER_BACKWARD_BYTES_PER_SCORE = 16
+
+
+def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+    """Transient of one layer's eager attention-core backward beyond its stored scores, per token (split by
+    t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
+    if req.parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
+        return 0.0
+    a = shape.arch
+    window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
+    return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
 
 
 def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float:
@@ -199,6 +228,7 @@ class ActivationRates:
 
     per_token: float  # one layer's saved bytes per token
     recompute_per_token: float  # selective recomputation's transient per token
+    attention_backward_per_token: float  # eager attention-core backward transient per token
     residual_dtype: int
     residual_div: int
     tokens_per_sequence: int
@@ -211,6 +241,7 @@ def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) ->
                  else _layer_bytes_per_token(shape, req, layout))
     return ActivationRates(per_token=per_token,
                            recompute_per_token=_selective_recompute_per_token(shape, req, layout),
+                           attention_backward_per_token=_attention_backward_per_token(shape, req, layout),
                            residual_dtype=_regime(req, layout)[0],
                            residual_div=layout.tp if layout.sequence_parallel else 1,
                            tokens_per_sequence=t.seq_len,
@@ -233,4 +264,5 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
     fwd, bwd = _logits(req, shape, layout, tokens)
     return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
-                           residual_bytes=residual, tokens=tokens)
+                           residual_bytes=residual, tokens=tokens,
+                           attention_backward_bytes=int(r.attention_backward_per_token * tokens))

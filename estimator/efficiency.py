@@ -88,6 +88,20 @@ class Constants:
     # Hopper-native kernel that PyTorch SDPA runs on the H200 (measured above). Applied to ``attention: flash``
     # on Hopper and Blackwell; on Ampere FlashAttention-2 is the native kernel (Dao 2023: 50-73% of peak).
     fa2_hopper_ratio: float = 0.47
+    # Eager attention's memory-bound kernels on the s x s scores, copy-equivalent bytes per score (read +
+    # write, counted from transformers' ``eager_attention_forward`` under bf16 autocast): forward ``* scaling``
+    # 2+2, ``+ mask`` (fp32 mask, promotes) 2+4+4, softmax in fp32 4+4, ``.to(bf16)`` 4+2 = 28; backward the
+    # cast's gradient 2+4, PyTorch's CUDA softmax backward (``tmp = grad * output`` 4+4+4, then tmp and output
+    # read, gradient written 4+4+4), the add's gradient cast to bf16 4+2, the scaling's 2+2 = 40. The GEMMs
+    # around them (Q K^T, P V and their gradients) go through the GEMM roofline. ``eager_bytes_scale`` is
+    # fitted on the four eager H200 steps of device call 4 (these kernels run below the copy bandwidth).
+    eager_fwd_bytes: float = 28.0
+    eager_bwd_bytes: float = 40.0
+    eager_bytes_scale: float = 1.58
+    # Megatron-LM's fused scale-mask-softmax + dropout on 2-byte scores: forward softmax 2+2, dropout 2+2+1
+    # (mask); backward dropout 2+1+2, softmax 2+2+2 (``megatron/core/fusions/fused_softmax.py``).
+    eager_fused_fwd_bytes: float = 9.0
+    eager_fused_bwd_bytes: float = 11.0
     # HBM: 4.23-4.41 TB/s copy / cast / add on the H200 (of 4.8 datasheet).
     hbm_eff: float = 0.90
     # AdamW, copy-equivalent bytes per parameter (839M params in 100 tensors, H200, PyTorch 2.11):
@@ -100,6 +114,19 @@ class Constants:
     adam_tensor_fused_s: float = 4.0e-6
     adam_tensor_foreach_s: float = 13.0e-6
     adam_tensor_forloop_s: float = 93.0e-6
+    # bitsandbytes AdamW8bit (0.50.2, block-wise, not paged): copy-equivalent bytes per parameter of its update
+    # kernel (fp32 / bf16 parameters) and the serial cost per parameter tensor of its Python loop, which
+    # synchronises the device after every tensor (``timing._optimizer_cost``). Set in device call 5.
+    adam8bit_fp32_bytes: float = 115.0
+    adam8bit_bf16_bytes: float = 109.0
+    adam8bit_tensor_s: float = 110.0e-6
+    # Hugging Face Adafactor (factored second moment, no first moment, no weight decay), copy-equivalent bytes
+    # per parameter counted from ``transformers/optimization.py``: RMS of the parameter 4, grad**2 4+4, + eps
+    # 4+4, row and column means 4+4, the outer product of the factors 4, update *= grad 4+4+4, RMS of the
+    # update 4, its clipping division 4+4, * lr 4+4, the negation 4+4, the add to the parameter 4+4+4 = 84;
+    # bf16 parameters add the fp32 copies of gradient and parameter and the copy back (2+4, 2+4, 4+2 = 18).
+    adafactor_bytes: float = 84.0
+    adafactor_upcast_bytes: float = 18.0
     # CPU side of eager PyTorch: Python + dispatcher time of one decoder layer's forward (HF modules under
     # autocast; fitted; the backward costs ``cpu_bwd_ratio`` forwards; Megatron's fused layer: assumption).
     # The GPU waits when this exceeds its own work
@@ -109,6 +136,11 @@ class Constants:
     cpu_layer_fwd_s: float = 1.20e-3
     cpu_bwd_ratio: float = 2.0
     cpu_fused_layer_fwd_s: float = 0.25e-3
+    # QLoRA: the Python path of one 4-bit linear's forward (PEFT ``lora.bnb.Linear4bit`` around bitsandbytes'
+    # ``Linear4bit`` -> ``matmul_4bit`` -> ``MatMul4Bit`` autograd function -> nested ``dequantize_blockwise`` +
+    # ``dequantize_4bit`` custom ops called through ctypes -> ``F.linear``), seconds per adapted linear on top of
+    # the layer's (its backward costs ``cpu_bwd_ratio`` of it, like the layer's). Fitted on device call 4.
+    cpu_qlora_linear_s: float = 0.97e-3
     # Elementwise traffic of one eager decoder layer, copy-equivalent bytes per token per element of the
     # tensor it runs on (H200 micro-benchmarks of the HF code paths): RMSNorm 57 per hidden element
     # forward (189 forward + backward), SwiGLU 10.4 per intermediate element, rotary embedding ~26 per q/k

@@ -109,13 +109,20 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
+_MEASURED_OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
+
+
 def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
-    """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md)."""
+    """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md): PyTorch without
+    tensor/pipeline/context/expert parallelism; DDP, FSDP2 shard-grad-op (``zero2``) or full shard (with its CPU
+    offload of parameters and optimizer); full, LoRA or QLoRA (on one GPU); AdamW, 8-bit AdamW, SGD or
+    Adafactor; SDPA or eager attention."""
     p, t = req.parallelism, req.training
     offload_measured = p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")
+    qlora_measured = t.method != "qlora" or layout.world_size == 1
     return (layout.tp == layout.pp == layout.cp == layout.ep == 1 and offload_measured  # FSDP2 CPUOffloadPolicy
-            and p.framework == "pytorch" and t.method != "qlora" and t.optimizer == "adamw"
-            and layout.sharding in ("none", "zero3"))
+            and p.framework == "pytorch" and qlora_measured and t.optimizer in _MEASURED_OPTIMIZERS
+            and layout.sharding in ("none", "zero2", "zero3"))
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:

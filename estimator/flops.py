@@ -70,6 +70,8 @@ class LayerWork:
     lora_elems: float  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
     experts_local: float  # routed experts on this GPU (0 for a dense layer)
     topk: int  # experts per token (0 for a dense layer)
+    attn_batch_heads: float = 0.0  # sequences x local heads: the batch of eager attention's per-head GEMMs
+    attn_query_len: float = 0.0  # query positions per sequence on this GPU (eager attention's GEMM rows)
 
     @property
     def gemm_flops(self) -> float:
@@ -177,7 +179,9 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
     fa2 = t.attention == "flash" and req.parallelism.framework != "megatron"
     return LayerWork(tuple(gemms), attn, seq, t.attention == "eager", fa2, base, ffn, qk, a.norms_per_layer,
                      a.norm == "layernorm", a.learned_position_embeddings == 0, a.gated_mlp, lora, experts,
-                     a.experts_per_token if moe else 0)
+                     a.experts_per_token if moe else 0,
+                     attn_batch_heads=float(t.micro_batch_size) * a.num_attention_heads / layout.tp,
+                     attn_query_len=float(t.seq_len) / layout.cp)
 
 
 def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:

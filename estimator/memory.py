@@ -5,6 +5,9 @@ Instead of summing worst cases, the step is evaluated at the moments where the a
 
 - ``forward``: end of the forward pass, inside the loss (all saved activations, the fp32 logits being made);
 - ``backward``: start of backward (activations still held, the loss gradient at its largest);
+- ``backward-first-layer``: the last layer backward of the step (the first decoder layer): nearly every
+  gradient already present, only that layer's activations (and, with full checkpointing, its recomputed
+  ones) left; where full checkpointing peaks when one layer's backward transient is large (eager attention);
 - ``backward-end``: all gradients present, activations gone, the last layers' gradient temporaries;
 - ``optimizer``: gradients + optimizer states + the optimizer's own temporaries.
 
@@ -95,6 +98,7 @@ class _States:
     grad_buckets: int  # gradient communication buffers allocated for the whole run (DDP buckets, ZeRO-3 IPG)
     backward_buckets: int  # gradient buckets that live during backward only (DeepSpeed ZeRO-1/2 IPG buckets)
     grads_persistent: bool  # the gradient buffer is never freed (Megatron's contiguous main_grad buffer)
+    grads_before_first_layer: int  # gradients present when the first decoder layer's backward starts
 
 
 # DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/exports.py`` writes), in elements.
@@ -191,9 +195,25 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
         gathered_bwd = _reduce_scatter_layer(req, place)
     root_reduce = _root_reduce_bytes(req, place) if sharded_params or fsdp2_sgo else 0
     buckets, bwd_buckets = _buckets(req, layout, place)
-    return _States(params, cache, _grads_on_gpu(req, layout, place), optimizer, temp, gathered, root_reduce,
+    grads = _grads_on_gpu(req, layout, place)
+    return _States(params, cache, grads, optimizer, temp, gathered, root_reduce,
                    gathered_bwd, persistent_gathered, buckets, bwd_buckets,
-                   grads_persistent=p.framework == "megatron")
+                   grads_persistent=p.framework == "megatron",
+                   grads_before_first_layer=_grads_before_first_layer(req, shape, layout, place, grads))
+
+
+def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement,
+                              grads: int) -> int:
+    """Gradients already on the GPU when backward reaches the stage's first decoder layer: all of them but
+    that layer's and, for an untied input embedding (whose backward runs last), the embedding's."""
+    if req.training.method == "full":
+        later = place.max_layer_local
+        if not shape.arch.tied_embeddings and layout.pp == 1:
+            later += shape.embedding_params() // layout.tp
+        total = place.total_local
+    else:
+        later, total = place.max_layer_trainable_local, place.trainable_local
+    return int(grads * max(0, total - later) / max(1, total))
 
 
 def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
@@ -263,8 +283,11 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
     ckpt = req.training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
     head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if req.training.method == "full" else 0
-    layer_temp = st.gathered_backward + act.recompute_layer_bytes + place.backward_temp_bytes(act)
+    # the MLP's and the attention core's backward run one after the other: the larger transient counts
+    layer_temp = (st.gathered_backward + act.recompute_layer_bytes
+                  + max(place.backward_temp_bytes(act), act.attention_backward_bytes))
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
+    first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     return (
         Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, stored, fwd_logits,
               st.gathered),
@@ -272,6 +295,8 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
               st.gathered + bwd_bk),
         Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, stored,
               0, layer_temp + bwd_bk),
+        Phase("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer,
+              act.stored_per_layer_bytes, 0, layer_temp + bwd_bk),
         Phase("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
         Phase("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
     )
@@ -354,6 +379,19 @@ def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_me
 
 def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
+    """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
+    return _max_micro_batch_cached(req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
+
+
+@lru_cache(maxsize=4096)
+def _max_micro_batch_cached(training: Training, parallelism: Parallelism, shape: ModelShape, layout: Layout,
+                            gpu_memory_bytes: int, limit: int) -> int:
+    req = EstimateRequest(training=training, parallelism=parallelism)
+    return _max_micro_batch(req, shape, layout, gpu_memory_bytes, limit)
+
+
+def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+                     limit: int) -> int:
     """The largest micro-batch (at most ``limit``) whose peak :attr:`MemoryPeak.fits`; 0 if 1 does not.
 
     Everything but the activations, logits and the allocator reserve is independent of the micro-batch, and

@@ -111,13 +111,32 @@ def _gemm_times(gemms: tuple[Gemm, ...], r: Rates) -> tuple[float, float]:
     return fwd, bwd
 
 
-def _attention_times(w: LayerWork, r: Rates, head_dim: int) -> tuple[float, float]:
-    """Flash attention at its measured efficiency; eager attention as batched GEMMs ``[s, d] x [d, s]`` plus
-    the score matrix through a (fused) softmax: 2 + 2 bytes per score forward, 4 + 2 backward."""
+def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool) -> tuple[float, float]:
+    """Eager attention (Hugging Face ``eager_attention_forward``): per sequence and head the GEMMs ``Q K^T``
+    ``[s, d] x [d, s]`` and ``P V`` ``[s, s] x [s, d]`` through the GEMM roofline (backward: the input and weight
+    gradient of each), plus the memory-bound kernels on the ``s x s`` scores, copy-equivalent bytes per score
+    (``efficiency.Constants.eager_fwd_bytes`` / ``eager_bwd_bytes``: the scaling, the mask add, the fp32 softmax,
+    the bf16 cast; backward: the cast back, PyTorch's softmax backward with its ``grad * output`` temporary,
+    the mask add's and the scaling's gradients), scaled by the fitted ``eager_bytes_scale``. Megatron's fused
+    scale-mask-softmax and dropout (Korthikanti et al. 2022, Table 2: 2-byte probabilities, a 1-byte dropout mask,
+    the 2-byte dropout output) move ``eager_fused_fwd_bytes`` / ``eager_fused_bwd_bytes`` per score instead."""
+    k, bh, sq = r.k, max(w.attn_batch_heads, 1e-9), max(w.attn_query_len, 1e-9)
+    sk = w.attn_flops / (2.0 * bh * sq * 2.0 * head_dim)
+    d = float(head_dim)
+    scores = bh * sq * sk
+    fwd = bh * (r.gemm_time(sq, d, sk) + r.gemm_time(sq, sk, d))
+    bwd = bh * (r.gemm_time(sq, sk, d) + r.gemm_time(sk, sq, d) + r.gemm_time(sq, d, sk) + r.gemm_time(sk, sq, d))
+    if fused:
+        return (fwd + r.mem_time(k.eager_fused_fwd_bytes * scores), bwd + r.mem_time(k.eager_fused_bwd_bytes * scores))
+    fwd += r.mem_time(k.eager_fwd_bytes * k.eager_bytes_scale * scores)
+    bwd += r.mem_time(k.eager_bwd_bytes * k.eager_bytes_scale * scores)
+    return fwd, bwd
+
+
+def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False) -> tuple[float, float]:
+    """Flash attention at its measured efficiency; eager attention by :func:`_eager_attention_times`."""
     if w.eager_attention:
-        t = w.attn_flops / (r.gemm_flops * 0.85)
-        scores = w.attn_flops / (4.0 * head_dim)
-        return t + r.mem_time(4.0 * scores), 2.0 * t + r.mem_time(6.0 * scores)
+        return _eager_attention_times(w, r, head_dim, fused)
     fa2 = w.flash_library
     return (r.attn_fwd_time(w.attn_flops, w.attn_seq, head_dim, fa2),
             r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
@@ -148,8 +167,9 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
                   k: Constants) -> tuple[float, float]:
     """Per-pass bytes on the weights: autocast casts (fp32 -> bf16: 6 B) and gradient casts / accumulation,
     QLoRA NF4 dequantisation (0.5 B read + 2 B written per weight, forward and backward), FSDP2's
-    all-gather copy-out (2 + 2 B, forward and backward) and gradient copy-in (bf16 -> fp32 cast and chunk:
-    6 + 8 + 4 B), scaled by ``fsdp_scale``."""
+    all-gather copy-out (2 + 2 B, forward and backward; forward only for shard-grad-op, which keeps the
+    gathered parameters until backward) and gradient copy-in (bf16 -> fp32 cast and chunk: 6 + 8 + 4 B),
+    scaled by ``fsdp_scale``."""
     t = req.training
     m = t.gradient_accumulation_steps
     fwd = bwd = 0.0
@@ -161,10 +181,12 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
             fwd, bwd = 6.0 * w.base_linear_params, (6.0 + 12.0 * accumulate) * w.base_linear_params
         elif not style.fused and layout.sharding in ("none", "zero1"):
             bwd = 6.0 * accumulate * w.base_linear_params
-    if layout.sharding in ("zero3", "hsdp") and req.parallelism.framework == "pytorch":
+    if layout.sharding in ("zero2", "zero3", "hsdp") and req.parallelism.framework == "pytorch":
         trainable = w.base_linear_params if t.method == "full" else 0.0
+        # FSDP2 shard-grad-op (PyTorch "zero2", reshard_after_forward=False) gathers once, in forward
+        regather = 0.0 if layout.sharding == "zero2" else 4.0 * w.base_linear_params
         fwd += k.fsdp_scale * 4.0 * w.base_linear_params
-        bwd += k.fsdp_scale * (4.0 * w.base_linear_params + 18.0 * trainable)
+        bwd += k.fsdp_scale * (regather + 18.0 * trainable)
     return fwd, bwd
 
 
@@ -174,6 +196,14 @@ def _cpu_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> 
         return k.cpu_fused_layer_fwd_s
     adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if req.training.method != "full" else 0.0
     return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
+
+
+def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
+    """CPU seconds of the 4-bit linears' Python path in one layer's forward (:attr:`Constants.cpu_qlora_linear_s`
+    per adapted linear; their backward, bitsandbytes' ``MatMul4Bit.backward``, is a short function: not counted)."""
+    if req.training.method != "qlora":
+        return 0.0
+    return sum(1 for g in w.gemms if g.trainable) / 2.0 * k.cpu_qlora_linear_s
 
 
 @dataclass(frozen=True)
@@ -190,7 +220,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
                  r: Rates, style: Style) -> _LayerTimes:
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
-    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim)
+    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused)
     e_fwd = _elementwise_bytes(w, work, style, k)
     c_fwd, c_bwd = _fp8_cast_bytes(w.gemms, k)
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
@@ -198,13 +228,15 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
     recompute, re_flops, re_cpu = _recompute(req, w, fwd, g_fwd, a_fwd, r.mem_time(e_fwd))
     cpu = _cpu_fwd(w, req, style, k)
+    cpu_q = _cpu_qlora_fwd(w, req, k)
     if w.experts_local and not style.fused:
         # eager MoE (HF Mixtral) syncs the host once per expert: its issue time adds to the GPU time
         sync = k.cpu_expert_s * w.experts_local
         fwd, recompute = fwd + sync, recompute + (sync if recompute else 0.0)
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
-    return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu), a_fwd, flops)
+    return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
+                       flops)
 
 
 def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
@@ -411,8 +443,21 @@ def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work:
     return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
 
 
+def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style, pl: ParamPlacement) -> float:
+    """PyTorch DDP's reducer copies each gradient into its flat bucket, scaled by 1/world size on the way
+    (``Reducer::mark_variable_ready_dense``: ``at::mul_out(bucket_view, grad, 1/div_factor)``), and, with the
+    default ``gradient_as_bucket_view=False``, copies the reduced bucket back into ``.grad``
+    (``Reducer::finalize_bucket_dense`` -> ``copy_bucket_to_grad``): two read-and-write passes over the
+    gradients per optimizer step (``no_sync`` skips them on accumulating micro-batches)."""
+    p = req.parallelism
+    if p.framework != "pytorch" or layout.sharding not in ("none", "zero1") or layout.dp * layout.cp <= 1:
+        return 0.0
+    return r.mem_time(2.0 * 2.0 * style.grad_bytes * pl.trainable_local)
+
+
 # ------------------------------------------------------------------------------------- optimizer, offload
-_OPT_RATIO = {"adamw": 1.0, "adamw-8bit": 0.6, "sgd": 0.71, "lion": 0.71, "adafactor": 0.9}
+# SGD with momentum and Lion touch fewer state bytes per parameter than AdamW (one state instead of two).
+_OPT_RATIO = {"adamw": 1.0, "sgd": 0.71, "lion": 0.71}
 
 
 def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
@@ -426,10 +471,33 @@ def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     return per, k.adam_tensor_foreach_s if impl == "foreach" else k.adam_tensor_forloop_s
 
 
+def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
+    """(copy-equivalent bytes per parameter, seconds per parameter tensor) of the optimizer step.
+
+    - bitsandbytes ``AdamW8bit`` (``adamw-8bit``): block-wise 8-bit states; ``Optimizer8bit.step`` updates one
+      parameter at a time from Python and calls ``torch.cuda.synchronize()`` after each
+      (``bitsandbytes/optim/optimizer.py``: ``sync_gpu(p)``), so each tensor costs a serial launch-and-wait
+      on top of the kernel (constants in :mod:`estimator.efficiency`, measured and fitted on the H200).
+    - Hugging Face ``Adafactor`` (``adafactor``, always a per-tensor loop): its kernels counted from
+      ``transformers/optimization.py`` (:attr:`Constants.adafactor_bytes`); bf16 parameters and gradients are
+      upcast to fp32 and the result copied back (``adafactor_upcast_bytes`` more).
+    - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count.
+    """
+    t, p = req.training, req.parallelism
+    bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
+    if t.optimizer == "adamw-8bit":
+        return (k.adam8bit_bf16_bytes if bf16 else k.adam8bit_fp32_bytes), k.adam8bit_tensor_s
+    if t.optimizer == "adafactor":
+        return k.adafactor_bytes + (k.adafactor_upcast_bytes if bf16 else 0.0), k.adam_tensor_forloop_s
+    per, per_tensor = _adam_bytes(req, k)
+    return per * _OPT_RATIO[t.optimizer], per_tensor
+
+
 def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
                       pl: ParamPlacement) -> tuple[float, float]:
-    """(trainable parameters this GPU updates, parameter tensors it updates)."""
-    params = pl.trainable_local / layout.optimizer_shard
+    """(trainable parameters this GPU updates, parameter tensors it updates). Dense parameters are sharded over
+    the dp x cp group, routed experts over the expert data-parallel group (:meth:`ParamPlacement.sharded_bytes`)."""
+    params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
     if req.training.method != "full":
@@ -442,8 +510,8 @@ def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: R
     if req.parallelism.offload != "none":
         return 0.0
     params, tensors = _optimizer_params(req, shape, layout, pl)
-    per, per_tensor = _adam_bytes(req, r.k)
-    per = per * _OPT_RATIO[req.training.optimizer] + (6.0 if style.master_copy else 0.0)
+    per, per_tensor = _optimizer_cost(req, r.k)
+    per += 6.0 if style.master_copy else 0.0
     return r.mem_time(params * per) + tensors * per_tensor
 
 
@@ -468,20 +536,9 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: A
 
 
 # ----------------------------------------------------------------------------------------------- the step
-_PLACEMENTS: dict[tuple[Any, ...], ParamPlacement] = {}
-
-
 def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ParamPlacement:
-    """:func:`estimator.params.place_params` of the busiest stage, memoised (it reads only the training
-    section, the shape and the layout; the planner asks for the same ones many times)."""
-    stage = "only" if layout.pp == 1 else "last"
-    key = (req.training, shape, layout, stage)
-    found = _PLACEMENTS.get(key)
-    if found is None:
-        if len(_PLACEMENTS) > 4096:
-            _PLACEMENTS.clear()
-        found = _PLACEMENTS[key] = place_params(req, shape, layout, stage)
-    return found
+    """:func:`estimator.params.place_params` (memoised there) of the busiest stage."""
+    return place_params(req, shape, layout, "only" if layout.pp == 1 else "last")
 
 
 def time_assumptions(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
@@ -522,6 +579,7 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
     bubble = (layout.pp - 1) / virtual_stages(req, layout) * mb.total if layout.pp > 1 else 0.0
+    compute += ddp_bucket_time(req, layout, r, style, pl)
     opt = optimizer_time(req, shape, layout, r, style, pl)
     off = offload_time(req, shape, layout, gpu, mb, style, pl)
     step = compute + bubble + comm.exposed + opt + off

@@ -1,13 +1,20 @@
 """Step time against the H200 calibration measurements (``tests/data/calibration_h200.json``).
 
 Every measured, non-OOM single-GPU case (``run.world_size_fake`` is null): the median of the timed steps
-(``measured.step_time_s``, PyTorch 2.11 + Hugging Face transformers 5.17, SDPA attention, AdamW) against
-``estimator.timing.step_time`` for the case's own request. Acceptance (issue #3): median |error| <= 10%,
-every case within +-20%.
+(``measured.step_time_s``, PyTorch 2.11 + Hugging Face transformers 5.17) against ``estimator.timing.step_time``
+for the case's own request. Acceptance (issue #3): median |error| <= 10%, every case within +-20%.
 
-The FSDP2 cases ran rank 0 under PyTorch's fake process group: their collectives move no data, so their step
-time is compute plus FSDP's own copies. They are compared with the estimate minus its exposed communication,
-and held to the same +-20%. (They set ``fsdp_scale``; the other fitted constants come from the single-GPU
+When a case's timed steps disagree by more than ``NOISY_SPREAD`` (slowest / fastest - 1: the host, a shared
+VM, disturbed a CPU-bound run -- small QLoRA models, whose Python path issues the kernels), three steps give no
+reliable median: the median of every steady-state step (memory steps from the second on, and the timed steps)
+is used instead (:func:`measured_step_s`). Six cases qualify; only one moves by more than 3%
+(l8b-qlora16al-fused-b1-s4096-ck: timed 0.819, 1.104, 0.720 s, memory steps 0.702, 0.669 s -> 0.720 s).
+
+The FSDP2 and DDP cases ran rank 0 under PyTorch's fake process group: their collectives move no data, so their
+step time is compute plus the framework's own copies (FSDP2's copy-in/out, DDP's bucket copies). They are
+compared with the estimate's compute only: the step minus its exposed communication and minus the slow-down
+that hidden communication causes (``timing.COMM_OVERLAP_PENALTY`` of it: NCCL kernels that never ran), and held
+to the same +-20%. (The FSDP2 cases set ``fsdp_scale``; the other fitted constants come from the single-GPU
 cases -- ``estimator/efficiency.py``.)
 """
 
@@ -24,12 +31,13 @@ import pytest
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.timing import COMM_OVERLAP_PENALTY, step_time
 from hardware_catalog import Catalog, load_catalog
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration_h200.json"
 CASE_LIMIT = 0.20
 MEDIAN_LIMIT = 0.10
+NOISY_SPREAD = 0.20
 
 
 @cache
@@ -58,16 +66,39 @@ def estimated_step_s(case: dict[str, Any]) -> float:
     c = catalog()
     t = step_time(req, shape, layout, c.gpus[req.hardware.gpu], None, c)
     if case["run"].get("world_size_fake"):
-        return t.step_time_s - t.exposed_communication_s
+        hidden = t.communication_s - t.exposed_communication_s
+        return t.step_time_s - t.exposed_communication_s - COMM_OVERLAP_PENALTY * hidden
     return t.step_time_s
 
 
+def measured_step_s(case: dict[str, Any]) -> float:
+    """The case's step time: the median of its timed steps, or of all its steady-state steps when the timed ones
+    disagree by more than ``NOISY_SPREAD`` (module docstring)."""
+    m = case["measured"]
+    timed = [float(x) for x in m.get("step_times_s") or []]
+    if timed and max(timed) / min(timed) - 1.0 > NOISY_SPREAD:
+        return float(statistics.median([float(x) for x in m.get("memory_step_times_s", [])[1:]] + timed))
+    return float(m["step_time_s"])
+
+
 def relative_error(case: dict[str, Any]) -> float:
-    return estimated_step_s(case) / float(case["measured"]["step_time_s"]) - 1.0
+    return estimated_step_s(case) / measured_step_s(case) - 1.0
 
 
 def test_the_calibration_set_is_there() -> None:
-    assert len(_single()) >= 40 and len(_fake_pg()) >= 10
+    assert len(_single()) >= 70 and len(_fake_pg()) >= 18
+
+
+def test_call_4_kinds_are_checked() -> None:
+    """Device call 4's kinds are in the set: QLoRA, 8-bit AdamW, SGD, Adafactor, eager attention (one GPU), DDP
+    and FSDP2 shard-grad-op (fake process group)."""
+    single = [c["request"] for c in _single()]
+    trainings = [r["training"] for r in single]
+    assert {"qlora"} <= {t["method"] for t in trainings}
+    assert {"adamw-8bit", "sgd", "adafactor"} <= {t.get("optimizer", "adamw") for t in trainings}
+    assert "eager" in {t.get("attention", "sdpa") for t in trainings}
+    fake = [(c["run"].get("wrap"), c["request"]["parallelism"].get("sharding")) for c in _fake_pg()]
+    assert ("ddp", "none") in fake and any(s == "zero2" for _w, s in fake)
 
 
 @pytest.mark.parametrize("case", _single(), ids=lambda c: c["id"])

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from estimator.accuracy import accuracy_table
+from estimator.accuracy import accuracy_table, time_kind_measured
 from estimator.estimate import estimate
 from estimator.host import host_sizing
 from estimator.host_checkpoint import checkpoint_target
@@ -320,14 +320,24 @@ def test_error_bar_is_wider_for_kinds_never_measured() -> None:
     measured = _time(_req(gpu="h200-sxm-141gb", gpus=1, training={"attention": "sdpa"},
                           parallelism={"sharding": "none"}))
     assert measured.error_bar_pct == bars["single_gpu"]
+    # measured on one H200 in device call 4: QLoRA, eager attention, 8-bit AdamW, SGD, Adafactor
     for kw in ({"training": {"attention": "sdpa", "method": "qlora"}},
-               {"training": {"attention": "sdpa", "precision": "fp8-mixed"}},
-               {"training": {"attention": "flash"}}, {"training": {"attention": "eager", "seq_len": 1024}},
+               {"training": {"attention": "eager", "seq_len": 1024}},
+               {"training": {"attention": "sdpa", "optimizer": "adamw-8bit"}},
+               {"training": {"attention": "sdpa", "optimizer": "sgd"}},
+               {"training": {"attention": "sdpa", "optimizer": "adafactor", "optimizer_impl": "for-loop"}}):
+        t = _time(_req(gpu="h200-sxm-141gb", gpus=1, parallelism={"sharding": "none"}, **kw))
+        assert t.error_bar_pct == bars["single_gpu"], kw
+    for kw in ({"training": {"attention": "sdpa", "precision": "fp8-mixed"}},
+               {"training": {"attention": "flash"}}, {"training": {"attention": "sdpa", "optimizer": "lion"}},
                {"training": {"attention": "sdpa"}, "parallelism": {"offload": "optimizer", "framework": "deepspeed",
                                                                   "sharding": "zero2"}}):
         kw.setdefault("parallelism", {"sharding": "none"})
         t = _time(_req(gpu="h200-sxm-141gb", gpus=1, **kw))
         assert t.error_bar_pct == bars["unmeasured_floor"] > bars["single_gpu"]
+    several = _req(gpu="h200-sxm-141gb", training={"method": "qlora"}, parallelism={"sharding": "fsdp"})
+    assert not time_kind_measured(several, build_layout(several, ModelShape(resolve_model(several.model))),
+                                  "h200-sxm-141gb")  # QLoRA was measured on one GPU only
     mi300 = _time(_req(gpu="mi300x-192gb", gpus=1, training={"attention": "sdpa"}, parallelism={"sharding": "none"}))
     assert mi300.error_bar_pct == bars["unmeasured_floor"]
 

@@ -1,0 +1,37 @@
+"""Memory error bars by kind: the kinds measured in H200 device call 4 (QLoRA on one GPU, 8-bit AdamW, SGD,
+Adafactor, eager attention, DDP and FSDP2 shard-grad-op) take their class's p90 from ``accuracy.json``; kinds
+never measured get at least ``UNMEASURED_MEMORY_ERROR_PCT``."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
+from estimator.estimate import _measured_kind
+from estimator.layout import build_layout
+from estimator.modelspec import ModelShape, resolve_model
+from estimator.request import EstimateRequest
+
+
+@pytest.mark.parametrize("training, parallelism, nodes, gpus, measured", [
+    ({"method": "qlora"}, {"sharding": "none"}, 1, 1, True),
+    ({"optimizer": "adamw-8bit"}, {"sharding": "none"}, 1, 1, True),
+    ({"optimizer": "sgd"}, {"sharding": "none"}, 1, 1, True),
+    ({"optimizer": "adafactor", "optimizer_impl": "for-loop"}, {"sharding": "none"}, 1, 1, True),
+    ({"attention": "eager", "seq_len": 2048}, {"sharding": "none"}, 1, 1, True),
+    ({}, {"sharding": "none"}, 1, 8, True),  # DDP (device call 4, fake process group)
+    ({}, {"sharding": "zero2"}, 1, 8, True),  # FSDP2 shard-grad-op
+    ({"method": "qlora"}, {"sharding": "fsdp"}, 1, 8, False),  # QLoRA measured on one GPU only
+    ({"optimizer": "lion"}, {"sharding": "none"}, 1, 1, False),
+    ({}, {"sharding": "zero1"}, 1, 8, False),
+    ({}, {"sharding": "zero2", "framework": "deepspeed"}, 1, 8, False),
+])
+def test_memory_error_bar_kinds(training: dict, parallelism: dict, nodes: int, gpus: int, measured: bool) -> None:
+    """Device call 4's kinds take their class's error bar; kinds never measured get at least the 10 % floor."""
+    req = EstimateRequest.model_validate({"model": "llama-3.2-1b", "training": training, "parallelism": parallelism,
+                                          "hardware": {"gpu": "h200-sxm-141gb", "num_nodes": nodes,
+                                                       "gpus_per_node": gpus}})
+    layout = build_layout(req, ModelShape(resolve_model(req.model)))
+    assert _measured_kind(req, layout) is measured
+    bar = memory_error_bar_pct(layout.sharding != "none", req.training.method, measured)
+    assert (bar < UNMEASURED_MEMORY_ERROR_PCT) is measured

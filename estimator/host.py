@@ -18,6 +18,7 @@ a fixed configuration: its RAM is part of the server, so no DIMMs are recommende
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from estimator.host_checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
@@ -237,9 +238,25 @@ def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
 
 
 # ------------------------------------------------------------------------------------------------ storage
+_WRITE_GBPS: dict[tuple[int, tuple[str, ...], str, int | None], tuple[Any, float | None]] = {}
+
+
 def _catalog_write_gbps(catalog: Any, kinds: tuple[str, ...], scope: str, pcie_gen: int | None) -> float | None:
-    """Write GB/s of the catalog's storage class of that kind and scope (closest PCIe generation)."""
+    """Write GB/s of the catalog's storage class of that kind and scope (closest PCIe generation), memoised per
+    storage table (the entry keeps the table, so a reused ``id`` cannot match another one)."""
     storage = _attr(catalog, "storage", default={}) or {}
+    key = (id(storage), kinds, scope, pcie_gen)
+    found = _WRITE_GBPS.get(key)
+    if found is not None and found[0] is storage:
+        return found[1]
+    if len(_WRITE_GBPS) > 256:
+        _WRITE_GBPS.clear()
+    value = _storage_write_gbps(storage, kinds, scope, pcie_gen)
+    _WRITE_GBPS[key] = (storage, value)
+    return value
+
+
+def _storage_write_gbps(storage: Any, kinds: tuple[str, ...], scope: str, pcie_gen: int | None) -> float | None:
     rows = [s for s in storage.values() if _attr(s, "kind") in kinds and _attr(s, "scope") == scope
             and _attr(s, "write_gbps")]
     if not rows:
@@ -263,15 +280,22 @@ def _shared_write_bps(catalog: Any) -> float:
     return (from_catalog or host_defaults().num("storage", "shared_fs_write_gbps_per_node")) * 1e9
 
 
+@lru_cache(maxsize=256)
+def _nvme_options(bays: int, sizes_tb: tuple[float, ...]) -> tuple[tuple[int, int, float], ...]:
+    """(total bytes, count, drive TB) of every drive set, smallest first and, at equal size, most drives first."""
+    return tuple(sorted(((int(c * s * TB), c, s) for c in range(1, bays + 1) for s in sizes_tb),
+                        key=lambda o: (o[0], -o[1])))
+
+
 def recommend_nvme(need_bytes: int, need_write_bps: float, server: Any, catalog: Any) -> NvmeConfig | None:
+    """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``."""
     d = host_defaults()
     bays = int(_attr(server, "nvme_bays", default=8) or 8)
     each = _nvme_write_bps(server, catalog)
-    options = [NvmeConfig(c, s, each) for c in range(1, bays + 1) for s in d.get("storage", "nvme_drive_tb")]
-    ok = [o for o in options if o.total_bytes >= need_bytes and o.count * each >= need_write_bps]
-    if not ok:
-        return None
-    return min(ok, key=lambda o: (o.total_bytes, -o.count))
+    for total, count, size in _nvme_options(bays, tuple(d.get("storage", "nvme_drive_tb"))):
+        if total >= need_bytes and count * each >= need_write_bps:
+            return NvmeConfig(count, size, each)
+    return None
 
 
 def _dataset(req: EstimateRequest, shape: ModelShape, options: HostOptions) -> tuple[int, int]:

@@ -96,7 +96,7 @@ def _writer_nodes(layout: Layout) -> tuple[int, int]:
     weight_nodes = min(n, layout.pp * max(1, -(-layout.tp // g)) if mp_writers > 1 else 1)
     if layout.sharding in ("none",):
         return weight_nodes, weight_nodes
-    replica_ranks = layout.shard_group * layout.tp * layout.cp * layout.pp
+    replica_ranks = layout.shard_group * layout.tp * layout.pp  # the shard group already spans the cp ranks
     opt_nodes = max(1, min(n, replica_ranks // g))
     if layout.sharding in ("zero3", "hsdp"):
         return opt_nodes, opt_nodes
@@ -116,11 +116,28 @@ def _job_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
     return (total[0], total[1], total[2]), max(first[0], last[0]), max(first[1], last[1])
 
 
+_SIZES: dict[tuple[object, ...], CheckpointSize] = {}
+_SIZES_MAX = 4096
+
+
 def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
                     fmt: CheckpointFile = "dcp") -> CheckpointSize:
     """Bytes of one checkpoint of this training job (see the module docstring for what is saved), written with
     ``torch.save`` or ``torch.distributed.checkpoint`` (``fmt``). DCP writes tied embeddings twice (the model
-    state dict holds both names) and has a larger record overhead."""
+    state dict holds both names) and has a larger record overhead. Memoised on the request fields it reads (not
+    the batch shape)."""
+    t = req.training
+    key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, req.parallelism.framework, shape,
+           layout, fmt)
+    found = _SIZES.get(key)
+    if found is None:
+        if len(_SIZES) >= _SIZES_MAX:
+            _SIZES.clear()
+        found = _SIZES[key] = _checkpoint_size(req, shape, layout, fmt)
+    return found
+
+
+def _checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout, fmt: CheckpointFile) -> CheckpointSize:
     key = "dcp_overhead_bytes_per_tensor" if fmt == "dcp" else "torch_save_overhead_bytes_per_tensor"
     per_record = int(host_defaults().num("checkpoint", key))
     (weight_total, opt_total, rec_total), stage_weight, stage_opt = _job_sizes(req, shape, layout)

@@ -51,10 +51,14 @@ def _sent(factor: float, buffer_bytes: float, group: int, local: int) -> float:
 
 def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: float,
                    weights_trainable: float) -> dict[str, float]:
-    """Bytes per step a node sends for data-parallel / sharding collectives."""
-    g, m, dp, s = layout.gpus_per_node, req.training.gradient_accumulation_steps, layout.dp, layout.sharding
-    slots = max(1, min(g, layout.tp * layout.cp))  # distinct model-parallel positions on a node: one DP group each
-    local = max(1, g // slots)  # ranks of each DP group on the node
+    """Bytes per step a node sends for data-parallel / sharding collectives. Gradients are reduced, and model
+    states sharded, over the data-parallel group *with* context parallelism (dp x cp ranks: cp ranks hold the
+    same parameters and partial gradients; ``layout.shard_group`` spans them too), one group per tensor-parallel
+    position."""
+    g, m, s = layout.gpus_per_node, req.training.gradient_accumulation_steps, layout.sharding
+    dp = layout.dp * layout.cp
+    slots = max(1, min(g, layout.tp))  # distinct tensor-parallel positions on a node: one DP x CP group each
+    local = max(1, g // slots)  # ranks of each DP x CP group on the node
     out: dict[str, float] = {}
     if s == "none":
         out["gradient all-reduce"] = _sent(2, grads, dp, local)

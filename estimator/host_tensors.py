@@ -15,12 +15,11 @@ power of two (``aten/src/ATen/core/CachingHostAllocator.h``: ``c10::llvm::PowerO
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
 from estimator.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
-from estimator.request import EstimateRequest, Parallelism, Training
+from estimator.request import EstimateRequest
 
 __all__ = ["Tensor", "local_tensors", "pow2ceil", "stages"]
 
@@ -124,22 +123,21 @@ def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layer
     return out
 
 
+_TENSORS: dict[tuple[object, ...], tuple[Tensor, ...]] = {}
+_TENSORS_MAX = 4096
+
+
 def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
-    """Memoised on the parts of the request it reads (the planner and the micro-batch search call it often)."""
-    key = _CacheKey(req.training, req.parallelism)
-    return list(_local_tensors_cached(key, shape, layout, stage))
-
-
-@dataclass(frozen=True)
-class _CacheKey:
-    training: Training
-    parallelism: Parallelism
-
-
-@lru_cache(maxsize=4096)
-def _local_tensors_cached(key: _CacheKey, shape: ModelShape, layout: Layout, stage: str) -> tuple[Tensor, ...]:
-    req = EstimateRequest(training=key.training, parallelism=key.parallelism)
-    return tuple(_local_tensors_uncached(req, shape, layout, stage))
+    """Memoised on the fields of the request it reads (method, LoRA rank and targets: not the batch shape, which
+    the planner and the micro-batch search vary) and on the shape, layout and stage."""
+    t = req.training
+    key = (t.method, t.lora_rank, t.lora_targets, shape, layout, stage)
+    found = _TENSORS.get(key)
+    if found is None:
+        if len(_TENSORS) >= _TENSORS_MAX:
+            _TENSORS.clear()
+        found = _TENSORS[key] = tuple(_local_tensors_uncached(req, shape, layout, stage))
+    return list(found)
 
 
 def _local_tensors_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:

@@ -14,12 +14,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from estimator.activations import ActivationModel
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
-from estimator.request import EstimateRequest, Parallelism, Training
+from estimator.request import EstimateRequest
 
 __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
 
@@ -125,22 +124,21 @@ def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> i
             + moe * _routed_local(shape, layout))
 
 
+_PLACED: dict[tuple[object, ...], ParamPlacement] = {}
+_PLACED_MAX = 8192
+
+
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
-    """Memoised on the parts of the request it reads (the planner and the micro-batch search call it often)."""
-    key = _CacheKey(req.training, req.parallelism)
-    return _place_params_cached(key, shape, layout, stage)
-
-
-@dataclass(frozen=True)
-class _CacheKey:
-    training: Training
-    parallelism: Parallelism
-
-
-@lru_cache(maxsize=4096)
-def _place_params_cached(key: _CacheKey, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
-    req = EstimateRequest(training=key.training, parallelism=key.parallelism)
-    return _place_params_uncached(req, shape, layout, stage)
+    """Memoised on the fields of the request it reads (method, LoRA rank and targets, precision: not the batch
+    shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
+    t = req.training
+    key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
+    found = _PLACED.get(key)
+    if found is None:
+        if len(_PLACED) >= _PLACED_MAX:
+            _PLACED.clear()
+        found = _PLACED[key] = _place_params_uncached(req, shape, layout, stage)
+    return found
 
 
 def _frozen_bytes_per_param(req: EstimateRequest) -> int:

@@ -191,8 +191,8 @@ class Parallelism(_Frozen):
 class Hardware(_Frozen):
     gpu: str = "h100-sxm5-80gb"
     server: str | None = None
-    num_nodes: int = Field(default=1, ge=1, le=100_000)
-    gpus_per_node: int = Field(default=8, ge=1, le=64)
+    num_nodes: Int = Field(default=1, ge=1, le=100_000)
+    gpus_per_node: Int = Field(default=8, ge=1, le=64)
 
     @property
     def world_size(self) -> int:

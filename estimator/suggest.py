@@ -15,6 +15,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from pydantic import BaseModel
+
 from estimator.errors import EstimatorError
 from estimator.layout import build_layout
 from estimator.memory import peak_memory
@@ -32,12 +34,25 @@ _Candidate = tuple[str, dict[str, Any]]
 
 
 def apply_changes(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
-    """A copy of ``req`` with dotted ``section.field`` values replaced (validated again)."""
-    data = req.model_dump()
+    """A copy of ``req`` with dotted ``section.field`` values replaced (validated again).
+
+    Only the sections that change are validated again (a request has no validator across sections, so this is
+    the same as validating the whole request, without re-reading the model, which may be a full config.json)."""
+    by_section: dict[str, dict[str, Any]] = {}
     for dotted, value in changes.items():
         section, name = dotted.split(".", 1)
-        data[section][name] = value
-    return EstimateRequest.model_validate(data)
+        by_section.setdefault(section, {})[name] = value
+    update: dict[str, BaseModel] = {}
+    for section, fields in by_section.items():
+        current = getattr(req, section, None)
+        if not isinstance(current, BaseModel):
+            data = req.model_dump()
+            for dotted, value in changes.items():
+                sec, name = dotted.split(".", 1)
+                data[sec][name] = value
+            return EstimateRequest.model_validate(data)
+        update[section] = type(current).model_validate({**current.model_dump(), **fields})
+    return req.model_copy(update=update)
 
 
 def _levers(req: EstimateRequest) -> list[_Candidate]:

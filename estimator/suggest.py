@@ -149,8 +149,13 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[
     Call it only for a request that does not fit. At most ``MAX_SUGGESTIONS``: the smallest changes that fit,
     least disruptive first (those that keep the training method before those that change it); when none
     fits, the changes that come closest, so the user sees which lever helps most."""
-    tried = [s for s in (_try(req, shape, capacity, summary, changes) for summary, changes in _candidates(req))
-             if s is not None]
+    tried: list[Suggestion] = []
+    for summary, changes in _candidates(req):
+        if any(t.fits and t.changes.items() <= changes.items() for t in tried):
+            continue  # contains a change that already fits: _minimal would drop it
+        trial = _try(req, shape, capacity, summary, changes)
+        if trial is not None:
+            tried.append(trial)
     nodes = _more_nodes(req, shape, capacity)
     if nodes is not None:
         tried.append(nodes)

@@ -40,7 +40,8 @@ def test_70b_lora_without_checkpointing_is_told_to_checkpoint() -> None:
 @pytest.mark.parametrize("body", [
     LORA_70B_XE9680,
     {"model": "llama-3.1-70b"},  # full fine-tune, plain DDP on 8x H100
-    {"model": "llama-3.1-8b", "training": {"micro_batch_size": 4}, "hardware": {"gpu": "l40s-48gb", "gpus_per_node": 1}},
+    {"model": "llama-3.1-8b", "training": {"micro_batch_size": 4},
+     "hardware": {"gpu": "l40s-48gb", "gpus_per_node": 1}},
 ], ids=["70b-lora-no-ckpt", "70b-full-ddp", "8b-full-one-l40s"])
 def test_every_suggestion_is_what_the_changed_request_estimates(body: dict[str, Any]) -> None:
     response = estimate(EstimateRequest.model_validate(body))

@@ -389,9 +389,33 @@ def test_b200_has_a_marked_uncertain_price_and_cloud_offers(catalog: Catalog) ->
     assert all(o.date and o.sources for o in offers)
 
 
-@pytest.mark.parametrize("gpu_id", ["h100-pcie-80gb", "h100-nvl-94gb", "h200-nvl-141gb", "l40s-48gb"])
+@pytest.mark.parametrize(
+    ("gpu_id", "low", "high", "source"),
+    [
+        # Amazon street-price history in United-Compute/gpu-price-tracker: $34,749.95 (2023-12..2024-08) down to
+        # $25,249.95 (2025-07); a 2023 news item quotes $30,000 for the PCIe H100
+        ("h100-pcie-80gb", 25_249.95, 34_749.95, "gpu-price-tracker"),
+        # datastorage.com: 'On-premise Module ~$7k-$10k'; chipversus.com: 'MSRP $7500'
+        ("l40s-48gb", 7_000, 10_000, "datastorage.com"),
+    ],
+)
+def test_pcie_gpus_carry_a_sourced_uncertain_price_range(
+    catalog: Catalog, gpu_id: str, low: float, high: float, source: str
+) -> None:
+    gpu = catalog.gpu(gpu_id)
+    assert (gpu.price_usd_low, gpu.price_usd_high) == (low, high) and gpu.price_date
+    for field in ("price_usd_low", "price_usd_high"):
+        sources = gpu.sources_for(field)
+        assert len(sources) >= 2 and any(source in (s.url or "") for s in sources)
+        assert all(s.date and s.url for s in sources)
+        assert gpu.is_uncertain(field)  # street prices and estimates, not an NVIDIA list price
+    assert low < (gpu.price_usd_mid or 0) < high
+
+
+@pytest.mark.parametrize("gpu_id", ["h100-nvl-94gb", "h200-nvl-141gb"])
 def test_gpus_without_a_sourced_price_have_none(catalog: Catalog, gpu_id: str) -> None:
-    # no purchase price in the shared reference nor a usable public source: left empty (docs/tco.md says so)
+    # no NVL-specific purchase price in the shared reference nor a usable public source: left empty
+    # (docs/tco.md says so); an H100 or H200 SXM price is not taken for the NVL card
     gpu = catalog.gpu(gpu_id)
     assert gpu.price_usd_low is None and gpu.price_usd_high is None
 

@@ -108,7 +108,7 @@ def test_front_falls_back_to_time_without_prices() -> None:
     """An owned server with no catalog price and no GPU price to estimate one from: no plan has a cost, so the
     front is the fastest plan (before: an empty front)."""
     resp = _plan({"model": "llama-3.1-8b", "training": {"method": "lora", "train_tokens": 1e9},
-                  "constraints": {"servers": ["dell-r760xa-l40s"], "max_nodes": 2}, "pricing": "owned"})
+                  "constraints": {"servers": ["dell-r760xa-h100-nvl"], "max_nodes": 2}, "pricing": "owned"})
     assert resp.plans and all(p.cost is None for p in resp.plans)
     fastest = min(resp.plans, key=lambda p: p.time_to_train_s or 0)
     assert resp.pareto_front == [fastest.id]

@@ -121,6 +121,25 @@ def test_server_price_estimate_and_override() -> None:
     assert ownership_tco("dell-xe9680-h100", 1, GOLDEN, server_price_usd=250_000).capex.servers_usd == 250_000
 
 
+@pytest.mark.parametrize(
+    ("server_id", "gpu_mid", "gpus"),
+    [
+        ("dell-r760xa-l40s", 8_500, 4),  # L40S $7-10K (datastorage.com), midpoint $8,500
+        ("hpe-dl380a-gen11-l40s", 8_500, 4),
+        ("dell-r760xa-h100-pcie", 29_999.95, 4),  # H100 PCIe $25,249.95-$34,749.95 (Amazon, gpu-price-tracker)
+    ],
+)
+def test_pcie_servers_get_an_estimated_price_from_the_gpu_price(server_id: str, gpu_mid: float, gpus: int) -> None:
+    # the server has no catalog price; its GPU now has a sourced range, so capex is GPU midpoint x count x 1.64
+    cat = load_catalog()
+    assert cat.server(server_id).price_usd is None
+    t = ownership_tco(server_id, 1, GOLDEN)
+    assert t.server_price_estimated and "estimated" in t.server_price_source
+    assert t.server_price_usd == pytest.approx(gpu_mid * gpus * 1.64)  # L40S: 55,760; H100 PCIe: 196,799.67
+    assert t.capex.servers_usd == pytest.approx(t.server_price_usd)
+    assert ownership_tco(server_id, 1, GOLDEN, server_price_usd=50_000).server_price_estimated is False
+
+
 def test_a_server_without_any_price_asks_for_one() -> None:
     with pytest.raises(InvalidRequestError, match="pass server_price_usd") as info:
         ownership_tco("dell-r760xa-h100-nvl", 1, GOLDEN)  # neither the server nor H100 NVL has a price

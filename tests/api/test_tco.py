@@ -48,6 +48,20 @@ def test_assumptions_can_be_changed(client: TestClient, server: str) -> None:
     assert cheap["options"][0]["power_usd"] == 0
 
 
+def test_an_l40s_server_without_a_catalog_price_is_estimated_from_the_gpu(client: TestClient) -> None:
+    # L40S now has a sourced $7-10K range: the R760xa (no catalog price) needs no server_price_usd any more
+    from estimator.tco import TcoAssumptions
+
+    r = client.post(URL, json={"server": "dell-r760xa-l40s"})
+    assert r.status_code == 200, r.text
+    own = r.json()["options"][0]
+    assert own["kind"] == "own"
+    a = TcoAssumptions()  # server_cost_vs_gpu_price 1.64 from the catalog's TCO defaults (Epoch hardware.py)
+    # one node: capex = estimated server ($8,500 midpoint x 4 L40S x 1.64) + storage, no cluster network
+    server = 8_500 * 4 * a.server_cost_vs_gpu_price
+    assert own["capex_usd"] == pytest.approx(server + a.storage_tb * a.storage_usd_per_tb)
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"server": "nope"}, "server"),
     ({"offer_id": "nope"}, "offer_id"),

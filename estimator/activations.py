@@ -235,7 +235,30 @@ class ActivationRates:
     full_checkpointing: bool
 
 
+def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
+    """Everything :func:`_activation_rates` reads from the request."""
+    t = req.training
+    return (shape, layout, t.method, t.lora_targets, t.precision, t.attention, t.activation_checkpointing,
+            t.seq_len, req.parallelism.framework)
+
+
+_RATES: dict[tuple[object, ...], ActivationRates] = {}
+_RATES_MAX = 8192
+
+
 def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
+    """The per-token parts of ``req``'s activations, memoised on :func:`_rates_key` (the suggestions and the
+    largest-micro-batch search ask again for requests that differ in the micro-batch or the model states)."""
+    key = _rates_key(req, shape, layout)
+    found = _RATES.get(key)
+    if found is None:
+        if len(_RATES) >= _RATES_MAX:
+            _RATES.clear()
+        found = _RATES[key] = _activation_rates(req, shape, layout)
+    return found
+
+
+def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
     t = req.training
     per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if req.parallelism.framework == "megatron"
                  else _layer_bytes_per_token(shape, req, layout))

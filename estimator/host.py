@@ -17,9 +17,10 @@ a fixed configuration: its RAM is part of the server, so no DIMMs are recommende
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from estimator.host_checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host_config import GIB, HostOptions, host_defaults, options_for
@@ -147,6 +148,25 @@ class HostSizing:
 
 
 # ----------------------------------------------------------------------------------------------- catalog access
+T = TypeVar("T")
+_PER_SERVER: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+
+def _per_server(kind: str, server: Any, compute: Callable[[Any], T]) -> T:
+    """``compute(server)``, memoised per server object (the entry keeps the server, so a reused ``id`` cannot
+    match another one): what the catalog says about a server does not change between estimates."""
+    key = (kind, id(server))
+    found = _PER_SERVER.get(key)
+    if found is not None and found[0] is server:
+        value: T = found[1]
+        return value
+    if len(_PER_SERVER) > 1024:
+        _PER_SERVER.clear()
+    value = compute(server)
+    _PER_SERVER[key] = (server, value)
+    return value
+
+
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
     if obj is None:
         return default
@@ -167,6 +187,10 @@ def _server_nics(server: Any) -> list[tuple[int, float, str, str]]:
 
 
 def _compute_nic_gbps(server: Any) -> float | None:
+    return _per_server("compute_nic_gbps", server, _compute_nic_gbps_uncached)
+
+
+def _compute_nic_gbps_uncached(server: Any) -> float | None:
     nics = _server_nics(server)
     if not nics:
         return None
@@ -199,6 +223,10 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
 # -------------------------------------------------------------------------------------------------------- RAM
 def ram_limit(server: Any) -> RamLimit:
     """The node's host RAM limit (module docstring)."""
+    return _per_server("ram_limit", server, _ram_limit)
+
+
+def _ram_limit(server: Any) -> RamLimit:
     max_gib = float(_attr(server, "max_ram_gib", default=0) or 0)
     configured = float(_attr(server, "ram_gib_configured", default=0) or 0)
     kind = str(_attr(server, "memory_type", default="DDR5"))
@@ -208,7 +236,11 @@ def ram_limit(server: Any) -> RamLimit:
     return RamLimit(int(host_defaults().num("ram", "default_max_ram_gib") * GIB), False, False, kind, name)
 
 
-def _dimm_options(server: Any) -> list[DimmConfig]:
+def _dimm_options(server: Any) -> tuple[DimmConfig, ...]:
+    return _per_server("dimm_options", server, _dimm_options_uncached)
+
+
+def _dimm_options_uncached(server: Any) -> tuple[DimmConfig, ...]:
     d = host_defaults()
     limit = ram_limit(server)
     slots = int(_attr(server, "dimm_slots", default=0) or 0)
@@ -218,7 +250,7 @@ def _dimm_options(server: Any) -> list[DimmConfig]:
     sizes = [s for s in d.get("ram", "dimm_sizes_gib")
              if limit.memory_type == "DDR5" or s not in d.get("ram", "ddr5_only_dimm_sizes_gib")]
     out = [DimmConfig(c, s, limit.memory_type) for c in counts for s in sizes]
-    return [o for o in out if o.total_gib * GIB <= limit.bytes]
+    return tuple(o for o in out if o.total_gib * GIB <= limit.bytes)
 
 
 def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
@@ -314,14 +346,21 @@ def recommend_nics(need_gbps: float, gpus_per_node: int, pcie_gen: int = 5) -> N
     """Smallest standard GPU-fabric NIC set with at least ``need_gbps``: 1, 2, 4 or 8 NICs (at most one per
     GPU), each no faster than its PCIe x16 slot carries (Gen4 x16 ~ 256 Gb/s, Gen5 ~ 512 Gb/s: 800 Gb/s needs
     Gen6, ConnectX-8); ties go to fewer, faster NICs (fewer switch ports and cables)."""
+    ok = [o for o in _nic_options(gpus_per_node, pcie_gen) if o.count * o.gbps >= need_gbps]
+    if not ok:
+        return None
+    return min(ok, key=lambda o: (o.total_gbps, o.count))
+
+
+@lru_cache(maxsize=256)
+def _nic_options(gpus_per_node: int, pcie_gen: int) -> tuple[NicConfig, ...]:
+    """Every NIC set :func:`recommend_nics` chooses from: 1, 2, 4 or 8 NICs (at most one per GPU) of the usual
+    speeds that the PCIe slot carries."""
     d = host_defaults()
     slot_gbps = {3: 128, 4: 256, 5: 512}.get(pcie_gen, 1024)
     counts = [c for c in (1, 2, 4, 8) if c <= max(1, gpus_per_node)]
     speeds = [int(s) for s in d.get("network", "nic_speeds_gbps") if int(s) <= slot_gbps]
-    ok = [NicConfig(c, s) for c in counts for s in speeds if c * s >= need_gbps]
-    if not ok:
-        return None
-    return min(ok, key=lambda o: (o.total_gbps, o.count))
+    return tuple(NicConfig(c, s) for c in counts for s in speeds)
 
 
 def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, utilisation: float,

@@ -181,8 +181,34 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
     return ProcessRam(best_load), ProcessRam(best_train)
 
 
+def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+                  options: HostOptions) -> tuple[object, ...]:
+    """Everything :func:`_host_ram` reads: the request's model-state fields (not the batch shape), the
+    checkpoint's staged sizes and the options it uses (before defaults are filled in, which is deterministic)."""
+    t, p, o = req.training, req.parallelism, options
+    return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
+            p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
+            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
+
+
+_HOST_RAM: dict[tuple[object, ...], HostRam] = {}
+_HOST_RAM_MAX = 4096
+
+
 def host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
              options: HostOptions) -> HostRam:
+    """The node's host RAM, memoised on :func:`_host_ram_key` (it does not depend on the batch shape)."""
+    key = _host_ram_key(req, shape, layout, ckpt, options)
+    found = _HOST_RAM.get(key)
+    if found is None:
+        if len(_HOST_RAM) >= _HOST_RAM_MAX:
+            _HOST_RAM.clear()
+        found = _HOST_RAM[key] = _host_ram(req, shape, layout, ckpt, options)
+    return found
+
+
+def _host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+              options: HostOptions) -> HostRam:
     o = options.resolved()
     d = host_defaults()
     r0_load, r0_train = process_ram(req, shape, layout, ckpt, o, rank0=True)

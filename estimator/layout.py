@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.errors import InvalidRequestError, UnsupportedCombinationError
+from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 
-__all__ = ["Layout", "build_layout"]
+__all__ = ["Layout", "build_layout", "layout_or_none"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,50 @@ def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
     return max(1, expert_dp * dense_group // (dp * p.cp))
 
 
+def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
+    """Everything :func:`_build_layout` reads from the request; of the sequence length, only whether ``cp``
+    divides it (the message of that check, which names it, is raised afresh: failures are not memoised)."""
+    t, p = req.training, req.parallelism
+    return (shape, p, req.hardware, t.virtual_stages, t.pipeline_schedule, t.gradient_accumulation_steps,
+            t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
+
+
+_LAYOUTS: dict[tuple[object, ...], Layout | None] = {}  # None: the request fails a check
+_LAYOUTS_MAX = 8192
+
+
+def _remember(key: tuple[object, ...], layout: Layout | None) -> Layout | None:
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = layout
+    return layout
+
+
 def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
+    """The layout of ``req`` (memoised on :func:`_layout_key`; a request that fails a check raises its error
+    every time, built afresh)."""
+    key = _layout_key(req, shape)
+    found = _LAYOUTS.get(key)
+    if found is None:
+        found = _build_layout(req, shape)
+        _remember(key, found)
+    return found
+
+
+def layout_or_none(req: EstimateRequest, shape: ModelShape) -> Layout | None:
+    """:func:`build_layout`, or ``None`` where it raises an :class:`EstimatorError` (the suggestions' trials,
+    many of which are combinations the estimator refuses); failures are memoised too."""
+    key = _layout_key(req, shape)
+    if key in _LAYOUTS:
+        return _LAYOUTS[key]
+    try:
+        layout: Layout | None = _build_layout(req, shape)
+    except EstimatorError:
+        layout = None
+    return _remember(key, layout)
+
+
+def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     p, hw = req.parallelism, req.hardware
     mp = p.tp * p.pp * p.cp
     _check(hw.world_size % mp == 0,

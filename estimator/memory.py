@@ -22,7 +22,7 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import TypeVar
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
@@ -32,7 +32,10 @@ from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest, Parallelism, Training
 
-__all__ = ["MemoryPeak", "Phase", "max_micro_batch", "peak_memory"]
+__all__ = ["MemoryPeak", "Phase", "max_micro_batch", "peak_memory", "peak_total"]
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 # Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
 # optimizer-phase peak minus parameters, gradients and states; see docs/accuracy.md).
@@ -70,18 +73,24 @@ class MemoryPeak:
 
     @property
     def fits(self) -> bool:
-        return self.peak.allocated + self.hard_overhead <= self.capacity
+        return _total_and_fits(self.peak.allocated, self.soft_overhead, self.hard_overhead, self.capacity)[1]
 
     @property
     def total(self) -> int:
         """nvidia-smi at the peak: the cached reserve fills what is free, but the card's memory caps it."""
-        if not self.fits:
-            return self.peak.allocated + self.hard_overhead
-        return min(self.capacity, self.peak.allocated + self.soft_overhead)
+        return _total_and_fits(self.peak.allocated, self.soft_overhead, self.hard_overhead, self.capacity)[0]
 
     @property
     def overhead(self) -> int:
         return self.total - self.peak.allocated
+
+
+def _total_and_fits(allocated: int, soft_overhead: int, hard_overhead: int, capacity: int) -> tuple[int, bool]:
+    """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) from the peak's allocated bytes and overheads."""
+    fits = allocated + hard_overhead <= capacity
+    if not fits:
+        return allocated + hard_overhead, False
+    return min(capacity, allocated + soft_overhead), True
 
 
 @dataclass(frozen=True)
@@ -269,8 +278,18 @@ def _in_flight(req: EstimateRequest, layout: Layout) -> float:
     return in_flight
 
 
+# One phase as (name, parameters, gradients, optimizer_states, activations, logits, temporary): the fields of
+# :class:`Phase`, which only the busiest stage's phases become.
+_Row = tuple[str, int, int, int, int, int, int]
+
+
+def _allocated(row: _Row) -> int:
+    """:attr:`Phase.allocated` of a row (same sum, same order)."""
+    return row[1] + row[2] + row[3] + row[4] + row[5] + row[6]
+
+
 def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationModel, place: ParamPlacement,
-            stage: str) -> tuple[Phase, ...]:
+            stage: str) -> tuple[_Row, ...]:
     layers = layout.layers_per_stage
     in_flight = _in_flight(req, layout)
     stored = int(act.stored_per_layer_bytes * layers * in_flight) + (act.residual_bytes if stage != "last" else 0)
@@ -289,27 +308,27 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     return (
-        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, stored, fwd_logits,
-              st.gathered),
-        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, stored, bwd_logits,
-              st.gathered + bwd_bk),
-        Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, stored,
-              0, layer_temp + bwd_bk),
-        Phase("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer,
-              act.stored_per_layer_bytes, 0, layer_temp + bwd_bk),
-        Phase("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
-        Phase("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
+        ("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, stored, fwd_logits,
+         st.gathered),
+        ("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, stored, bwd_logits,
+         st.gathered + bwd_bk),
+        ("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, stored,
+         0, layer_temp + bwd_bk),
+        ("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer,
+         act.stored_per_layer_bytes, 0, layer_temp + bwd_bk),
+        ("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
+        ("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
     )
 
 
-def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak: Phase, act: ActivationModel,
-                    stage: str, place: ParamPlacement, st: _States) -> OverheadInput:
+def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
+                    act: ActivationModel, stage: str, place: ParamPlacement, st: _States) -> OverheadInput:
     logits = 4 * act.tokens * shape.arch.vocab_size // layout.tp if stage in ("last", "only") else 0
     per_param = 6 if req.training.method == "full" else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
     foreach = st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0
     largest = max(logits, place.largest_tensor * 4 // layout.grad_shard if req.training.method == "full" else 0)
-    return OverheadInput(peak_allocated=peak.allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
+    return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
                          logits_fp32_bytes=logits, checkpointing=req.training.activation_checkpointing == "full",
                          foreach_temp_bytes=foreach, fsdp_buffer_bytes=fsdp, largest_block_bytes=largest)
 
@@ -343,51 +362,84 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return found
 
 
+_Key = tuple[Training, Parallelism, ModelShape, Layout, int]
+_PEAKS: dict[_Key, MemoryPeak] = {}
+_TOTALS: dict[_Key, tuple[int, bool]] = {}
+_MAX_MICRO_BATCH: dict[tuple[Training, Parallelism, ModelShape, Layout, int, int], int] = {}
+_MEMO_MAX = 4096
+
+
+def _remember(memo: dict[_K, _V], key: _K, value: _V) -> _V:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
-    return _peak_memory_cached(req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    found = _PEAKS.get(key)
+    if found is None:
+        found = _remember(_PEAKS, key, _peak_memory(req, shape, layout, gpu_memory_bytes))
+    return found
 
 
-@lru_cache(maxsize=4096)
-def _peak_memory_cached(training: Training, parallelism: Parallelism, shape: ModelShape, layout: Layout,
-                        gpu_memory_bytes: int) -> MemoryPeak:
-    return _peak_memory(EstimateRequest(training=training, parallelism=parallelism), shape, layout, gpu_memory_bytes)
+def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
+    """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) of :func:`peak_memory` without building the phases
+    (the suggestions' re-estimates); memoised the same way."""
+    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    found = _TOTALS.get(key)
+    if found is None:
+        allocated, soft, hard = _peak_bytes(req, shape, layout, activation_model(req, shape, layout))
+        found = _remember(_TOTALS, key, _total_and_fits(allocated, soft, hard, gpu_memory_bytes))
+    return found
 
 
 _RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches in "
           "flight)", "last": "last pipeline stage (LM head and loss)"}
 
 
-def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
-                 act: ActivationModel | None = None) -> MemoryPeak:
-    act = act or activation_model(req, shape, layout)
-    best: tuple[Phase, tuple[Phase, ...], str, ParamPlacement, _States] | None = None
+def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
+             act: ActivationModel) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+    """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
+    pipeline stage (the first stage with the largest peak)."""
+    best: tuple[int, tuple[_Row, ...], str, ParamPlacement, _States] | None = None
     best_bytes = -1
     for stage in _stages(layout):
         place, st = _stage_states(req, shape, layout, stage)
-        phases = _phases(req, layout, st, act, place, stage)
-        sizes = [ph.allocated for ph in phases]
+        rows = _phases(req, layout, st, act, place, stage)
+        sizes = [_allocated(row) for row in rows]
         top = max(sizes)
         if top > best_bytes:
-            best_bytes, best = top, (phases[sizes.index(top)], phases, stage, place, st)
+            best_bytes, best = top, (sizes.index(top), rows, stage, place, st)
     assert best is not None
-    peak, phases, stage, place, st = best
-    inp = _overhead_input(req, shape, layout, peak, act, stage, place, st)
-    return MemoryPeak(peak=peak, phases=phases, soft_overhead=overhead_bytes(inp),
+    index, rows, stage, place, st = best
+    return best_bytes, index, rows, stage, _overhead_input(req, shape, layout, best_bytes, act, stage, place, st)
+
+
+def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel) -> tuple[int, int, int]:
+    """(allocated at the peak, soft overhead, hard overhead) of :func:`_peak_memory`."""
+    allocated, _, _, _, inp = _busiest(req, shape, layout, act)
+    return allocated, overhead_bytes(inp), hard_overhead_bytes(inp)
+
+
+def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+                 act: ActivationModel | None = None) -> MemoryPeak:
+    _, index, rows, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
+    phases = tuple(Phase(*row) for row in rows)
+    return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
                       hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
 
 
 def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
-    return _max_micro_batch_cached(req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
-
-
-@lru_cache(maxsize=4096)
-def _max_micro_batch_cached(training: Training, parallelism: Parallelism, shape: ModelShape, layout: Layout,
-                            gpu_memory_bytes: int, limit: int) -> int:
-    req = EstimateRequest(training=training, parallelism=parallelism)
-    return _max_micro_batch(req, shape, layout, gpu_memory_bytes, limit)
+    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
+    found = _MAX_MICRO_BATCH.get(key)
+    if found is None:
+        found = _remember(_MAX_MICRO_BATCH, key, _max_micro_batch(req, shape, layout, gpu_memory_bytes, limit))
+    return found
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
@@ -405,8 +457,8 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
 
     def total(m: int) -> int:
         if m not in memo:
-            peak = _peak_memory(req, shape, layout, cap, activation_model(req, shape, layout, m, rates))
-            memo[m] = peak.peak_allocated + peak.hard_overhead
+            allocated, _, hard = _peak_bytes(req, shape, layout, activation_model(req, shape, layout, m, rates))
+            memo[m] = allocated + hard
         return memo[m]
 
     if total(1) > cap:

@@ -12,16 +12,18 @@ spread the job over more nodes.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import combinations
-from typing import Any
+from typing import Any, get_args
 
+import annotated_types
 from pydantic import BaseModel
 
 from estimator.errors import EstimatorError
-from estimator.layout import build_layout
-from estimator.memory import peak_memory
+from estimator.layout import layout_or_none
+from estimator.memory import peak_total
 from estimator.modelspec import ModelShape
-from estimator.request import EstimateRequest
+from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
 
 __all__ = ["apply_changes", "suggestions"]
@@ -55,6 +57,61 @@ def apply_changes(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequ
     return req.model_copy(update=update)
 
 
+def _int_range(model: type[BaseModel], name: str) -> tuple[int, int]:
+    """The ``ge``/``le`` bounds of an integer field of the request contract (``request.py``)."""
+    meta = model.model_fields[name].metadata
+    low: Any = next(m.ge for m in meta if isinstance(m, annotated_types.Ge))
+    high: Any = next(m.le for m in meta if isinstance(m, annotated_types.Le))
+    return int(low), int(high)
+
+
+# The values the levers set that validation accepts without looking at anything else: members of the field's
+# Literal, integers within the field's bounds. ``parallelism.sharding`` also meets ``Parallelism._check_hsdp``
+# (checked in :func:`_known_valid`); no other model validator reads a field a lever sets.
+_LITERALS: dict[str, tuple[Any, ...]] = {
+    "training.activation_checkpointing": get_args(Checkpointing), "training.method": get_args(Method),
+    "parallelism.offload": get_args(Offload), "parallelism.sharding": get_args(Sharding)}
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "training.micro_batch_size": _int_range(Training, "micro_batch_size"),
+    "training.gradient_accumulation_steps": _int_range(Training, "gradient_accumulation_steps"),
+    "hardware.num_nodes": _int_range(Hardware, "num_nodes")}
+
+
+def _known_valid(req: EstimateRequest, dotted: str, value: Any) -> bool:
+    if dotted in _LITERALS:
+        if dotted == "parallelism.sharding" and value != "hsdp" and req.parallelism.hsdp_shard_size is not None:
+            return False
+        return value in _LITERALS[dotted]
+    if dotted in _INT_RANGES:
+        low, high = _INT_RANGES[dotted]
+        return type(value) is int and low <= value <= high
+    return False
+
+
+# Sections of one request already changed by a set of fields (several trials change a section the same way).
+_Sections = dict[tuple[str, tuple[tuple[str, Any], ...]], BaseModel]
+
+
+def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sections) -> EstimateRequest:
+    """:func:`apply_changes` without validating again when every change is one validation accepts whatever the
+    rest of the request holds (:func:`_known_valid`); anything else goes through :func:`apply_changes`, which
+    refuses what validation refuses. ``sections`` keeps the changed sections of ``req`` for the next trials."""
+    if not all(_known_valid(req, dotted, value) for dotted, value in changes.items()):
+        return apply_changes(req, changes)
+    by_section: dict[str, dict[str, Any]] = {}
+    for dotted, value in changes.items():
+        section, name = dotted.split(".", 1)
+        by_section.setdefault(section, {})[name] = value
+    update: dict[str, BaseModel] = {}
+    for section, fields in by_section.items():
+        key = (section, tuple(fields.items()))
+        found = sections.get(key)
+        if found is None:
+            found = sections[key] = getattr(req, section).model_copy(update=fields)
+        update[section] = found
+    return req.model_copy(update=update)
+
+
 def _levers(req: EstimateRequest) -> list[_Candidate]:
     """Single memory levers that apply to ``req``, least disruptive first."""
     t, p = req.training, req.parallelism
@@ -81,18 +138,24 @@ def _combine(levers: tuple[_Candidate, ...]) -> _Candidate | None:
     """Several levers at once, or ``None`` when two of them set the same field."""
     changes: dict[str, Any] = {}
     for _, lever in levers:
-        if set(lever) & set(changes):
+        if not changes.keys().isdisjoint(lever):
             return None
         changes.update(lever)
     summary = " and ".join(name for name, _ in levers)
     return summary[0].upper() + summary[1:], changes
 
 
-def _candidates(req: EstimateRequest) -> list[_Candidate]:
-    """Each lever alone, then pairs, then triples (in lever order)."""
-    levers = _levers(req)
-    combos = (_combine(group) for size in (1, 2, 3) for group in combinations(levers, size))
-    return [c for c in combos if c is not None]
+def _candidates(req: EstimateRequest) -> tuple[_Candidate, ...]:
+    """Each lever alone, then pairs, then triples (in lever order). The same levers give the same candidates:
+    memoised on them (callers read the change dicts, never change them)."""
+    return _combinations(tuple((name, tuple(lever.items())) for name, lever in _levers(req)))
+
+
+@lru_cache(maxsize=256)
+def _combinations(levers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]) -> tuple[_Candidate, ...]:
+    singles = [(name, dict(items)) for name, items in levers]
+    combos = (_combine(group) for size in (1, 2, 3) for group in combinations(singles, size))
+    return tuple(c for c in combos if c is not None)
 
 
 def _keeps_method(s: Suggestion) -> bool:
@@ -108,14 +171,16 @@ def _minimal(fitting: list[Suggestion]) -> list[Suggestion]:
 
 
 def _peak_total(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple[int, bool] | None:
+    layout = layout_or_none(req, shape)
+    if layout is None:
+        return None
     try:
-        peak = peak_memory(req, shape, build_layout(req, shape), capacity)
+        return peak_total(req, shape, layout, capacity)
     except EstimatorError:
         return None
-    return peak.total, peak.fits
 
 
-def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int) -> Suggestion | None:
+def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections: _Sections) -> Suggestion | None:
     """The fewest nodes (a power of two times the current count) at which the job fits with its states
     sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
     base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
@@ -124,17 +189,17 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int) -> Sugge
     nodes = req.hardware.num_nodes * 2
     while nodes <= MAX_NODES_TRIED:
         summary = f"{nodes} nodes ({nodes * req.hardware.gpus_per_node} GPUs), sharded and checkpointed"
-        trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes})
+        trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
         if trial is not None and trial.fits:
             return trial
         nodes *= 2
     return None
 
 
-def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str,
-         changes: dict[str, Any]) -> Suggestion | None:
+def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str, changes: dict[str, Any],
+         sections: _Sections) -> Suggestion | None:
     try:
-        trial = apply_changes(req, changes)
+        trial = _trial_request(req, changes, sections)
     except ValueError:
         return None
     result = _peak_total(trial, shape, capacity)
@@ -150,13 +215,14 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[
     least disruptive first (those that keep the training method before those that change it); when none
     fits, the changes that come closest, so the user sees which lever helps most."""
     tried: list[Suggestion] = []
+    sections: _Sections = {}
     for summary, changes in _candidates(req):
         if any(t.fits and t.changes.items() <= changes.items() for t in tried):
             continue  # contains a change that already fits: _minimal would drop it
-        trial = _try(req, shape, capacity, summary, changes)
+        trial = _try(req, shape, capacity, summary, changes, sections)
         if trial is not None:
             tried.append(trial)
-    nodes = _more_nodes(req, shape, capacity)
+    nodes = _more_nodes(req, shape, capacity, sections)
     if nodes is not None:
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]

@@ -453,6 +453,9 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     (with the next size up checked after each fit) close in on it, usually in 3 to 6 evaluations."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
+    known = _PEAKS.get((req.training, req.parallelism, shape, layout, cap))  # the request's own micro-batch
+    if known is not None:
+        memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
 
     def total(m: int) -> int:

@@ -33,6 +33,13 @@ class CachedShape(ModelShape):
         value: T = memo[key]
         return value
 
+    def __hash__(self) -> int:
+        """The dataclass hash (of the architecture's fields), computed once: shapes key many memos."""
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = ModelShape.__hash__(self)
+        return found
+
     def attention_linears(self) -> list[Linear]:
         return list(self._m("attention_linears", super().attention_linears))
 

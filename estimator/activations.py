@@ -25,7 +25,20 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   bf16 input tensor instead of its own cast.
 - Logits: HF ``ForCausalLMLoss`` upcasts the logits to fp32; cross-entropy saves fp32 log-probabilities and
   its backward holds the gradient and the log-probabilities at once (12 bytes per logit at the peak).
-  Megatron's vocab-parallel cross-entropy keeps bf16 logits and an fp32 softmax sharded by t.
+  Megatron's vocab-parallel cross-entropy keeps bf16 logits and an fp32 softmax sharded by t. PyTorch's
+  vocab-parallel loss (``loss_parallel()``, ``torch/distributed/tensor/parallel/loss.py``) decomposes the
+  log-softmax: ``_log_softmax`` holds ``shifted = x - x_max`` and ``exp(shifted)`` next to the fp32 input
+  (14 bytes per local logit with the bf16 logits), and ``_nll_loss_and_log_softmax_backward`` computes
+  ``(grad_input + torch.exp(x)) * grad_output`` with a zero-filled ``grad_input`` beside the saved
+  log-probabilities (16 bytes): 4 bytes per logit more than the fused kernel, each way. Measured on the H200
+  (Llama 3.2 1B, tp=2, 8k tokens; tests/data/calibration_h200_raw/call5_tp.jsonl).
+- Sequence parallelism: Megatron's linear layers save the sequence-sharded input and all-gather it again in
+  backward (``megatron/core/tensor_parallel/layers.py``, ``LinearWithGradAccumulationAndAsyncCommunication``),
+  so the projection inputs are split by t (Korthikanti Table 2). PyTorch's DTensor plan (torchtitan:
+  ``SequenceParallel`` norms, ``PrepareModuleInput(desired_input_layouts=Replicate())`` before attention and
+  MLP, ``torch/distributed/tensor/parallel/style.py``) all-gathers first, and autograd saves the gathered,
+  full-sequence input of q/k/v and gate/up (each its own autocast copy): only the norms and the residual
+  stream are split by t. Measured on the H200 (Llama 3.1 8B, tp=2/4/8).
 """
 
 from __future__ import annotations
@@ -174,6 +187,9 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
         dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, req)
     sharded += dense_mlp
     rep_div = tp if layout.sequence_parallel else 1
+    if layout.sequence_parallel and req.parallelism.framework == "pytorch":
+        # PyTorch SP (DTensor): the all-gathered, full-sequence input is what the projections save
+        return _split(norms, rep_div) + h_inputs + _split(sharded, tp)
     return _split(replicated, rep_div) + _split(sharded, tp)
 
 
@@ -219,7 +235,8 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     if req.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
     softcap = 2 * logits if shape.arch.final_logit_softcapping else 0  # tanh output saved (bf16)
-    return int(10 * logits + softcap), int(12 * logits + softcap)
+    loss_parallel = 4 * logits if req.parallelism.framework == "pytorch" and layout.tp > 1 else 0
+    return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,15 @@ def _class_pct(kind: str, klass: str, default: float) -> float:
 UNMEASURED_MEMORY_ERROR_PCT = 10.0
 
 
-def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True) -> float:
-    """The p90 memory error of the matching class of measured cases. Set-ups of a kind never measured on the
-    H200 (tensor/pipeline parallelism, offload, DeepSpeed/Megatron, ZeRO-1, QLoRA on several GPUs, Lion) get at
-    least ``UNMEASURED_MEMORY_ERROR_PCT``."""
-    klass = "sharded" if sharded else ("lora" if method != "full" else "full")
+def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
+                         tensor_parallel: bool = False) -> float:
+    """The p90 memory error of the matching class of measured cases; tensor parallelism (tp > 1, with or
+    without FSDP) has its own class, measured with DTensor on the H200 (``tests/test_calibration_tp.py``).
+    Set-ups of a kind never measured on the H200 (pipeline/context/expert parallelism, TP outside PyTorch full
+    fine-tuning, offload other than FSDP2's, DeepSpeed/Megatron, QLoRA on several GPUs, Lion) get at least
+    ``UNMEASURED_MEMORY_ERROR_PCT``."""
+    klass = "tensor_parallel" if tensor_parallel else ("sharded" if sharded else ("lora" if method != "full"
+                                                                                    else "full"))
     bar = _class_pct("memory_error_bar_pct", klass, DEFAULT_MEMORY_ERROR_PCT)
     return bar if measured_kind else max(bar, UNMEASURED_MEMORY_ERROR_PCT)
 

@@ -105,7 +105,7 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
                         error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method,
-                                                           _measured_kind(req, layout)),
+                                                           _measured_kind(req, layout), layout.tp > 1),
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
@@ -114,15 +114,17 @@ _MEASURED_OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
 
 def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md): PyTorch without
-    tensor/pipeline/context/expert parallelism; DDP, FSDP2 shard-grad-op (``zero2``) or full shard (with its CPU
-    offload of parameters and optimizer); full, LoRA or QLoRA (on one GPU); AdamW, 8-bit AdamW, SGD or
-    Adafactor; SDPA or eager attention."""
+    pipeline/context/expert parallelism; DDP, ZeRO-1 (DDP + ``ZeroRedundancyOptimizer``), FSDP2 shard-grad-op
+    (``zero2``) or full shard (with its CPU offload of parameters and optimizer); tensor parallelism (DTensor,
+    with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1;
+    full, LoRA or QLoRA (on one GPU); AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
     p, t = req.parallelism, req.training
     offload_measured = p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")
     qlora_measured = t.method != "qlora" or layout.world_size == 1
-    return (layout.tp == layout.pp == layout.cp == layout.ep == 1 and offload_measured  # FSDP2 CPUOffloadPolicy
+    tp_measured = layout.tp == 1 or (t.method == "full" and (layout.dp == 1 or layout.sharding == "zero3"))
+    return (layout.pp == layout.cp == layout.ep == 1 and tp_measured and offload_measured  # FSDP2 CPUOffloadPolicy
             and p.framework == "pytorch" and qlora_measured and t.optimizer in _MEASURED_OPTIMIZERS
-            and layout.sharding in ("none", "zero2", "zero3"))
+            and layout.sharding in ("none", "zero1", "zero2", "zero3"))
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:

@@ -1,6 +1,6 @@
 """Memory error bars by kind: the kinds measured in H200 device call 4 (QLoRA on one GPU, 8-bit AdamW, SGD,
-Adafactor, eager attention, DDP and FSDP2 shard-grad-op) take their class's p90 from ``accuracy.json``; kinds
-never measured get at least ``UNMEASURED_MEMORY_ERROR_PCT``."""
+Adafactor, eager attention, DDP and FSDP2 shard-grad-op) and call 5 (ZeRO-1, DTensor tensor parallelism) take
+their class's p90 from ``accuracy.json``; kinds never measured get at least ``UNMEASURED_MEMORY_ERROR_PCT``."""
 
 from __future__ import annotations
 
@@ -23,8 +23,17 @@ from estimator.request import EstimateRequest
     ({}, {"sharding": "zero2"}, 1, 8, True),  # FSDP2 shard-grad-op
     ({"method": "qlora"}, {"sharding": "fsdp"}, 1, 8, False),  # QLoRA measured on one GPU only
     ({"optimizer": "lion"}, {"sharding": "none"}, 1, 1, False),
-    ({}, {"sharding": "zero1"}, 1, 8, False),
+    ({}, {"sharding": "zero1"}, 1, 8, True),  # DDP + ZeroRedundancyOptimizer (call 5, tests/test_calibration_tp.py)
+    ({}, {"sharding": "zero1", "framework": "deepspeed"}, 1, 8, False),
     ({}, {"sharding": "zero2", "framework": "deepspeed"}, 1, 8, False),
+    # DTensor tensor parallelism (call 5): alone, with SP, under FSDP2; not with LoRA, DDP, ZeRO-1 or Megatron
+    ({}, {"sharding": "none", "tp": 2}, 1, 2, True),
+    ({}, {"sharding": "none", "tp": 8, "sequence_parallel": True}, 1, 8, True),
+    ({}, {"sharding": "fsdp", "tp": 2}, 2, 8, True),
+    ({"method": "lora"}, {"sharding": "none", "tp": 2}, 1, 2, False),
+    ({}, {"sharding": "none", "tp": 2}, 1, 8, False),
+    ({}, {"sharding": "zero1", "tp": 2}, 1, 8, False),
+    ({}, {"sharding": "zero1", "tp": 2, "framework": "megatron"}, 1, 8, False),
 ])
 def test_memory_error_bar_kinds(training: dict, parallelism: dict, nodes: int, gpus: int, measured: bool) -> None:
     """Device call 4's kinds take their class's error bar; kinds never measured get at least the 10 % floor."""
@@ -33,5 +42,5 @@ def test_memory_error_bar_kinds(training: dict, parallelism: dict, nodes: int, g
                                                        "gpus_per_node": gpus}})
     layout = build_layout(req, ModelShape(resolve_model(req.model)))
     assert _measured_kind(req, layout) is measured
-    bar = memory_error_bar_pct(layout.sharding != "none", req.training.method, measured)
+    bar = memory_error_bar_pct(layout.sharding != "none", req.training.method, measured, layout.tp > 1)
     assert (bar < UNMEASURED_MEMORY_ERROR_PCT) is measured

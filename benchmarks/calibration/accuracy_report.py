@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from benchmarks.calibration import compare
 from benchmarks.calibration.compare import GIB, ROOT, MemoryRow, error_summary, memory_rows, p90, provenance
 
 ACCURACY_JSON = ROOT / "estimator" / "data" / "accuracy.json"
@@ -74,6 +75,33 @@ def render_markdown(rows: list[MemoryRow]) -> str:
     ])
 
 
+def tensor_parallel_bar(prows: list[MemoryRow]) -> float:
+    """The "tensor_parallel" class (tp > 1, alone or under FSDP2) from the measure_tp.py cases."""
+    return _bar([r for r in prows if r.klass == "tensor_parallel"])
+
+
+def render_parallel_markdown(prows: list[MemoryRow]) -> str:
+    """The tensor-parallel / 2-D / ZeRO-1 cases (benchmarks/calibration/measure_tp.py), a section of their own."""
+    if not prows:
+        return ""
+    s = error_summary(prows)
+    right = sum(1 for r in prows if r.fits == (not r.oom))
+    ooms = sum(1 for r in prows if r.oom)
+    return "\n".join([
+        "### Tensor parallelism, FSDP2 x TP and ZeRO-1", "",
+        "Measured by `benchmarks/calibration/measure_tp.py` (one rank of W under PyTorch's fake process group; "
+        "DTensor `parallelize_module` with a torchtitan-style plan, vocabulary-parallel embedding and LM head, "
+        "loss under `loss_parallel()`; ZeRO-1 = DDP + `ZeroRedundancyOptimizer`; memory only, raw results and "
+        "provenance in `tests/data/calibration_h200_raw/call*_tp.jsonl`). These cases feed the `tensor_parallel` "
+        "error bar only; ZeRO-1 requests get the sharded class's bar.", "",
+        f"- cases compared: {int(s['count'])} measured peaks + {ooms} out-of-memory runs",
+        f"- median |error| {s['median_abs_pct']:.1f} %, p90 {s['p90_abs_pct']:.1f} %, worst {s['max_abs_pct']:.1f} %",
+        f"- `fits` right in {right} of {len(prows)} cases",
+        f"- error bar of the tensor_parallel class: {tensor_parallel_bar(prows):.1f} %", "",
+        memory_table(prows), "",
+    ])
+
+
 def _calls(prov: dict[str, object]) -> str:
     """'device calls 1, 2 on 2026-12-02 and 4 on 2026-12-03 (with bitsandbytes 0.50.2)' from the provenance."""
     calls = prov.get("device_calls") or []
@@ -104,9 +132,13 @@ def _memory_section(markdown: str) -> str:
 def expected_files(rows: list[MemoryRow] | None = None) -> dict[Path, str]:
     """What this script writes, file by file (the other parts of the shared files as they are now)."""
     rows = memory_rows() if rows is None else rows
+    prows = compare.parallel_rows()
     data = json.loads(ACCURACY_JSON.read_text()) if ACCURACY_JSON.exists() else {}
-    data["memory_error_bar_pct"] = memory_bars(rows)
+    data["memory_error_bar_pct"] = {**memory_bars(rows), "tensor_parallel": tensor_parallel_bar(prows)}
     markdown = render_markdown(rows)
+    parallel = render_parallel_markdown(prows)
+    if parallel:
+        markdown = markdown.rstrip("\n") + "\n\n" + parallel
     files = {ACCURACY_JSON: json.dumps(data, indent=2, sort_keys=True) + "\n", ACCURACY_MD: markdown}
     if SUMMARY_MD.exists() and MEMORY_HEADING in SUMMARY_MD.read_text():
         files[SUMMARY_MD] = _replace_memory_section(SUMMARY_MD.read_text(), _memory_section(markdown))

@@ -68,6 +68,35 @@ def memory_rows(path: Path = CALIBRATION_FILE) -> list[MemoryRow]:
     return [memory_row(c) for c in load_cases(path)]
 
 
+# Tensor parallelism (DTensor), 2-D FSDP2 x TP and ZeRO-1 (DDP + ZeroRedundancyOptimizer), measured by
+# ``benchmarks/calibration/measure_tp.py`` (memory only, no timed steps): kept apart from CALIBRATION_FILE,
+# whose cases also carry step times.
+PARALLEL_RAW = sorted((ROOT / "tests" / "data" / "calibration_h200_raw").glob("call*_tp.jsonl"))
+
+
+def load_parallel_cases(paths: list[Path] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for path in PARALLEL_RAW if paths is None else paths:
+        for line in path.read_text().splitlines():
+            case = json.loads(line) if line.strip() else {}
+            if case.get("status") in ("ok", "oom"):
+                out.append(case)
+    return out
+
+
+def parallel_row(case: dict[str, Any]) -> MemoryRow:
+    """A measure_tp.py case: class "tensor_parallel" when tp > 1 (with or without FSDP2), else its usual class."""
+    row = memory_row(case)
+    if EstimateRequest.model_validate(case["request"]).parallelism.tp > 1:
+        return MemoryRow(row.case_id, "tensor_parallel", row.oom, row.measured_bytes, row.estimated_bytes,
+                         row.estimated_total_bytes, row.capacity_bytes, row.fits)
+    return row
+
+
+def parallel_rows(paths: list[Path] | None = None) -> list[MemoryRow]:
+    return [parallel_row(c) for c in load_parallel_cases(paths)]
+
+
 def p90(values: list[float]) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from itertools import combinations
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 
 import annotated_types
 from pydantic import BaseModel
@@ -33,6 +33,15 @@ MAX_NODES_TRIED = 64
 
 
 _Candidate = tuple[str, dict[str, Any]]
+
+
+class _Tried(NamedTuple):
+    """A re-estimated change: the fields of the :class:`Suggestion` it becomes if it is shown."""
+
+    summary: str
+    changes: dict[str, Any]
+    total_bytes: int
+    fits: bool
 
 
 def apply_changes(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
@@ -158,11 +167,11 @@ def _combinations(levers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]) -
     return tuple(c for c in combos if c is not None)
 
 
-def _keeps_method(s: Suggestion) -> bool:
+def _keeps_method(s: _Tried) -> bool:
     return "training.method" not in s.changes
 
 
-def _minimal(fitting: list[Suggestion]) -> list[Suggestion]:
+def _minimal(fitting: list[_Tried]) -> list[_Tried]:
     """Drop a fitting change that contains another fitting change (checkpointing + offload when
     checkpointing alone fits); then those that keep the training method first."""
     kept = [s for s in fitting
@@ -180,7 +189,7 @@ def _peak_total(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple
         return None
 
 
-def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections: _Sections) -> Suggestion | None:
+def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections: _Sections) -> _Tried | None:
     """The fewest nodes (a power of two times the current count) at which the job fits with its states
     sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
     base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
@@ -197,7 +206,7 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections
 
 
 def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str, changes: dict[str, Any],
-         sections: _Sections) -> Suggestion | None:
+         sections: _Sections) -> _Tried | None:
     try:
         trial = _trial_request(req, changes, sections)
     except ValueError:
@@ -205,7 +214,7 @@ def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str, c
     result = _peak_total(trial, shape, capacity)
     if result is None:
         return None
-    return Suggestion(summary=summary, changes=changes, total_bytes=result[0], fits=result[1])
+    return _Tried(summary, changes, result[0], result[1])
 
 
 def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[Suggestion]:
@@ -214,7 +223,7 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[
     Call it only for a request that does not fit. At most ``MAX_SUGGESTIONS``: the smallest changes that fit,
     least disruptive first (those that keep the training method before those that change it); when none
     fits, the changes that come closest, so the user sees which lever helps most."""
-    tried: list[Suggestion] = []
+    tried: list[_Tried] = []
     sections: _Sections = {}
     for summary, changes in _candidates(req):
         if any(t.fits and t.changes.items() <= changes.items() for t in tried):
@@ -226,4 +235,5 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[
     if nodes is not None:
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]
-    return (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
+    shown = (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
+    return [Suggestion(summary=s.summary, changes=s.changes, total_bytes=s.total_bytes, fits=s.fits) for s in shown]

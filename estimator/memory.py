@@ -205,10 +205,25 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     root_reduce = _root_reduce_bytes(req, place) if sharded_params or fsdp2_sgo else 0
     buckets, bwd_buckets = _buckets(req, layout, place)
     grads = _grads_on_gpu(req, layout, place)
-    return _States(params, cache, grads, optimizer, temp, gathered, root_reduce,
-                   gathered_bwd, persistent_gathered, buckets, bwd_buckets,
+    return _States(params, cache, grads + _full_embedding_grad(req, shape, layout), optimizer, temp, gathered,
+                   root_reduce, gathered_bwd, persistent_gathered, buckets, bwd_buckets,
                    grads_persistent=p.framework == "megatron",
                    grads_before_first_layer=_grads_before_first_layer(req, shape, layout, place, grads))
+
+
+def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout) -> int:
+    """PyTorch TP (DTensor) with a vocabulary-sharded, untied input embedding: ``embedding_dense_backward`` has
+    no vocabulary-sharded strategy (``torch/distributed/tensor/_ops/_embedding_ops.py``), so the replicated one
+    computes the whole V x h gradient and the redistribution to the parameter's Shard(0) keeps a view of it
+    (``torch.chunk``): the full tensor stays allocated until ``zero_grad``, (1 - 1/tp) of it beyond the local
+    gradient already counted. Measured on the H200 (Llama 3.1 8B, tp=2/4/8: 0.98/1.47/1.71 GiB predicted,
+    +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none)."""
+    t, p = req.training, req.parallelism
+    if (p.framework != "pytorch" or layout.tp == 1 or t.method != "full" or shape.arch.tied_embeddings
+            or layout.pp > 1 or layout.sharding not in ("none", "zero1")):
+        return 0
+    grad = state_bytes(t.precision, p.framework).grad
+    return int(shape.embedding_params() * (layout.tp - 1) / layout.tp * grad)
 
 
 def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement,

@@ -203,9 +203,12 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
         persistent_gathered = int(place.trainable_local * sb.compute_dtype_bytes) + place.frozen_local_bytes
         gathered_bwd = _reduce_scatter_layer(req, place)
     root_reduce = _root_reduce_bytes(req, place) if sharded_params or fsdp2_sgo else 0
+    if sharded_params and p.framework == "pytorch":  # FSDP2 x TP: the full embedding gradient, until reduced
+        root_reduce += _full_embedding_grad(req, shape, layout)
     buckets, bwd_buckets = _buckets(req, layout, place)
     grads = _grads_on_gpu(req, layout, place)
-    return _States(params, cache, grads + _full_embedding_grad(req, shape, layout), optimizer, temp, gathered,
+    held_embedding_grad = 0 if sharded_params else _full_embedding_grad(req, shape, layout)
+    return _States(params, cache, grads + held_embedding_grad, optimizer, temp, gathered,
                    root_reduce, gathered_bwd, persistent_gathered, buckets, bwd_buckets,
                    grads_persistent=p.framework == "megatron",
                    grads_before_first_layer=_grads_before_first_layer(req, shape, layout, place, grads))
@@ -217,12 +220,15 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     computes the whole V x h gradient and the redistribution to the parameter's Shard(0) keeps a view of it
     (``torch.chunk``): the full tensor stays allocated until ``zero_grad``, (1 - 1/tp) of it beyond the local
     gradient already counted. Measured on the H200 (Llama 3.1 8B, tp=2/4/8: 0.98/1.47/1.71 GiB predicted,
-    +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none)."""
+    +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none). Under
+    FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
+    of backward: the caller counts it with the root group's reduction, not as a held gradient."""
     t, p = req.training, req.parallelism
     if (p.framework != "pytorch" or layout.tp == 1 or t.method != "full" or shape.arch.tied_embeddings
-            or layout.pp > 1 or layout.sharding not in ("none", "zero1")):
+            or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
         return 0
-    grad = state_bytes(t.precision, p.framework).grad
+    sb = state_bytes(t.precision, p.framework)
+    grad = sb.compute_dtype_bytes if layout.sharding == "zero3" else sb.grad
     return int(shape.embedding_params() * (layout.tp - 1) / layout.tp * grad)
 
 

@@ -19,7 +19,7 @@ Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.modelspec import ModelShape
@@ -44,6 +44,17 @@ class Layout:
     num_nodes: int
     layers_per_stage: int
     sequence_parallel: bool
+
+    def __hash__(self) -> int:
+        """The dataclass hash of the fields, computed once: layouts key most of the estimator's memos."""
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
+        return found
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without the cached hash (string hashes differ between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     @property
     def optimizer_shard(self) -> int:

@@ -40,6 +40,10 @@ class CachedShape(ModelShape):
             found = self.__dict__["_hash"] = ModelShape.__hash__(self)
         return found
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the cached hash (string hashes differ between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def attention_linears(self) -> list[Linear]:
         return list(self._m("attention_linears", super().attention_linears))
 

@@ -1,7 +1,7 @@
 """The memory model against tensor parallelism, 2-D FSDP2 x TP and ZeRO-1 measured on an NVIDIA H200.
 
 One rank of W under PyTorch's fake process group (``benchmarks/calibration/measure_tp.py``; raw results with
-provenance in ``tests/data/calibration_h200_raw/call5_tp.jsonl`` and ``call6_tp.jsonl``): DTensor
+provenance in ``tests/data/calibration_h200_raw/call5_tp.*`` and ``call6_tp.*``): DTensor
 ``parallelize_module`` with a torchtitan-style plan on HF Llama 3.2 1B / 3B, Llama 3.1 8B / 70B and Qwen2.5 7B
 at tp = 2, 4, 8 with and without sequence parallelism (vocabulary-parallel embedding and LM head, loss under
 ``loss_parallel()``), FSDP2 over dp x TP at W = 16..64, and DDP + ``ZeroRedundancyOptimizer`` at W = 8 and 16.

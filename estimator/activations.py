@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 
@@ -259,20 +260,14 @@ def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
             t.seq_len, req.parallelism.framework)
 
 
-_RATES: dict[tuple[object, ...], ActivationRates] = {}
-_RATES_MAX = 8192
+_RATES: BoundedMemo[tuple[object, ...], ActivationRates] = BoundedMemo(8192)
 
 
 def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
     """The per-token parts of ``req``'s activations, memoised on :func:`_rates_key` (the suggestions and the
     largest-micro-batch search ask again for requests that differ in the micro-batch or the model states)."""
     key = _rates_key(req, shape, layout)
-    found = _RATES.get(key)
-    if found is None:
-        if len(_RATES) >= _RATES_MAX:
-            _RATES.clear()
-        found = _RATES[key] = _activation_rates(req, shape, layout)
-    return found
+    return _RATES.get_or_compute(key, lambda: _activation_rates(req, shape, layout))
 
 
 def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:

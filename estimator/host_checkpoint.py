@@ -29,6 +29,7 @@ from typing import Literal
 from estimator.host_config import host_defaults
 from estimator.host_tensors import Tensor, local_tensors
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
@@ -116,8 +117,7 @@ def _job_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
     return (total[0], total[1], total[2]), max(first[0], last[0]), max(first[1], last[1])
 
 
-_SIZES: dict[tuple[object, ...], CheckpointSize] = {}
-_SIZES_MAX = 4096
+_SIZES: BoundedMemo[tuple[object, ...], CheckpointSize] = BoundedMemo(4096)
 
 
 def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
@@ -129,12 +129,7 @@ def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
     t = req.training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, req.parallelism.framework, shape,
            layout, fmt)
-    found = _SIZES.get(key)
-    if found is None:
-        if len(_SIZES) >= _SIZES_MAX:
-            _SIZES.clear()
-        found = _SIZES[key] = _checkpoint_size(req, shape, layout, fmt)
-    return found
+    return _SIZES.get_or_compute(key, lambda: _checkpoint_size(req, shape, layout, fmt))
 
 
 def _checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout, fmt: CheckpointFile) -> CheckpointSize:

@@ -38,6 +38,7 @@ from estimator.host_checkpoint import CheckpointSize
 from estimator.host_config import GIB, HostOptions, host_defaults
 from estimator.host_tensors import Tensor, local_tensors, pow2ceil, stages
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.precision import optimizer_state_bytes
 from estimator.request import EstimateRequest
@@ -191,20 +192,14 @@ def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt:
             o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
 
 
-_HOST_RAM: dict[tuple[object, ...], HostRam] = {}
-_HOST_RAM_MAX = 4096
+_HOST_RAM: BoundedMemo[tuple[object, ...], HostRam] = BoundedMemo(4096)
 
 
 def host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
              options: HostOptions) -> HostRam:
     """The node's host RAM, memoised on :func:`_host_ram_key` (it does not depend on the batch shape)."""
     key = _host_ram_key(req, shape, layout, ckpt, options)
-    found = _HOST_RAM.get(key)
-    if found is None:
-        if len(_HOST_RAM) >= _HOST_RAM_MAX:
-            _HOST_RAM.clear()
-        found = _HOST_RAM[key] = _host_ram(req, shape, layout, ckpt, options)
-    return found
+    return _HOST_RAM.get_or_compute(key, lambda: _host_ram(req, shape, layout, ckpt, options))
 
 
 def _host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
 from estimator.request import EstimateRequest
@@ -123,8 +124,7 @@ def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layer
     return out
 
 
-_TENSORS: dict[tuple[object, ...], tuple[Tensor, ...]] = {}
-_TENSORS_MAX = 4096
+_TENSORS: BoundedMemo[tuple[object, ...], tuple[Tensor, ...]] = BoundedMemo(4096)
 
 
 def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
@@ -132,11 +132,7 @@ def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage
     the planner and the micro-batch search vary) and on the shape, layout and stage."""
     t = req.training
     key = (t.method, t.lora_rank, t.lora_targets, shape, layout, stage)
-    found = _TENSORS.get(key)
-    if found is None:
-        if len(_TENSORS) >= _TENSORS_MAX:
-            _TENSORS.clear()
-        found = _TENSORS[key] = tuple(_local_tensors_uncached(req, shape, layout, stage))
+    found = _TENSORS.get_or_compute(key, lambda: tuple(_local_tensors_uncached(req, shape, layout, stage)))
     return list(found)
 
 

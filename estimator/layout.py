@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 
@@ -176,15 +177,7 @@ def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
             t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
 
 
-_LAYOUTS: dict[tuple[object, ...], Layout | None] = {}  # None: the request fails a check
-_LAYOUTS_MAX = 8192
-
-
-def _remember(key: tuple[object, ...], layout: Layout | None) -> Layout | None:
-    if len(_LAYOUTS) >= _LAYOUTS_MAX:
-        _LAYOUTS.clear()
-    _LAYOUTS[key] = layout
-    return layout
+_LAYOUTS: BoundedMemo[tuple[object, ...], Layout | None] = BoundedMemo(8192)  # None: the request fails a check
 
 
 def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
@@ -194,7 +187,7 @@ def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     found = _LAYOUTS.get(key)
     if found is None:
         found = _build_layout(req, shape)
-        _remember(key, found)
+        _LAYOUTS.remember(key, found)
     return found
 
 
@@ -208,7 +201,7 @@ def layout_or_none(req: EstimateRequest, shape: ModelShape) -> Layout | None:
         layout: Layout | None = _build_layout(req, shape)
     except EstimatorError:
         layout = None
-    return _remember(key, layout)
+    return _LAYOUTS.remember(key, layout)
 
 
 def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:

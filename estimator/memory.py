@@ -22,10 +22,10 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
@@ -34,8 +34,6 @@ from estimator.request import EstimateRequest, Parallelism, Training
 
 __all__ = ["MemoryPeak", "Phase", "max_micro_batch", "peak_memory", "peak_total"]
 
-_K = TypeVar("_K")
-_V = TypeVar("_V")
 
 # Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
 # optimizer-phase peak minus parameters, gradients and states; see docs/accuracy.md).
@@ -365,8 +363,13 @@ def _state_key(req: EstimateRequest) -> tuple[object, ...]:
             p.offload)
 
 
-_STAGE_STATES: dict[tuple[object, ...], tuple[ParamPlacement, _States]] = {}
-_STAGE_STATES_MAX = 8192
+_STAGE_STATES: BoundedMemo[tuple[object, ...], tuple[ParamPlacement, _States]] = BoundedMemo(8192)
+
+
+def _placed_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                   stage: str) -> tuple[ParamPlacement, _States]:
+    place = place_params(req, shape, layout, stage)
+    return place, _states(req, shape, layout, place)
 
 
 def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
@@ -374,47 +377,27 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
     """Placement and model states of one pipeline stage, memoised: they do not depend on the micro-batch or
     the sequence length, which the largest-micro-batch search, the suggestions and the planner vary."""
     key = (_state_key(req), shape, layout, stage)
-    found = _STAGE_STATES.get(key)
-    if found is None:
-        if len(_STAGE_STATES) >= _STAGE_STATES_MAX:
-            _STAGE_STATES.clear()
-        place = place_params(req, shape, layout, stage)
-        found = _STAGE_STATES[key] = (place, _states(req, shape, layout, place))
-    return found
+    return _STAGE_STATES.get_or_compute(key, lambda: _placed_states(req, shape, layout, stage))
 
 
 _Key = tuple[Training, Parallelism, ModelShape, Layout, int]
-_PEAKS: dict[_Key, MemoryPeak] = {}
-_TOTALS: dict[_Key, tuple[int, bool]] = {}
-_MAX_MICRO_BATCH: dict[tuple[Training, Parallelism, ModelShape, Layout, int, int], int] = {}
-_MEMO_MAX = 4096
-
-
-def _remember(memo: dict[_K, _V], key: _K, value: _V) -> _V:
-    if len(memo) >= _MEMO_MAX:
-        memo.clear()
-    memo[key] = value
-    return value
+_PEAKS: BoundedMemo[_Key, MemoryPeak] = BoundedMemo(4096)
+_TOTALS: BoundedMemo[_Key, tuple[int, bool]] = BoundedMemo(4096)
+_MAX_MICRO_BATCH: BoundedMemo[tuple[Training, Parallelism, ModelShape, Layout, int, int], int] = BoundedMemo(4096)
 
 
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
     key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
-    found = _PEAKS.get(key)
-    if found is None:
-        found = _remember(_PEAKS, key, _peak_memory(req, shape, layout, gpu_memory_bytes))
-    return found
+    return _PEAKS.get_or_compute(key, lambda: _peak_memory(req, shape, layout, gpu_memory_bytes))
 
 
 def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
     """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) of :func:`peak_memory` without building the phases
     (the suggestions' re-estimates); memoised the same way."""
     key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
-    found = _TOTALS.get(key)
-    if found is None:
-        allocated, soft, hard = _peak_bytes(req, shape, layout, activation_model(req, shape, layout))
-        found = _remember(_TOTALS, key, _total_and_fits(allocated, soft, hard, gpu_memory_bytes))
-    return found
+    return _TOTALS.get_or_compute(key, lambda: _total_and_fits(
+        *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
 
 
 _RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches in "
@@ -457,10 +440,8 @@ def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
     key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
-    found = _MAX_MICRO_BATCH.get(key)
-    if found is None:
-        found = _remember(_MAX_MICRO_BATCH, key, _max_micro_batch(req, shape, layout, gpu_memory_bytes, limit))
-    return found
+    return _MAX_MICRO_BATCH.get_or_compute(key, lambda: _max_micro_batch(req, shape, layout, gpu_memory_bytes,
+                                                                         limit))
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from estimator.activations import ActivationModel
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.request import EstimateRequest
 
@@ -124,8 +125,7 @@ def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> i
             + moe * _routed_local(shape, layout))
 
 
-_PLACED: dict[tuple[object, ...], ParamPlacement] = {}
-_PLACED_MAX = 8192
+_PLACED: BoundedMemo[tuple[object, ...], ParamPlacement] = BoundedMemo(8192)
 
 
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
@@ -133,12 +133,7 @@ def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
     shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
     t = req.training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
-    found = _PLACED.get(key)
-    if found is None:
-        if len(_PLACED) >= _PLACED_MAX:
-            _PLACED.clear()
-        found = _PLACED[key] = _place_params_uncached(req, shape, layout, stage)
-    return found
+    return _PLACED.get_or_compute(key, lambda: _place_params_uncached(req, shape, layout, stage))
 
 
 def _frozen_bytes_per_param(req: EstimateRequest) -> int:

@@ -44,17 +44,22 @@ class _Tried(NamedTuple):
     fits: bool
 
 
+def _by_section(changes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Dotted ``section.field`` changes grouped by section: ``{section: {field: value}}``."""
+    by_section: dict[str, dict[str, Any]] = {}
+    for dotted, value in changes.items():
+        section, name = dotted.split(".", 1)
+        by_section.setdefault(section, {})[name] = value
+    return by_section
+
+
 def apply_changes(req: EstimateRequest, changes: dict[str, Any]) -> EstimateRequest:
     """A copy of ``req`` with dotted ``section.field`` values replaced (validated again).
 
     Only the sections that change are validated again (a request has no validator across sections, so this is
     the same as validating the whole request, without re-reading the model, which may be a full config.json)."""
-    by_section: dict[str, dict[str, Any]] = {}
-    for dotted, value in changes.items():
-        section, name = dotted.split(".", 1)
-        by_section.setdefault(section, {})[name] = value
     update: dict[str, BaseModel] = {}
-    for section, fields in by_section.items():
+    for section, fields in _by_section(changes).items():
         current = getattr(req, section, None)
         if not isinstance(current, BaseModel):
             data = req.model_dump()
@@ -107,12 +112,8 @@ def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sec
     refuses what validation refuses. ``sections`` keeps the changed sections of ``req`` for the next trials."""
     if not all(_known_valid(req, dotted, value) for dotted, value in changes.items()):
         return apply_changes(req, changes)
-    by_section: dict[str, dict[str, Any]] = {}
-    for dotted, value in changes.items():
-        section, name = dotted.split(".", 1)
-        by_section.setdefault(section, {})[name] = value
     update: dict[str, BaseModel] = {}
-    for section, fields in by_section.items():
+    for section, fields in _by_section(changes).items():
         key = (section, tuple(fields.items()))
         found = sections.get(key)
         if found is None:

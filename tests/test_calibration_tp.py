@@ -1,4 +1,6 @@
-"""The memory model against tensor parallelism, 2-D FSDP2 x TP and ZeRO-1 measured on an NVIDIA H200.
+"""Tensor parallelism, 2-D FSDP2 x TP and ZeRO-1 memory measured on an NVIDIA H200: what this set covers and
+what it shows beyond the per-case tolerances (those, +-10 % per case, median 5 %, ``fits`` right, are checked
+with the rest of the calibration in tests/test_calibration_memory.py).
 
 One rank of W under PyTorch's fake process group (``benchmarks/calibration/measure_tp.py``; raw results with
 provenance in ``tests/data/calibration_h200_raw/call5_tp.*`` and ``call6_tp.*``): DTensor
@@ -6,39 +8,16 @@ provenance in ``tests/data/calibration_h200_raw/call5_tp.*`` and ``call6_tp.*``)
 at tp = 2, 4, 8 with and without sequence parallelism (vocabulary-parallel embedding and LM head, loss under
 ``loss_parallel()``), FSDP2 over dp x TP at W = 16..64, and DDP + ``ZeroRedundancyOptimizer`` at W = 8 and 16.
 Measured = ``torch.cuda.max_memory_allocated()`` over 3 steps; estimated = ``peak_allocated_bytes``.
-Tolerances of the memory calibration (tests/test_calibration_memory.py): every case within +-10 %, median
-|error| within 5 %, ``fits`` right for every case, the out-of-memory run included.
 """
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
 
-from benchmarks.calibration.compare import load_parallel_cases, parallel_row
+from benchmarks.calibration.compare import load_parallel_cases
 from estimator import EstimateRequest, estimate
 
 CASES = load_parallel_cases()
-TOLERANCE = 0.10
-MEDIAN_TOLERANCE = 0.05
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_peak_allocated_within_tolerance(case: dict) -> None:
-    row = parallel_row(case)
-    if row.oom:
-        assert not row.fits, f"{row.case_id} ran out of memory on the H200 but the estimate says it fits"
-        return
-    assert row.fits, f"{row.case_id} ran on the H200 but the estimate says it does not fit"
-    assert row.error is not None
-    assert abs(row.error) <= TOLERANCE, f"{row.case_id}: error {100 * row.error:+.1f}%"
-
-
-def test_median_error() -> None:
-    errors = [abs(e) for e in (parallel_row(c).error for c in CASES) if e is not None]
-    assert len(errors) >= 19
-    assert statistics.median(errors) <= MEDIAN_TOLERANCE
 
 
 def test_the_set_covers_tp_sp_2d_and_zero1() -> None:

@@ -49,6 +49,10 @@ def provenance(path: Path = CALIBRATION_FILE) -> dict[str, Any]:
 
 
 def _klass(req: EstimateRequest) -> str:
+    """The error-bar class of a measured case (``estimator.accuracy``): tensor parallelism (alone or under
+    FSDP2) first, then sharded, LoRA/QLoRA, full."""
+    if req.parallelism.tp > 1:
+        return "tensor_parallel"
     if req.parallelism.normalized_sharding != "none":
         return "sharded"
     return "lora" if req.training.method != "full" else "full"
@@ -84,17 +88,8 @@ def load_parallel_cases(paths: list[Path] | None = None) -> list[dict[str, Any]]
     return out
 
 
-def parallel_row(case: dict[str, Any]) -> MemoryRow:
-    """A measure_tp.py case: class "tensor_parallel" when tp > 1 (with or without FSDP2), else its usual class."""
-    row = memory_row(case)
-    if EstimateRequest.model_validate(case["request"]).parallelism.tp > 1:
-        return MemoryRow(row.case_id, "tensor_parallel", row.oom, row.measured_bytes, row.estimated_bytes,
-                         row.estimated_total_bytes, row.capacity_bytes, row.fits)
-    return row
-
-
 def parallel_rows(paths: list[Path] | None = None) -> list[MemoryRow]:
-    return [parallel_row(c) for c in load_parallel_cases(paths)]
+    return [memory_row(c) for c in load_parallel_cases(paths)]
 
 
 def p90(values: list[float]) -> float:

@@ -1,0 +1,50 @@
+"""One bounded memo for the estimator's pure sub-results.
+
+The planner, the largest-micro-batch search and the suggestions ask again and again for results that depend on
+a few request fields only (model states do not depend on the batch shape, for instance), so each such function
+memoises on the fields it reads. A memo is a plain dict emptied whole when it reaches its size, which bounds
+memory in a long-running server without the bookkeeping of an LRU (``functools.lru_cache`` would also need the
+whole request to be hashable, and hashing it costs more than the fields do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["BoundedMemo"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_MISSING = object()
+
+
+class BoundedMemo(Generic[K, V]):
+    """A dict memo of at most ``max_entries`` entries (emptied when full). Values may be ``None``."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._data: dict[K, V] = {}
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._data
+
+    def __getitem__(self, key: K) -> V:
+        return self._data[key]
+
+    def get(self, key: K) -> V | None:
+        return self._data.get(key)
+
+    def remember(self, key: K, value: V) -> V:
+        if len(self._data) >= self.max_entries:
+            self._data.clear()
+        self._data[key] = value
+        return value
+
+    def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
+        """The value remembered for ``key``, else ``compute()`` remembered."""
+        found = self._data.get(key, _MISSING)
+        if found is _MISSING:
+            return self.remember(key, compute())
+        return found  # type: ignore[return-value]

@@ -12,11 +12,11 @@ from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 
+from app.core.metrics import Metrics
+from app.core.settings import Settings, get_settings
 from app.errors import RateLimited, Unauthorized
-from app.metrics import Metrics
 from app.models import ApiKey
 from app.repositories.api_keys import authenticate
-from app.settings import Settings, get_settings
 
 __all__ = [
     "CatalogDep",

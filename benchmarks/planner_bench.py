@@ -30,8 +30,8 @@ from typing import Any
 
 from estimator.estimate import estimate
 from estimator.modelspec import ModelShape, preset
-from estimator.planner import plan
-from estimator.planner_models import PlanRequest
+from estimator.planner.contract import PlanRequest
+from estimator.planner.plan import plan
 from estimator.request import EstimateRequest
 from hardware_catalog import load_catalog
 

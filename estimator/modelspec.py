@@ -1,4 +1,5 @@
-"""Model shapes: presets, Hugging Face ``config.json`` parsing, and parameter counts.
+"""Model shapes: presets, Hugging Face ``config.json`` parsing, parameter counts, and the memoised shape the
+estimator and the planner run on (:class:`CachedShape`).
 
 Parameter counts follow the module layout of Hugging Face ``transformers`` (``modeling_llama.py``,
 ``modeling_mixtral.py``, ``modeling_deepseek_v3.py``, ``modeling_gpt2.py``): attention q/k/v/o projections,
@@ -9,10 +10,11 @@ an LM head unless tied. Multi-head latent attention follows DeepSeek-V2 (arXiv 2
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -20,7 +22,7 @@ from pydantic import ValidationError
 from estimator.errors import ModelConfigError, UnknownModelError
 from estimator.request import HfConfigModel, ModelArch, ModelInput
 
-__all__ = ["Linear", "ModelShape", "list_presets", "parse_hf_config", "preset", "resolve_model"]
+__all__ = ["CachedShape", "Linear", "ModelShape", "list_presets", "parse_hf_config", "preset", "resolve_model"]
 
 
 @dataclass(frozen=True)
@@ -347,3 +349,89 @@ class ModelShape:
     def max_layer_params(self) -> int:
         return max(self.dense_layer_params() if self.dense_layers else 0,
                    self.moe_layer_params() if self.moe_layers else 0)
+
+# ------------------------------------------------------------------------------------------ cached shape
+# A ModelShape whose derived sizes are computed once. The planner calls the memory and step-time models
+# thousands of times on one model; the parameter counts they ask for (``attention_linears``,
+# ``dense_layer_params`` ...) rebuild lists of :class:`Linear` on every call, which is most of a memory
+# estimate's time. This subclass memoises them per instance; the numbers are those of the base class.
+
+T = TypeVar("T")
+
+
+class CachedShape(ModelShape):
+    """Same answers as :class:`ModelShape`, memoised per instance."""
+
+    def __init__(self, arch: ModelArch) -> None:
+        super().__init__(arch)
+        self.__dict__["_memo"] = {}
+
+    def _m(self, key: Any, compute: Callable[[], T]) -> T:
+        memo: dict[Any, Any] = self.__dict__["_memo"]
+        if key not in memo:
+            memo[key] = compute()
+        value: T = memo[key]
+        return value
+
+    def __hash__(self) -> int:
+        """The dataclass hash (of the architecture's fields), computed once: shapes key many memos."""
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = ModelShape.__hash__(self)
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the cached hash (string hashes differ between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def attention_linears(self) -> list[Linear]:
+        return list(self._m("attention_linears", super().attention_linears))
+
+    def mlp_linears(self, ffn: int, count: int = 1, kind: str = "mlp") -> list[Linear]:
+        return list(self._m(("mlp_linears", ffn, count, kind), lambda: super(CachedShape, self).mlp_linears(
+            ffn, count, kind)))
+
+    def attention_params(self) -> int:
+        return self._m("attention_params", super().attention_params)
+
+    def mlp_params(self, ffn: int) -> int:
+        return self._m(("mlp_params", ffn), lambda: super(CachedShape, self).mlp_params(ffn))
+
+    def norm_params_per_layer(self) -> int:
+        return self._m("norm_params_per_layer", super().norm_params_per_layer)
+
+    def routed_expert_params_per_layer(self) -> int:
+        return self._m("routed", super().routed_expert_params_per_layer)
+
+    def shared_expert_params_per_layer(self) -> int:
+        return self._m("shared", super().shared_expert_params_per_layer)
+
+    def router_params_per_layer(self) -> int:
+        return self._m("router", super().router_params_per_layer)
+
+    def dense_layer_params(self) -> int:
+        return self._m("dense_layer_params", super().dense_layer_params)
+
+    def moe_layer_params(self) -> int:
+        return self._m("moe_layer_params", super().moe_layer_params)
+
+    def embedding_params(self) -> int:
+        return self._m("embedding_params", super().embedding_params)
+
+    def lm_head_params(self) -> int:
+        return self._m("lm_head_params", super().lm_head_params)
+
+    def final_norm_params(self) -> int:
+        return self._m("final_norm_params", super().final_norm_params)
+
+    def layer_params_total(self) -> int:
+        return self._m("layer_params_total", super().layer_params_total)
+
+    def total_params(self) -> int:
+        return self._m("total_params", super().total_params)
+
+    def active_params(self) -> int:
+        return self._m("active_params", super().active_params)
+
+    def max_layer_params(self) -> int:
+        return self._m("max_layer_params", super().max_layer_params)

@@ -1,6 +1,6 @@
 """Node power and rack planning: watts per node, heat, and how many nodes fit a rack by power and by space.
 
-The one implementation of these figures: the estimate's host sizing (:mod:`estimator.host`) and the TCO model
+The one implementation of these figures: the estimate's host sizing (:mod:`estimator.host.sizing`) and the TCO model
 (:mod:`estimator.tco`) both call it. Pure functions; catalog objects are read by attribute.
 
 * Per-GPU power: the server's own GPU power when its vendor ships a different SKU (Dell's XE9680 lists the
@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import UnknownHardwareError
-from estimator.host_config import host_defaults
+from estimator.host_options import host_defaults
 from hardware_catalog import load_catalog
 
 __all__ = [

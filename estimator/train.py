@@ -11,8 +11,8 @@
   ``server_watts_per_gpu_tdp`` (1.82, DGX H100: 10.2 kW for 8 x 700 W) x GPUs x TDP
   (``estimator/data/host_defaults.yaml``, from epoch-research/training-cost-trends ``energy.py``).
 - Checkpoint: the bytes of one checkpoint (weights + optimizer states by framework and layout,
-  :func:`estimator.host_checkpoint.checkpoint_size`, DCP format) and the time for the busiest node to write
-  its share to the target :func:`estimator.host_checkpoint.checkpoint_target` picks, as the host sizing does:
+  :func:`estimator.host.checkpoint.checkpoint_size`, DCP format) and the time for the busiest node to write
+  its share to the target :func:`estimator.host.checkpoint.checkpoint_target` picks, as the host sizing does:
   local NVMe on one node (the server's data drives, ``nvme_bays``, else 2, at the catalog's per-drive write
   rate for its PCIe generation), shared storage across nodes (the catalog's parallel-fs/NFS per-node write
   rate, else ``host_defaults.yaml`` ``storage.shared_fs_write_gbps_per_node``). In a full estimate the host
@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from estimator.host_checkpoint import checkpoint_size, checkpoint_target
-from estimator.host_config import host_defaults
+from estimator.host.checkpoint import checkpoint_size, checkpoint_target
+from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
@@ -71,7 +71,7 @@ def _drive_write_bps(server: Any | None, catalog: Any) -> float:
 
 def _shared_write_bps(catalog: Any) -> float:
     """Per-node write rate to shared storage: the catalog's first parallel-fs/NFS per-node class (as
-    ``estimator.host`` reads it), else the host defaults."""
+    ``estimator.host.sizing`` reads it), else the host defaults."""
     for s in (_field(catalog, "storage", {}) or {}).values():
         if _field(s, "kind") in ("parallel-fs", "nfs") and _field(s, "scope") == "per-node" \
                 and _field(s, "write_gbps"):

@@ -1,4 +1,4 @@
-"""Bill of materials (estimator.bom, issue #8): servers, RAM, NVMe, NICs and switches, priced from the catalog."""
+"""Bill of materials (estimator.host.bom, issue #8): servers, RAM, NVMe, NICs and switches, priced from the catalog."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from test_host_support import catalog
 
-from estimator.bom import bill_of_materials, choose_server, switch_counts
-from estimator.host import host_result, host_sizing
+from estimator.host.bom import bill_of_materials, choose_server, switch_counts
+from estimator.host.sizing import host_result, host_sizing
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training

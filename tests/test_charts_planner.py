@@ -9,7 +9,7 @@ import pytest
 
 from app.charts.planner import axes_for, plan_points, time_cost_figure
 from app.charts.style import figure_json
-from estimator.planner import PlanRequest, PlanResponse, plan
+from estimator.planner.plan import PlanRequest, PlanResponse, plan
 from hardware_catalog import load_catalog
 
 GPUS = ["h100-sxm5-80gb", "h200-sxm-141gb"]

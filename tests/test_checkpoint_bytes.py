@@ -1,4 +1,4 @@
-"""Checkpoint sizes (estimator.host_checkpoint) against the bytes torch.save and torch distributed checkpoint
+"""Checkpoint sizes (estimator.host.checkpoint) against the bytes torch.save and torch distributed checkpoint
 actually write, for small Llama-shaped models built in plain torch (issue #8).
 
 Tolerance: 1% of the file size. The formula counts the tensor bytes exactly; what is left is per-record
@@ -19,7 +19,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from estimator.host_checkpoint import checkpoint_size
+from estimator.host.checkpoint import checkpoint_size
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training

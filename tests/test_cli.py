@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.settings import get_settings
+from app.core.settings import get_settings
 
 runner = CliRunner()
 SMALL = {"model": "llama-3.2-1b", "training": {"seq_len": 1024}}

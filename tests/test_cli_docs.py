@@ -9,7 +9,7 @@ import pytest
 import typer
 
 from app.cli import cli
-from app.settings import Settings
+from app.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

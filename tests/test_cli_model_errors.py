@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.settings import get_settings
+from app.core.settings import get_settings
 
 runner = CliRunner()
 HEAD = {"num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from estimator.host_checkpoint import checkpoint_size
-from estimator.host_network import inter_node_traffic
+from estimator.host.checkpoint import checkpoint_size
+from estimator.host.network import inter_node_traffic
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest

@@ -1,4 +1,4 @@
-"""Whole-node sizing (estimator.host, issue #8): RAM, storage, network and power, table-driven where possible."""
+"""Whole-node sizing (estimator.host.sizing, issue #8): RAM, storage, network and power, table-driven where possible."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 from test_host_support import catalog
 
 from estimator.errors import InvalidRequestError
-from estimator.host import NicConfig, host_result, host_sizing, recommend_dimms, recommend_nics
-from estimator.host_checkpoint import checkpoint_size
-from estimator.host_config import GIB, HostOptions, host_defaults
-from estimator.host_network import inter_node_traffic
-from estimator.host_ram import BREAKDOWN_KEYS, host_ram
-from estimator.host_tensors import local_tensors, pow2ceil
+from estimator.host.checkpoint import checkpoint_size
+from estimator.host.network import inter_node_traffic
+from estimator.host.ram import BREAKDOWN_KEYS, host_ram
+from estimator.host.sizing import NicConfig, host_result, host_sizing, recommend_dimms, recommend_nics
+from estimator.host.tensors import local_tensors, pow2ceil
+from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
@@ -287,7 +287,7 @@ def test_the_request_host_object_reaches_the_sizing() -> None:
     from pydantic import ValidationError
 
     from estimator import estimate
-    from estimator.host_config import HostInput
+    from estimator.host_options import HostInput
 
     assert HostInput().checkpoints_kept == int(host_defaults().num("checkpoint", "keep"))
     base = {"model": "llama-3.1-8b", "training": {"train_tokens": 1e10},

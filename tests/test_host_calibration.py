@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from estimator.estimate import estimate
-from estimator.host_checkpoint import checkpoint_size
-from estimator.host_config import GIB, HostOptions
-from estimator.host_ram import process_ram
+from estimator.host.checkpoint import checkpoint_size
+from estimator.host.ram import process_ram
+from estimator.host_options import GIB, HostOptions
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.settings import Settings
 from app.main import create_app
-from app.settings import Settings
 
 JOB = "model=llama-3.1-8b&training.method=full&parallelism.sharding=zero3&training.train_tokens=1e9"
 

@@ -15,9 +15,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
+from app.core.db import make_engine
+from app.core.migrate import current_revision, head_revision, upgrade
+from app.core.settings import Settings
+from app.core.startup import prepare_database
 from app.main import create_app
-from app.migrate import current_revision, head_revision, upgrade
 from app.models import (
     SEARCH_KEY_LENGTH,
     Base,
@@ -30,8 +32,6 @@ from app.models import (
 )
 from app.repositories.catalog import apply_override, get_entry, seed_catalog
 from app.repositories.saved import create_item, list_items
-from app.settings import Settings
-from app.startup import prepare_database
 from tests.api.fake_catalog import Server, fake_catalog
 from tests.conftest import fresh_postgres_database
 
@@ -67,7 +67,7 @@ def test_migrations_go_down_and_up_again(engine: Engine) -> None:
     upgrade(engine, "head")  # idempotent
     from alembic import command
 
-    from app.migrate import alembic_config
+    from app.core.migrate import alembic_config
 
     config = alembic_config()
     with engine.begin() as conn:
@@ -245,7 +245,7 @@ def test_migration_0002_backfills_search_keys_and_loses_nothing(engine: Engine) 
 def downgrade_to_0001(engine: Engine) -> None:
     from alembic import command
 
-    from app.migrate import alembic_config
+    from app.core.migrate import alembic_config
 
     config = alembic_config()
     with engine.begin() as conn:

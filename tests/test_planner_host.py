@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from estimator.host import ram_limit
-from estimator.modelspec import resolve_model
-from estimator.planner import plan
-from estimator.planner_hardware import HwOption, World
-from estimator.planner_models import PlanRequest, PlanResponse
-from estimator.planner_reverse import fewest_gpus, largest_model
-from estimator.planner_search import SearchContext
-from estimator.planner_shape import CachedShape
+from estimator.host.sizing import ram_limit
+from estimator.modelspec import CachedShape, resolve_model
+from estimator.planner.contract import PlanRequest, PlanResponse
+from estimator.planner.hardware import HwOption, World
+from estimator.planner.plan import plan
+from estimator.planner.reverse import fewest_gpus, largest_model
+from estimator.planner.search import SearchContext
 from hardware_catalog import load_catalog
 
 CATALOG = load_catalog()

@@ -18,8 +18,8 @@ import pytest
 
 from estimator.accuracy import accuracy_table, time_kind_measured
 from estimator.estimate import estimate
-from estimator.host import host_sizing
-from estimator.host_checkpoint import checkpoint_target
+from estimator.host.checkpoint import checkpoint_target
+from estimator.host.sizing import host_sizing
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
@@ -285,7 +285,7 @@ def test_a_step_larger_than_the_budget_bills_only_the_budget_and_warns() -> None
 
 
 def test_train_and_host_write_checkpoints_to_the_same_place_in_the_same_time() -> None:
-    """One node writes to local NVMe, several to shared storage (estimator.host_checkpoint.checkpoint_target);
+    """One node writes to local NVMe, several to shared storage (estimator.host.checkpoint.checkpoint_target);
     the response's train and host blocks give one checkpoint write time."""
     assert checkpoint_target(1) == "local" and checkpoint_target(16) == "shared"
     assert checkpoint_target(16, "local") == "local"

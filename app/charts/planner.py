@@ -1,6 +1,6 @@
 """Planner chart: time against cost of every ranked plan, the Pareto front drawn as a line, the winner starred.
 
-Pure functions: :class:`estimator.planner_models.Plan` objects in, :class:`plotly.graph_objects.Figure` out.
+Pure functions: :class:`estimator.planner.contract.Plan` objects in, :class:`plotly.graph_objects.Figure` out.
 Tests read the figure data (trace names, points), never pixels.
 
 With ``training.train_tokens`` the axes are time to train (hours) and cost of the run (USD); without it, step
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from app.charts.style import base_layout
-from estimator.planner_models import Plan
+from estimator.planner.contract import Plan
 
 __all__ = ["GPU_COLORS", "Axes", "PlanPoint", "axes_for", "plan_points", "time_cost_figure"]
 

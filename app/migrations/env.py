@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection the caller passes (``app.migrate``), or on the settings URL."""
+"""Alembic environment: runs on the connection the caller passes (``app.core.migrate``), or on the settings URL."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import Connection
 
-from app.db import make_engine
+from app.core.db import make_engine
+from app.core.settings import get_settings
 from app.models import Base, UTCDateTime
-from app.settings import get_settings
 
 target_metadata = Base.metadata
 

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 from fastapi import Request
 
+from app.core.settings import Settings
 from app.errors import Forbidden, RateLimited
-from app.settings import Settings
 
 __all__ = ["COSTLY_PAGES", "guard_page", "same_origin"]
 

@@ -14,14 +14,14 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from app.db import make_engine
+from app.core.db import make_engine
+from app.core.migrate import upgrade
+from app.core.settings import Settings
+from app.core.startup import prepare_database
 from app.deps import get_session
 from app.main import create_app
-from app.migrate import upgrade
 from app.models import Base
 from app.repositories.api_keys import create_key, revoke_key
-from app.settings import Settings
-from app.startup import prepare_database
 from tests.api.fake_catalog import fake_catalog
 
 #: ``pytestmark = BOTH_BACKENDS`` runs a module's tests on SQLite and on PostgreSQL

@@ -29,9 +29,9 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
+from app.core.settings import Settings
 from app.main import create_app
 from app.repositories.api_keys import create_key
-from app.settings import Settings
 
 _DIR = Path(tempfile.mkdtemp(prefix="capplan-contract-"))
 APP = create_app(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from fastapi.testclient import TestClient
 
-from app.settings import Settings
+from app.core.settings import Settings
 from tests.api.problems import assert_problem
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.host_tensors import local_tensors, stages
+from estimator.host.tensors import local_tensors, stages
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.migrate import upgrade
+from app.core.migrate import upgrade
 from app.repositories.catalog import SeedReport, seed_catalog
 
 __all__ = ["load_source_catalog", "prepare_database"]

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 __all__ = ["alembic_config", "current_revision", "head_revision", "upgrade"]
 
-_INI = Path(__file__).resolve().parent / "alembic.ini"
+_INI = Path(__file__).resolve().parents[1] / "alembic.ini"
 
 
 def alembic_config() -> Config:

@@ -8,8 +8,8 @@
 - A ``torchrun`` command line: torchtitan's FSDP2 trainer (``torchtitan/config/job_config.py`` overrides
   ``--parallelism.*``, ``--training.*``, ``--activation_checkpoint.mode``) for PyTorch plans, a DeepSpeed
   script for DeepSpeed plans, ``pretrain_gpt.py`` with Megatron arguments for Megatron plans.
-- Megatron-LM arguments (:mod:`estimator.exports_megatron`) and NCCL environment recommendations for the
-  topology, each with its reason (:mod:`estimator.exports_nccl`).
+- Megatron-LM arguments (:mod:`estimator.planner.exports.megatron`) and NCCL environment recommendations for the
+  topology, each with its reason (:mod:`estimator.planner.exports.nccl`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.exports_megatron import megatron_args
-from estimator.exports_nccl import EnvVar, environment
+from estimator.planner.contract import EnvVar, Exports, PlanLayout
+from estimator.planner.exports.megatron import megatron_args
+from estimator.planner.exports.nccl import environment
 
 if TYPE_CHECKING:
-    from estimator.planner_models import PlanLayout
     from estimator.request import ModelArch, Training
 
 __all__ = ["EnvVar", "Exports", "accelerate_config", "build_exports", "deepspeed_config", "torchrun_argv"]
@@ -32,19 +31,6 @@ __all__ = ["EnvVar", "Exports", "accelerate_config", "build_exports", "deepspeed
 RDZV_PORT = 29500
 ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero3": 3}
 _MIXED = {"bf16-mixed": "bf16", "bf16-true": "bf16", "fp8-mixed": "fp8", "fp32": "no"}
-
-
-class Exports(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    torchrun: str = Field(description="the launch command of one node (run it on every node)")
-    torchrun_argv: list[str]
-    deepspeed_config: dict[str, Any] | None = Field(description="ds_config.json of a DeepSpeed plan")
-    accelerate_config: dict[str, Any] | None = Field(description="`accelerate launch --config_file` contents")
-    accelerate_config_yaml: str | None
-    megatron_args: list[str] | None = Field(description="Megatron-LM arguments of a Megatron plan")
-    environment: list[EnvVar] = Field(description="NCCL (and CUDA) environment variables, each with its reason")
-    notes: list[str] = Field(default_factory=list)
 
 
 def deepspeed_config(layout: PlanLayout, training: Training) -> dict[str, Any] | None:

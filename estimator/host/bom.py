@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from estimator.host import (
+from estimator.host.sizing import (
     DimmConfig,
     HostSizing,
     NicConfig,
@@ -27,7 +27,7 @@ from estimator.host import (
     recommend_nics,
     recommend_nvme,
 )
-from estimator.host_config import host_defaults
+from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.request import EstimateRequest
 from estimator.response import HostResult

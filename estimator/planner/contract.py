@@ -9,18 +9,19 @@ fields of ``training`` (micro-batch, accumulation, checkpointing, virtual stages
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from estimator.exports import Exports
-from estimator.host_config import HostInput
+from estimator.host_options import HostInput
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
 
 __all__ = [
     "DEFAULT_BATCH_TOKENS",
     "Constraints",
+    "EnvVar",
+    "Exports",
     "Objective",
     "Plan",
     "PlanCost",
@@ -86,6 +87,26 @@ class PlanRequest(_Frozen):
         if self.global_batch_tokens is not None:
             return self.global_batch_tokens // self.training.seq_len
         return int(2 ** max(0, round(math.log2(max(1.0, DEFAULT_BATCH_TOKENS / self.training.seq_len)))))
+
+
+# An environment variable a plan's launch should set (estimator.planner.exports.nccl), with its reason.
+class EnvVar(_Frozen):
+    name: str
+    value: str
+    reason: str
+    when: str = Field(default="always", description="'always', or the condition under which to set it")
+
+
+# A plan's launcher configs (estimator.planner.exports.launch builds them).
+class Exports(_Frozen):
+    torchrun: str = Field(description="the launch command of one node (run it on every node)")
+    torchrun_argv: list[str]
+    deepspeed_config: dict[str, Any] | None = Field(description="ds_config.json of a DeepSpeed plan")
+    accelerate_config: dict[str, Any] | None = Field(description="`accelerate launch --config_file` contents")
+    accelerate_config_yaml: str | None
+    megatron_args: list[str] | None = Field(description="Megatron-LM arguments of a Megatron plan")
+    environment: list[EnvVar] = Field(description="NCCL (and CUDA) environment variables, each with its reason")
+    notes: list[str] = Field(default_factory=list)
 
 
 class PlanLayout(_Frozen):

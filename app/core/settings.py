@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     rate_limit_storage: str = Field(default="memory://", description="limits storage URI, e.g. redis://host")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    static_dir: Path = Field(default=Path(__file__).resolve().parents[1] / "static")
+    static_dir: Path = Field(default=Path(__file__).resolve().parents[2] / "static")
 
     @field_validator("database_url", mode="before")
     @classmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from estimator.planner_models import Plan, PlanLayout, PlanRequest
+from estimator.planner.contract import Plan, PlanLayout, PlanRequest
 
 __all__ = ["explain", "explain_empty", "host_notes", "step_parts"]
 

@@ -16,25 +16,13 @@ Variables and semantics from the NCCL user guide ("Environment Variables"); what
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:
-    from estimator.planner_models import PlanLayout
+from estimator.planner.contract import EnvVar, PlanLayout
 
 __all__ = ["EnvVar", "environment", "fabric_kind"]
 
 DEFAULT_RAILS = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
-
-
-class EnvVar(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    value: str
-    reason: str
-    when: str = Field(default="always", description="'always', or the condition under which to set it")
 
 
 def fabric_kind(gpu: Any, server: Any | None) -> str:

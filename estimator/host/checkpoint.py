@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from estimator.host_config import host_defaults
-from estimator.host_tensors import Tensor, local_tensors
+from estimator.host.tensors import Tensor, local_tensors
+from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape

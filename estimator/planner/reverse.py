@@ -21,12 +21,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.modelspec import list_presets, preset, resolve_model
-from estimator.planner import Scored, default_catalog, make_plan, score
-from estimator.planner_hardware import HwOption, PriceBook, World, hardware_options, worlds_for
-from estimator.planner_models import Plan, PlanRequest
-from estimator.planner_search import SearchContext
-from estimator.planner_shape import CachedShape
+from estimator.modelspec import CachedShape, list_presets, preset, resolve_model
+from estimator.planner.contract import Plan, PlanRequest
+from estimator.planner.hardware import HwOption, PriceBook, World, hardware_options, worlds_for
+from estimator.planner.plan import Scored, default_catalog, make_plan, score
+from estimator.planner.search import SearchContext
 
 __all__ = [
     "QUESTIONS",

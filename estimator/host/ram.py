@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.host_checkpoint import CheckpointSize
-from estimator.host_config import GIB, HostOptions, host_defaults
-from estimator.host_tensors import Tensor, local_tensors, pow2ceil, stages
+from estimator.host.checkpoint import CheckpointSize
+from estimator.host.tensors import Tensor, local_tensors, pow2ceil, stages
+from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape

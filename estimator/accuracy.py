@@ -17,6 +17,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from estimator.optimizers import OPTIMIZERS
+
 __all__ = ["accuracy_table", "memory_error_bar_pct", "p90", "time_error_bar_pct", "time_error_bars",
            "time_kind_measured"]
 
@@ -63,7 +65,7 @@ def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
 # expert parallelism). docs/accuracy-time.md lists them.
 MEASURED_SINGLE_GPU_IDS = frozenset({"h200-sxm-141gb"})
 MEASURED_MULTI_GPU_IDS = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"})
-MEASURED_OPTIMIZERS = frozenset({"adamw", "adamw-8bit", "sgd", "adafactor"})
+MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.time_measured)
 
 
 def time_kind_measured(req: Any, layout: Any, gpu_id: str) -> bool:

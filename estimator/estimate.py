@@ -14,6 +14,7 @@ from estimator.host.sizing import host_result
 from estimator.layout import Layout, build_layout
 from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.modelspec import CachedShape, ModelShape, resolve_model
+from estimator.optimizers import OPTIMIZERS
 from estimator.params import lora_params_per_layer
 from estimator.request import EstimateRequest
 from estimator.response import (
@@ -108,7 +109,7 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
-_MEASURED_OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")
+_MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
 
 
 def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:

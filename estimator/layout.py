@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
+from estimator.optimizers import optimizer_spec
 from estimator.request import EstimateRequest
 
 __all__ = ["Layout", "build_layout", "layout_or_none"]
@@ -139,9 +140,9 @@ def _check_combinations(req: EstimateRequest) -> None:
         raise UnsupportedCombinationError("Megatron-LM shards optimizer states only (distributed optimizer = "
                                           "zero1); use framework pytorch or deepspeed for ZeRO-2/3",
                                           "parallelism.sharding")
-    if t.optimizer == "adamw-8bit" and p.offload != "none":
-        raise UnsupportedCombinationError("8-bit AdamW (bitsandbytes) runs on the GPU; it cannot be offloaded",
-                                          "training.optimizer")
+    refusal = optimizer_spec(t.optimizer).cpu_offload_refusal
+    if refusal is not None and p.offload != "none":
+        raise UnsupportedCombinationError(refusal, "training.optimizer")
 
 
 def _shard_group(req: EstimateRequest, dp: int) -> int:

@@ -27,6 +27,7 @@ from estimator.activations import ActivationModel, activation_model, activation_
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
+from estimator.optimizers import optimizer_spec
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
@@ -176,7 +177,7 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     params_on_gpu = p.offload != "optimizer+params"
     opt_per = optimizer_state_bytes(t.optimizer, t.precision, p.framework)
     optimizer = place.sharded_bytes(layout, opt_per, "optimizer") if opt_on_gpu else 0
-    if opt_on_gpu and t.optimizer == "adafactor":
+    if opt_on_gpu and optimizer_spec(t.optimizer).factored:
         dense_ada = place.adafactor_state_local - place.expert_adafactor_local
         optimizer += (dense_ada // layout.optimizer_shard
                       + place.expert_adafactor_local // layout.expert_optimizer_shard)
@@ -256,7 +257,7 @@ def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
 
 def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> int:
     t = req.training
-    if t.optimizer in ("adamw-8bit",):
+    if not optimizer_spec(t.optimizer).temporaries:
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
     if t.optimizer_impl == "foreach":

@@ -10,17 +10,14 @@ Sources:
   i.e. bf16 params + (bf16 grads 2 + fp32 grads 4 + fp32 master 4 + Adam 8) sharded.
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py``: ``18`` bytes per parameter without the
   distributed optimizer, ``6 + 12/d`` with it (bf16 param 2 + fp32 main grad 4 + 12 sharded).
-- bitsandbytes 8-bit Adam (Dettmers et al. 2022, arXiv 2110.02861): two int8 states + one fp32 absmax per
-  2048-element block each.
-- Adafactor (Shazeer & Stern 2018, arXiv 1804.04235): factored second moment (rows + columns), no momentum by
-  default.
-- Lion (Chen et al. 2023, arXiv 2302.06675): one momentum state.
+- Optimizer states per optimizer: the table in :mod:`estimator.optimizers`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.optimizers import optimizer_spec
 from estimator.request import Framework, Optimizer, Precision
 
 __all__ = ["StateBytes", "optimizer_state_bytes", "state_bytes"]
@@ -63,10 +60,4 @@ def state_bytes(precision: Precision, framework: Framework) -> StateBytes:
 def optimizer_state_bytes(optimizer: Optimizer, precision: Precision, framework: Framework) -> float:
     """Bytes of optimizer state per trainable parameter (excluding any master copy)."""
     dtype = 2 if precision == "bf16-true" and framework == "pytorch" else 4
-    if optimizer == "adamw":
-        return 2 * dtype
-    if optimizer == "adamw-8bit":
-        return 2 + 2 * 4 / 2048
-    if optimizer in ("sgd", "lion"):
-        return dtype
-    return 0.0  # adafactor: factored state is added per matrix in memory.py
+    return optimizer_spec(optimizer).state_bytes(dtype)  # adafactor: factored state added per matrix by callers

@@ -40,6 +40,7 @@ from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
+from estimator.optimizers import optimizer_spec
 from estimator.params import ParamPlacement, place_params
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
@@ -456,8 +457,6 @@ def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style
 
 
 # ------------------------------------------------------------------------------------- optimizer, offload
-# SGD with momentum and Lion touch fewer state bytes per parameter than AdamW (one state instead of two).
-_OPT_RATIO = {"adamw": 1.0, "sgd": 0.71, "lion": 0.71}
 
 
 def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
@@ -481,16 +480,18 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     - Hugging Face ``Adafactor`` (``adafactor``, always a per-tensor loop): its kernels counted from
       ``transformers/optimization.py`` (:attr:`Constants.adafactor_bytes`); bf16 parameters and gradients are
       upcast to fp32 and the result copied back (``adafactor_upcast_bytes`` more).
-    - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count.
+    - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count
+      (:attr:`estimator.optimizers.OptimizerSpec.adam_ratio`).
     """
     t, p = req.training, req.parallelism
+    spec = optimizer_spec(t.optimizer)
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
-    if t.optimizer == "adamw-8bit":
+    if spec.step_cost == "adam8bit":
         return (k.adam8bit_bf16_bytes if bf16 else k.adam8bit_fp32_bytes), k.adam8bit_tensor_s
-    if t.optimizer == "adafactor":
+    if spec.step_cost == "adafactor":
         return k.adafactor_bytes + (k.adafactor_upcast_bytes if bf16 else 0.0), k.adam_tensor_forloop_s
     per, per_tensor = _adam_bytes(req, k)
-    return per * _OPT_RATIO[t.optimizer], per_tensor
+    return per * spec.adam_ratio, per_tensor
 
 
 def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,

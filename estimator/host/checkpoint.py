@@ -31,6 +31,7 @@ from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
+from estimator.optimizers import optimizer_spec
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
 
@@ -79,12 +80,12 @@ def _stage_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
     opt = int(trainable * opt_pp)
     n_tensors = sum(x.count for x in tensors)
     records_per_tensor = 1
-    if req.training.optimizer == "adafactor":
+    spec = optimizer_spec(req.training.optimizer)
+    if spec.factored:
         dtype = 2 if req.training.precision == "bf16-true" else 4
         opt += _adafactor_bytes(tensors, dtype)
     if req.parallelism.framework == "pytorch":
-        states = {"adamw": 2, "adamw-8bit": 4, "sgd": 1, "lion": 1, "adafactor": 2}[req.training.optimizer]
-        records_per_tensor += states + 1  # + the ``step`` scalar
+        records_per_tensor += spec.saved_tensors + 1  # + the ``step`` scalar
         opt += 4 * n_tensors  # fp32 ``step`` per parameter tensor
     return weight, opt, n_tensors * records_per_tensor
 

@@ -40,6 +40,7 @@ from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
+from estimator.optimizers import optimizer_spec
 from estimator.precision import optimizer_state_bytes
 from estimator.request import EstimateRequest
 
@@ -113,14 +114,12 @@ def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) 
             exact += frozen_b * x.count
             rounded += pow2ceil(frozen_b) * x.count
             items["offloaded_parameters"] += frozen_b * x.count
-    if t.optimizer == "adafactor":
+    if optimizer_spec(t.optimizer).factored:
         items["offloaded_optimizer_states"] += sum(
             ((-(-x.rows // shards) + x.cols) if x.cols > 1 else x.shard_numel(shards)) * state_dtype * x.count
             for x in tensors if x.trainable)
     items["pinned_rounding"] = rounded - exact
-    impl = t.optimizer_impl
-    if t.optimizer == "adamw-8bit":
-        impl = "fused"
+    impl = optimizer_spec(t.optimizer).implementation(t.optimizer_impl)
     items["cpu_optimizer_temporary"] = {"fused": 0, "for-loop": 2 * largest, "foreach": trainable_bytes}[impl]
     return items
 

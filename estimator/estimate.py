@@ -129,7 +129,7 @@ def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
     t = req.training
-    gbt = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    gbt = layout.tokens_per_step(t)
     return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
                          global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server)

@@ -25,7 +25,7 @@ from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCom
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
-from estimator.request import EstimateRequest
+from estimator.request import EstimateRequest, Training
 
 __all__ = ["Layout", "build_layout", "layout_or_none"]
 
@@ -87,6 +87,11 @@ class Layout:
     @property
     def expert_grad_shard(self) -> int:
         return self.expert_shard_group if self.sharding in ("zero2", "zero3", "hsdp") else 1
+
+    def tokens_per_step(self, training: Training) -> int:
+        """Tokens of one optimizer step over the whole job: micro-batch x sequence x accumulation x dp."""
+        t = training
+        return t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * self.dp
 
     @property
     def expert_param_shard(self) -> int:

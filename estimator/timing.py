@@ -590,7 +590,7 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
 def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload, mb: Pass,
             comm: CommTimes, step: float, compute: float, bubble: float, opt: float, off: float) -> TimeResult:
     t = req.training
-    tokens = float(t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp)
+    tokens = float(layout.tokens_per_step(t))
     model_flops = model_flops_per_step(req, shape, layout, work)
     hw_per_gpu = mb.hw_flops * t.gradient_accumulation_steps
     peak = _gpu_peak(gpu, t.precision)

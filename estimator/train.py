@@ -103,7 +103,7 @@ def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: 
     t = req.training
     if not t.train_tokens:
         return None
-    tokens_per_step = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    tokens_per_step = layout.tokens_per_step(t)
     steps = math.ceil(t.train_tokens / tokens_per_step)
     seconds = t.train_tokens / tokens_per_step * time.step_time_s
     energy_j = node_power_w(layout, gpu, server) * layout.num_nodes * seconds
@@ -118,7 +118,7 @@ def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:
     t = req.training
     if not t.train_tokens:
         return []
-    tokens_per_step = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    tokens_per_step = layout.tokens_per_step(t)
     if t.train_tokens >= tokens_per_step:
         return []
     return [f"One optimizer step takes {tokens_per_step:,.0f} tokens, more than the {t.train_tokens:,.0f}-token "

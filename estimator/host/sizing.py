@@ -207,7 +207,7 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
         return step, compute, "step-time model"
     t = req.training
     d = host_defaults()
-    tokens = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
+    tokens = layout.tokens_per_step(t)
     mult = 6.0 if t.method == "full" else 4.0  # LoRA: no weight gradients of the frozen base
     if t.activation_checkpointing == "full":
         mult += 2.0
@@ -482,8 +482,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
         warnings.append(f"Checkpointing: writing {per_node_ckpt / 1e9:,.0f} GB per node at {write_bps / 1e9:,.1f} "
                         f"GB/s takes {ckpt_write_s:,.0f} s, over {share:.0%} of the {interval:,.0f} s interval; "
                         f"it needs {need_write / 1e9:,.1f} GB/s, or asynchronous checkpointing.")
-    tokens_per_s_node = (req.training.micro_batch_size * req.training.seq_len
-                         * req.training.gradient_accumulation_steps * layout.dp * steps_per_s / layout.num_nodes)
+    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
     if time is not None and _attr(time, "tokens_per_s", default=0):
         tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
     read_bps = tokens_per_s_node * per_token

@@ -88,6 +88,11 @@ class PlanRequest(_Frozen):
             return self.global_batch_tokens // self.training.seq_len
         return int(2 ** max(0, round(math.log2(max(1.0, DEFAULT_BATCH_TOKENS / self.training.seq_len)))))
 
+    @property
+    def tokens_per_step(self) -> int:
+        """The global batch in tokens (sequences x ``training.seq_len``; every layout of a plan has it)."""
+        return self.sequences_per_step * self.training.seq_len
+
 
 # An environment variable a plan's launch should set (estimator.planner.exports.nccl), with its reason.
 class EnvVar(_Frozen):

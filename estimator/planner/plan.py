@@ -67,7 +67,7 @@ def default_catalog() -> Any:
 
 def score(req: PlanRequest, found: Found, prices: PriceBook) -> Scored:
     t = req.training
-    tokens_per_step = float(req.sequences_per_step * t.seq_len)
+    tokens_per_step = float(req.tokens_per_step)
     step = found.step_time_s
     ttt = math.ceil(t.train_tokens / tokens_per_step) * step if t.train_tokens else None
     price = prices.price(found.world)
@@ -143,7 +143,7 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Any
     step = resp.time.step_time_s
     ttt = resp.train.time_to_train_s if resp.train is not None else s.time_to_train_s
     layout = plan_layout(f, req.sequences_per_step, req.training.seq_len)
-    tokens = float(req.sequences_per_step * req.training.seq_len)
+    tokens = float(req.tokens_per_step)
     exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
     return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=f.request, estimate=resp,
                 cost=_plan_cost(s, f.world, step, ttt, tokens), step_time_s=step, time_to_train_s=ttt,

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-__all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabric_for", "network_warnings",
-           "node_nics", "place_group"]
+from hardware_catalog.loader import GpuFabric
+
+__all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabric_for", "gpu_fabric",
+           "network_warnings", "node_nics", "place_group"]
 
 # Measured all-reduce / other-collective busbw (GB/s) on 8-GPU NVSwitch boards, keyed by per-GPU NVLink GB/s.
 NVSWITCH_BUSBW_GBPS: dict[int, tuple[float, float]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
@@ -93,15 +95,18 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def _infer_fabric(gpu: Any) -> str:
-    gid = str(_field(gpu, "id", "")).lower()
-    if "mi300" in gid or "mi325" in gid:
+def gpu_fabric(gpu: Any, server: Any | None) -> GpuFabric:
+    """The GPU fabric of one node, for the step time and the NCCL exports alike: the server's (the catalog's
+    ``gpu_fabric``), else what the GPU implies (no server chosen, or a custom entry that does not say): an AMD
+    accelerator's Infinity Fabric, an SXM board's NVSwitch, NVLink-bridged pairs of PCIe/NVL cards, else PCIe."""
+    kind = _field(server, "gpu_fabric", None) if server is not None else None
+    if kind:
+        return cast(GpuFabric, str(kind))
+    if str(_field(gpu, "vendor", "")).upper() == "AMD":
         return "infinity-fabric"
-    if "sxm" in gid or "b200" in gid or "gb200" in gid or "gh200" in gid:
+    if _field(gpu, "form_factor", "") == "SXM":
         return "nvswitch"
-    if float(_field(gpu, "nvlink_gbps_bidir", 0) or 0) > 0:
-        return "nvlink-bridge-pairs"
-    return "pcie"
+    return "nvlink-bridge-pairs" if float(_field(gpu, "nvlink_gbps_bidir", 0) or 0) > 0 else "pcie"
 
 
 def _nvswitch(nvlink_gbps: float) -> tuple[float, float]:
@@ -180,8 +185,7 @@ def _node_nic_bytes(gpu: Any, server: Any | None, gpus_per_node: int) -> float:
 
 def fabric_for(gpu: Any, server: Any | None, gpus_per_node: int) -> Fabric:
     """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU)."""
-    kind = str(_field(server, "gpu_fabric", "") or "") if server is not None else ""
-    kind = kind or _infer_fabric(gpu)
+    kind = gpu_fabric(gpu, server)
     nvlink = float(_field(gpu, "nvlink_gbps_bidir", 0) or 0)
     if server is not None and _field(server, "intra_node_gbps_bidir_per_gpu", None):
         nvlink = float(_field(server, "intra_node_gbps_bidir_per_gpu"))

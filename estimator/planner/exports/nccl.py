@@ -18,23 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from estimator.comm import gpu_fabric
 from estimator.planner.contract import EnvVar, PlanLayout
 
-__all__ = ["EnvVar", "environment", "fabric_kind"]
+__all__ = ["EnvVar", "environment"]
 
 DEFAULT_RAILS = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
-
-
-def fabric_kind(gpu: Any, server: Any | None) -> str:
-    """The server's GPU fabric, or the one the GPU's form factor implies (also for a server whose entry does not
-    say: a custom or partial catalog entry)."""
-    if server is not None and getattr(server, "gpu_fabric", None):
-        return str(server.gpu_fabric)
-    if str(getattr(gpu, "vendor", "")).upper() == "AMD":
-        return "infinity-fabric"
-    if getattr(gpu, "form_factor", "") == "SXM":
-        return "nvswitch"
-    return "nvlink-bridge-pairs" if getattr(gpu, "nvlink_gbps_bidir", 0) else "pcie"
 
 
 def _intra(gpu: Any, fabric: str) -> list[EnvVar]:
@@ -95,7 +84,7 @@ def environment(layout: PlanLayout, gpu: Any, server: Any | None) -> list[EnvVar
     """Variables to export on every node of ``layout``; empty for a single GPU."""
     if layout.world_size <= 1:
         return []
-    out = _intra(gpu, fabric_kind(gpu, server))
+    out = _intra(gpu, gpu_fabric(gpu, server))
     if layout.num_nodes > 1:
         out += _inter(server)
     if layout.framework == "megatron" and (layout.tp > 1 or layout.sequence_parallel):

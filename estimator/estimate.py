@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.modelspec import CachedShape, ModelShape, resolve_model
 from estimator.optimizers import OPTIMIZERS
 from estimator.params import lora_params_per_layer
-from estimator.request import EstimateRequest
+from estimator.request import DEFAULT_GPU, EstimateRequest
 from estimator.response import (
     EstimateResponse,
     HostResult,
@@ -33,9 +34,9 @@ from estimator.train import train_result, train_warnings, with_host_checkpoint
 from estimator.version import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:
-    from hardware_catalog import Catalog
+    from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["Hardware", "estimate", "estimate_memory", "resolve_hardware"]
+__all__ = ["ResolvedHardware", "estimate", "estimate_memory", "resolve_hardware"]
 
 MAX_MICRO_BATCH_SEARCH = 4096
 
@@ -46,15 +47,16 @@ def _default_catalog() -> Catalog:
     return load_catalog()
 
 
-class Hardware:
-    """The GPU and (optional) server of a request, looked up in the catalog."""
+@dataclass(frozen=True)
+class ResolvedHardware:
+    """The GPU and (optional) server of a request's ``hardware`` (:class:`estimator.request.Hardware`), looked up
+    in the catalog."""
 
-    def __init__(self, gpu: Any, server: Any | None) -> None:
-        self.gpu = gpu
-        self.server = server
+    gpu: Gpu
+    server: Server | None
 
 
-def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> Hardware:
+def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:
     hw = req.hardware
     server = None
     if hw.server is not None:
@@ -65,7 +67,7 @@ def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> Hardware:
         if hw.gpus_per_node > server.gpu_count:
             raise InvalidRequestError(f"{server.name} holds {server.gpu_count} GPUs, not {hw.gpus_per_node}",
                                       "hardware.gpus_per_node")
-    gpu_id = server.gpu_id if server is not None and hw.gpu == _DEFAULT_GPU and server.gpu_id != hw.gpu else hw.gpu
+    gpu_id = server.gpu_id if server is not None and hw.gpu == DEFAULT_GPU and server.gpu_id != hw.gpu else hw.gpu
     gpu = catalog.gpus.get(gpu_id)
     if gpu is None:
         raise UnknownHardwareError(f"unknown GPU {gpu_id!r}; GET /api/v1/catalog/gpus lists them", "hardware.gpu")
@@ -73,10 +75,7 @@ def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> Hardware:
         raise InvalidRequestError(f"{server.name} carries {server.gpu_id}, not {gpu.id}", "hardware.gpu")
     if req.training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
         raise InvalidRequestError(f"{gpu.name} has no fp8 tensor cores; use bf16-mixed", "training.precision")
-    return Hardware(gpu, server)
-
-
-_DEFAULT_GPU = "h100-sxm5-80gb"
+    return ResolvedHardware(gpu, server)
 
 
 def _trainable(req: EstimateRequest, shape: ModelShape) -> int:
@@ -182,13 +181,13 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
 
 
-def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Hardware,
+def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware,
                     catalog: Catalog) -> tuple[TimeResult, TrainResult | None]:
     timing = step_time(req, shape, layout, hw.gpu, hw.server, catalog)
     return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)
 
 
-def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Hardware, catalog: Catalog,
+def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware, catalog: Catalog,
                   timing: TimeResult, train: TrainResult | None) -> tuple[HostResult, list[dict[str, object]]]:
     """The rest of the node (issue 8): host RAM, NVMe, network, power, and the bill of materials. Without a
     server in the request, the catalog's cheapest server carrying this GPU stands in."""

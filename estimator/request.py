@@ -15,6 +15,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from estimator.host_options import HostInput
 
 __all__ = [
+    "DEFAULT_GPU",
     "MAX_ACCUMULATION_STEPS",
     "MAX_TRAIN_TOKENS",
     "EstimateRequest",
@@ -188,8 +189,12 @@ class Parallelism(_Frozen):
         return "zero3" if self.sharding == "fsdp" else self.sharding
 
 
+#: the GPU of a request that names none (a server's own GPU replaces it: estimator.estimate.resolve_hardware)
+DEFAULT_GPU = "h100-sxm5-80gb"
+
+
 class Hardware(_Frozen):
-    gpu: str = "h100-sxm5-80gb"
+    gpu: str = DEFAULT_GPU
     server: str | None = None
     num_nodes: Int = Field(default=1, ge=1, le=100_000)
     gpus_per_node: Int = Field(default=8, ge=1, le=64)

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
 
 __all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabric_for", "gpu_fabric",
@@ -95,7 +96,7 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def gpu_fabric(gpu: Any, server: Any | None) -> GpuFabric:
+def gpu_fabric(gpu: Gpu, server: Server | None) -> GpuFabric:
     """The GPU fabric of one node, for the step time and the NCCL exports alike: the server's (the catalog's
     ``gpu_fabric``), else what the GPU implies (no server chosen, or a custom entry that does not say): an AMD
     accelerator's Infinity Fabric, an SXM board's NVSwitch, NVLink-bridged pairs of PCIe/NVL cards, else PCIe."""
@@ -118,7 +119,7 @@ def _nvswitch(nvlink_gbps: float) -> tuple[float, float]:
     return ar * scale, other * scale
 
 
-def _pcie_gbps(gpu: Any) -> float:
+def _pcie_gbps(gpu: Gpu) -> float:
     rate = _field(gpu, "pcie_gbps_per_direction", None)
     if rate:
         return float(rate)
@@ -126,7 +127,7 @@ def _pcie_gbps(gpu: Any) -> float:
     return {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}.get(gen, 31.5)
 
 
-def _nic_gbits(server: Any, compute: bool) -> float:
+def _nic_gbits(server: Server, compute: bool) -> float:
     """Gb/s of a server's NICs: those that carry GPU traffic (purpose names the compute/GPU fabric, or is
     unset) when ``compute``, else all of them."""
     total = 0.0
@@ -148,7 +149,7 @@ class NodeNics:
     source: str
 
 
-def node_nics(gpu: Any, server: Any | None, gpus_per_node: int) -> NodeNics:
+def node_nics(gpu: Gpu, server: Server | None, gpus_per_node: int) -> NodeNics:
     """What the server has: its compute NICs, else its frontend NICs; a server without any NIC, and a request
     without a server, get one default NIC per GPU (``DEFAULT_NIC_GBITS``, by GPU architecture)."""
     if server is not None:
@@ -162,7 +163,7 @@ def node_nics(gpu: Any, server: Any | None, gpus_per_node: int) -> NodeNics:
     return NodeNics(per_gpu * gpus_per_node, "default" if server is None else "assumed")
 
 
-def network_warnings(gpu: Any, server: Any | None, num_nodes: int, gpus_per_node: int) -> list[str]:
+def network_warnings(gpu: Gpu, server: Server | None, num_nodes: int, gpus_per_node: int) -> list[str]:
     """Plain-words warnings about the NICs a multi-node step time is priced on (none on one node)."""
     if num_nodes <= 1 or server is None:
         return []
@@ -179,11 +180,11 @@ def network_warnings(gpu: Any, server: Any | None, num_nodes: int, gpus_per_node
     return []
 
 
-def _node_nic_bytes(gpu: Any, server: Any | None, gpus_per_node: int) -> float:
+def _node_nic_bytes(gpu: Gpu, server: Server | None, gpus_per_node: int) -> float:
     return node_nics(gpu, server, gpus_per_node).gbits / 8.0 * 1e9 * NIC_EFF
 
 
-def fabric_for(gpu: Any, server: Any | None, gpus_per_node: int) -> Fabric:
+def fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:
     """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU)."""
     kind = gpu_fabric(gpu, server)
     nvlink = float(_field(gpu, "nvlink_gbps_bidir", 0) or 0)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import UnknownHardwareError
 from estimator.host_options import host_defaults
-from hardware_catalog import load_catalog
+from hardware_catalog import Catalog, Gpu, Server, load_catalog
 
 __all__ = [
     "BTU_PER_HOUR_PER_W",
@@ -80,13 +80,14 @@ def _attr(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default) if obj is not None else default
 
 
-def gpu_power_w(gpu: Any, server: Any = None) -> float:
+def gpu_power_w(gpu: Gpu, server: Server | None = None) -> float:
     """Watts of one GPU in this server: the server's ``gpu_tdp_w`` (a vendor SKU, e.g. Dell's 500 W A100 SXM4)
     when set, else the GPU's ``tdp_w`` (700 W when neither is known)."""
     return float(_attr(server, "gpu_tdp_w") or _attr(gpu, "tdp_w") or _DEFAULT_TDP_W)
 
 
-def node_peak_power_w(gpu: Any, server: Any, gpus_per_node: int, watts_per_gpu_tdp: float | None = None) -> float:
+def node_peak_power_w(gpu: Gpu, server: Server | None, gpus_per_node: int,
+                      watts_per_gpu_tdp: float | None = None) -> float:
     """Provisioning power of one node (W): the catalog's ``max_power_kw`` less the TDP of empty GPU slots, else
     GPUs x TDP x ``watts_per_gpu_tdp`` (1.82, DGX H100: 10.2 kW for 8 x 700 W; Epoch energy.py)."""
     tdp = gpu_power_w(gpu, server)
@@ -99,7 +100,7 @@ def node_peak_power_w(gpu: Any, server: Any, gpus_per_node: int, watts_per_gpu_t
     return gpus_per_node * tdp * ratio
 
 
-def node_power_at_load_w(gpu: Any, gpus_per_node: int, non_gpu_power_w: float, server: Any = None) -> float:
+def node_power_at_load_w(gpu: Gpu, gpus_per_node: int, non_gpu_power_w: float, server: Server | None = None) -> float:
     """IT power of one node at load: every GPU at its TDP plus the rest of the server (W).
 
     Source: lynx-cortex datacenter economics (8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
@@ -108,7 +109,7 @@ def node_power_at_load_w(gpu: Any, gpus_per_node: int, non_gpu_power_w: float, s
 
 
 def node_average_power_w(
-    gpu: Any, gpus_per_node: int, utilisation: float, non_gpu_power_w: float, server: Any = None
+    gpu: Gpu, gpus_per_node: int, utilisation: float, non_gpu_power_w: float, server: Server | None = None
 ) -> float:
     """Average IT power of one node: GPU TDP x utilisation + the rest of the server (W) - issue 4's formula."""
     return gpus_per_node * gpu_power_w(gpu, server) * utilisation + non_gpu_power_w
@@ -178,7 +179,7 @@ def plan_rack(
     )
 
 
-def _resolve(catalog: Any, server_id: str) -> tuple[Any, Any]:
+def _resolve(catalog: Catalog, server_id: str) -> tuple[Any, Any]:
     try:
         server = catalog.server(server_id)
         return server, catalog.gpu(server.gpu_id)
@@ -193,7 +194,7 @@ def plan_rack_for_server(
     reserved_units: int = 0,
     basis: PowerBasis = "max",
     assumptions: Any = None,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> RackPlan:
     """Rack plan for a catalog server. ``basis="max"`` budgets the node's provisioning power
     (:func:`node_peak_power_w`: the catalog maximum, else 1.82 x GPU TDP); ``"load"`` budgets GPUs at TDP + the

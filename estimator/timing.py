@@ -44,6 +44,7 @@ from estimator.optimizers import optimizer_spec
 from estimator.params import ParamPlacement, place_params
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
+from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["Style", "step_time", "style_for", "time_assumptions", "virtual_stages"]
 
@@ -516,7 +517,7 @@ def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: R
     return r.mem_time(params * per) + tensors * per_tensor
 
 
-def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, mb: Pass,
+def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
                  style: Style, pl: ParamPlacement) -> float:
     """PCIe transfers and the CPU optimizer step (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840)."""
     p = req.parallelism
@@ -562,8 +563,8 @@ def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
     return float(gpu.bf16_tflops_dense) * 1e12
 
 
-def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, server: Any | None,
-              catalog: Any, constants: Constants = H200_FIT) -> TimeResult:
+def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+              catalog: Catalog, constants: Constants = H200_FIT) -> TimeResult:
     """Seconds per optimizer step and throughput of ``req`` on ``gpu`` (and ``server``, if any).
 
     ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.

@@ -32,6 +32,7 @@ from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult, TrainResult
+from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["node_power_w", "train_result", "train_warnings", "with_host_checkpoint"]
 
@@ -43,7 +44,7 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default) if obj is not None else default
 
 
-def node_power_w(layout: Layout, gpu: Any, server: Any | None) -> float:
+def node_power_w(layout: Layout, gpu: Gpu, server: Server | None) -> float:
     """Average watts of one node during training (see the module docstring)."""
     d = host_defaults()
     tdp = float(_field(gpu, "tdp_w", 700.0) or 700.0)
@@ -57,7 +58,7 @@ def node_power_w(layout: Layout, gpu: Any, server: Any | None) -> float:
     return peak * d.num("power", "average_draw_fraction")
 
 
-def _drive_write_bps(server: Any | None, catalog: Any) -> float:
+def _drive_write_bps(server: Server | None, catalog: Catalog) -> float:
     gen = int(_field(server, "pcie_gen", 5) or 5)
     best: tuple[int, float] | None = None
     for s in (_field(catalog, "storage", {}) or {}).values():
@@ -69,7 +70,7 @@ def _drive_write_bps(server: Any | None, catalog: Any) -> float:
     return gbps * 1e9
 
 
-def _shared_write_bps(catalog: Any) -> float:
+def _shared_write_bps(catalog: Catalog) -> float:
     """Per-node write rate to shared storage: the catalog's first parallel-fs/NFS per-node class (as
     ``estimator.host.sizing`` reads it), else the host defaults."""
     for s in (_field(catalog, "storage", {}) or {}).values():
@@ -79,8 +80,8 @@ def _shared_write_bps(catalog: Any) -> float:
     return host_defaults().num("storage", "shared_fs_write_gbps_per_node") * 1e9
 
 
-def _checkpoint(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Any | None,
-                catalog: Any) -> tuple[int, float]:
+def _checkpoint(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None,
+                catalog: Catalog) -> tuple[int, float]:
     size = checkpoint_size(req, shape, layout)
     requested = str(getattr(getattr(req, "host", None), "checkpoint_target", None) or "auto")
     if checkpoint_target(layout.num_nodes, requested) == "shared":
@@ -97,8 +98,8 @@ def _bytes_per_token(shape: ModelShape) -> float:
     return d.num("storage", "bytes_per_token_small_vocab" if small else "bytes_per_token_large_vocab")
 
 
-def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Any,
-                 server: Any | None, catalog: Any) -> TrainResult | None:
+def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
+                 server: Server | None, catalog: Catalog) -> TrainResult | None:
     """Totals for ``training.train_tokens`` (``None`` when no token budget is given)."""
     t = req.training
     if not t.train_tokens:

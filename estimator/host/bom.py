@@ -31,6 +31,7 @@ from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.request import EstimateRequest
 from estimator.response import HostResult
+from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["bill_of_materials", "choose_server", "switch_counts"]
 
@@ -50,7 +51,7 @@ def _price_source(entry: Any, field: str) -> str:
     return f"catalog: {s.citation} ({s.date})"
 
 
-def choose_server(req: EstimateRequest, server: Any, gpu: Any, catalog: Any) -> Any:
+def choose_server(req: EstimateRequest, server: Server | None, gpu: Gpu | None, catalog: Catalog) -> Server | None:
     """The request's server, else the catalog's cheapest (then first) non-placeholder server carrying the
     request's GPU with at least ``gpus_per_node`` of them; ``None`` if there is none."""
     if server is not None:
@@ -61,7 +62,8 @@ def choose_server(req: EstimateRequest, server: Any, gpu: Any, catalog: Any) -> 
             and not getattr(s, "placeholder", False)]
     if not fits:
         return None
-    return min(fits, key=lambda s: (s.price_usd is None, s.price_usd or 0.0, s.gpu_count, s.id))
+    best: Server = min(fits, key=lambda s: (s.price_usd is None, s.price_usd or 0.0, s.gpu_count, s.id))
+    return best
 
 
 def switch_counts(ports: int) -> tuple[int, int]:
@@ -79,8 +81,8 @@ def _dimm_sku(dimms: DimmConfig) -> str:
     return f"{dimms.memory_type.lower()}-rdimm-{dimms.size_gib}gb"
 
 
-def bill_of_materials(req: EstimateRequest, layout: Layout, server: Any, catalog: Any,
-                      host: HostResult | HostSizing | None = None, *, gpu: Any = None,
+def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | None, catalog: Catalog,
+                      host: HostResult | HostSizing | None = None, *, gpu: Gpu | None = None,
                       sizing: HostSizing | None = None) -> list[Item]:
     """Items for ``layout.num_nodes`` nodes of ``server`` (see the module docstring). ``host`` is the
     response's host block or a :class:`HostSizing`; the RAM, NVMe and NIC lines follow its recommendation."""
@@ -128,7 +130,7 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Any, catalog
     return items
 
 
-def _configs(layout: Layout, server: Any, catalog: Any, host: HostResult | HostSizing | None,
+def _configs(layout: Layout, server: Server | None, catalog: Catalog, host: HostResult | HostSizing | None,
              sizing: HostSizing | None) -> tuple[DimmConfig | None, NvmeConfig | None, NicConfig | None]:
     """The DIMM, NVMe and NIC configuration: the sizing's, or re-derived from a response's host block."""
     if sizing is not None:
@@ -145,8 +147,8 @@ def _configs(layout: Layout, server: Any, catalog: Any, host: HostResult | HostS
     return dimms, nvme, nic
 
 
-def bill_of_materials_for(req: EstimateRequest, shape: Any, layout: Layout, gpu: Any, server: Any,
-                          catalog: Any, time: Any = None) -> list[Item]:
+def bill_of_materials_for(req: EstimateRequest, shape: Any, layout: Layout, gpu: Gpu, server: Server | None,
+                          catalog: Catalog, time: Any = None) -> list[Item]:
     """Convenience: size the host and list the materials in one call."""
     sizing = host_sizing(req, shape, layout, gpu, choose_server(req, server, gpu, catalog), catalog, time=time)
     return bill_of_materials(req, layout, server, catalog, sizing, gpu=gpu)

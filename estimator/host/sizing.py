@@ -31,6 +31,7 @@ from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
 from estimator.response import HostResult
+from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = [
     "DimmConfig",
@@ -152,7 +153,7 @@ T = TypeVar("T")
 _PER_SERVER: dict[tuple[str, int], tuple[Any, Any]] = {}
 
 
-def _per_server(kind: str, server: Any, compute: Callable[[Any], T]) -> T:
+def _per_server(kind: str, server: Server | None, compute: Callable[[Any], T]) -> T:
     """``compute(server)``, memoised per server object (the entry keeps the server, so a reused ``id`` cannot
     match another one): what the catalog says about a server does not change between estimates."""
     key = (kind, id(server))
@@ -177,7 +178,7 @@ def _attr(obj: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
-def _server_nics(server: Any) -> list[tuple[int, float, str, str]]:
+def _server_nics(server: Server | None) -> list[tuple[int, float, str, str]]:
     """(count, Gb/s, kind, purpose) of every NIC group of a catalog server."""
     out = []
     for nic in _attr(server, "nics", default=[]) or []:
@@ -186,11 +187,11 @@ def _server_nics(server: Any) -> list[tuple[int, float, str, str]]:
     return out
 
 
-def _compute_nic_gbps(server: Any) -> float | None:
+def _compute_nic_gbps(server: Server | None) -> float | None:
     return _per_server("compute_nic_gbps", server, _compute_nic_gbps_uncached)
 
 
-def _compute_nic_gbps_uncached(server: Any) -> float | None:
+def _compute_nic_gbps_uncached(server: Server | None) -> float | None:
     nics = _server_nics(server)
     if not nics:
         return None
@@ -198,7 +199,7 @@ def _compute_nic_gbps_uncached(server: Any) -> float | None:
 
 
 # ----------------------------------------------------------------------------------------------------- timing
-def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any,
+def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
                 time: Any) -> tuple[float, float, str]:
     """(step time, compute time, source): the step-time model's when given, else FLOPs at a fallback MFU."""
     if time is not None and _attr(time, "step_time_s", default=0) > 0:
@@ -221,12 +222,12 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: An
 
 
 # -------------------------------------------------------------------------------------------------------- RAM
-def ram_limit(server: Any) -> RamLimit:
+def ram_limit(server: Server | None) -> RamLimit:
     """The node's host RAM limit (module docstring)."""
     return _per_server("ram_limit", server, _ram_limit)
 
 
-def _ram_limit(server: Any) -> RamLimit:
+def _ram_limit(server: Server | None) -> RamLimit:
     max_gib = float(_attr(server, "max_ram_gib", default=0) or 0)
     configured = float(_attr(server, "ram_gib_configured", default=0) or 0)
     kind = str(_attr(server, "memory_type", default="DDR5"))
@@ -236,11 +237,11 @@ def _ram_limit(server: Any) -> RamLimit:
     return RamLimit(int(host_defaults().num("ram", "default_max_ram_gib") * GIB), False, False, kind, name)
 
 
-def _dimm_options(server: Any) -> tuple[DimmConfig, ...]:
+def _dimm_options(server: Server | None) -> tuple[DimmConfig, ...]:
     return _per_server("dimm_options", server, _dimm_options_uncached)
 
 
-def _dimm_options_uncached(server: Any) -> tuple[DimmConfig, ...]:
+def _dimm_options_uncached(server: Server | None) -> tuple[DimmConfig, ...]:
     d = host_defaults()
     limit = ram_limit(server)
     slots = int(_attr(server, "dimm_slots", default=0) or 0)
@@ -253,7 +254,7 @@ def _dimm_options_uncached(server: Any) -> tuple[DimmConfig, ...]:
     return tuple(o for o in out if o.total_gib * GIB <= limit.bytes)
 
 
-def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
+def recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
     """The smallest usual DIMM set (of the server's memory type) holding the need plus the headroom; for a
     fixed-configuration server its own RAM, when that is enough."""
     d = host_defaults()
@@ -273,7 +274,8 @@ def recommend_dimms(need_bytes: int, server: Any) -> DimmConfig | None:
 _WRITE_GBPS: dict[tuple[int, tuple[str, ...], str, int | None], tuple[Any, float | None]] = {}
 
 
-def _catalog_write_gbps(catalog: Any, kinds: tuple[str, ...], scope: str, pcie_gen: int | None) -> float | None:
+def _catalog_write_gbps(catalog: Catalog | None, kinds: tuple[str, ...], scope: str,
+                        pcie_gen: int | None) -> float | None:
     """Write GB/s of the catalog's storage class of that kind and scope (closest PCIe generation), memoised per
     storage table (the entry keeps the table, so a reused ``id`` cannot match another one)."""
     storage = _attr(catalog, "storage", default={}) or {}
@@ -298,7 +300,7 @@ def _storage_write_gbps(storage: Any, kinds: tuple[str, ...], scope: str, pcie_g
     return float(_attr(rows[0], "write_gbps"))
 
 
-def _nvme_write_bps(server: Any, catalog: Any = None) -> float:
+def _nvme_write_bps(server: Server | None, catalog: Catalog | None = None) -> float:
     d = host_defaults()
     gen = int(_attr(server, "pcie_gen", default=4) or 4)
     from_catalog = _catalog_write_gbps(catalog, ("local-nvme",), "per-drive", gen)
@@ -307,7 +309,7 @@ def _nvme_write_bps(server: Any, catalog: Any = None) -> float:
     return d.num("storage", "nvme_write_gbps_gen5" if gen >= 5 else "nvme_write_gbps_gen4") * 1e9
 
 
-def _shared_write_bps(catalog: Any) -> float:
+def _shared_write_bps(catalog: Catalog) -> float:
     from_catalog = _catalog_write_gbps(catalog, ("parallel-fs", "nfs"), "per-node", None)
     return (from_catalog or host_defaults().num("storage", "shared_fs_write_gbps_per_node")) * 1e9
 
@@ -319,7 +321,8 @@ def _nvme_options(bays: int, sizes_tb: tuple[float, ...]) -> tuple[tuple[int, in
                         key=lambda o: (o[0], -o[1])))
 
 
-def recommend_nvme(need_bytes: int, need_write_bps: float, server: Any, catalog: Any) -> NvmeConfig | None:
+def recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | None,
+                   catalog: Catalog) -> NvmeConfig | None:
     """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``."""
     d = host_defaults()
     bays = int(_attr(server, "nvme_bays", default=8) or 8)
@@ -390,7 +393,7 @@ def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, 
 
 
 # --------------------------------------------------------------------------------------------------- power
-def _power(layout: Layout, gpu: Any, server: Any) -> tuple[float, float, str]:
+def _power(layout: Layout, gpu: Gpu, server: Server | None) -> tuple[float, float, str]:
     d = host_defaults()
     ratio = d.num("power", "server_watts_per_gpu_tdp")
     peak = node_peak_power_w(gpu, server, layout.gpus_per_node, ratio)  # estimator.rack, shared with the TCO
@@ -399,7 +402,7 @@ def _power(layout: Layout, gpu: Any, server: Any) -> tuple[float, float, str]:
     return peak, peak * d.num("power", "average_draw_fraction"), source
 
 
-def _nodes_per_rack(peak_w: float, server: Any, rack_kw: float) -> int:
+def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int:
     d = host_defaults()
     ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
     return nodes_per_rack(peak_w / 1000, rack_kw, ru, int(d.num("power", "rack_units")),
@@ -407,8 +410,9 @@ def _nodes_per_rack(peak_w: float, server: Any, rack_kw: float) -> int:
 
 
 # --------------------------------------------------------------------------------------------------- main
-def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, server: Any, catalog: Any,
-                time: Any = None, train: Any = None, options: HostOptions | None = None) -> HostSizing:
+def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                catalog: Catalog, time: Any = None, train: Any = None,
+                options: HostOptions | None = None) -> HostSizing:
     """Size the rest of the node for one training layout; see the module docstring."""
     o = (options or options_for(req)).resolved()
     d = host_defaults()
@@ -549,8 +553,9 @@ def _nic_words(sizing: HostSizing, layout: Layout) -> str:
     return f"{sizing.nics}{per_gpu} ({kind})"
 
 
-def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Any, server: Any, catalog: Any,
-                time: Any = None, train: Any = None, options: HostOptions | None = None) -> HostResult:
+def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                catalog: Catalog, time: Any = None, train: Any = None,
+                options: HostOptions | None = None) -> HostResult:
     """The response's ``host`` block; fields the response does not (yet) have are left out."""
     s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
     extra: dict[str, Any] = {

@@ -19,7 +19,7 @@ from estimator.errors import InvalidRequestError, UnknownHardwareError
 
 if TYPE_CHECKING:
     from estimator.planner.contract import PlanRequest
-    from hardware_catalog import Catalog
+    from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "hardware_options", "worlds_for"]
 
@@ -30,8 +30,8 @@ DEFAULT_GPUS_PER_NODE = 8
 class HwOption:
     """A GPU type, optionally in a catalog server, ``gpus_per_node`` to a node."""
 
-    gpu: Any
-    server: Any | None
+    gpu: Gpu
+    server: Server | None
     gpus_per_node: int
 
     @property
@@ -118,7 +118,7 @@ def hardware_options(req: PlanRequest, catalog: Catalog) -> list[HwOption]:
     return options
 
 
-def _server_gpn(server: Any, gpn: int | None) -> int:
+def _server_gpn(server: Server, gpn: int | None) -> int:
     if gpn is not None and gpn > server.gpu_count:
         raise InvalidRequestError(f"{server.name} holds {server.gpu_count} GPUs, not {gpn}",
                                   "hardware.gpus_per_node")
@@ -185,7 +185,7 @@ def _cloud_price(catalog: Catalog, gpu_id: str, pricing: str) -> HourlyPrice | N
                        best.date)
 
 
-def _owned_price(server: Any, nodes: int, gpn: int, catalog: Catalog) -> HourlyPrice | None:
+def _owned_price(server: Server, nodes: int, gpn: int, catalog: Catalog) -> HourlyPrice | None:
     from estimator import tco
 
     try:

@@ -34,6 +34,7 @@ from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
 from estimator.planner.search import Found, SearchContext
+from hardware_catalog import Catalog
 
 __all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
 
@@ -133,7 +134,7 @@ def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens
                     price_date=s.price.date)
 
 
-def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Any) -> Plan:
+def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Catalog) -> Plan:
     """The full estimate, cost and exports of one scored layout."""
     f = s.found
     resp = estimate(f.request, catalog)
@@ -151,7 +152,7 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Any
                 exports=exports)
 
 
-def plans_for(req: PlanRequest, scored: list[Scored], catalog: Any) -> tuple[list[Plan], list[str]]:
+def plans_for(req: PlanRequest, scored: list[Scored], catalog: Catalog) -> tuple[list[Plan], list[str]]:
     """Ranked plans (top_k by the objective, plus the Pareto front) and the front's ids."""
     ranked = sorted(scored, key=rank_key(req))
     front = pareto_front(scored)
@@ -177,7 +178,8 @@ def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:
     return out
 
 
-def search(req: PlanRequest, catalog: Any, progress: Progress | None = None) -> tuple[SearchContext, list[Found], int]:
+def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None
+           ) -> tuple[SearchContext, list[Found], int]:
     """Every world's fastest layouts; the context (stats, caches) and the search-space size."""
     shape = CachedShape(resolve_model(req.model))
     ctx = SearchContext(req, catalog, shape)
@@ -197,7 +199,7 @@ def search(req: PlanRequest, catalog: Any, progress: Progress | None = None) -> 
     return ctx, found, total
 
 
-def plan(req: PlanRequest, catalog: Any | None = None, progress: Progress | None = None) -> PlanResponse:
+def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | None = None) -> PlanResponse:
     """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched."""
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()

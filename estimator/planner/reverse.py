@@ -26,6 +26,7 @@ from estimator.planner.contract import Plan, PlanRequest
 from estimator.planner.hardware import HwOption, PriceBook, World, hardware_options, worlds_for
 from estimator.planner.plan import Scored, default_catalog, make_plan, score
 from estimator.planner.search import SearchContext
+from hardware_catalog import Catalog
 
 __all__ = [
     "QUESTIONS",
@@ -95,11 +96,11 @@ class LongestSequence(_Frozen):
     plan: Plan | None
 
 
-def _context(req: PlanRequest, catalog: Any) -> SearchContext:
+def _context(req: PlanRequest, catalog: Catalog) -> SearchContext:
     return SearchContext(req, catalog, CachedShape(resolve_model(req.model)))
 
 
-def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Any) -> Plan | None:
+def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Catalog) -> Plan | None:
     found = ctx.search_world(world)
     if not found:
         return None
@@ -107,7 +108,7 @@ def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Any)
     return make_plan(req, scored, 1, False, catalog)
 
 
-def fewest_gpus(req: PlanRequest, catalog: Any | None = None) -> list[MinimumHardware]:
+def fewest_gpus(req: PlanRequest, catalog: Catalog | None = None) -> list[MinimumHardware]:
     """Per hardware option: the smallest world (GPU count, then nodes) on which some layout fits."""
     catalog = catalog or default_catalog()
     ctx = _context(req, catalog)
@@ -135,12 +136,12 @@ def _target_world(req: PlanRequest, hw: HwOption) -> World:
     return worlds[0] if pinned or len(worlds) == 1 else min(worlds, key=lambda w: w.num_nodes)
 
 
-def _runs(req: PlanRequest, catalog: Any, hw: HwOption, update: dict[str, Any]) -> bool:
+def _runs(req: PlanRequest, catalog: Catalog, hw: HwOption, update: dict[str, Any]) -> bool:
     trial = req.model_copy(update=update)
     return _context(trial, catalog).any_fit(_target_world(trial, hw)) is not None
 
 
-def _family(req: PlanRequest, catalog: Any, hw: HwOption) -> FamilyFit:
+def _family(req: PlanRequest, catalog: Catalog, hw: HwOption) -> FamilyFit:
     base = resolve_model(req.model)
 
     def deeper(layers: int) -> Any:
@@ -161,7 +162,7 @@ def _family(req: PlanRequest, catalog: Any, hw: HwOption) -> FamilyFit:
     return FamilyFit(base=base.name, num_layers=lo, total_params=params)
 
 
-def largest_model(req: PlanRequest, catalog: Any | None = None, family: bool = True) -> list[LargestModel]:
+def largest_model(req: PlanRequest, catalog: Catalog | None = None, family: bool = True) -> list[LargestModel]:
     """Per hardware option (on the pinned node count, else one node): which presets fit, and how deep the
     request's model family can grow."""
     catalog = catalog or default_catalog()
@@ -179,7 +180,8 @@ def largest_model(req: PlanRequest, catalog: Any | None = None, family: bool = T
     return out
 
 
-def longest_sequence(req: PlanRequest, catalog: Any | None = None, granularity: int = 1024) -> list[LongestSequence]:
+def longest_sequence(req: PlanRequest, catalog: Catalog | None = None, granularity: int = 1024
+                     ) -> list[LongestSequence]:
     """Per hardware option (on the pinned node count, else one node): the longest ``seq_len`` that fits."""
     catalog = catalog or default_catalog()
     gbs = req.sequences_per_step
@@ -264,7 +266,7 @@ def _longest_words(a: LongestSequence) -> str:
     return f"{where}: {a.seq_len:,} tokens, as {a.plan.label}."
 
 
-def answer(req: ReverseRequest, catalog: Any | None = None) -> ReverseResponse:
+def answer(req: ReverseRequest, catalog: Catalog | None = None) -> ReverseResponse:
     """Answer ``req.question`` for every hardware option of the request."""
     catalog = catalog or default_catalog()
     base = PlanRequest.model_validate(req.model_dump(exclude={"question", "granularity", "family"},

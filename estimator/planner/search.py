@@ -52,6 +52,7 @@ from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches,
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
 from estimator.timing import step_time
+from hardware_catalog import Catalog
 
 __all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
 
@@ -109,7 +110,7 @@ class Found:
 class SearchContext:
     """Caches and counters for one planner run."""
 
-    def __init__(self, req: PlanRequest, catalog: Any, shape: CachedShape, keep: int = DEFAULT_KEEP) -> None:
+    def __init__(self, req: PlanRequest, catalog: Catalog, shape: CachedShape, keep: int = DEFAULT_KEEP) -> None:
         self.catalog = catalog
         self.shape = shape
         self.training = req.training

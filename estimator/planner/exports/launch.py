@@ -22,6 +22,7 @@ import yaml
 from estimator.planner.contract import EnvVar, Exports, PlanLayout
 from estimator.planner.exports.megatron import megatron_args
 from estimator.planner.exports.nccl import environment
+from hardware_catalog import Gpu, Server
 
 if TYPE_CHECKING:
     from estimator.request import ModelArch, Training
@@ -162,7 +163,7 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
     return out
 
 
-def build_exports(layout: PlanLayout, training: Training, arch: ModelArch, gpu: Any, server: Any | None) -> Exports:
+def build_exports(layout: PlanLayout, training: Training, arch: ModelArch, gpu: Gpu, server: Server | None) -> Exports:
     """Every export of one plan."""
     argv = torchrun_argv(layout, training, arch)
     acc = accelerate_config(layout, training)

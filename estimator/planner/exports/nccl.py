@@ -16,17 +16,16 @@ Variables and semantics from the NCCL user guide ("Environment Variables"); what
 
 from __future__ import annotations
 
-from typing import Any
-
 from estimator.comm import gpu_fabric
 from estimator.planner.contract import EnvVar, PlanLayout
+from hardware_catalog import Gpu, Server
 
 __all__ = ["EnvVar", "environment"]
 
 DEFAULT_RAILS = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
 
 
-def _intra(gpu: Any, fabric: str) -> list[EnvVar]:
+def _intra(gpu: Gpu, fabric: str) -> list[EnvVar]:
     out = []
     if fabric == "nvswitch" and (getattr(gpu, "nvlink_gen", None) or 0) >= 4:
         out.append(EnvVar(name="NCCL_NVLS_ENABLE", value="1",
@@ -41,7 +40,7 @@ def _intra(gpu: Any, fabric: str) -> list[EnvVar]:
     return out
 
 
-def _rails(server: Any | None) -> tuple[int, str]:
+def _rails(server: Server | None) -> tuple[int, str]:
     """(GPU-fabric NIC ports per node, their kind)."""
     if server is None:
         return DEFAULT_RAILS, "infiniband-ndr"
@@ -51,7 +50,7 @@ def _rails(server: Any | None) -> tuple[int, str]:
     return sum(int(n.count) for n in fabric), str(fabric[0].kind)
 
 
-def _inter(server: Any | None) -> list[EnvVar]:
+def _inter(server: Server | None) -> list[EnvVar]:
     rails, kind = _rails(server)
     where = "no server chosen: assumed one InfiniBand NIC per GPU" if server is None else f"{server.name}"
     out = [EnvVar(name="NCCL_SOCKET_IFNAME", value="^lo,docker0",
@@ -80,7 +79,7 @@ def _inter(server: Any | None) -> list[EnvVar]:
     return out
 
 
-def environment(layout: PlanLayout, gpu: Any, server: Any | None) -> list[EnvVar]:
+def environment(layout: PlanLayout, gpu: Gpu, server: Server | None) -> list[EnvVar]:
     """Variables to export on every node of ``layout``; empty for a single GPU."""
     if layout.world_size <= 1:
         return []

@@ -409,23 +409,62 @@ def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int
                           int(d.num("power", "rack_units_reserved")))
 
 
-# --------------------------------------------------------------------------------------------------- main
-def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
-                catalog: Catalog, time: Any = None, train: Any = None,
-                options: HostOptions | None = None) -> HostSizing:
-    """Size the rest of the node for one training layout; see the module docstring."""
-    o = (options or options_for(req)).resolved()
-    d = host_defaults()
-    warnings: list[str] = []
-    notes: list[str] = []
-    ckpt = checkpoint_size(req, shape, layout)
-    ram = host_ram(req, shape, layout, ckpt, o)
+# ---------------------------------------------------------------------------------------------------- steps
+@dataclass
+class _Messages:
+    """What the steps tell the reader, in the order they say it."""
 
-    # RAM against the server (or the default ceiling) and the usual DIMM configurations
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _RamStep:
+    ram: HostRam
+    dimms: DimmConfig | None
+    server_max_ram_bytes: int | None
+    fits: bool
+
+
+@dataclass(frozen=True)
+class _StorageStep:
+    target: str
+    write_s: float
+    write_bytes_per_s_needed: float
+    nvme_bytes: int
+    nvme: NvmeConfig | None
+    dataset_bytes: int
+    dataset_read_bytes_per_s: float
+    fits: bool
+
+
+@dataclass(frozen=True)
+class _NetworkStep:
+    traffic: NetworkTraffic
+    bytes_per_s_needed: float
+    bytes_per_s_average: float
+    nics: NicConfig | None
+    fabric: str
+    fits: bool
+
+
+@dataclass(frozen=True)
+class _PowerStep:
+    peak_w: float
+    average_w: float
+    nodes_per_rack: int
+
+
+def _ram_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+              o: HostOptions, ckpt: CheckpointSize, out: _Messages) -> _RamStep:
+    """Host RAM against the server (or the default ceiling) and the usual DIMM configurations."""
+    d = host_defaults()
+    ram = host_ram(req, shape, layout, ckpt, o)
     limit = ram_limit(server)
     max_ram = limit.bytes if limit.known else None
     dimms = recommend_dimms(ram.per_node, server)
     ram_fits = limit.fits(ram.per_node)
+    warnings, notes = out.warnings, out.notes
     if not ram_fits:
         warnings.append(f"Host RAM: the node needs {ram.per_node / GIB:,.0f} GiB, more than it can hold "
                         f"({limit.describe()}). Offload less, shard over more nodes, or load the model on the meta "
@@ -449,12 +488,14 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         every = shape.total_params() * d.num("ram", "model_load_bytes_per_param") * layout.gpus_per_node
         notes.append(f"Loading the full model in every process (plain from_pretrained per rank) would need "
                      f"{every / GIB:,.0f} GiB per node for the weights alone.")
+    return _RamStep(ram, dimms, max_ram, ram_fits)
 
-    # timing
-    step_s, compute_s, step_source = _step_times(req, shape, layout, gpu, time)
-    steps_per_s = 1.0 / step_s if step_s > 0 else 0.0
 
-    # storage: checkpoints, dataset, NVMe
+def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
+                  o: HostOptions, ckpt: CheckpointSize, steps_per_s: float, time: Any, out: _Messages) -> _StorageStep:
+    """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them."""
+    d = host_defaults()
+    warnings, notes = out.warnings, out.notes
     target = checkpoint_target(layout.num_nodes, o.checkpoint_target)
     interval = float(o.checkpoint_interval_s or 3600)
     share = float(o.checkpoint_max_time_share or 0.05)
@@ -468,7 +509,6 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     scratch = int(d.num("storage", "scratch_gib") * GIB)
     nvme_need = dataset_local + scratch + (kept * per_node_ckpt if target == "local" else 0)
     nvme = recommend_nvme(nvme_need, need_write if target == "local" else 0.0, server, catalog)
-    nvme_fits = nvme is not None
     if nvme is None:
         ckpt_local = kept * per_node_ckpt if target == "local" else 0
         warnings.append(f"Local NVMe: {nvme_need / TB:,.1f} TB (dataset {dataset_local / TB:,.1f} TB, checkpoints "
@@ -490,8 +530,14 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     if time is not None and _attr(time, "tokens_per_s", default=0):
         tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
     read_bps = tokens_per_s_node * per_token
+    return _StorageStep(target, ckpt_write_s, need_write, nvme_need, nvme, dataset, read_bps, nvme is not None)
 
-    # network
+
+def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, o: HostOptions,
+                  compute_s: float, steps_per_s: float, out: _Messages) -> _NetworkStep:
+    """Inter-node bytes per step against the NICs a node takes (and the server's own compute NICs)."""
+    d = host_defaults()
+    warnings = out.warnings
     traffic = inter_node_traffic(req, shape, layout)
     budget = float(o.comm_budget_fraction or 0.5)
     need_net = traffic.bytes_per_step_per_node / (compute_s * budget) if compute_s > 0 else 0.0
@@ -516,29 +562,53 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     fabric = _fabric_note(req, layout, traffic, utilisation, nics)
     if layout.tp > layout.gpus_per_node:
         warnings.append("Tensor parallelism spans nodes: its all-reduces run over the network.")
+    return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
-    # power
+
+def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
+    """Power at load and on average, and how many nodes a rack's power budget takes."""
     peak_w, avg_w, power_source = _power(layout, gpu, server)
     rack_kw = float(o.rack_kw_budget or 40.0)
     per_rack = _nodes_per_rack(peak_w, server, rack_kw)
     if per_rack < 1:
-        warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
-    notes.append(f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} kW on "
-                 f"average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+        out.warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
+    out.notes.append(f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
+                      f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+    return _PowerStep(peak_w, avg_w, per_rack)
+
+
+# --------------------------------------------------------------------------------------------------- main
+def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                catalog: Catalog, time: Any = None, train: Any = None,
+                options: HostOptions | None = None) -> HostSizing:
+    """Size the rest of the node for one training layout, step by step: RAM, storage, network, power (see the
+    module docstring). Each step adds its warnings and notes in that order."""
+    o = (options or options_for(req)).resolved()
+    out = _Messages()
+    ckpt = checkpoint_size(req, shape, layout)
+    ram = _ram_step(req, shape, layout, gpu, server, o, ckpt, out)
+    step_s, compute_s, step_source = _step_times(req, shape, layout, gpu, time)
+    steps_per_s = 1.0 / step_s if step_s > 0 else 0.0
+    storage = _storage_step(req, shape, layout, server, catalog, o, ckpt, steps_per_s, time, out)
+    net = _network_step(req, shape, layout, server, o, compute_s, steps_per_s, out)
+    power = _power_step(layout, gpu, server, o, out)
     if server is None:
-        notes.append("No server chosen: sized for a generic node with the GPUs of the request.")
+        out.notes.append("No server chosen: sized for a generic node with the GPUs of the request.")
     if train is not None and _attr(train, "checkpoint_bytes", default=None):
         # the response text keeps the module name of before the house move (responses stay byte-identical)
         source = "estimator.host_checkpoint"  # house-rewrite: keep
-        notes.append(f"Checkpoint bytes are those of {source} (per sharding layout).")
+        out.notes.append(f"Checkpoint bytes are those of {source} (per sharding layout).")
     return HostSizing(
-        ram=ram, dimms=dimms, server_max_ram_bytes=max_ram, checkpoint=ckpt, checkpoint_target=target,
-        checkpoint_write_s=ckpt_write_s, checkpoint_write_bytes_per_s_needed=need_write, nvme_bytes=nvme_need,
-        nvme=nvme, dataset_bytes=dataset, dataset_read_bytes_per_s=read_bps, network=traffic,
-        network_bytes_per_s_needed=need_net, network_bytes_per_s_average=avg_net, nics=nics, fabric=fabric,
-        step_time_s=step_s, compute_s=compute_s, step_time_source=step_source, power_w_peak=peak_w,
-        power_w_average=avg_w, btu_per_h=btu_per_hour(peak_w), nodes_per_rack=per_rack,
-        fits_server=ram_fits and nvme_fits and net_fits, warnings=warnings, notes=notes)
+        ram=ram.ram, dimms=ram.dimms, server_max_ram_bytes=ram.server_max_ram_bytes, checkpoint=ckpt,
+        checkpoint_target=storage.target, checkpoint_write_s=storage.write_s,
+        checkpoint_write_bytes_per_s_needed=storage.write_bytes_per_s_needed, nvme_bytes=storage.nvme_bytes,
+        nvme=storage.nvme, dataset_bytes=storage.dataset_bytes,
+        dataset_read_bytes_per_s=storage.dataset_read_bytes_per_s, network=net.traffic,
+        network_bytes_per_s_needed=net.bytes_per_s_needed, network_bytes_per_s_average=net.bytes_per_s_average,
+        nics=net.nics, fabric=net.fabric, step_time_s=step_s, compute_s=compute_s, step_time_source=step_source,
+        power_w_peak=power.peak_w, power_w_average=power.average_w, btu_per_h=btu_per_hour(power.peak_w),
+        nodes_per_rack=power.nodes_per_rack, fits_server=ram.fits and storage.fits and net.fits,
+        warnings=out.warnings, notes=out.notes)
 
 
 def _nic_words(sizing: HostSizing, layout: Layout) -> str:

@@ -4,8 +4,7 @@ table and the time-vs-cost chart, re-sort the table by clicking a header; the sa
 from __future__ import annotations
 
 import re
-
-from tests.browser.conftest import ARTIFACTS
+from pathlib import Path
 
 H100 = "h100-sxm5-80gb"
 
@@ -28,7 +27,7 @@ def _plan_the_job(page) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_url(re.compile(r"/plan\?.*constraints\.max_nodes=2"))
 
 
-def test_plan_70b_lora_on_h100_table_chart_and_sorting(page, traffic) -> None:  # type: ignore[no-untyped-def]
+def test_plan_70b_lora_on_h100_table_chart_and_sorting(page, traffic, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _plan_the_job(page)
     assert "constraints.gpus=" + H100 in page.url and "progress=" not in page.url
     rows = page.locator("#plan-table tbody tr")
@@ -40,9 +39,9 @@ def test_plan_70b_lora_on_h100_table_chart_and_sorting(page, traffic) -> None:  
     assert page.locator("#plan-explanation li").count() >= 1
     assert page.locator("#plan-1[open] .export").count() >= 3  # torchrun, NCCL and a framework config
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "planner.png"), full_page=True)
-    page.locator("#plan-table").screenshot(path=str(ARTIFACTS / "planner-table.png"))
+    # for a look at the page (pytest keeps the last runs' tmp_path); test-artifacts/ is for failures only
+    page.screenshot(path=str(tmp_path / "planner.png"), full_page=True)
+    page.locator("#plan-table").screenshot(path=str(tmp_path / "planner-table.png"))
 
     requests_before = len(traffic.requests)
     cost = page.locator("#plan-table thead th[data-key='cost'] a")

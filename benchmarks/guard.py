@@ -15,7 +15,9 @@ Run::
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.guard --out /tmp/b.jsonl --shuffle   # catches memo-order bugs
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.guard --compare /tmp/a.jsonl /tmp/b.jsonl  # exit 1 on a diff
 
-``--only estimate,plan`` runs some kinds only (quick checks); ``--count`` prints how many requests there are.
+``--only estimate,plan`` runs some kinds only (quick checks); ``--count`` prints how many requests there are;
+``--compare A B --allow-added`` lists the fields B has and A has not (fields added to the contract) instead of
+counting them as differences (every other byte must still match).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import itertools
 import json
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -475,9 +478,27 @@ def run(out: str, shuffle: bool, only: set[str] | None) -> None:
     print(f"{len(lines)} requests ({errors} refused) in {time.perf_counter() - t0:.1f} s -> {out}")
 
 
-def compare(a: str, b: str) -> int:
+def _without_added(old: Any, new: Any, added: set[str], path: str = "") -> Any:
+    """``new`` less the dict keys ``old`` does not have (fields added since), recorded in ``added``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        added.update(f"{path}.{k}" for k in new if k not in old)
+        return {k: _without_added(old[k], v, added, f"{path}.{k}") for k, v in new.items() if k in old}
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [_without_added(u, v, added, f"{path}[]") for u, v in zip(old, new, strict=True)]
+    return new
+
+
+def compare(a: str, b: str, allow_added: bool = False) -> int:
     with open(a, encoding="utf-8") as fa, open(b, encoding="utf-8") as fb:
         la, lb = fa.read().splitlines(), fb.read().splitlines()
+    if allow_added:
+        added: set[str] = set()
+        lb = [json.dumps(_without_added(json.loads(x), json.loads(y), added), sort_keys=True,
+                         separators=(",", ":"), allow_nan=True) for x, y in zip(la, lb, strict=False)] + lb[len(la):]
+        if added:
+            shown = sorted({re.sub(r"\[\]", "", k) for k in added})
+            more = " ..." if len(shown) > 20 else ""
+            print(f"left out {len(shown)} added field paths: {', '.join(shown[:20])}{more}")
     diffs = [i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y]
     if len(la) != len(lb):
         print(f"line counts differ: {len(la)} vs {len(lb)}")
@@ -512,10 +533,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shuffle", action="store_true", help="run the requests in a shuffled (seeded) order")
     p.add_argument("--only", help="comma-separated kinds: " + ",".join(RUNNERS))
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="diff two outputs; exit 1 on any difference")
+    p.add_argument("--allow-added", action="store_true", help="with --compare: fields B has and A has not (added "
+                   "to the contract since) are listed, not counted as differences")
     p.add_argument("--count", action="store_true", help="print the number of requests per kind")
     args = p.parse_args(argv)
     if args.compare:
-        return compare(*args.compare)
+        return compare(*args.compare, allow_added=args.allow_added)
     if args.count:
         reqs = requests()
         for kind in RUNNERS:

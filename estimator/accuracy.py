@@ -15,9 +15,13 @@ import math
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from estimator.optimizers import OPTIMIZERS
+
+if TYPE_CHECKING:
+    from estimator.layout import Layout
+    from estimator.request import EstimateRequest
 
 __all__ = ["accuracy_table", "memory_error_bar_pct", "p90", "time_error_bar_pct", "time_error_bars",
            "time_kind_measured"]
@@ -68,7 +72,7 @@ MEASURED_MULTI_GPU_IDS = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sx
 MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.time_measured)
 
 
-def time_kind_measured(req: Any, layout: Any, gpu_id: str) -> bool:
+def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> bool:
     """Whether a set-up of this kind is among those whose step time was measured (list above). Anything else
     (fp8 or fp32, offload, DeepSpeed, Lion, context or expert parallelism, GPUs never measured, flash-attn on one
     GPU, QLoRA on several) is priced by terms no measurement checked."""

@@ -32,10 +32,9 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
-from estimator.comm import Fabric, collective_time, fabric_for, place_group
+from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
 from estimator.layout import Layout
@@ -402,7 +401,7 @@ def _dp_comm(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: F
     return _zero3(req, layout, sizes, group, fabric, mb, m)
 
 
-def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, fabric: Fabric, mb: Pass,
+def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, fabric: Fabric, mb: Pass,
             m: int) -> tuple[float, float]:
     rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
     ag = collective_time("allgather", sizes.update_bytes, group, fabric)
@@ -412,7 +411,7 @@ def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, f
     return rs_count * rs + ag, rs_exposed + ag_exposed
 
 
-def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, fabric: Fabric, mb: Pass,
+def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, fabric: Fabric, mb: Pass,
            m: int) -> tuple[float, float]:
     ag = collective_time("allgather", sizes.param_bytes, group, fabric)
     rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)

@@ -19,6 +19,7 @@ from app.api.router import api_router
 from app.catalog_cache import CatalogCache
 from app.db import make_engine, make_sessionmaker
 from app.errors import install_error_handlers
+from app.http_security import install_http_security
 from app.metrics import Metrics, MetricsMiddleware
 from app.openapi import install_openapi, operation_id
 from app.ratelimit import RateLimiter
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     install_openapi(app, DESCRIPTION)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
+    install_http_security(app, settings.allowed_hosts)
     app.include_router(api_router)
     app.include_router(health.router)
     app.include_router(docs.router)

@@ -37,6 +37,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     static_dir: Path = Field(default=Path(__file__).resolve().parents[1] / "static")
+    allowed_hosts: str = Field(
+        default="localhost,127.0.0.1,[::1]",
+        description="Host header names the app answers (comma separated, *.example.com wildcards, * = any)",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="proxies whose X-Forwarded-For/-Proto `capplan serve` trusts (comma separated; empty = none)",
+    )
 
     @field_validator("database_url", mode="before")
     @classmethod

@@ -75,6 +75,10 @@ def _read_json(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"{'stdin' if path == '-' else path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}")
+    except RecursionError:
+        fail(f"{'stdin' if path == '-' else path} is not valid JSON: nested too deeply")
+    except ValueError as exc:  # e.g. an integer of more than sys.get_int_max_str_digits() digits
+        fail(f"{'stdin' if path == '-' else path} is not valid JSON: {exc}")
 
 
 def _validation_message(errors: list[Any]) -> str:
@@ -128,7 +132,7 @@ def plan(
         payload = {**payload, "question": question}
     model: type[BaseModel] = ReverseRequest if question is not None else PlanRequest
     try:
-        request = model.model_validate(payload)
+        request = model.model_validate_json(json.dumps(payload), strict=True)  # strict types, as the API
     except ValidationError as exc:
         fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
     assert isinstance(request, PlanRequest)  # ReverseRequest is one too

@@ -1,0 +1,70 @@
+"""Strict JSON types on the API: ``false`` is not an integer, ``0``/``1`` are not booleans, ``"4096"`` is not an
+integer, ``4096.0`` is not an integer (a number is still a float).
+
+FastAPI decodes a JSON body with ``json.loads`` and validates the Python objects in pydantic's lax mode, which
+converts between those types. :func:`strict_json_body`, a dependency of the API router, validates the raw
+body once more in pydantic's strict JSON mode against the route's body type (pydantic docs, "Strict Mode";
+in JSON mode strict still takes strings for enums and dates and arrays for tuples, as JSON has no such types)
+and raises the errors with body locations, so they name the field like every other 422. Bodies typed ``Any``
+or ``dict[str, Any]`` (the estimates list, a posted catalog entry) are validated strictly where they are
+parsed (:func:`strict_validate`). The web forms keep their own parsing; the CLI validates strictly too.
+"""
+
+from __future__ import annotations
+
+import email.message
+import json
+from typing import Any, get_origin
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import TypeAdapter, ValidationError
+
+__all__ = ["strict_json_body", "strict_validate", "validation_error"]
+
+_ADAPTERS: dict[int, TypeAdapter[Any] | None] = {}
+
+
+def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
+    """A pydantic error as a request validation error at ``prefix`` + each error's location."""
+    return RequestValidationError(
+        [{**e, "loc": (*prefix, *e["loc"])} for e in exc.errors(include_url=False)]
+    )
+
+
+def strict_validate(adapter: TypeAdapter[Any], data: Any) -> Any:
+    """``data`` (decoded JSON) validated in strict JSON mode: the same rules as :func:`strict_json_body`."""
+    return adapter.validate_json(json.dumps(data), strict=True)
+
+
+def _adapter(route: Any) -> TypeAdapter[Any] | None:
+    key = id(route)
+    if key not in _ADAPTERS:
+        field = getattr(route, "body_field", None)
+        annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+        loose = annotation is None or annotation is Any or get_origin(annotation) is dict or annotation is dict
+        _ADAPTERS[key] = None if loose else TypeAdapter(annotation)
+    return _ADAPTERS[key]
+
+
+def _is_json(request: Request) -> bool:
+    message = email.message.Message()
+    message["content-type"] = request.headers.get("content-type", "")
+    return message.get_content_maintype() == "application" and (
+        message.get_content_subtype() == "json" or message.get_content_subtype().endswith("+json"))
+
+
+async def strict_json_body(request: Request) -> None:
+    """422 when the JSON body holds a value of the wrong JSON type for its field (see the module docstring)."""
+    if request.method in ("GET", "HEAD", "DELETE") or not _is_json(request):
+        return
+    adapter = _adapter(request.scope.get("route"))
+    if adapter is None:
+        return
+    raw = await request.body()  # cached: the route has already read and decoded it
+    if not raw:
+        return
+    try:
+        adapter.validate_json(raw, strict=True)
+    except ValidationError as exc:
+        raise validation_error(exc) from None

@@ -22,7 +22,7 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 def safe_cell(value: Any) -> Any:
     """``value`` as a CSV cell: text starting with a formula character is prefixed with ``'``."""
-    if value is None or isinstance(value, bool) or isinstance(value, int | float | Decimal):
+    if value is None or isinstance(value, int | float | Decimal):  # bool is an int
         return value
     text = str(value)
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text

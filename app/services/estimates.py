@@ -9,7 +9,6 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from app.api.strict import strict_validate
-
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
 __all__ = ["MAX_BATCH", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]

@@ -20,9 +20,12 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from app.deps import ClientDep, require_writer
+
 __all__ = ["strict_json_body", "strict_validate", "validation_error"]
 
 _ADAPTERS: dict[int, TypeAdapter[Any] | None] = {}
+_WRITES: dict[int, bool] = {}
 
 
 def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
@@ -47,6 +50,21 @@ def _adapter(route: Any) -> TypeAdapter[Any] | None:
     return _ADAPTERS[key]
 
 
+def _needs_writer(route: Any) -> bool:
+    """The route requires an API key (``WriterDep``) somewhere in its dependencies."""
+    key = id(route)
+    if key not in _WRITES:
+        stack, found = [getattr(route, "dependant", None)], False
+        while stack and not found:
+            dependant = stack.pop()
+            if dependant is None:
+                continue
+            found = dependant.call is require_writer
+            stack.extend(dependant.dependencies)
+        _WRITES[key] = found
+    return _WRITES[key]
+
+
 def _is_json(request: Request) -> bool:
     message = email.message.Message()
     message["content-type"] = request.headers.get("content-type", "")
@@ -54,12 +72,16 @@ def _is_json(request: Request) -> bool:
         message.get_content_subtype() == "json" or message.get_content_subtype().endswith("+json"))
 
 
-async def strict_json_body(request: Request) -> None:
-    """422 when the JSON body holds a value of the wrong JSON type for its field (see the module docstring)."""
+async def strict_json_body(request: Request, client: ClientDep) -> None:
+    """422 when the JSON body holds a value of the wrong JSON type for its field (see the module docstring).
+
+    A write without a key is left alone: the route's own key check answers it with a 401, before any
+    validation error, as for every other invalid write (``client`` is the rate limiter's, resolved once)."""
     if request.method in ("GET", "HEAD", "DELETE") or not _is_json(request):
         return
-    adapter = _adapter(request.scope.get("route"))
-    if adapter is None:
+    route = request.scope.get("route")
+    adapter = _adapter(route)
+    if adapter is None or (client is None and _needs_writer(route)):
         return
     raw = await request.body()  # cached: the route has already read and decoded it
     if not raw:

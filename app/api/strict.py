@@ -36,7 +36,10 @@ def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("bod
 
 
 def strict_validate(adapter: TypeAdapter[Any], data: Any) -> Any:
-    """``data`` (decoded JSON) validated in strict JSON mode: the same rules as :func:`strict_json_body`."""
+    """``data`` (decoded JSON) validated in strict JSON mode: the same rules as :func:`strict_json_body`. A body
+    that was not sent as JSON reaches a route typed ``Any`` as bytes: validated as it is (a type error)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return adapter.validate_python(data, strict=True)
     return adapter.validate_json(json.dumps(data), strict=True)
 
 

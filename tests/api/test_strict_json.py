@@ -111,6 +111,14 @@ def test_unreadable_bodies_name_the_body(client: TestClient, body: bytes, reason
                                       "type": "json_invalid"}]
 
 
+@pytest.mark.parametrize("url", ["/api/v1/estimates", "/api/v1/catalog/servers", "/api/v1/plans"])
+def test_a_body_not_sent_as_json_is_a_422(client: TestClient, auth: dict[str, str], url: str) -> None:
+    """Found by the coverage phase with strict mode on: a JSON text sent as ``text/plain`` reaches a route whose
+    body is typed ``Any`` as bytes; it is a type error at ``body``, never a 500."""
+    r = client.post(url, content=json.dumps(JOB).encode(), headers={"Content-Type": "text/plain", **auth})
+    assert_problem(r, 422, "body")
+
+
 def test_a_syntax_error_still_names_the_body_with_the_character(client: TestClient) -> None:
     problem = assert_problem(client.post("/api/v1/estimates", content=b'{"model":',
                                          headers={"Content-Type": "application/json"}), 422, "body")

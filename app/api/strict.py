@@ -49,7 +49,7 @@ def _adapter(route: Any) -> TypeAdapter[Any] | None:
         field = getattr(route, "body_field", None)
         annotation = getattr(getattr(field, "field_info", None), "annotation", None)
         loose = annotation is None or annotation is Any or get_origin(annotation) is dict or annotation is dict
-        _ADAPTERS[key] = None if loose else TypeAdapter(annotation)
+        _ADAPTERS[key] = None if loose or annotation is None else TypeAdapter(annotation)
     return _ADAPTERS[key]
 
 

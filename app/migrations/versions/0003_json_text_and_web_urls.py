@@ -60,7 +60,7 @@ def _is_web_url(value: object) -> bool:
 def _clean(value: Any, path: str, found: dict[str, Any]) -> Any:
     """``value`` with every non-web string under a ``url`` key set to None; ``found`` gets path -> old value."""
     if isinstance(value, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for key, item in value.items():
             where = f'{path}.{key}' if path else str(key)
             if key == 'url' and item is not None and not _is_web_url(item):

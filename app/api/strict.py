@@ -24,8 +24,9 @@ from app.deps import ClientDep, require_writer
 
 __all__ = ["strict_json_body", "strict_validate", "validation_error"]
 
-_ADAPTERS: dict[int, TypeAdapter[Any] | None] = {}
-_WRITES: dict[int, bool] = {}
+#: the attribute each route keeps its (adapter, needs a key) pair in, worked out on its first request (on the
+#: route itself: routes are not hashable, and a new route may reuse a freed one's id)
+_CACHE = "_capplan_strict_json"
 
 
 def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
@@ -43,29 +44,33 @@ def strict_validate(adapter: TypeAdapter[Any], data: Any) -> Any:
     return adapter.validate_json(json.dumps(data), strict=True)
 
 
-def _adapter(route: Any) -> TypeAdapter[Any] | None:
-    key = id(route)
-    if key not in _ADAPTERS:
-        field = getattr(route, "body_field", None)
-        annotation = getattr(getattr(field, "field_info", None), "annotation", None)
-        loose = annotation is None or annotation is Any or get_origin(annotation) is dict or annotation is dict
-        _ADAPTERS[key] = None if loose or annotation is None else TypeAdapter(annotation)
-    return _ADAPTERS[key]
+def _body_adapter(route: Any) -> TypeAdapter[Any] | None:
+    field = getattr(route, "body_field", None)
+    annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+    if annotation is None or annotation is Any or annotation is dict or get_origin(annotation) is dict:
+        return None
+    return TypeAdapter(annotation)
 
 
 def _needs_writer(route: Any) -> bool:
     """The route requires an API key (``WriterDep``) somewhere in its dependencies."""
-    key = id(route)
-    if key not in _WRITES:
-        stack, found = [getattr(route, "dependant", None)], False
-        while stack and not found:
-            dependant = stack.pop()
-            if dependant is None:
-                continue
-            found = dependant.call is require_writer
-            stack.extend(dependant.dependencies)
-        _WRITES[key] = found
-    return _WRITES[key]
+    stack = [getattr(route, "dependant", None)]
+    while stack:
+        dependant = stack.pop()
+        if dependant is None:
+            continue
+        if dependant.call is require_writer:
+            return True
+        stack.extend(dependant.dependencies)
+    return False
+
+
+def _route_info(route: Any) -> tuple[TypeAdapter[Any] | None, bool]:
+    info: tuple[TypeAdapter[Any] | None, bool] | None = getattr(route, _CACHE, None)
+    if info is None:
+        info = (_body_adapter(route), _needs_writer(route))
+        setattr(route, _CACHE, info)
+    return info
 
 
 def _is_json(request: Request) -> bool:
@@ -83,8 +88,10 @@ async def strict_json_body(request: Request, client: ClientDep) -> None:
     if request.method in ("GET", "HEAD", "DELETE") or not _is_json(request):
         return
     route = request.scope.get("route")
-    adapter = _adapter(route)
-    if adapter is None or (client is None and _needs_writer(route)):
+    if route is None:
+        return
+    adapter, needs_writer = _route_info(route)
+    if adapter is None or (client is None and needs_writer):
         return
     raw = await request.body()  # cached: the route has already read and decoded it
     if not raw:

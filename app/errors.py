@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.http_security import csp_nonce, security_headers
 from app.openapi import allowed_methods
 from app.request_id import HEADER, request_id_of
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
@@ -262,7 +263,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     detail = f"internal error; quote request id {request_id_of(request)} when reporting it"
-    return problem_response(request, 500, "internal-error", "Internal error", detail)
+    return problem_response(request, 500, "internal-error", "Internal error", detail,
+                            headers=security_headers(csp_nonce(request)))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -32,7 +32,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SecurityHeadersMiddleware", "content_security_policy", "csp_nonce", "install_http_security"]
+__all__ = [
+    "SecurityHeadersMiddleware", "content_security_policy", "csp_nonce", "install_http_security", "security_headers",
+]
 
 
 def content_security_policy(nonce: str) -> str:
@@ -49,6 +51,18 @@ def content_security_policy(nonce: str) -> str:
         "form-action 'self'",
         "frame-ancestors 'none'",
     ])
+
+
+def security_headers(nonce: str) -> dict[str, str]:
+    """The headers every response carries. An unexpected error's 500 is answered outside the middleware
+    (Starlette's ServerErrorMiddleware is always outermost), so ``app.errors`` adds them to it itself."""
+    return {
+        "Content-Security-Policy": content_security_policy(nonce),
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
+    }
 
 
 def csp_nonce(request: Request) -> str:
@@ -69,13 +83,7 @@ class SecurityHeadersMiddleware:
             return
         nonce = secrets.token_urlsafe(18)
         scope.setdefault("state", {})["csp_nonce"] = nonce
-        fixed = {
-            "Content-Security-Policy": content_security_policy(nonce),
-            "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY",
-            "Referrer-Policy": "same-origin",
-            "Cross-Origin-Opener-Policy": "same-origin",
-        }
+        fixed = security_headers(nonce)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -56,6 +56,18 @@ class Settings(BaseSettings):
         return value
 
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_parse(cls, value: str) -> str:
+        """Starlette's rules: a name, ``*``, or a ``*.`` wildcard in front only; at least one."""
+        hosts = [h.strip() for h in value.split(",") if h.strip()]
+        if not hosts:
+            raise ValueError("give at least one host name (or * for any)")
+        bad = [h for h in hosts if "*" in h[1:] or (h.startswith("*") and h != "*" and not h.startswith("*."))]
+        if bad:
+            raise ValueError(f"a wildcard may only lead, as in *.example.com: {', '.join(bad)}")
+        return value
+
     @field_validator("rate_limit_anonymous", "rate_limit_per_key", "rate_limit_web_writes", "rate_limit_web_pages")
     @classmethod
     def _limit_parses(cls, value: str) -> str:

@@ -101,6 +101,28 @@ def test_the_allowed_hosts_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings().allowed_hosts == "localhost,127.0.0.1,[::1]", "the default is loopback only"
 
 
+@pytest.mark.parametrize("value", ["", " , ", "foo*.example.com", "*example.com"])
+def test_a_bad_allowed_hosts_setting_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="allowed_hosts"):
+        Settings(database_url="sqlite://", allowed_hosts=value if value else " ")
+
+
+def test_an_unexpected_error_carries_the_headers_too() -> None:
+    """Starlette answers an unhandled exception outside every middleware: the handler adds the headers."""
+    app = create_app(Settings(database_url="sqlite://"), catalog=fake_catalog())
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for accept in ("text/html", "application/json"):
+            r = client.get("/boom", headers={"Accept": accept})
+            assert r.status_code == 500
+            assert r.headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in r.headers[
+                "content-security-policy"]
+
+
 @pytest.fixture
 def serve_kwargs(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     import uvicorn

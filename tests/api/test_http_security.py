@@ -22,6 +22,7 @@ from app.cli import cli
 from app.main import create_app
 from app.settings import Settings, get_settings
 from tests.api.fake_catalog import fake_catalog
+from tests.api.problems import assert_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = {"model": "llama-3.2-1b", "hardware": {"gpu": "h100-sxm5-80gb"}}
@@ -86,7 +87,11 @@ def test_a_host_not_allowed_is_refused(client: TestClient) -> None:
                     headers=rebinding, follow_redirects=False)
     assert r.status_code == 400
     assert r.headers["x-frame-options"] == "DENY"
-    assert client.get("/api/v1/catalog/gpus", headers={"Host": "rebind.evil.example"}).status_code == 400
+    assert r.headers["content-type"].startswith("text/html") and "Host not allowed" in r.text
+    assert client.get("/quotes", headers={"Host": "rebind.evil.example"}).status_code == 400
+    problem = assert_problem(client.get("/api/v1/catalog/gpus", headers={"Host": "rebind.evil.example"}), 400,
+                             "header.host")
+    assert problem["type"] == "urn:capplan:problem:host-not-allowed" and "rebind.evil.example" in problem["detail"]
     for host in ("testserver", "localhost:8000", "127.0.0.1:8000", "[::1]:8000"):
         assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
 

@@ -59,8 +59,11 @@ def serve(
     import uvicorn
 
     settings = get_settings()
+    # X-Forwarded-For/-Proto only from the proxies named in CAPPLAN_FORWARDED_ALLOW_IPS; none by default, so a
+    # client cannot pick its own address (and with it its rate-limit counter) by sending the header
+    trusted = settings.forwarded_allow_ips.strip()
     uvicorn.run("app.main:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                proxy_headers=True)
+                proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None)
 
 
 def _read_json(path: str) -> Any:
@@ -72,6 +75,10 @@ def _read_json(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"{'stdin' if path == '-' else path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}")
+    except RecursionError:
+        fail(f"{'stdin' if path == '-' else path} is not valid JSON: nested too deeply")
+    except ValueError as exc:  # e.g. an integer of more than sys.get_int_max_str_digits() digits
+        fail(f"{'stdin' if path == '-' else path} is not valid JSON: {exc}")
 
 
 def _validation_message(errors: list[Any]) -> str:
@@ -125,7 +132,7 @@ def plan(
         payload = {**payload, "question": question}
     model: type[BaseModel] = ReverseRequest if question is not None else PlanRequest
     try:
-        request = model.model_validate(payload)
+        request = model.model_validate_json(json.dumps(payload), strict=True)  # strict types, as the API
     except ValidationError as exc:
         fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
     assert isinstance(request, PlanRequest)  # ReverseRequest is one too

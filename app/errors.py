@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.request_id import HEADER, request_id_of
+from app.http_security import csp_nonce, security_headers
 from app.openapi import allowed_methods
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from estimator.errors import (
@@ -223,11 +224,35 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return problem_response(request, 422, "validation-error", "Invalid request", detail, errors)
 
 
+#: FastAPI's detail when the JSON body could not be decoded for a reason other than a syntax error
+_UNREADABLE_BODY = "There was an error parsing the body"
+
+
+def _unreadable_body(exc: StarletteHTTPException) -> list[FieldError]:
+    """FastAPI's 400 for a body ``json.loads`` gave up on (nested too deeply, an integer with too many digits,
+    bytes that are not UTF-8): the body as a whole, with the reason. A syntax error is a 422 (``json_invalid``)."""
+    if exc.status_code != 400 or exc.detail != _UNREADABLE_BODY:
+        return []
+    cause = exc.__cause__
+    if isinstance(cause, RecursionError):
+        reason = "nested too deeply"
+    elif isinstance(cause, UnicodeDecodeError):
+        reason = f"not UTF-8 text (byte {cause.start})"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        reason = "an integer with too many digits (at most 4300)"
+    else:
+        reason = "not readable"
+    return [field_error([], f"invalid JSON: {reason}", "json_invalid")]
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     title = _HTTP_TITLES.get(exc.status_code, "HTTP error")
     slug = title.lower().replace(" ", "-")
     headers = dict(exc.headers or {})
+    body_errors = _unreadable_body(exc)
+    if body_errors:
+        return problem_response(request, 400, slug, title, body_errors[0].detail, body_errors, headers)
     if exc.status_code == 405:
         methods = allowed_methods(request.app, request.url.path)
         if methods:
@@ -238,7 +263,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     detail = f"internal error; quote request id {request_id_of(request)} when reporting it"
-    return problem_response(request, 500, "internal-error", "Internal error", detail)
+    return problem_response(request, 500, "internal-error", "Internal error", detail,
+                            headers=security_headers(csp_nonce(request)))
 
 
 def install_error_handlers(app: FastAPI) -> None:

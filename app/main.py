@@ -24,6 +24,7 @@ from app.core.request_id import RequestIdMiddleware
 from app.core.settings import Settings, get_settings
 from app.core.startup import load_source_catalog, prepare_database
 from app.errors import install_error_handlers
+from app.http_security import install_http_security
 from app.openapi import install_openapi, operation_id
 from app.web import render_problem
 from app.web import router as web_router
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     install_openapi(app, DESCRIPTION)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
+    install_http_security(app, settings.allowed_hosts)
     app.include_router(api_router)
     app.include_router(health.router)
     app.include_router(docs.router)

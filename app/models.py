@@ -20,7 +20,6 @@ from decimal import Decimal
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, DateTime, ForeignKey, MetaData, Numeric, String, TypeDecorator, UniqueConstraint
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
@@ -80,7 +79,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
-PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+#: JSON on every database, never PostgreSQL's JSONB: JSON keeps the text as written (key order included), as
+#: SQLite does, so a stored quote reads back, and exports, the same on both (migration 0003 made the change).
+#: The ``json`` type has no equality operator on PostgreSQL: compare these columns in Python, never in SQL.
+PortableJSON = JSON()
 
 
 class Base(DeclarativeBase):

@@ -32,6 +32,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from hardware_catalog.urls import WebUrl
+
 __all__ = [
     "DEFAULT_DATA_DIR",
     "Catalog",
@@ -106,7 +108,7 @@ class Source(_Frozen):
     """Where a figure comes from. ``date`` is when it was published (or retrieved, if ``date_is_retrieval``)."""
 
     citation: str = Field(min_length=3)
-    url: str | None = None
+    url: WebUrl = None
     date: str = Field(pattern=DATE_PATTERN)
     date_is_retrieval: bool = False
     kind: SourceKind = "secondary"
@@ -357,7 +359,7 @@ class TcoDefault(_Frozen):
     unit: str
     description: str
     source: str = Field(min_length=3)
-    url: str | None = None
+    url: WebUrl = None
     date: str = Field(pattern=DATE_PATTERN)
     uncertain: bool = False
 

@@ -13,6 +13,10 @@ from sqlalchemy.engine import make_url
 
 POSTGRES_URL_ENV = "CAPPLAN_TEST_POSTGRES_URL"
 
+# Starlette's TestClient sends ``Host: testserver``: allow it (and the loopback names the live servers use)
+# for every Settings the tests make, unless a test sets its own list
+os.environ.setdefault("CAPPLAN_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI the PostgreSQL tests must run: refuse to start without their database."""

@@ -37,6 +37,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     static_dir: Path = Field(default=Path(__file__).resolve().parents[2] / "static")
+    allowed_hosts: str = Field(
+        default="localhost,127.0.0.1,[::1]",
+        description="Host header names the app answers (comma separated, *.example.com wildcards, * = any)",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="proxies whose X-Forwarded-For/-Proto `capplan serve` trusts (comma separated; empty = none)",
+    )
 
     @field_validator("database_url", mode="before")
     @classmethod
@@ -47,6 +55,18 @@ class Settings(BaseSettings):
                     return "postgresql+psycopg://" + value[len(prefix) :]
         return value
 
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_parse(cls, value: str) -> str:
+        """Starlette's rules: a name, ``*``, or a ``*.`` wildcard in front only; at least one."""
+        hosts = [h.strip() for h in value.split(",") if h.strip()]
+        if not hosts:
+            raise ValueError("give at least one host name (or * for any)")
+        bad = [h for h in hosts if "*" in h[1:] or (h.startswith("*") and h != "*" and not h.startswith("*."))]
+        if bad:
+            raise ValueError(f"a wildcard may only lead, as in *.example.com: {', '.join(bad)}")
+        return value
 
     @field_validator("rate_limit_anonymous", "rate_limit_per_key", "rate_limit_web_writes", "rate_limit_web_pages")
     @classmethod

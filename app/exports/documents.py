@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from app.exports.csv_safe import safe_writer
 from app.exports.flatten import flatten
 from app.models import SavedItem, SavedRevision
 from app.schemas.saved import RevisionOut, SavedSummary
@@ -40,9 +40,10 @@ def _header(item: SavedItem, rev: SavedRevision) -> list[tuple[str, Any]]:
 
 
 def csv_document(item: SavedItem, rev: SavedRevision) -> str:
-    """``field,value`` rows: the quote, then ``inputs.*`` and ``result.*`` flattened."""
+    """``field,value`` rows: the quote, then ``inputs.*`` and ``result.*`` flattened; formula-like cells
+    neutralised (:mod:`app.exports.csv_safe`)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = safe_writer(out, lineterminator="\n")
     writer.writerow(["field", "value"])
     writer.writerows(_header(item, rev))
     writer.writerows(flatten(rev.inputs, "inputs"))

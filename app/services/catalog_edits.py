@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -29,8 +30,8 @@ def mentioned_fields(cls: type[BaseModel], message: str) -> list[str]:
 def _validate(cls: type[BaseModel], data: dict[str, Any], where: Any) -> BaseModel:
     """Validate ``data``; errors are raised with body locations chosen by ``where(loc, message)``, which returns
     one location per field to name (a cross-field rule has no location of its own: ``where`` names the fields)."""
-    try:
-        return cls.model_validate(data)
+    try:  # strict JSON types, as everywhere in the API (app.api.strict): "8" is not an integer
+        return cls.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise RequestValidationError(
             [{**e, "loc": ("body", *loc)} for e in exc.errors(include_url=False)

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from app.api.strict import strict_validate
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
 __all__ = ["MAX_BATCH", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]
@@ -20,15 +21,16 @@ _MANY: TypeAdapter[list[EstimateRequest]] = TypeAdapter(list[EstimateRequest])
 
 
 def parse_one_or_many(payload: Any, max_batch: int = MAX_BATCH) -> EstimateRequest | list[EstimateRequest]:
-    """Validate a JSON object (one request) or a JSON array (a batch). Errors are raised as a
-    ``RequestValidationError`` with body locations, so they name each field the same way as elsewhere."""
+    """Validate a JSON object (one request) or a JSON array (a batch), in strict JSON mode (``app.api.strict``:
+    ``"4096"`` or ``false`` is not an integer). Errors are raised as a ``RequestValidationError`` with body
+    locations, so they name each field the same way as elsewhere."""
     if isinstance(payload, list) and len(payload) > max_batch:
         raise RequestValidationError(
             [{"loc": ("body",), "msg": f"at most {max_batch} requests in one batch", "type": "too_long"}]
         )
     adapter: TypeAdapter[Any] = _MANY if isinstance(payload, list) else _ONE
     try:
-        result: EstimateRequest | list[EstimateRequest] = adapter.validate_python(payload)
+        result: EstimateRequest | list[EstimateRequest] = strict_validate(adapter, payload)
     except ValidationError as exc:
         raise RequestValidationError(
             [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]

@@ -11,6 +11,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from hardware_catalog.urls import web_url
+
 __all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
@@ -98,7 +100,8 @@ def money(value: float | None, currency: str = "USD") -> str:
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
 templates.env.filters.update(
-    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure
+    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure,
+    web_url=web_url,
 )
 
 

@@ -3,16 +3,19 @@
 The app is built at import time (schemathesis needs the schema to parametrize) with the shipped hardware
 catalog on a temporary SQLite file, so the API key made before the run is still there when schemathesis starts
 the app's lifespan itself.
-Two checks are left out, on purpose: ``negative_data_rejection`` (pydantic's lax mode accepts ``0`` for a
-boolean and ``"8"`` for an integer, by design) and ``positive_data_acceptance`` (a schema-valid request can
-still be a domain error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx).
+One check is left out, on purpose: ``positive_data_acceptance`` (a schema-valid request can still be a domain
+error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx). ``negative_data_rejection`` is
+on: JSON bodies are validated in strict mode (``app.api.strict``), so ``0`` is no boolean and ``"8"`` no integer.
 
 Two runs, timed on the 2-core machine (2026-12-03, other work running, load ~1.2):
 - ``test_api_conforms_to_its_schema``: the examples and fuzzing phases, ``FUZZ_EXAMPLES`` random cases per
   operation: 8 took 16 s, 40 took 45 s, so 40 keeps it within about a minute.
 - ``test_api_boundaries_conform_to_its_schema`` (marked ``slow``): the coverage phase, schemathesis' fixed
   boundary and negative cases (about 1,000 per large request body, ~10,000 in all); it does not depend on
-  ``max_examples`` and took 120-145 s, most of it one ASGI round trip per case. ``-m "not slow"`` skips it."""
+  ``max_examples`` and took 120-145 s, most of it one ASGI round trip per case. ``-m "not slow"`` skips it.
+- ``test_api_workflows_conform_to_its_schema``: the stateful phase, ``STATEFUL_SCENARIOS`` sequences of up to
+  ``STATEFUL_STEPS`` calls chained through the links schemathesis infers (78 on this schema), derandomized so
+  every run takes the same paths: 9-13 s (2026-12-03)."""
 
 from __future__ import annotations
 
@@ -20,14 +23,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import schemathesis
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
-from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.core.settings import Settings
 from app.main import create_app
@@ -43,9 +47,11 @@ _FUZZ = schemathesis.Config.from_dict({"phases": {"coverage": {"enabled": False}
 _BOUNDARIES = schemathesis.Config.from_dict(
     {"phases": {"examples": {"enabled": False}, "fuzzing": {"enabled": False}, "coverage": {"enabled": True}}}
 )
+_STATEFUL = schemathesis.Config.from_dict({"phases": {"stateful": {"enabled": True}}})
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_FUZZ)
+stateful = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_STATEFUL)
 boundaries = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_BOUNDARIES)
-_EXCLUDED = [negative_data_rejection, positive_data_acceptance]
+_EXCLUDED = [positive_data_acceptance]
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +74,38 @@ def test_api_conforms_to_its_schema(case: Any, contract_key: str) -> None:
 @hypothesis_settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_boundaries_conform_to_its_schema(case: Any, contract_key: str) -> None:
     case.call_and_validate(headers={"X-API-Key": contract_key}, excluded_checks=_EXCLUDED)
+
+
+#: scenarios the stateful phase runs, each of at most ``STATEFUL_STEPS`` calls
+STATEFUL_SCENARIOS = 40
+STATEFUL_STEPS = 8
+
+
+class _Workflow(stateful.as_state_machine()):  # type: ignore[misc]
+    """Calls chained through the links schemathesis infers from the schema (an id a POST returns used by the
+    GET, recompute, export and DELETE of that id), with a live key; every response checked against its schema."""
+
+    key = ""
+    calls: ClassVar[list[tuple[str, str, int]]] = []
+
+    def after_call(self, response: Any, case: Any) -> None:
+        self.calls.append((case.method.upper(), case.operation.path, response.status_code))
+
+    def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+        return {"headers": {"X-API-Key": self.key}}
+
+    def validate_response(self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any) -> None:
+        case.validate_response(response, excluded_checks=_EXCLUDED, transport_kwargs=kwargs)
+
+
+def test_api_workflows_conform_to_its_schema(contract_key: str) -> None:
+    """The stateful phase: sequences of linked calls (save a quote, read it, re-compute it, export it,
+    delete it; create a catalog entry, patch it, read it)."""
+    _Workflow.key = contract_key
+    _Workflow.run(settings=hypothesis_settings(
+        max_examples=STATEFUL_SCENARIOS, stateful_step_count=STATEFUL_STEPS, deadline=None, derandomize=True,
+        suppress_health_check=list(HealthCheck)))
+    assert stateful.statistic.transitions.total >= 40, "the links between operations were inferred"
+    ok = {(m, p) for m, p, status in _Workflow.calls if status < 300}
+    chained = {(m, p) for m, p in ok if "{item_id}" in p or "{entry_id}" in p}
+    assert chained, f"no call on an id a previous call made: {sorted(ok)}"

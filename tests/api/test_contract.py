@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 
 import pytest
 import schemathesis
-from app.core.settings import Settings
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from app.core.settings import Settings, get_settings
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.core.settings import Settings, get_settings
 from app.main import create_app
 from tests.api.fake_catalog import fake_catalog
 from tests.api.problems import assert_problem

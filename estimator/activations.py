@@ -95,10 +95,18 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
     a, t = shape.arch, req.training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
     n_up = 2 if a.gated_mlp else 1
+    # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
+    # :func:`_attention_core`): HF's ``sdpa_attention_forward`` returns ``attn_output.transpose(1, 2)
+    # .contiguous()``, a no-op on the flash kernel's (batch, seq, heads, dim) output, and the reshape before
+    # ``o_proj`` is a view, so nothing new is saved unless the input is cast (each LoRA adapter's own copy) or
+    # the attention core is recomputed (selective checkpointing keeps its output, not its insides). Eager
+    # attention saves its output only as o_proj's input (its ``AV`` matmul keeps the probabilities and v): one
+    # copy either way.
+    o_shared = t.activation_checkpointing != "selective"
     if t.method == "full":
         attn_in = 3 * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
-        return attn_in + mlp_in, 2 * qd + 2 * f
+        return attn_in + mlp_in, (0 if o_shared else 2 * qd) + 2 * f
     n_attn, n_mlp = 3, n_up
     x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(req, autocast)
 
@@ -106,10 +114,14 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
         """Bytes per token the adapters of ``count`` linears sharing one input of ``width`` save."""
         return count * (adapter_bytes + mask) * width if separate else x_bytes * width
 
+    # lora_B saves lora_A's rank-r output, in the adapters' compute dtype
+    n_adapters = n_attn + 1 + (n_mlp + 1 if t.lora_targets == "all-linear" else 0)
+    rank_inputs = n_adapters * t.lora_rank * adapter_bytes
     attn_h = group(n_attn, h)
+    o_in = 0.0 if (o_shared and not separate) else group(1, qd)
     if t.lora_targets == "all-linear":
-        return attn_h + group(n_mlp, h), group(1, qd) + group(1, f)
-    return attn_h, group(1, qd)
+        return attn_h + group(n_mlp, h) + rank_inputs, o_in + group(1, f)
+    return attn_h + rank_inputs, o_in
 
 
 def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, int, bool, int]:
@@ -117,6 +129,9 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
     dropout-mask bytes) per element, for PEFT's ``lora.Linear`` / ``lora.bnb.Linear4bit`` forward
     (``peft/tuners/lora/layer.py`` and ``bnb.py``: ``result = self.base_layer(x)``, then
     ``x = self._cast_input_dtype(x, lora_A.weight.dtype)`` and ``result + lora_B(lora_A(dropout(x))) * scaling``).
+    Measured per layer with ``torch.autograd.graph.saved_tensors_hooks`` on the H200 (device call 7,
+    ``tests/data/calibration_h200_raw/call7_lora.jsonl``, ``saved_tensors``): the dropout adds exactly one bool
+    byte per element of every adapted input, bf16-true LoRA saves a 4-byte copy per adapter.
 
     The frozen base layer saves no input (autograd keeps an operand only for the other's gradient,
     ``tools/autograd/derivatives.yaml``); ``lora_A`` saves its input, in the dtype its matmul runs in:

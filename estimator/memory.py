@@ -191,7 +191,10 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     params = param_store + master + frozen
     sharded_params = layout.sharding in ("zero3", "hsdp")
     cache = 0
-    if sb.compute_param and not sharded_params and layout.sharding != "zero2" and t.method == "full":
+    if sb.compute_param and not sharded_params and layout.sharding != "zero2":
+        # autocast caches the bf16 cast of every trainable weight it meets (full: the linears; LoRA/QLoRA: the
+        # fp32 adapters, each saved for backward: measured as a token-independent ~2 B per adapter parameter in
+        # the saved-tensor probes of device call 7)
         cache = int(place.linear_trainable_local * sb.compute_param)
     temp = _optimizer_temp(req, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)

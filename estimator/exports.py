@@ -171,6 +171,15 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
                    "ds_config.json` is the TrainingArguments flag.")
         if training.activation_checkpointing != "none" or layout.activation_checkpointing != "none":
             out.append("Turn on activation checkpointing in the script (`--gradient_checkpointing`).")
+    if layout.tp > 1 and layout.framework == "pytorch":
+        if layout.tp_plan == "replicated-embeddings":
+            out.append("TP plan replicated-embeddings: launch with the accelerate config (parallelism_config_tp_size, "
+                       "the model loaded with Hugging Face tp_plan=\"auto\"); the torchtitan command splits the "
+                       "vocabulary instead (vocab-parallel), which needs less memory than this plan was sized for.")
+        else:
+            out.append("TP plan vocab-parallel: the torchtitan command; Hugging Face tp_plan=\"auto\" under the "
+                       "accelerate config keeps the embedding whole on every rank and the logits gathered (more "
+                       "memory): size that with parallelism.tp_plan=\"replicated-embeddings\".")
     if training.precision == "fp8-mixed" and layout.framework != "megatron":
         out.append("fp8 needs Transformer Engine or torchao float8 in the training script.")
     return out

@@ -216,7 +216,8 @@ class Parallelism(_Frozen):
         """``tp_plan``, or the framework's default (:data:`DEFAULT_TP_PLAN`) when it is null."""
         if self.tp_plan is not None:
             return self.tp_plan
-        return "replicated-embeddings" if DEFAULT_TP_PLAN[self.framework] == "replicated-embeddings" else "vocab-parallel"
+        default = DEFAULT_TP_PLAN[self.framework]
+        return "replicated-embeddings" if default == "replicated-embeddings" else "vocab-parallel"
 
     @property
     def normalized_sharding(self) -> Sharding:

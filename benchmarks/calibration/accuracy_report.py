@@ -114,6 +114,10 @@ def frozen_held_out(rows: list[MemoryRow]) -> list[tuple[str, str, float, float,
     return out
 
 
+def _share(covered: int, compared: int) -> str:
+    return f"{100 * covered / compared:.0f} % ({covered}/{compared})" if compared else "—"
+
+
 def coverage_markdown(rows: list[MemoryRow]) -> str:
     """The per-class coverage table of docs/accuracy.md."""
     lines = ["### Error bars on cases the fit never saw", "",
@@ -133,9 +137,8 @@ def coverage_markdown(rows: list[MemoryRow]) -> str:
         widen = widening(kr)
         bar = class_bar(kr)
         cov1, _ = leave_one_family_out(kr, bar / _bar(kr))
-        pct = (lambda c: f"{100 * c / n:.0f} % ({c}/{n})") if n else (lambda c: "—")
         lines.append(f"| {k} | {sum(r.error is not None for r in kr)} | {', '.join(fams)} | {_bar(kr):.1f} % | "
-                     f"{pct(cov0)} | {widen:.2f} | {bar:.1f} % | {pct(cov1)} |")
+                     f"{_share(cov0, n)} | {widen:.2f} | {bar:.1f} % | {_share(cov1, n)} |")
     held = frozen_held_out(rows)
     if held:
         lines += ["", "Held out in time: the estimates of device call 8 were committed "

@@ -596,7 +596,7 @@ def probe_saved(model: nn.Module, fwd: Any, dev: str) -> dict[str, Any]:
     by_module: dict[str, dict[str, int]] = {}
     outside = 0
     rx = re.compile(r"layers\.(\d+)\.(.*)$")
-    for name, nbytes, dtype, shape in seen.values():
+    for name, nbytes, dtype, _shape in seen.values():
         mt = rx.search(name)
         if not mt:
             outside += nbytes

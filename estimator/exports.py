@@ -164,6 +164,14 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
     if layout.framework == "pytorch" and training.method != "full":
         out.append("torchtitan trains full models: for LoRA/QLoRA launch a PEFT script with `accelerate launch "
                    "--config_file` and the accelerate config (the same FSDP2 layout).")
+    if training.method != "full" and layout.framework != "megatron":
+        targets = ('"all-linear"' if training.lora_targets == "all-linear"
+                   else '["q_proj", "k_proj", "v_proj", "o_proj"]')
+        out.append(f"PEFT adapters as sized: LoraConfig(r={training.lora_rank}, target_modules={targets}, "
+                   f"lora_dropout={training.lora_dropout:g})"
+                   + (" on a 4-bit base (BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", "
+                      "bnb_4bit_use_double_quant=True))" if training.method == "qlora" else "")
+                   + "; a different lora_dropout changes the activation memory.")
     if layout.framework == "megatron" and training.method != "full":
         out.append("Megatron-LM itself has no LoRA: run these arguments through NeMo / Megatron-Bridge PEFT.")
     if layout.framework == "deepspeed":

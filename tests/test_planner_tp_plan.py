@@ -60,3 +60,13 @@ def test_a_pinned_plan_is_searched_reported_and_exported() -> None:
 def test_without_tp_the_layout_names_no_plan() -> None:
     single = _plan({"framework": "pytorch", "tp": 1})
     assert single.plans and all(p.layout.tp_plan is None for p in single.plans)
+
+
+def test_the_exports_name_the_lora_dropout_the_plan_was_sized_for() -> None:
+    lora = plan(PlanRequest.model_validate({**BASE, "training": {"method": "lora", "lora_dropout": 0.05,
+                                                                  "train_tokens": 1e9},
+                                            "parallelism": {"framework": "pytorch"}}), CATALOG)
+    peft_plans = [p for p in lora.plans if p.layout.framework != "megatron"]  # NeMo's PEFT has its own config
+    assert peft_plans
+    for p in peft_plans:
+        assert any('LoraConfig(r=16, target_modules="all-linear", lora_dropout=0.05)' in n for n in p.exports.notes)

@@ -8,8 +8,8 @@
 - A ``torchrun`` command line: torchtitan's FSDP2 trainer (``torchtitan/config/job_config.py`` overrides
   ``--parallelism.*``, ``--training.*``, ``--activation_checkpoint.mode``) for PyTorch plans, a DeepSpeed
   script for DeepSpeed plans, ``pretrain_gpt.py`` with Megatron arguments for Megatron plans.
-- Megatron-LM arguments (:mod:`estimator.exports_megatron`) and NCCL environment recommendations for the
-  topology, each with its reason (:mod:`estimator.exports_nccl`).
+- Megatron-LM arguments (:mod:`estimator.planner.exports.megatron`) and NCCL environment recommendations for the
+  topology, each with its reason (:mod:`estimator.planner.exports.nccl`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.exports_megatron import megatron_args
-from estimator.exports_nccl import EnvVar, environment
+from estimator.planner.exports.megatron import megatron_args
+from estimator.planner.exports.nccl import EnvVar, environment
 
 if TYPE_CHECKING:
-    from estimator.planner_models import PlanLayout
+    from estimator.planner.contract import PlanLayout
     from estimator.request import ModelArch, Training
 
 __all__ = ["EnvVar", "Exports", "accelerate_config", "build_exports", "deepspeed_config", "torchrun_argv"]

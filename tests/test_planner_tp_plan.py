@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from estimator.planner.contract import PlanRequest, PlanResponse
+from estimator.planner.plan import plan
+
 from estimator import EstimateRequest, estimate
-from estimator.planner import plan
-from estimator.planner_models import PlanRequest, PlanResponse
 from hardware_catalog import load_catalog
 
 CATALOG = load_catalog()

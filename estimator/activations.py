@@ -95,20 +95,69 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
     a, t = shape.arch, req.training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
     n_up = 2 if a.gated_mlp else 1
+    # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
+    # :func:`_attention_core`): HF's ``sdpa_attention_forward`` returns ``attn_output.transpose(1, 2)
+    # .contiguous()``, a no-op on the flash kernel's (batch, seq, heads, dim) output, and the reshape before
+    # ``o_proj`` is a view, so nothing new is saved unless the input is cast (each LoRA adapter's own copy) or
+    # the attention core is recomputed (selective checkpointing keeps its output, not its insides). Eager
+    # attention saves its output only as o_proj's input (its ``AV`` matmul keeps the probabilities and v): one
+    # copy either way.
+    o_shared = t.activation_checkpointing != "selective"
     if t.method == "full":
         attn_in = 3 * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
-        return attn_in + mlp_in, 2 * qd + 2 * f
-    # LoRA under autocast: each adapted linear saves its own bf16 cast of its input (PEFT lora.Linear.forward
-    # casts x to the fp32 adapter dtype, autocast casts it back). Without autocast, and for QLoRA (PEFT's
-    # bnb Linear4bit skips the cast under autocast; the 4-bit base saves no input), the adapters share the
-    # layer's bf16 input.
-    own_copies = autocast and t.method == "lora"
-    attn_h = 3 * 2 * h if own_copies else 2 * h
-    mlp_h = n_up * 2 * h if own_copies else 2 * h
+        return attn_in + mlp_in, (0 if o_shared else 2 * qd) + 2 * f
+    n_attn, n_mlp = 3, n_up
+    x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(req, autocast)
+
+    def group(count: int, width: int) -> float:
+        """Bytes per token the adapters of ``count`` linears sharing one input of ``width`` save."""
+        return count * (adapter_bytes + mask) * width if separate else x_bytes * width
+
+    # lora_B saves lora_A's rank-r output, in the adapters' compute dtype
+    n_adapters = n_attn + 1 + (n_mlp + 1 if t.lora_targets == "all-linear" else 0)
+    rank_inputs = n_adapters * t.lora_rank * adapter_bytes
+    attn_h = group(n_attn, h)
+    o_in = 0.0 if (o_shared and not separate) else group(1, qd)
     if t.lora_targets == "all-linear":
-        return attn_h + mlp_h, 2 * qd + 2 * f
-    return attn_h, 2 * qd
+        return attn_h + group(n_mlp, h) + rank_inputs, o_in + group(1, f)
+    return attn_h + rank_inputs, o_in
+
+
+def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, int, bool, int]:
+    """(bytes of a layer's input, bytes of what each adapter saves, whether each adapter saves its own tensor,
+    dropout-mask bytes) per element, for PEFT's ``lora.Linear`` / ``lora.bnb.Linear4bit`` forward
+    (``peft/tuners/lora/layer.py`` and ``bnb.py``: ``result = self.base_layer(x)``, then
+    ``x = self._cast_input_dtype(x, lora_A.weight.dtype)`` and ``result + lora_B(lora_A(dropout(x))) * scaling``).
+    Measured per layer with ``torch.autograd.graph.saved_tensors_hooks`` on the H200 (device call 7,
+    ``tests/data/calibration_h200_raw/call7_lora.jsonl``, ``saved_tensors``): the dropout adds exactly one bool
+    byte per element of every adapted input, bf16-true LoRA saves a 4-byte copy per adapter.
+
+    The frozen base layer saves no input (autograd keeps an operand only for the other's gradient,
+    ``tools/autograd/derivatives.yaml``); ``lora_A`` saves its input, in the dtype its matmul runs in:
+
+    - PEFT keeps the adapters in fp32 (``get_peft_model(autocast_adapter_dtype=True)``) and
+      ``_cast_input_dtype`` makes each adapter its own fp32 copy of a bf16 input. Under ``torch.autocast``
+      ``lora_A`` then casts that copy back to bf16: each adapter saves its own 2-byte tensor. Without autocast
+      (bf16-true, plain PyTorch) the fp32 copy itself is saved: 4 bytes per adapter.
+    - QLoRA under autocast skips the cast (``requires_conversion = not torch.is_autocast_enabled()``): the
+      adapters of q/k/v (and of gate/up) share the layer's bf16 input.
+    - FSDP2's ``MixedPrecisionPolicy`` and DeepSpeed hand the adapters bf16 weights: no cast, shared input.
+    - ``lora_dropout`` > 0: ``nn.Dropout`` runs once per adapter (PEFT keeps one per adapted linear), so each
+      saves its own output, and the dropout keeps its mask: ``native_dropout`` on CUDA returns a bool mask,
+      1 byte per element (``aten/src/ATen/native/cuda/Dropout.cu``), saved for ``native_dropout_backward``.
+    """
+    t, p = req.training, req.parallelism
+    x_bytes = 4 if t.precision == "fp32" else 2
+    if autocast:
+        adapter = 2
+    elif p.framework == "pytorch" and p.normalized_sharding in ("none", "zero1") and t.precision == "bf16-true":
+        adapter = 4
+    else:
+        adapter = x_bytes
+    dropout = t.lora_dropout > 0
+    separate = dropout or adapter != x_bytes or (autocast and t.method == "lora")
+    return x_bytes, adapter, separate, 1 if dropout else 0
 
 
 def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
@@ -231,12 +280,12 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
 
 
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
-    vocab_local = shape.arch.vocab_size / layout.tp
+    vocab_local = shape.arch.vocab_size / layout.logits_tp
     logits = tokens * vocab_local
     if req.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
     softcap = 2 * logits if shape.arch.final_logit_softcapping else 0  # tanh output saved (bf16)
-    loss_parallel = 4 * logits if req.parallelism.framework == "pytorch" and layout.tp > 1 else 0
+    loss_parallel = 4 * logits if req.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
@@ -256,8 +305,8 @@ class ActivationRates:
 def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
     """Everything :func:`_activation_rates` reads from the request."""
     t = req.training
-    return (shape, layout, t.method, t.lora_targets, t.precision, t.attention, t.activation_checkpointing,
-            t.seq_len, req.parallelism.framework)
+    return (shape, layout, t.method, t.lora_targets, t.lora_dropout, t.precision, t.attention,
+            t.activation_checkpointing, t.seq_len, req.parallelism.framework)
 
 
 _RATES: BoundedMemo[tuple[object, ...], ActivationRates] = BoundedMemo(8192)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from estimator.accuracy import memory_error_bar_pct
+from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
@@ -115,15 +115,46 @@ def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md): PyTorch without
     pipeline/context/expert parallelism; DDP, ZeRO-1 (DDP + ``ZeroRedundancyOptimizer``), FSDP2 shard-grad-op
     (``zero2``) or full shard (with its CPU offload of parameters and optimizer); tensor parallelism (DTensor,
-    with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1;
-    full, LoRA or QLoRA (on one GPU); AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
+    with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1 (the
+    "replicated-embeddings" plan alone, without sequence parallelism); full, LoRA or QLoRA (on one GPU);
+    AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
+    return not unmeasured_memory_reasons(req, layout)
+
+
+def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
+    """What of this set-up no H200 memory measurement covered (empty: a measured kind, see
+    :func:`_measured_kind`)."""
     p, t = req.parallelism, req.training
-    offload_measured = p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")
-    qlora_measured = t.method != "qlora" or layout.world_size == 1
-    tp_measured = layout.tp == 1 or (t.method == "full" and (layout.dp == 1 or layout.sharding == "zero3"))
-    return (layout.pp == layout.cp == layout.ep == 1 and tp_measured and offload_measured  # FSDP2 CPUOffloadPolicy
-            and p.framework == "pytorch" and qlora_measured and t.optimizer in _MEASURED_OPTIMIZERS
-            and layout.sharding in ("none", "zero1", "zero2", "zero3"))
+    out = []
+    for name, degree in (("pipeline", layout.pp), ("context", layout.cp), ("expert", layout.ep)):
+        if degree > 1:
+            out.append(f"{name} parallelism")
+    if layout.tp > 1:
+        if t.method != "full":
+            out.append(f"tensor parallelism with {t.method.upper()}")
+        elif layout.dp > 1 and layout.sharding != "zero3":
+            out.append("tensor parallelism with data parallelism other than FSDP2")
+        elif layout.tp_plan == "replicated-embeddings" and (layout.sequence_parallel or layout.dp > 1):
+            out.append("the replicated-embeddings TP plan with sequence parallelism or FSDP2")
+    if not (p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")):
+        out.append(f"CPU offload \"{p.offload}\" with sharding {layout.sharding}")
+    if p.framework != "pytorch":
+        out.append(f"the {p.framework} runtime")
+    if t.method == "qlora" and layout.world_size > 1:
+        out.append("QLoRA on several GPUs")
+    if t.optimizer not in _MEASURED_OPTIMIZERS:
+        out.append(f"the {t.optimizer} optimizer")
+    if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
+        out.append(f"sharding {layout.sharding}")
+    return out
+
+
+def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
+    reasons = unmeasured_memory_reasons(req, layout)
+    if not reasons:
+        return []
+    return [f"Memory error bar: no H200 measurement covered {', '.join(reasons)}; the bar is at least "
+            f"{UNMEASURED_MEMORY_ERROR_PCT:.0f} % (docs/accuracy.md)."]
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
@@ -173,7 +204,8 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
-                            assumptions=assumptions_for(req, layout, hw) + time_assumptions(req, hw.gpu),
+                            assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
+                            + time_assumptions(req, hw.gpu),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout),

@@ -44,6 +44,20 @@ def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
                    "adapter weights and states; frozen base "
                    + ("in NF4 with double quantization." if t.method == "qlora"
                       else "in fp32." if t.precision == "fp32" else "in bf16."))
+        out.append(f"LoRA dropout {t.lora_dropout:g}: "
+                   + ("each adapted linear keeps its own dropout output and a 1-byte mask per element for "
+                      "backward (peft nn.Dropout per adapter)." if t.lora_dropout > 0 else
+                      "no dropout modules (peft's default); set training.lora_dropout (e.g. 0.05) if your "
+                      "recipe uses it: each adapted linear then keeps a mask and its own input copy."))
+    if layout.tp > 1:
+        plan = layout.tp_plan
+        given = "" if p.tp_plan is not None else f" (the {p.framework} default; set parallelism.tp_plan to change)"
+        out.append(f"Tensor-parallel plan {plan}{given}: "
+                   + ("embedding, LM head and logits split over the tp ranks, vocabulary-parallel loss "
+                      "(Megatron-LM, torchtitan)." if plan == "vocab-parallel" else
+                      "decoder projections split, the input embedding whole on every rank with its gradient "
+                      "and optimizer states, the LM head's output gathered and the loss on the full logits "
+                      "(Hugging Face transformers tp_plan=\"auto\", accelerate, DeepSpeed AutoTP)."))
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
         out.append("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
                    "the default): one more gradient copy.")

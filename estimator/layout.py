@@ -46,6 +46,8 @@ class Layout:
     num_nodes: int
     layers_per_stage: int
     sequence_parallel: bool
+    # ``parallelism.resolved_tp_plan`` when tp > 1 ("vocab-parallel" at tp = 1, where the plans are one)
+    tp_plan: str = "vocab-parallel"
 
     def __hash__(self) -> int:
         """The dataclass hash of the fields, computed once: layouts key most of the estimator's memos."""
@@ -57,6 +59,20 @@ class Layout:
     def __getstate__(self) -> dict[str, object]:
         """Pickled without the cached hash (string hashes differ between processes)."""
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    @property
+    def embedding_tp(self) -> int:
+        """Ranks the input embedding is split over: tp under the vocab-parallel plan (Megatron-LM, torchtitan),
+        1 under "replicated-embeddings" (Hugging Face transformers / accelerate / DeepSpeed AutoTP leave the
+        embedding out of the plan, so every rank holds all of it, with its gradient and optimizer states)."""
+        return 1 if self.tp_plan == "replicated-embeddings" else self.tp
+
+    @property
+    def logits_tp(self) -> int:
+        """Ranks the logits are split over on the vocabulary: tp under the vocab-parallel plan (sharded logits,
+        vocab-parallel loss), 1 when the LM head's output is gathered (HF ``"colwise_gather_output"``,
+        DeepSpeed's ``LmHeadLinearAllreduce``) and the loss runs on the full logits."""
+        return 1 if self.tp_plan == "replicated-embeddings" else self.tp
 
     @property
     def optimizer_shard(self) -> int:
@@ -225,4 +241,5 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
                   vp=req.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
                   expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
                   num_nodes=hw.num_nodes,
-                  layers_per_stage=shape.arch.num_layers // p.pp, sequence_parallel=p.sequence_parallel)
+                  layers_per_stage=shape.arch.num_layers // p.pp, sequence_parallel=p.sequence_parallel,
+                  tp_plan=p.resolved_tp_plan if p.tp > 1 else "vocab-parallel")

@@ -192,7 +192,10 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
     params = param_store + master + frozen
     sharded_params = layout.sharding in ("zero3", "hsdp")
     cache = 0
-    if sb.compute_param and not sharded_params and layout.sharding != "zero2" and t.method == "full":
+    if sb.compute_param and not sharded_params and layout.sharding != "zero2":
+        # autocast caches the bf16 cast of every trainable weight it meets (full: the linears; LoRA/QLoRA: the
+        # fp32 adapters, each saved for backward: measured as a token-independent ~2 B per adapter parameter in
+        # the saved-tensor probes of device call 7)
         cache = int(place.linear_trainable_local * sb.compute_param)
     temp = _optimizer_temp(req, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)
@@ -223,7 +226,7 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
     of backward: the caller counts it with the root group's reduction, not as a held gradient."""
     t, p = req.training, req.parallelism
-    if (p.framework != "pytorch" or layout.tp == 1 or t.method != "full" or shape.arch.tied_embeddings
+    if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.arch.tied_embeddings
             or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
         return 0
     sb = state_bytes(t.precision, p.framework)
@@ -238,7 +241,7 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
     if req.training.method == "full":
         later = place.max_layer_local
         if not shape.arch.tied_embeddings and layout.pp == 1:
-            later += shape.embedding_params() // layout.tp
+            later += shape.embedding_params() // layout.embedding_tp
         total = place.total_local
     else:
         later, total = place.max_layer_trainable_local, place.trainable_local
@@ -343,7 +346,7 @@ def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationMo
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
                     act: ActivationModel, stage: str, place: ParamPlacement, st: _States) -> OverheadInput:
-    logits = 4 * act.tokens * shape.arch.vocab_size // layout.tp if stage in ("last", "only") else 0
+    logits = 4 * act.tokens * shape.arch.vocab_size // layout.logits_tp if stage in ("last", "only") else 0
     per_param = 6 if req.training.method == "full" else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
     foreach = st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0

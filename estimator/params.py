@@ -1,7 +1,12 @@
 """Which parameters a rank holds, before data-parallel sharding: after tensor, pipeline and expert splits.
 
 - Tensor parallelism splits every projection and the vocabulary (Megatron-LM column/row-parallel linears and
-  vocab-parallel embedding, Shoeybi et al. 2019, arXiv 1909.08053, Sec. 3); norms are replicated.
+  vocab-parallel embedding, Shoeybi et al. 2019, arXiv 1909.08053, Sec. 3); norms are replicated. Under the
+  "replicated-embeddings" plan (Hugging Face transformers ``tp_plan="auto"``: ``base_model_tp_plan`` shards
+  the decoder projections and ``_tp_plan = {"lm_head": "colwise_gather_output"}`` the LM head, with no entry
+  for ``embed_tokens``, ``transformers/models/llama/configuration_llama.py`` / ``modeling_llama.py``) the input
+  embedding stays whole on every rank; a tied embedding is one parameter with the LM head and is counted whole
+  too (not measured).
 - Pipeline parallelism gives each stage L/p layers; the first stage also holds the embedding, the last the LM
   head and final norm (Narayanan et al. 2021); with tied embeddings the last stage keeps its own copy.
 - Expert parallelism splits routed experts over ep ranks (Megatron-Core MoE).
@@ -112,6 +117,10 @@ def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:
     if stage == "last" and shape.arch.tied_embeddings:
         head = shape.embedding_params()
     norm = shape.final_norm_params() if stage in ("last", "only") else 0
+    if layout.embedding_tp != layout.tp:  # replicated-embeddings: the embedding whole, the LM head split
+        if shape.arch.tied_embeddings:
+            return embed + head + norm
+        return embed + head // layout.tp + norm
     return (embed + head) // layout.tp + norm
 
 
@@ -150,9 +159,10 @@ def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     total = layers_local + root
     max_layer = max(_layer_local(shape, layout, False) if dense else 0, _layer_local(shape, layout, True) if moe else 0)
     h, f = shape.arch.hidden_size, shape.arch.ffn_hidden_size
-    largest = max(h * f // layout.tp, (shape.arch.vocab_size * h) // layout.tp)
+    largest = max(h * f // layout.tp, (shape.arch.vocab_size * h) // layout.embedding_tp)
     ffn_local = (shape.expert_ffn * shape.arch.experts_per_token if moe and not dense else f) // layout.tp
-    head_linear = (shape.lm_head_params() or shape.embedding_params()) // layout.tp if stage in ("last", "only") else 0
+    head_split = layout.embedding_tp if shape.arch.tied_embeddings else layout.tp
+    head_linear = (shape.lm_head_params() or shape.embedding_params()) // head_split if stage in ("last", "only") else 0
     linears = _linear_params(shape, layout, dense, moe)
     experts = moe * _routed_local(shape, layout)
     if t.method == "full":

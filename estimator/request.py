@@ -45,6 +45,19 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 Framework = Literal["pytorch", "deepspeed", "megatron"]
 Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
+TpPlan = Literal["vocab-parallel", "replicated-embeddings"]
+
+#: The tensor-parallel plan each framework applies when ``parallelism.tp_plan`` is null. Megatron-LM always
+#: splits the vocabulary (``VocabParallelEmbedding``, ``ColumnParallelLinear`` output layer and
+#: ``vocab_parallel_cross_entropy``, ``megatron/core/tensor_parallel/layers.py``); "pytorch" means the
+#: torchtitan-style DTensor plan (``torchtitan/models/llama3/infra/parallelize.py`` ``apply_tp``: embedding
+#: ``RowwiseParallel``, LM head ``ColwiseParallel`` with sharded logits under ``loss_parallel()``); DeepSpeed's
+#: AutoTP (``deepspeed/module_inject/auto_tp.py``) replaces the linear layers only, leaving the embedding whole
+#: on every rank and all-reducing the LM head's output, as Hugging Face transformers' own plan does
+#: (``tp_plan="auto"``: the model's ``base_model_tp_plan`` has no embedding entry, the LM head is
+#: ``"colwise_gather_output"``, the loss is ``ForCausalLMLoss`` on the full logits).
+DEFAULT_TP_PLAN: dict[str, str] = {"pytorch": "vocab-parallel", "megatron": "vocab-parallel",
+                                   "deepspeed": "replicated-embeddings"}
 
 
 def _not_bool(value: Any) -> Any:
@@ -58,6 +71,7 @@ def _not_bool(value: Any) -> Any:
 Int = Annotated[int, BeforeValidator(_not_bool)]
 OptInt = Annotated[int | None, BeforeValidator(_not_bool)]
 OptFloat = Annotated[float | None, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool)]
 
 
 def _field_error(model: str, field: str, value: Any, message: str) -> ValidationError:
@@ -152,6 +166,10 @@ class Training(_Frozen):
     attention: Attention = "flash"
     pipeline_schedule: PipelineSchedule = "1f1b"
     virtual_stages: Int = Field(default=1, ge=1, le=64)
+    lora_dropout: Float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False,
+                                description="dropout on the LoRA adapters' input (peft LoraConfig.lora_dropout; "
+                                "0.05 is common): above 0, every adapted linear keeps its own dropout mask and "
+                                "output for backward")
 
     @model_validator(mode="after")
     def _check_schedule(self) -> Training:
@@ -175,13 +193,32 @@ class Parallelism(_Frozen):
     hsdp_shard_size: OptInt = Field(default=None, ge=1, le=1_000_000,
                                     description="data-parallel ranks per HSDP shard group (null: one node's worth); "
                                     "with context parallelism the group spans this x cp GPUs")
+    tp_plan: TpPlan | None = Field(default=None, description="how tensor parallelism treats the vocabulary: "
+                                   "\"vocab-parallel\" (embedding, LM head and logits split by tp: Megatron-LM, "
+                                   "torchtitan) or \"replicated-embeddings\" (Hugging Face transformers "
+                                   "tp_plan=\"auto\", accelerate, DeepSpeed AutoTP: the embedding whole on every "
+                                   "rank, the LM head's output gathered, the loss on the full logits); null: the "
+                                   "framework's default (pytorch and megatron vocab-parallel, deepspeed "
+                                   "replicated-embeddings)")
 
     @model_validator(mode="after")
     def _check_hsdp(self) -> Parallelism:
         if self.hsdp_shard_size is not None and self.sharding != "hsdp":
             raise _field_error("Parallelism", "hsdp_shard_size", self.hsdp_shard_size,
                                f"hsdp_shard_size applies to sharding \"hsdp\" only, not {self.sharding!r}")
+        if self.tp_plan == "replicated-embeddings" and self.framework == "megatron":
+            raise _field_error("Parallelism", "tp_plan", self.tp_plan,
+                               "Megatron-LM always splits the vocabulary over the tensor-parallel ranks "
+                               "(VocabParallelEmbedding): use \"vocab-parallel\" or leave tp_plan empty")
         return self
+
+    @property
+    def resolved_tp_plan(self) -> TpPlan:
+        """``tp_plan``, or the framework's default (:data:`DEFAULT_TP_PLAN`) when it is null."""
+        if self.tp_plan is not None:
+            return self.tp_plan
+        default = DEFAULT_TP_PLAN[self.framework]
+        return "replicated-embeddings" if default == "replicated-embeddings" else "vocab-parallel"
 
     @property
     def normalized_sharding(self) -> Sharding:

@@ -60,8 +60,8 @@ def test_max_micro_batch_stops_at_the_limit() -> None:
 
 
 def test_max_micro_batch_needs_few_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mixtral 8x7B FSDP EP8 on 16 H200 fits 29 sequences: doubling + bisection took 15 peaks, the secant
-    search at most 8."""
+    """Mixtral 8x7B FSDP EP8 on 16 H200 fits 30 sequences (29 before o_proj's input was counted as the attention
+    output SDPA already saves, issue 14): doubling + bisection took 15 peaks, the secant search at most 8."""
     req, shape, layout = _setup({"model": "mixtral-8x7b", "training": {"activation_checkpointing": "full"},
                                  "parallelism": {"sharding": "fsdp", "ep": 8},
                                  "hardware": {"gpu": "h200-sxm-141gb", "num_nodes": 2}})
@@ -73,7 +73,7 @@ def test_max_micro_batch_needs_few_evaluations(monkeypatch: pytest.MonkeyPatch) 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(memory, "_peak_memory", counting)
-    assert memory.max_micro_batch(req, shape, layout, H200) == 29
+    assert memory.max_micro_batch(req, shape, layout, H200) == 30
     assert len(calls) <= 8
 
 

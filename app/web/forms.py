@@ -54,6 +54,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "training.attention": ("Attention kernel", ""),
     "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
     "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
+    "training.lora_dropout": ("LoRA dropout", "peft lora_dropout, e.g. 0.05; each adapter then keeps a mask and "
+                              "its own input copy"),
     "parallelism.sharding": ("Sharding", "ZeRO stage / FSDP"),
     "parallelism.tp": ("Tensor parallel (TP)", ""),
     "parallelism.pp": ("Pipeline parallel (PP)", ""),
@@ -63,6 +65,9 @@ LABELS: dict[str, tuple[str, str]] = {
     "parallelism.offload": ("CPU offload", ""),
     "parallelism.framework": ("Framework", ""),
     "parallelism.hsdp_shard_size": ("HSDP shard size", "GPUs per shard group; empty for one node"),
+    "parallelism.tp_plan": ("Tensor-parallel plan", "vocab-parallel (Megatron, torchtitan) or replicated-embeddings "
+                            "(Hugging Face tp_plan=\"auto\", accelerate, DeepSpeed AutoTP); empty: the "
+                            "framework's default"),
     "hardware.gpu": ("GPU", ""),
     "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
     "hardware.num_nodes": ("Nodes", "Number of servers"),

@@ -103,6 +103,20 @@ MODELS: dict[str, dict[str, Any]] = {
                      "query_pre_attn_scalar": 256, "final_logit_softcapping": 30.0,
                      "attn_logit_softcapping": 50.0, "hidden_activation": "gelu_pytorch_tanh"},
     },
+    "llama-2-7b": {
+        "arch": {"name": "Llama 2 7B", "source": "meta-llama/Llama-2-7b-hf config.json", "num_layers": 32,
+                 "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 32, "ffn_hidden_size": 11008,
+                 "vocab_size": 32000, "tied_embeddings": False},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 10000.0, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5},
+    },
+    "llama-2-13b": {
+        "arch": {"name": "Llama 2 13B", "source": "meta-llama/Llama-2-13b-hf config.json", "num_layers": 40,
+                 "hidden_size": 5120, "num_attention_heads": 40, "num_kv_heads": 40, "ffn_hidden_size": 13824,
+                 "vocab_size": 32000, "tied_embeddings": False},
+        "hf_arch": "llama",
+        "hf_extra": {"rope_theta": 10000.0, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5},
+    },
     "mixtral-8x7b": {
         "arch": {"name": "Mixtral 8x7B", "source": "mistralai/Mixtral-8x7B-v0.1 config.json", "num_layers": 32,
                  "hidden_size": 4096, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336,
@@ -116,7 +130,7 @@ MODELS: dict[str, dict[str, Any]] = {
 # Short model keys used in case ids.
 _SHORT = {"llama-3.2-1b": "l1b", "llama-3.2-3b": "l3b", "llama-3.1-8b": "l8b", "llama-3.1-70b": "l70b",
           "mistral-7b-v0.3": "m7b", "qwen2.5-7b": "q7b", "qwen2.5-14b": "q14b", "qwen2.5-32b": "q32b",
-          "gemma-2-9b": "g9b", "mixtral-8x7b": "mx8x7b"}
+          "gemma-2-9b": "g9b", "mixtral-8x7b": "mx8x7b", "llama-2-7b": "l2x7b", "llama-2-13b": "l2x13b"}
 
 _PREC = {"bf16-mixed": "mixed", "bf16-true": "true"}
 _CKPT = {"none": "nock", "full": "ck"}
@@ -130,7 +144,8 @@ def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed"
               world: int | None = None, call: int = 1, expect: str = "fit", note: str = "",
               steps: int | None = None, timed_steps: int | None = None, optimizer: str = "adamw",
               attention: str = "sdpa", wrap: str | None = None, bucket_view: bool = False,
-              reshard_after_forward: bool = True, qlora_prep: str = "none") -> dict[str, Any]:
+              reshard_after_forward: bool = True, qlora_prep: str = "none", lora_dropout: float = 0.0,
+              input_require_grads: bool = False, probe: bool = False) -> dict[str, Any]:
     """One case. ``wrap`` (with ``world``): "fsdp2" (default; ``reshard_after_forward=False`` is shard-grad-op,
     request sharding "zero2") or "ddp" (DistributedDataParallel over the fake group, request sharding "none"
     with 1 x W GPUs; ``bucket_view`` is its ``gradient_as_bucket_view``). ``qlora_prep`` "kbit" runs PEFT's
@@ -144,6 +159,8 @@ def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed"
     if method in ("lora", "qlora"):
         training["lora_rank"] = rank
         training["lora_targets"] = targets
+        if lora_dropout:
+            training["lora_dropout"] = lora_dropout
     if world is not None and wrap is None:
         wrap = "fsdp2"
     if world is None:
@@ -155,8 +172,12 @@ def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed"
         hardware = {"gpu": GPU, "num_nodes": max(1, world // 8), "gpus_per_node": min(8, world)}
     tag = "al" if targets == "all-linear" else "at"
     parts = [_SHORT[model], method if method == "full" else f"{method}{rank}{tag}"]
-    if method == "full":
+    if method == "full" or precision != "bf16-mixed":
         parts.append(_PREC[precision])
+    if lora_dropout:
+        parts.append(f"d{round(100 * lora_dropout):02d}")
+    if input_require_grads:
+        parts.append("irg")
     if optimizer != "adamw":
         parts.append(_OPT_TAG[optimizer])
     if attention != "sdpa":
@@ -182,6 +203,10 @@ def make_case(model: str, *, method: str = "full", precision: str = "bf16-mixed"
         extra.update(wrap="fsdp2", fsdp_reshard_after_forward=False)
     if qlora_prep != "none":
         extra["qlora_prep"] = qlora_prep
+    if input_require_grads:
+        extra["input_require_grads"] = True
+    if probe:
+        extra["probe_saved"] = True
     return {
         "id": "-".join(parts),
         "request": {
@@ -311,6 +336,7 @@ def _cases() -> list[dict[str, Any]]:
           note="foreach temporary on top of 16 B/param"),
     ]
     out += _call4_cases()
+    out += _fid_cases()
     ids = [x["id"] for x in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -362,6 +388,47 @@ def _call4_cases() -> list[dict[str, Any]]:
         c("llama-3.1-70b", **q, seq=4096, ckpt="full"),
         c("llama-3.1-70b", **q, seq=2048, ckpt="none", expect="edge"),
         c("llama-3.1-70b", **q, seq=4096, ckpt="none", expect="oom", note="deliberate OOM: activations"),
+    ]
+
+
+def _fid_cases() -> list[dict[str, Any]]:
+    """Calls 7 and 8 (issue 14, item 1): peft LoRA / QLoRA without activation checkpointing, micro-batch 2,
+    lora_dropout 0 and 0.05, with and without ``enable_input_require_grads``, under autocast (bf16-mixed) and
+    without it (bf16-true: bf16 base, fp32 adapters). Memory only (no timed steps). ``probe`` cases also record
+    what autograd saves per layer (measure.probe_saved). Call 7 is the set the mechanism was checked on;
+    call 8 is held out: its estimates were committed (tests/data/calibration_h200_raw/call8_predictions.json)
+    before it ran."""
+    def c(model: str, call: int, **kw: Any) -> dict[str, Any]:
+        kw.setdefault("steps", 3)
+        kw.setdefault("timed_steps", 0)
+        kw.setdefault("mbs", 2)
+        kw.setdefault("method", "lora")
+        return make_case(model, call=call, **kw)
+
+    return [
+        c("llama-2-7b", 7, probe=True),
+        c("llama-2-7b", 7, lora_dropout=0.05, probe=True),
+        c("llama-2-7b", 7, lora_dropout=0.05, input_require_grads=True, probe=True),
+        c("llama-2-7b", 7, input_require_grads=True, probe=True),
+        c("llama-3.1-8b", 7, lora_dropout=0.05, probe=True),
+        c("llama-3.1-8b", 7, precision="bf16-true", seq=2048, probe=True),
+        c("llama-3.1-8b", 7, precision="bf16-true", seq=2048, lora_dropout=0.05, probe=True),
+        # (bitsandbytes was not on the device in call 7: this QLoRA case ran in call 8 with a carried wheel)
+        c("llama-3.1-8b", 8, method="qlora", seq=2048, lora_dropout=0.05, probe=True),
+        c("llama-3.1-8b", 7, ckpt="full", lora_dropout=0.05),
+        # held out (call 8)
+        c("llama-2-13b", 8, seq=2048, lora_dropout=0.05),
+        c("llama-2-13b", 8, seq=2048, input_require_grads=True),
+        c("qwen2.5-7b", 8, lora_dropout=0.05),
+        c("mistral-7b-v0.3", 8, lora_dropout=0.05, input_require_grads=True),
+        c("qwen2.5-14b", 8, seq=2048, lora_dropout=0.05),
+        c("llama-3.1-8b", 8, rank=64, targets="attention", lora_dropout=0.05),
+        c("llama-3.1-8b", 8, precision="bf16-true", lora_dropout=0.05),
+        c("mistral-7b-v0.3", 8, method="qlora", lora_dropout=0.05),
+        c("llama-2-13b", 8, method="qlora", lora_dropout=0.05),
+        c("llama-3.1-8b", 8, mbs=3, lora_dropout=0.05, expect="edge",
+          note="estimated 126.9 GiB allocated, 138.4 GiB total of 140.4: fits with 2 GiB to spare"),
+        c("qwen2.5-14b", 8, lora_dropout=0.05, expect="oom", note="estimated 145.7 GiB allocated: does not fit"),
     ]
 
 

@@ -23,13 +23,14 @@ GIB = 1 << 30
 @dataclass(frozen=True)
 class MemoryRow:
     case_id: str
-    klass: str  # full | lora | sharded
+    klass: str  # full | lora | sharded | tensor_parallel
     oom: bool
     measured_bytes: int | None
     estimated_bytes: int
     estimated_total_bytes: int
     capacity_bytes: int
     fits: bool
+    family: str = ""
 
     @property
     def error(self) -> float | None:
@@ -65,7 +66,7 @@ def memory_row(case: dict[str, Any]) -> MemoryRow:
     oom = bool(measured.get("oom"))
     peak = None if oom else int(measured["peak_allocated_bytes"])
     return MemoryRow(case["id"], _klass(req), oom, peak, est.peak_allocated_bytes, est.total_bytes,
-                     est.capacity_bytes, est.fits)
+                     est.capacity_bytes, est.fits, family(case))
 
 
 def memory_rows(path: Path = CALIBRATION_FILE) -> list[MemoryRow]:
@@ -90,6 +91,39 @@ def load_parallel_cases(paths: list[Path] | None = None) -> list[dict[str, Any]]
 
 def parallel_rows(paths: list[Path] | None = None) -> list[MemoryRow]:
     return [memory_row(c) for c in load_parallel_cases(paths)]
+
+
+# peft LoRA / QLoRA without activation checkpointing (lora_dropout, enable_input_require_grads, bf16-true),
+# measured by ``measure.py`` in device calls 7 and 8 (memory only, no timed steps): each result line names its
+# case id, whose request is in ``cases.py``.
+LORA_RAW = sorted((ROOT / "tests" / "data" / "calibration_h200_raw").glob("call*_lora.jsonl"))
+
+
+def load_lora_cases(paths: list[Path] | None = None) -> list[dict[str, Any]]:
+    from benchmarks.calibration import cases
+
+    out = []
+    for path in LORA_RAW if paths is None else paths:
+        for line in path.read_text().splitlines():
+            case = json.loads(line) if line.strip() else {}
+            if case.get("status") in ("ok", "oom"):
+                run = cases.by_id(case["id"])
+                out.append({**case, "request": run["request"], "call": run["call"], "model_key": run["model_key"]})
+    return out
+
+
+def lora_rows(paths: list[Path] | None = None) -> list[MemoryRow]:
+    return [memory_row(c) for c in load_lora_cases(paths)]
+
+
+def family(case: dict[str, Any]) -> str:
+    """The model family of a measured case, for leave-one-family-out: the model's name without its size
+    ("Llama 3.1 8B" and "Llama 3.2 1B" -> "Llama 3"; "Qwen2.5 14B" -> "Qwen2.5"; "Llama 2 13B" -> "Llama 2")."""
+    name = str(case["request"]["model"]["name"])
+    for prefix in ("Llama 3", "Llama 2", "Qwen2.5", "Qwen3", "Mistral", "Mixtral", "Gemma 2", "Phi-3"):
+        if name.startswith(prefix):
+            return prefix
+    return name.split()[0]
 
 
 def p90(values: list[float]) -> float:

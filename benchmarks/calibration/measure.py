@@ -355,8 +355,10 @@ def build_qlora(cfg, case: dict[str, Any], dev: str, attn: str, res: dict[str, A
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gc_kw)
     targets = "all-linear" if tr["lora_targets"] == "all-linear" else ["q_proj", "k_proj", "v_proj", "o_proj"]
     r = tr["lora_rank"]
-    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets, lora_dropout=0.0,
-                                             bias="none"))
+    model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets,
+                                             lora_dropout=float(tr.get("lora_dropout", 0.0)), bias="none"))
+    if case.get("input_require_grads"):
+        model.enable_input_require_grads()
     lora_classes = sorted({f"{type(mm).__module__}.{type(mm).__name__}" for mm in model.modules()
                            if hasattr(mm, "lora_A") and isinstance(getattr(mm, "base_layer", None),
                                                                    bnb.nn.Linear4bit)})
@@ -551,6 +553,68 @@ def ddp_wrap(model: nn.Module, dev: str, bucket_view: bool, info: dict[str, Any]
     return ddp
 
 
+# ------------------------------------------------------------------------------------ saved-tensor probe
+def probe_saved(model: nn.Module, fwd: Any, dev: str) -> dict[str, Any]:
+    """What autograd saves for backward in one forward, by decoder layer and by the innermost module that was
+    running when the tensor was packed (``torch.autograd.graph.saved_tensors_hooks``). Each storage counts
+    once (tensors sharing a storage, e.g. one input saved by q, k and v, are one entry); parameters and their
+    views are left out. Run after the measured steps, so the peaks above do not include it."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    stack: list[str] = []
+    hooks = []
+    def enter(name: str) -> Any:
+        def hook(_m: Any, _a: Any) -> None:
+            stack.append(name)
+        return hook
+
+    def leave(_m: Any, _a: Any, _o: Any) -> None:  # returns None: the module's output is left as it is
+        if stack:
+            stack.pop()
+
+    for name, mod in model.named_modules():
+        hooks.append(mod.register_forward_pre_hook(enter(name)))
+        hooks.append(mod.register_forward_hook(leave))
+    seen: dict[int, tuple[str, int, str, list[int]]] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        try:
+            st = t.untyped_storage()
+            ptr = st.data_ptr()
+            if ptr not in params and ptr not in seen and st.nbytes() > 0:
+                seen[ptr] = (stack[-1] if stack else "<root>", int(st.nbytes()), str(t.dtype), list(t.shape))
+        except Exception:  # a tensor without a plain storage (e.g. a DTensor wrapper): skipped
+            pass
+        return t
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = fwd()
+    finally:
+        for h in hooks:
+            h.remove()
+    per_layer: dict[int, int] = {}
+    by_module: dict[str, dict[str, int]] = {}
+    outside = 0
+    rx = re.compile(r"layers\.(\d+)\.(.*)$")
+    for name, nbytes, dtype, _shape in seen.values():
+        mt = rx.search(name)
+        if not mt:
+            outside += nbytes
+            by_module.setdefault("<outside>:" + name.split(".")[-1], {}).setdefault(dtype, 0)
+            by_module["<outside>:" + name.split(".")[-1]][dtype] += nbytes
+            continue
+        layer = int(mt.group(1))
+        per_layer[layer] = per_layer.get(layer, 0) + nbytes
+        if layer == 1:
+            key = re.sub(r"\.default$", "", mt.group(2)) or "<layer>"
+            by_module.setdefault(key, {}).setdefault(dtype, 0)
+            by_module[key][dtype] += nbytes
+    del loss
+    _sync(dev)
+    return {"per_layer_bytes": [per_layer.get(i, 0) for i in range(max(per_layer) + 1)] if per_layer else [],
+            "layer1_by_module": by_module, "outside_layers_bytes": outside, "entries": len(seen)}
+
+
 # ------------------------------------------------------------------------------------------------ worker
 def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     dev = "cpu" if dry else "cuda"
@@ -621,7 +685,12 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                        else ["q_proj", "k_proj", "v_proj", "o_proj"])
             r = tr["lora_rank"]
             model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets,
-                                                     lora_dropout=0.0, bias="none"))
+                                                     lora_dropout=float(tr.get("lora_dropout", 0.0)),
+                                                     bias="none"))
+            if case.get("input_require_grads"):
+                # HF's PreTrainedModel.enable_input_require_grads: a forward hook on the input embedding that
+                # calls output.requires_grad_(True) (what peft/TRL set up before gradient checkpointing)
+                model.enable_input_require_grads()
     res["attn_implementation"] = model.config._attn_implementation
     m["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
     m["total_params"] = int(sum(p.numel() for p in model.parameters()))
@@ -676,7 +745,8 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     opt, res["optimizer"] = make_optimizer(tr, params)
     model.train()
 
-    use_autocast = wrap != "fsdp2" and (prec == "bf16-mixed" or method in ("lora", "qlora"))
+    use_autocast = wrap != "fsdp2" and (prec == "bf16-mixed" or (method in ("lora", "qlora")
+                                                                  and prec != "bf16-true"))
     res["autocast_bf16"] = use_autocast
     g = torch.Generator(device="cpu")
     g.manual_seed(0)
@@ -764,6 +834,12 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                                                  "num_device_free")}
         m["clocks_after_timed"] = _nvml_clocks(nv, h)
     m["oom"] = False
+    if case.get("probe_saved"):
+        opt.zero_grad(set_to_none=True)
+        try:
+            m["saved_tensors"] = probe_saved(model, fwd, dev)
+        except Exception as e:  # the probe must not turn a measured case into a failed one
+            m["saved_tensors"] = {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def worker(case: dict[str, Any], out_path: str, dry: bool) -> None:

@@ -52,12 +52,13 @@ import transformers  # noqa: E402
 
 GPU = cases_mod.GPU
 _SHORT = {"llama-3.2-1b": "l1b", "llama-3.2-3b": "l3b", "llama-3.1-8b": "l8b", "llama-3.1-70b": "l70b",
-          "qwen2.5-7b": "q7b"}
+          "qwen2.5-7b": "q7b", "mistral-7b-v0.3": "m7b"}
 
 
 def make_tp_case(model: str, *, tp: int = 1, sp: bool = False, dp: int = 1, wrap: str = "tp",
                  precision: str = "bf16-mixed", ckpt: str = "none", mbs: int = 1, seq: int = 4096,
-                 steps: int = 3, expect: str = "fit", note: str = "", call: int = 5) -> dict[str, Any]:
+                 steps: int = 3, expect: str = "fit", note: str = "", call: int = 5,
+                 plan: str = "vocab-parallel") -> dict[str, Any]:
     spec = cases_mod.MODELS[model]
     world = tp * dp
     training = {"method": "full", "precision": precision, "optimizer": "adamw", "optimizer_impl": "fused",
@@ -66,16 +67,19 @@ def make_tp_case(model: str, *, tp: int = 1, sp: bool = False, dp: int = 1, wrap
     sharding = {"tp": "none", "tp+fsdp2": "fsdp", "zero1": "zero1"}[wrap]
     parallelism: dict[str, Any] = {"sharding": sharding, "framework": "pytorch", "tp": tp,
                                    "sequence_parallel": sp}
+    if plan != "vocab-parallel":
+        parallelism["tp_plan"] = plan
     hardware = {"gpu": GPU, "num_nodes": max(1, world // 8), "gpus_per_node": min(8, world)}
     prec = {"bf16-mixed": "mixed", "bf16-true": "true"}[precision]
     par = {"tp": f"tp{tp}", "tp+fsdp2": f"fsdp{dp}xtp{tp}", "zero1": f"zero1ddp{world}"}[wrap]
     cid = "-".join([_SHORT[model], "full", prec, "fused", f"b{mbs}", f"s{seq}",
-                    "ck" if ckpt == "full" else "nock", par + ("sp" if sp else "")])
+                    "ck" if ckpt == "full" else "nock", par + ("sp" if sp else "")]
+                   + (["hfplan"] if plan == "replicated-embeddings" else []))
     return {"id": cid, "request": {"model": copy.deepcopy(spec["arch"]), "training": training,
                                    "parallelism": parallelism, "hardware": hardware},
             "hf_arch": spec["hf_arch"], "hf_extra": copy.deepcopy(spec["hf_extra"]), "model_key": model,
             "steps": steps, "timed_steps": 0, "world_size_fake": world, "tp": tp, "dp": dp, "sp": sp,
-            "wrap": wrap, "call": call, "expect": expect, "note": note}
+            "wrap": wrap, "call": call, "expect": expect, "note": note, "plan": plan}
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -120,6 +124,18 @@ def _cases() -> list[dict[str, Any]]:
         h("llama-3.1-70b", wrap="tp+fsdp2", tp=8, dp=8, ckpt="full"),
         h("llama-3.1-70b", wrap="tp+fsdp2", tp=4, dp=16, sp=True, ckpt="full"),
         h("llama-3.1-8b", tp=2, seq=16384, expect="oom", note="deliberate OOM: estimate 155 GiB allocated"),
+    ]
+    # Calls 7 (checked) and 8 (held out, estimates committed first): Hugging Face transformers' own plan
+    # (issue 14, item 2), ``tp_plan="replicated-embeddings"``: see hf_tp_plan.
+    def f(model: str, call: int, **kw: Any) -> dict[str, Any]:
+        return c(model, call=call, plan="replicated-embeddings", **kw)
+
+    out += [
+        f("llama-3.1-8b", 7, tp=2), f("llama-3.1-8b", 7, tp=4), f("llama-3.1-8b", 7, tp=8),
+        f("llama-3.1-8b", 7, tp=2, precision="bf16-true", seq=8192),
+        f("qwen2.5-7b", 8, tp=4), f("llama-3.1-8b", 8, tp=4, ckpt="full", mbs=4),
+        f("llama-3.1-8b", 8, tp=4, precision="bf16-true", seq=8192), f("mistral-7b-v0.3", 8, tp=2),
+        f("llama-3.1-8b", 8, tp=8, ckpt="full", seq=32768),
     ]
     ids = [x["id"] for x in out]
     assert len(ids) == len(set(ids)), ids
@@ -166,10 +182,27 @@ def tp_plan(sp: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     return root, layer
 
 
-def apply_tp(model: Any, tp_mesh: Any, sp: bool) -> None:
+def hf_tp_plan() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Hugging Face transformers' plan (``LlamaConfig.base_model_tp_plan`` + ``LlamaForCausalLM._tp_plan``,
+    applied by ``from_pretrained(tp_plan="auto")`` and accelerate's TP): q/k/v/gate/up "colwise", o/down
+    "rowwise", the LM head "colwise_rep" (weight sharded on the vocabulary, output all-gathered to the full
+    vocabulary on every rank), the input embedding and norms not in the plan (replicated), the loss HF's own
+    ``ForCausalLMLoss`` on the full logits (no ``loss_parallel``)."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    root = {"lm_head": ColwiseParallel(output_layouts=Replicate())}
+    layer = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+             "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+             "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+             "mlp.down_proj": RowwiseParallel()}
+    return root, layer
+
+
+def apply_tp(model: Any, tp_mesh: Any, sp: bool, plan: str = "vocab-parallel") -> None:
     from torch.distributed.tensor.parallel import parallelize_module
 
-    root, layer = tp_plan(sp)
+    root, layer = hf_tp_plan() if plan == "replicated-embeddings" else tp_plan(sp)
     for blk in model.model.layers:
         parallelize_module(blk, tp_mesh, layer)
     parallelize_module(model, tp_mesh, root)
@@ -212,10 +245,15 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     tied = bool(req["model"].get("tied_embeddings"))
     if tp > 1:
         assert mesh is not None
-        apply_tp(model, mesh["tp"], sp)
-        res["tp_plan"] = {"sp": sp, "root": {k: type(v).__name__ for k, v in tp_plan(sp)[0].items()},
-                          "layer": {k: type(v).__name__ for k, v in tp_plan(sp)[1].items()},
-                          "loss_parallel": True}
+        plan = case.get("plan", "vocab-parallel")
+        apply_tp(model, mesh["tp"], sp, plan)
+        hf = plan == "replicated-embeddings"
+        root, layer = hf_tp_plan() if hf else tp_plan(sp)
+        res["tp_plan"] = {"plan": plan, "sp": sp, "root": {k: repr(v)[:160] for k, v in root.items()},
+                          "layer": {k: type(v).__name__ for k, v in layer.items()}, "loss_parallel": not hf}
+        if hf:  # what the installed transformers declares, for the record
+            res["tp_plan"]["transformers_base_model_tp_plan"] = dict(getattr(cfg, "base_model_tp_plan", {}) or {})
+            res["tp_plan"]["transformers_causal_lm_tp_plan"] = dict(getattr(type(model), "_tp_plan", {}) or {})
     if wrap == "tp+fsdp2":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -280,7 +318,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
 
     def fwd() -> torch.Tensor:
         with torch.autocast(dev, dtype=torch.bfloat16, enabled=use_autocast):
-            if tp == 1:
+            if tp == 1 or case.get("plan") == "replicated-embeddings":
                 return model(input_ids=x, labels=x).loss
             logits = model(input_ids=x, position_ids=pos).logits
             with loss_parallel():  # torchtitan: logits stay sharded on the vocabulary
@@ -301,7 +339,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
             if phase == "forward":
                 loss = fwd()
             elif phase == "backward":
-                if tp > 1:
+                if tp > 1 and case.get("plan") != "replicated-embeddings":
                     with loss_parallel():
                         loss.backward()
                 else:
@@ -408,7 +446,7 @@ def main() -> None:
             else:
                 r = {"id": case["id"], "status": "crashed_or_timeout", "exitcode": proc.exitcode, "measured": {}}
         r.update(request=case["request"],
-                 case={k: case[k] for k in ("tp", "dp", "sp", "wrap", "steps", "note", "call")},
+                 case={k: case[k] for k in ("tp", "dp", "sp", "wrap", "steps", "note", "call", "plan")},
                  est_s=round(est, 1), dry_run=args.dry_run)
         with res_path.open("a") as f:
             f.write(json.dumps(r) + "\n")

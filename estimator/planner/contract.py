@@ -138,6 +138,8 @@ class PlanLayout(_Frozen):
     gradient_accumulation_steps: int
     global_batch_size: int
     seq_len: int
+    tp_plan: str | None = Field(default=None, description="the tensor-parallel plan the estimate assumed "
+                                "(parallelism.tp_plan, or the framework's default); null without TP")
 
     @property
     def label(self) -> str:

@@ -121,7 +121,8 @@ def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
                       offload=s.offload, dp=f.dp, tp=s.tp, pp=s.pp, virtual_stages=s.vp, cp=s.cp, ep=s.ep,
                       sequence_parallel=s.sequence_parallel, hsdp_shard_size=s.hsdp_shard,
                       activation_checkpointing=f.ckpt, micro_batch_size=f.micro_batch_size,
-                      gradient_accumulation_steps=f.accumulation, global_batch_size=gbs, seq_len=seq_len)
+                      gradient_accumulation_steps=f.accumulation, global_batch_size=gbs, seq_len=seq_len,
+                      tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None)
 
 
 def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float) -> PlanCost | None:

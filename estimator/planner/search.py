@@ -163,7 +163,7 @@ class SearchContext:
                     "micro_batch_size": mbs, "gradient_accumulation_steps": gas, "activation_checkpointing": ckpt,
                     "virtual_stages": s.vp, "pipeline_schedule": schedule})
             if s not in self._parallelism:
-                self._parallelism[s] = s.parallelism()
+                self._parallelism[s] = s.parallelism(self.pins.parallelism.get("tp_plan"))
             req = self.base.model_copy(update={"training": self._trainings[tkey], "parallelism": self._parallelism[s],
                                                "hardware": self._hardware(world)})
             self._requests[key] = req

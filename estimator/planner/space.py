@@ -66,11 +66,15 @@ class Structure:
     def without_vp(self) -> tuple[object, ...]:
         return (self.framework, self.sharding, self.offload, self.tp, self.pp, self.cp, self.ep)
 
-    def parallelism(self) -> Parallelism:
-        return Parallelism.model_validate({
+    def parallelism(self, tp_plan: object | None = None) -> Parallelism:
+        """The request's parallelism section; ``tp_plan`` a pinned plan (else the framework's default)."""
+        fields: dict[str, object] = {
             "sharding": self.sharding, "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
             "sequence_parallel": self.sequence_parallel, "offload": self.offload, "framework": self.framework,
-            "hsdp_shard_size": self.hsdp_shard})
+            "hsdp_shard_size": self.hsdp_shard}
+        if tp_plan is not None:
+            fields["tp_plan"] = tp_plan
+        return Parallelism.model_validate(fields)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class Pins:
             return False
         if p.get("hsdp_shard_size") is not None and s.sharding == "hsdp" and p["hsdp_shard_size"] != s.hsdp_shard:
             return False
+        if p.get("tp_plan") == "replicated-embeddings" and s.framework == "megatron":
+            return False  # Megatron-LM always splits the vocabulary (request.DEFAULT_TP_PLAN)
         return "virtual_stages" not in self.training or self.training["virtual_stages"] == s.vp
 
 
@@ -186,7 +192,10 @@ def _strategies(shape: ModelShape, tp: int, pp: int, cp: int, dp: int, num_nodes
         for ep in _ep_options(shape, dp) if framework == "megatron" else [1]:
             for vp in _vp_options(layers, pp):
                 for offload in offloads:
-                    s = Structure(framework, sharding, offload, tp, pp, vp, cp, ep, tp > 1, hsdp,
+                    # sequence parallelism with every TP layout, except under Hugging Face's plan (its
+                    # ``base_model_tp_plan`` has no sequence-parallel entries)
+                    sp = tp > 1 and pins.parallelism.get("tp_plan") != "replicated-embeddings"
+                    s = Structure(framework, sharding, offload, tp, pp, vp, cp, ep, sp, hsdp,
                                   rank + _OFFLOAD_RANK[offload])
                     if pins.allows(s):
                         yield s

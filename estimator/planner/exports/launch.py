@@ -151,6 +151,14 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
     if layout.framework == "pytorch" and training.method != "full":
         out.append("torchtitan trains full models: for LoRA/QLoRA launch a PEFT script with `accelerate launch "
                    "--config_file` and the accelerate config (the same FSDP2 layout).")
+    if training.method != "full" and layout.framework != "megatron":
+        targets = ('"all-linear"' if training.lora_targets == "all-linear"
+                   else '["q_proj", "k_proj", "v_proj", "o_proj"]')
+        out.append(f"PEFT adapters as sized: LoraConfig(r={training.lora_rank}, target_modules={targets}, "
+                   f"lora_dropout={training.lora_dropout:g})"
+                   + (" on a 4-bit base (BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", "
+                      "bnb_4bit_use_double_quant=True))" if training.method == "qlora" else "")
+                   + "; a different lora_dropout changes the activation memory.")
     if layout.framework == "megatron" and training.method != "full":
         out.append("Megatron-LM itself has no LoRA: run these arguments through NeMo / Megatron-Bridge PEFT.")
     if layout.framework == "deepspeed":
@@ -158,6 +166,15 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
                    "ds_config.json` is the TrainingArguments flag.")
         if training.activation_checkpointing != "none" or layout.activation_checkpointing != "none":
             out.append("Turn on activation checkpointing in the script (`--gradient_checkpointing`).")
+    if layout.tp > 1 and layout.framework == "pytorch":
+        if layout.tp_plan == "replicated-embeddings":
+            out.append("TP plan replicated-embeddings: launch with the accelerate config (parallelism_config_tp_size, "
+                       "the model loaded with Hugging Face tp_plan=\"auto\"); the torchtitan command splits the "
+                       "vocabulary instead (vocab-parallel), which needs less memory than this plan was sized for.")
+        else:
+            out.append("TP plan vocab-parallel: the torchtitan command; Hugging Face tp_plan=\"auto\" under the "
+                       "accelerate config keeps the embedding whole on every rank and the logits gathered (more "
+                       "memory): size that with parallelism.tp_plan=\"replicated-embeddings\".")
     if training.precision == "fp8-mixed" and layout.framework != "megatron":
         out.append("fp8 needs Transformer Engine or torchao float8 in the training script.")
     return out

@@ -132,7 +132,9 @@ def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> Layout
     gbt = t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp
     return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
-                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server)
+                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server,
+                         virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
+                         pipeline_split=layout.pipeline_split)
 
 
 def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:

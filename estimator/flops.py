@@ -184,22 +184,26 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
                      attn_query_len=float(t.seq_len) / layout.cp)
 
 
-def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
-    per_stage = layout.layers_per_stage
+def _stage_layers(shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int]:
+    per_stage = layout.layers_on(stage)
     moe = round(per_stage * shape.moe_layers / shape.arch.num_layers)
     return per_stage - moe, moe
 
 
-def workload(req: EstimateRequest, shape: ModelShape, layout: Layout) -> Workload:
-    """Per-micro-batch work of the busiest GPU (the last pipeline stage, which holds the LM head)."""
+def workload(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> Workload:
+    """Per-micro-batch work of one pipeline stage's GPU: by default the last stage, which holds the LM head
+    (all of the model without pipeline parallelism). ``first`` and ``middle`` stages carry no LM head
+    (``head`` and ``vocab_local`` are zero); :meth:`Layout.layers_on` gives each stage's decoder layers."""
     t, a = req.training, shape.arch
-    dense_n, moe_n = _stage_layers(shape, layout)
+    dense_n, moe_n = _stage_layers(shape, layout, stage)
     tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
-    head = Gemm(tokens, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full", False)
-    return Workload(dense=_layer(req, shape, layout, False) if dense_n else None,
-                    moe=_layer(req, shape, layout, True) if moe_n else None,
+    has_head = stage in ("last", "only") or layout.pp == 1
+    head = Gemm(tokens if has_head else 0.0, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full",
+                False)
+    return Workload(dense=_layer(req, shape, layout, False) if shape.dense_layers else None,
+                    moe=_layer(req, shape, layout, True) if shape.moe_layers else None,
                     dense_layers=dense_n, moe_layers=moe_n, head=head, tokens=tokens,
-                    hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp)
+                    hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp if has_head else 0.0)
 
 
 def _layer_model_flops(work: LayerWork) -> float:

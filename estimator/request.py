@@ -171,6 +171,12 @@ class Parallelism(_Frozen):
     sequence_parallel: bool = False
     offload: Offload = "none"
     framework: Framework = "pytorch"
+    first_stage_layers: OptInt = Field(default=None, ge=0, le=1000,
+                                       description="decoder layers on the first pipeline stage (Megatron-LM "
+                                       "--decoder-first-pipeline-num-layers); null: placed by the framework's rule")
+    last_stage_layers: OptInt = Field(default=None, ge=0, le=1000,
+                                      description="decoder layers on the last pipeline stage (Megatron-LM "
+                                      "--decoder-last-pipeline-num-layers); null: placed by the framework's rule")
     hsdp_shard_size: OptInt = Field(default=None, ge=1, le=1_000_000,
                                     description="data-parallel ranks per HSDP shard group (null: one node's worth); "
                                     "with context parallelism the group spans this x cp GPUs")

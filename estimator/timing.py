@@ -536,9 +536,17 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: A
 
 
 # ----------------------------------------------------------------------------------------------- the step
-def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ParamPlacement:
-    """:func:`estimator.params.place_params` (memoised there) of the busiest stage."""
-    return place_params(req, shape, layout, "only" if layout.pp == 1 else "last")
+def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
+    """:func:`estimator.params.place_params` (memoised there) of one stage (``last`` by default)."""
+    return place_params(req, shape, layout, "only" if layout.pp == 1 else stage)
+
+
+def _time_stages(layout: Layout) -> tuple[str, ...]:
+    """Stages whose step may be the slowest: the last (LM head and loss) when every rank holds the same layers;
+    with an uneven split (:mod:`estimator.pipeline_split`) also the first and the fullest middle rank."""
+    if layout.pp > 1 and layout.uneven:
+        return ("first", "middle", "last") if layout.pp > 2 else ("first", "last")
+    return ("last",)
 
 
 def time_assumptions(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
@@ -571,10 +579,37 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
     t = req.training
     r = rates_for(gpu, t.precision, constants)
     style = style_for(req, layout)
-    work = workload(req, shape, layout)
-    mb = micro_batch(req, shape, layout, work, r, style)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
-    pl = _placement(req, shape, layout)
+    last = workload(req, shape, layout)
+    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage) for stage in _time_stages(layout)]
+    slowest = max(stages, key=lambda s: s.step)
+    return _result(req, shape, layout, gpu, last, slowest)
+
+
+@dataclass(frozen=True)
+class _StageStep:
+    """One pipeline stage's step: the slowest stage's is the step (the others wait on it)."""
+
+    stage: str
+    mb: Pass
+    comm: CommTimes
+    step: float
+    compute: float
+    bubble: float
+    opt: float
+    off: float
+
+
+def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, r: Rates, style: Style,
+                fabric: Fabric, stage: str) -> _StageStep:
+    """The step of one stage's GPU: ``m`` micro-batches, the pipeline bubble of ``(p - 1) / v`` of its
+    micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
+    the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
+    communication, optimizer and offload."""
+    t = req.training
+    work = workload(req, shape, layout, stage)
+    mb = micro_batch(req, shape, layout, work, r, style)
+    pl = _placement(req, shape, layout, stage)
     comm = communication(req, shape, layout, work, fabric, style, mb, pl)
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
@@ -583,12 +618,13 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
     opt = optimizer_time(req, shape, layout, r, style, pl)
     off = offload_time(req, shape, layout, gpu, mb, style, pl)
     step = compute + bubble + comm.exposed + opt + off
-    return _result(req, shape, layout, gpu, work, mb, comm, step, compute, bubble, opt, off)
+    return _StageStep(stage, mb, comm, step, compute, bubble, opt, off)
 
 
-def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload, mb: Pass,
-            comm: CommTimes, step: float, compute: float, bubble: float, opt: float, off: float) -> TimeResult:
+def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
+            s: _StageStep) -> TimeResult:
     t = req.training
+    mb, comm, step, compute, bubble, opt, off = s.mb, s.comm, s.step, s.compute, s.bubble, s.opt, s.off
     tokens = float(t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * layout.dp)
     model_flops = model_flops_per_step(req, shape, layout, work)
     hw_per_gpu = mb.hw_flops * t.gradient_accumulation_steps

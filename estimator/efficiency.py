@@ -76,6 +76,13 @@ class Constants:
     # i.e. 0.89 of the bf16 fraction; casts/amax per element (copy-equivalent bytes, fused as torch.compile does).
     fp8_gemm_ratio: float = 0.89
     fp8_cast_bytes: float = 6.0
+    # Transformer Engine fp8 (framework megatron): the casts are fused. ``LayerNormLinear`` / ``LayerNormMLP``
+    # emit the norm's output in fp8, so the QKV and FC1 inputs cost nothing extra; the attention output and
+    # the activation output go through TE's fused cast-transpose (bf16 read 2 B, fp8 row-wise and column-wise
+    # copies written 1 + 1 B = 4 B per element); each GEMM's output gradient is cast-transposed the same way in
+    # backward; weights are cast once per optimizer step, not per micro-batch (TE ``is_first_microbatch``
+    # caches the fp8 weight copies: ``transformer_engine/pytorch/module/linear.py``): 2 + 1 + 1 B per weight.
+    te_cast_bytes: float = 4.0
     # Flash attention (SDPA flash backend, H200, head dim 128, GQA 4:1): forward 459..650 TFLOP/s for
     # s = 1k..16k; backward (2.5x forward FLOPs) 255..560 TFLOP/s.
     attn_fwd_eff: float = 0.70
@@ -161,6 +168,11 @@ class Constants:
     # LoRA (PEFT lora.Linear): the adapter path's casts, scale and add, bytes per token per (in + out)
     # element of each adapted linear, forward; backward twice that. Fitted.
     lora_bytes: float = 8.94
+    # The same path inside Megatron-Core / Transformer Engine layers (NeMo, Megatron-Bridge LoRA: the adapter
+    # GEMMs read the layer input the fused norm already wrote, dropout 0 is skipped, the scaled output is added
+    # in one kernel): ``lora_fused_ratio`` of the eager bytes. Fitted on the NeMo 24.07 LoRA rows (DGX-H100,
+    # fp8) and checked on the held-out Megatron-Bridge 70B LoRA row (``docs/accuracy-time.md``).
+    lora_fused_ratio: float = 0.0
     # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
     fsdp_scale: float = 0.758

@@ -176,7 +176,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
-                            assumptions=assumptions_for(req, layout, hw) + time_assumptions(req, hw.gpu),
+                            assumptions=assumptions_for(req, layout, hw) + time_assumptions(req, hw.gpu, layout),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout),

@@ -94,6 +94,8 @@ class Pass:
     layer_fwd: float  # one layer's forward (the FSDP gather nothing hides)
     attn_fwd: float  # all layers' attention forward (what context-parallel exchanges overlap)
     hw_flops: float
+    gemm_fwd: float = 0.0  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
+    gemm_bwd: float = 0.0
 
     @property
     def total(self) -> float:
@@ -152,7 +154,8 @@ def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants)
     per_token *= k.elem_scale * (k.fused_ratio if style.fused else 1.0)
     if style.autocast:
         per_token *= 1.0 + k.autocast_extra
-    per_token += k.lora_bytes * w.lora_elems
+    # Megatron-Bridge / NeMo LoRA adapters inside the TE layer move ``lora_fused_ratio`` of the eager PEFT bytes
+    per_token += k.lora_bytes * w.lora_elems * (k.lora_fused_ratio if style.fused else 1.0)
     per_token += k.moe_dispatch_bytes * work.hidden * w.topk
     return per_token * work.tokens
 
@@ -160,6 +163,22 @@ def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants)
 def _fp8_cast_bytes(gemms: tuple[Gemm, ...], k: Constants) -> tuple[float, float]:
     fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
     bwd = sum(g.count * (g.m * g.n + g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
+    return fwd, bwd
+
+
+def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: EstimateRequest,
+                       k: Constants) -> tuple[float, float]:
+    """Transformer Engine's fp8 casts of one layer per micro-batch (:attr:`Constants.te_cast_bytes`): the
+    attention output and the MLP activation cast-transposed in forward (the norm-fed QKV and FC1 inputs come out
+    of the fused norm in fp8), every GEMM's output gradient in backward, the weights once per step."""
+    fp8 = [g for g in w.gemms if g.fp8]
+    if not fp8:
+        return 0.0, 0.0
+    tokens = fp8[0].m
+    attn_out = shape.arch.num_attention_heads * shape.head_dim / layout.tp
+    fwd = k.te_cast_bytes * tokens * (attn_out + w.ffn_local)
+    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / req.training.gradient_accumulation_steps
+    bwd = k.te_cast_bytes * sum(g.count * g.m * g.n for g in fp8)
     return fwd, bwd
 
 
@@ -222,7 +241,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
     a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused)
     e_fwd = _elementwise_bytes(w, work, style, k)
-    c_fwd, c_bwd = _fp8_cast_bytes(w.gemms, k)
+    c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
     fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
     bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
@@ -273,7 +292,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     """Forward, backward and recomputation seconds of one micro-batch on the busiest stage. When issuing the
     kernels takes the CPU longer than the GPU needs to run them, the CPU time sets the pace."""
     fwd = bwd = rec = attn = flops = cpu = 0.0
-    layer_fwd = 0.0
+    layer_fwd = g_fwd = g_bwd = 0.0
     for w, n in ((work.dense, work.dense_layers), (work.moe, work.moe_layers)):
         if w is None or n == 0:
             continue
@@ -281,6 +300,8 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
         fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
         attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
         cpu += n * lt.cpu
+        gf, gb = _gemm_times(w.gemms, r)
+        g_fwd, g_bwd = g_fwd + n * gf, g_bwd + n * gb
     h_fwd, h_bwd = _head_times(req, layout, work, r, style)
     h = work.head
     flops += h.flops * (3.0 if h.trainable else 2.0)
@@ -288,7 +309,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     gpu = fwd + bwd + rec
     stretch = max(1.0, cpu / gpu) * r.k.compute_overhead if gpu > 0 else 1.0
     return Pass(fwd=fwd * stretch, bwd=bwd * stretch, recompute=rec * stretch, layer_fwd=layer_fwd * stretch,
-                attn_fwd=attn * stretch, hw_flops=flops)
+                attn_fwd=attn * stretch, hw_flops=flops, gemm_fwd=g_fwd, gemm_bwd=g_bwd)
 
 
 # ----------------------------------------------------------------------------------------- communication
@@ -302,9 +323,32 @@ class CommTimes:
     parts: dict[str, float]
 
 
-def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
+    """Whether the tensor-parallel collectives overlap their GEMMs: ``parallelism.tp_comm_overlap``, by default
+    on for Megatron-Core with sequence parallelism (``--tp-comm-overlap``, Transformer Engine userbuffers: the
+    NeMo / Megatron-Bridge performance recipes turn it on with TP > 1), which it needs."""
+    p = req.parallelism
+    if layout.tp <= 1 or not layout.sequence_parallel:
+        return False
+    return p.framework == "megatron" if p.tp_comm_overlap is None else p.tp_comm_overlap
+
+
+def _overlapped(comm: float, gemm: float, tp: int) -> float:
+    """Exposed seconds of a collective split into ``tp`` chunks pipelined with the GEMM it feeds (Transformer
+    Engine userbuffers' split all-gather / reduce-scatter GEMM overlap; Calculon's tiled ``pipe`` overlap,
+    ``calculon/llm/layers.py`` ``compute_processing_time``, Isaev et al. SC23): the first chunk is exposed, each
+    later one only by what it exceeds its GEMM chunk."""
+    return comm / tp + (tp - 1) / tp * max(0.0, comm - gemm)
+
+
+def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric,
+               mb: Pass | None = None) -> tuple[float, float]:
+    """(total, exposed) tensor-parallel seconds of one micro-batch: per layer two all-reduces forward and two
+    backward (all-gather + reduce-scatter pairs with sequence parallelism), two more in a fully recomputed
+    forward, and two around the embedding / LM head. With :func:`tp_comm_overlap` each phase's collectives hide
+    behind that phase's GEMMs (:func:`_overlapped`)."""
     if layout.tp <= 1:
-        return 0.0
+        return 0.0, 0.0
     group = place_group(layout.tp, 1, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * work.hidden
     if layout.sequence_parallel:
@@ -312,9 +356,17 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
                                                                                    group, fabric)
     else:
         one = collective_time("allreduce", nbytes, group, fabric)
-    per_layer = 4 + (2 if req.training.activation_checkpointing == "full" else 0)
+    full = req.training.activation_checkpointing == "full"
+    per_layer = 4 + (2 if full else 0)
     layers = work.dense_layers + work.moe_layers
-    return one * (per_layer * layers + 2)
+    total = one * (per_layer * layers + 2)
+    if mb is None or not tp_comm_overlap(req, layout):
+        return total, total
+    phase = 2.0 * one * layers
+    exposed = _overlapped(phase, mb.gemm_fwd, layout.tp) + _overlapped(phase, mb.gemm_bwd, layout.tp) + 2.0 * one
+    if full:
+        exposed += _overlapped(phase, mb.gemm_fwd, layout.tp)
+    return total, exposed
 
 
 def _forward_passes(req: EstimateRequest) -> int:
@@ -360,7 +412,10 @@ def virtual_stages(req: EstimateRequest, layout: Layout) -> int:
 
 
 def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
-    """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch."""
+    """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch.
+    Megatron-Core's interleaved schedule overlaps them with the next chunk's compute (``overlap_p2p_comm``,
+    Megatron-LM's default ``--overlap-p2p-communication``; ``pipeline_parallel/schedules.py``): see
+    :func:`communication`."""
     if layout.pp <= 1:
         return 0.0
     stride = layout.tp * layout.cp * layout.dp
@@ -429,15 +484,19 @@ def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Any, fa
 def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                   style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
     m = req.training.gradient_accumulation_steps
-    tp = m * _tp_per_mb(req, layout, work, fabric)
+    tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
+    tp, tp_exposed = m * tp_one, m * tp_exposed_one
     cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
     cp, cp_exposed = m * cp_one, m * cp_exposed_one
     ep = m * _ep_per_mb(req, shape, layout, work, fabric)
     pp = m * _pp_per_mb(req, layout, work, fabric)
+    overlap_p2p = req.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
+    pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
     dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
-    exposed = tp + cp_exposed + ep + pp + dp_exposed
+    exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
     total = tp + cp + ep + pp + dp_total
-    parts = {"tensor_parallel_s": tp, "context_parallel_s": cp, "context_parallel_exposed_s": cp_exposed,
+    parts = {"tensor_parallel_s": tp, "tensor_parallel_exposed_s": tp_exposed, "pipeline_p2p_exposed_s": pp_exposed,
+             "context_parallel_s": cp, "context_parallel_exposed_s": cp_exposed,
              "expert_parallel_s": ep, "pipeline_p2p_s": pp, "data_parallel_s": dp_total,
              "data_parallel_exposed_s": dp_exposed}
     return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
@@ -549,8 +608,29 @@ def _time_stages(layout: Layout) -> tuple[str, ...]:
     return ("last",)
 
 
-def time_assumptions(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
-    """Plain-words notes on how the step time and its MFU are to be read."""
+def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None = None) -> list[str]:
+    """Plain-words notes on how the step time and its MFU are to be read; with ``layout``, a line when the
+    set-up's kind was never checked against a measured step time (its error bar is the wide floor)."""
+    notes = _kind_notes(req, gpu, layout) if layout is not None else []
+    return notes + _mfu_notes(req, gpu)
+
+
+def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]:
+    gid = str(getattr(gpu, "id", "") or "")
+    if time_kind_measured(req, layout, gid):
+        return []
+    p = req.parallelism
+    what = {"deepspeed": "DeepSpeed's kernels and schedule"}.get(p.framework, "")
+    if not what and p.framework == "pytorch" and layout.pp > 1:
+        what = "PyTorch pipeline parallelism (torch.distributed.pipelining)"
+    what = what or "this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)"
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework)
+    return [f"Step time: {what} was never checked against a measured or published step time; the efficiency "
+            f"of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
+            f"(+-{bar:g}%)."]
+
+
+def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
     peak = _gpu_peak(gpu, req.training.precision) / 1e12
     name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
     if req.training.precision == "fp8-mixed":
@@ -638,5 +718,5 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or ""))),
+                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework),
                       flops_per_step=model_flops, breakdown_s=breakdown)

@@ -30,10 +30,9 @@ import statistics
 from functools import cache
 
 import pytest
-import test_calibration_time
 from test_published_time_cases import PublishedCase, all_cases, foundry
 
-from estimator.accuracy import LONG_SEQUENCE_TOKENS, accuracy_table, time_error_bar_pct, time_error_bars
+from estimator.accuracy import accuracy_table, time_error_bar_pct
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
@@ -42,7 +41,10 @@ from hardware_catalog import Catalog, load_catalog
 
 MEDIAN_LIMIT = 0.15
 WORST = {"llm-foundry": 0.75, "torchtitan": 0.30, "Korthikanti 2022": 0.17, "Narayanan 2021": 0.40,
-         "Megatron-Core": 0.50}
+         "Megatron-Core": 0.50, "NeMo": 0.35, "Megatron-Bridge": 0.15, "AutoModel": 0.65}
+# Sources whose kind is measured: held to the 15% median. AutoModel's one row (PyTorch TP x PP x VP LoRA) is a kind
+# never calibrated (PyTorch pipeline parallelism): it gets the unmeasured floor and an assumption line instead.
+MEDIAN_SOURCES = tuple(s for s in WORST if s != "AutoModel")
 SPEEDUP_LIMIT = 0.15
 SPEEDUP_WITHIN_15 = 36  # of 39 pairs (measured: 36; outside: MPT-30B 1k and 2k +17%, MPT-760M 512 -18.5%)
 WORST_SPEEDUP = 0.19  # measured worst pair: MPT-760M, 512 tokens, -18.5%
@@ -77,7 +79,7 @@ def relative_error(case: PublishedCase) -> float:
 
 def test_rows_of_every_source_are_expressed() -> None:
     counts = {s: sum(1 for c in _cases() if c.source == s) for s in WORST}
-    assert counts["llm-foundry"] >= 200 and all(n >= 8 for n in counts.values())
+    assert counts["llm-foundry"] >= 200 and all(counts[s] >= 8 for s in MEDIAN_SOURCES) and counts["AutoModel"] == 1
     assert len({c.id for c in _cases()}) == len(_cases())
 
 
@@ -90,7 +92,38 @@ def test_median_error_over_all_rows_within_15_percent() -> None:
     assert statistics.median(abs(relative_error(c)) for c in _cases()) <= MEDIAN_LIMIT
 
 
-@pytest.mark.parametrize("source", sorted(WORST))
+@pytest.mark.parametrize("framework", ["pytorch", "megatron"])
+def test_median_error_per_framework_within_15_percent(framework: str) -> None:
+    errors = [abs(relative_error(c)) for c in _cases() if c.source in MEDIAN_SOURCES
+              and c.request["parallelism"]["framework"] == framework]
+    assert len(errors) >= 50 and statistics.median(errors) <= MEDIAN_LIMIT
+
+
+def test_large_model_parallel_fp8_rows_are_not_systematically_slow() -> None:
+    """Issue 14: 70B-405B pre-training / SFT at TP 4-8, PP 4-8 (interleaved), fp8 read 20-35% too slow, every one
+    with the same sign. With TE's fused casts, userbuffers TP overlap and overlapped p2p: each within 15%."""
+    big = [c for c in _cases() if c.source in ("NeMo", "Megatron-Bridge") and c.request["parallelism"]["tp"] >= 4
+           and c.request["parallelism"]["pp"] >= 4]
+    assert len(big) >= 14
+    assert all(abs(relative_error(c)) <= 0.15 for c in big)
+
+
+def test_autommodel_row_is_an_unmeasured_kind_with_the_floor() -> None:
+    from estimator.accuracy import time_kind_measured
+    from estimator.timing import time_assumptions
+
+    (case,) = [c for c in _cases() if c.source == "AutoModel"]
+    req = EstimateRequest.model_validate(case.request)
+    layout = build_layout(req, ModelShape(resolve_model(req.model)))
+    assert not time_kind_measured(req, layout, case.gpu)
+    gpu = catalog().gpus[case.gpu]
+    assert any("never checked" in line for line in time_assumptions(req, gpu, layout))
+    t = step_time(req, ModelShape(resolve_model(req.model)), layout, gpu, None, catalog())
+    bars = accuracy_table()["time_error_bar_pct"]
+    assert t.error_bar_pct == max(bars["multi_gpu"], bars["unmeasured_floor"])
+
+
+@pytest.mark.parametrize("source", MEDIAN_SOURCES)
 def test_median_error_per_source_within_15_percent(source: str) -> None:
     errors = [abs(relative_error(c)) for c in _cases() if c.source == source]
     assert statistics.median(errors) <= MEDIAN_LIMIT
@@ -129,16 +162,24 @@ def test_a100_to_h100_speedup_sign_and_size() -> None:
 
 
 def test_accuracy_json_time_bars_are_what_the_error_tables_give() -> None:
-    """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` is generated (``benchmarks/calibration/
-    time_report.py``), not hand-written: it must equal :func:`estimator.accuracy.time_error_bars` of the H200
-    calibration errors and the published-run errors (p90 |error| per class, rounded up; the unmeasured floor
-    from the rows below 16k tokens)."""
-    single = [test_calibration_time.relative_error(c) for c in test_calibration_time._single()]
-    published = [relative_error(c) for c in _cases()]
-    short = [relative_error(c) for c in _cases() if c.request["training"]["seq_len"] < LONG_SEQUENCE_TOKENS]
-    expected = time_error_bars(single, published, short)
-    assert accuracy_table()["time_error_bar_pct"] == expected
-    assert expected["unmeasured_floor"] > expected["single_gpu"]
+    """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` and ``time_coverage`` are generated
+    (``benchmarks/calibration/time_report.py``), not hand-written: they must equal
+    :func:`estimator.accuracy.time_error_bars` of the H200 calibration errors by family and the published-run
+    errors by source."""
+    from benchmarks.calibration.time_report import bars, tables
+
+    expected = bars(tables())
+    assert accuracy_table()["time_error_bar_pct"] == expected["bars"]
+    assert accuracy_table()["time_coverage"] == expected["coverage"]
+
+
+def test_held_out_coverage_of_every_time_class_is_at_least_80_percent() -> None:
+    """Issue 14 item 5: each class's bar, fitted with one family / source left out at a time, holds at least
+    80% of the held-out rows (the shipped bar is widened until it does)."""
+    coverage = accuracy_table()["time_coverage"]
+    for klass in ("single_gpu", "multi_gpu", "megatron", "unmeasured_floor"):
+        assert coverage[klass]["coverage"] >= 0.80, klass
+        assert coverage[klass]["groups"] >= 2, klass
 
 
 def test_unmeasured_kinds_get_at_least_the_floor() -> None:
@@ -146,3 +187,5 @@ def test_unmeasured_kinds_get_at_least_the_floor() -> None:
     assert time_error_bar_pct(False, measured_kind=True) == bars["single_gpu"]
     assert time_error_bar_pct(False, measured_kind=False) == bars["unmeasured_floor"]
     assert time_error_bar_pct(True, measured_kind=False) == max(bars["multi_gpu"], bars["unmeasured_floor"])
+    assert time_error_bar_pct(True, True, "megatron") == bars["megatron"]
+    assert bars["unmeasured_floor"] >= max(bars["single_gpu"], bars["megatron"])

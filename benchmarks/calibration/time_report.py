@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCURACY_JSON = ROOT / "estimator" / "data" / "accuracy.json"
 TIME_MD = ROOT / "docs" / "accuracy-time.md"
 ACCURACY_MD = ROOT / "docs" / "accuracy.md"
-SOURCES = ("llm-foundry", "torchtitan", "Korthikanti 2022", "Narayanan 2021", "Megatron-Core")
+SOURCES = ("llm-foundry", "torchtitan", "Korthikanti 2022", "Narayanan 2021", "Megatron-Core", "NeMo",
+           "Megatron-Bridge", "AutoModel")
+# Median |error| per source on the parent commit (4d6529b, before issue 14's mechanisms), with the NeMo,
+# Megatron-Bridge and AutoModel rows expressed the same way: what the mechanisms changed.
+BEFORE = {"llm-foundry": 12.3, "torchtitan": 3.6, "Korthikanti 2022": 5.2, "Narayanan 2021": 8.5,
+          "Megatron-Core": 10.2, "NeMo": 22.2, "Megatron-Bridge": 30.1, "AutoModel": 61.0}
 
 
 def _tests() -> tuple[Any, Any]:
@@ -45,6 +50,8 @@ class Row:
     case: str
     measured: float
     estimated: float
+    group: str = ""  # model family (calibration) or source (published)
+    klass: str = ""  # step-time error class (estimator.accuracy.time_class), "" = an unmeasured kind
 
     @property
     def error(self) -> float:
@@ -56,28 +63,64 @@ class Tables:
     single: list[Row]
     fake_pg: list[Row]
     published: dict[str, list[Row]]
-    short: list[float]  # published errors below LONG_SEQUENCE_TOKENS tokens
+    short: list[Row]  # published rows below LONG_SEQUENCE_TOKENS tokens
     pairs: list[Row]  # A100-80GB -> H100 speed-ups
+
+
+def family(case: dict[str, Any]) -> str:
+    """The model family of a calibration case (its model's name or ``model_type``, first word; Mixtral counts
+    as Mistral)."""
+    m = case["request"]["model"]
+    name = m if isinstance(m, str) else str(m.get("name") or m.get("hf_config", {}).get("model_type", "custom"))
+    word = name.replace("-", " ").split()[0].lower()
+    return "mistral" if word.startswith(("mistral", "mixtral")) else "".join(ch for ch in word if ch.isalpha())
+
+
+def published_class(case: Any) -> str:
+    """The step-time class of a published case, or "" where its kind was never measured (its row then only
+    feeds the floor)."""
+    from estimator.accuracy import time_class, time_kind_measured
+    from estimator.layout import build_layout
+    from estimator.modelspec import ModelShape, resolve_model
+    from estimator.request import EstimateRequest
+
+    req = EstimateRequest.model_validate(case.request)
+    layout = build_layout(req, ModelShape(resolve_model(req.model)))
+    if not time_kind_measured(req, layout, case.gpu):
+        return ""
+    return time_class(layout.world_size > 1, req.parallelism.framework)
 
 
 def tables() -> Tables:
     cal, pub = _tests()
-    single = [Row(c["id"], cal.measured_step_s(c), cal.estimated_step_s(c)) for c in cal._single()]
+    single = [Row(c["id"], cal.measured_step_s(c), cal.estimated_step_s(c), family(c), "single_gpu")
+              for c in cal._single()]
     fake = [Row(c["id"], cal.measured_step_s(c), cal.estimated_step_s(c)) for c in cal._fake_pg()]
     published: dict[str, list[Row]] = {s: [] for s in SOURCES}
     short: list[float] = []
     for c in pub._cases():
-        row = Row(c.id, c.tokens_per_s_per_gpu, pub.estimated_tokens_per_s_per_gpu(c))
+        row = Row(c.id, c.tokens_per_s_per_gpu, pub.estimated_tokens_per_s_per_gpu(c), c.source,
+                  published_class(c))
         published[c.source].append(row)
         if c.request["training"]["seq_len"] < LONG_SEQUENCE_TOKENS:
-            short.append(row.error)
+            short.append(row)
     pairs = [Row(job, m, e) for job, m, e in pub.speedup_pairs()]
     return Tables(single, fake, published, short, pairs)
 
 
-def bars(t: Tables) -> dict[str, float]:
-    everything = [r.error for rows in t.published.values() for r in rows]
-    return time_error_bars([r.error for r in t.single], everything, t.short)
+def _grouped(rows: Sequence[Row], klass: str | None = None) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if klass is None or r.klass == klass:
+            out.setdefault(r.group, []).append(r.error)
+    return out
+
+
+def bars(t: Tables) -> dict[str, Any]:
+    """``{"bars": ..., "coverage": ...}`` of :func:`estimator.accuracy.time_error_bars` over the tables."""
+    published = [r for rows in t.published.values() for r in rows]
+    return time_error_bars(_grouped(t.single), _grouped(published, "multi_gpu"), _grouped(published, "megatron"),
+                           _grouped(t.short))
 
 
 # ------------------------------------------------------------------------------------------------ markdown
@@ -138,28 +181,44 @@ def render(t: Tables, b: dict[str, float], level: int = 2) -> str:
         "median 2.3%, p90 5.8%, worst 18.8%. The three constants fitted on device call 4 (below), leave-one-out "
         "within their kind: eager attention -6.0..+6.0%, 8-bit AdamW -3.9..+4.4%, QLoRA -17.2..+24.0% (the "
         "CPU-bound small-model QLoRA steps; the 70B ones -0.4..+3.2%)."), "",
-        f"{h} `error_bar_pct`", "",
-        _fill("`error_bar_pct` is the 90th percentile of |error| of the class the estimate falls in, rounded up "
-              "to a whole percent (`estimator.accuracy.time_error_bars`, written to `estimator/data/accuracy.json` "
-              "under `time_error_bar_pct` by this script; `tests/test_published_time.py` checks the file against "
-              "the tables):"),
-        "",
-        "| class | cases | p90 abs. error | `error_bar_pct` |", "| --- | --- | --- | --- |",
-        f"| single GPU (`world_size == 1`): H200 calibration set | {len(t.single)} | "
-        f"{100 * p90(single_a):.1f}% | **{b['single_gpu']:g}** |",
-        f"| several GPUs: every published row above | {len(everything)} | "
-        f"{100 * p90([abs(e) for e in everything]):.1f}% | **{b['multi_gpu']:g}** |",
-        f"| floor for kinds never measured: published rows below {LONG_SEQUENCE_TOKENS // 1024}k tokens | "
-        f"{len(t.short)} | {100 * p90([abs(e) for e in t.short]):.1f}% | **{b['unmeasured_floor']:g}** |", "",
-        _fill("The rule for kinds never measured (`estimator.accuracy.time_kind_measured`): a set-up whose kind "
-        "neither "
-        "the H200 calibration set nor the published runs contain -- fp8 or fp32, CPU offload, DeepSpeed, Lion, "
-        "context or expert parallelism, a GPU other than the H200 on one GPU (or other than A100/H100/H200 SXM on "
-        "several), flash-attn on one GPU, QLoRA on several GPUs -- is priced by terms no measurement checked, so "
-        "its bar is at least the `unmeasured_floor`: the p90 error of the published runs (runs the model was not "
-        "fitted to) without the long-sequence rows whose 2023 attention kernels are a known, separate gap. QLoRA, "
-        "8-bit AdamW, SGD, Adafactor and eager attention on one H200 (device call 4) take the single-GPU bar. The "
-        "multi-GPU bar is dominated by those long-sequence rows."), "",
+        f"{h} Median |error| per source, before and after issue 14", "",
+        "| source | rows | before | after |", "| --- | --- | --- | --- |",
+        *[f"| {s} | {len(t.published[s])} | {BEFORE[s]:.1f}% | "
+          f"{100 * statistics.median(abs(r.error) for r in t.published[s]):.1f}% |" for s in SOURCES], "",
+        _fill("Before: the parent commit, with this branch's NeMo, Megatron-Bridge and AutoModel rows expressed the "
+              "same way. What moved them, by mechanism (no constant fitted to a row except `lora_fused_ratio`, "
+              "below): Transformer Engine's fused fp8 casts (`timing._te_fp8_cast_bytes`: norm-fed GEMM inputs "
+              "come out of the fused norm in fp8, weights cast once per step), TE userbuffers' tensor-parallel "
+              "all-gather / reduce-scatter overlapped with the GEMMs they feed (`timing._overlapped`, Calculon's "
+              "tiled pipe overlap; on by default for `framework: megatron` with sequence parallelism, "
+              "`parallelism.tp_comm_overlap`; the 2022 Korthikanti rows set it off), Megatron-Core's interleaved "
+              "schedule overlapping its pipeline send/recv, and uneven pipeline splits (the 405B rows)."), "",
+        f"{h} `error_bar_pct`: calibrated on held-out groups", "",
+        _fill("`error_bar_pct` is the bar of the class the estimate falls in (`estimator.accuracy.time_class`), "
+              "calibrated on held-out groups (`estimator.accuracy.held_out_bar`): each model family of the H200 "
+              "set, each published source, is left out in turn and the bar the other groups give (their p90 "
+              "|error|) is checked on it; the bar is widened until at least 80% of the rows fall inside the bar "
+              "fitted without their own group; the shipped bar is that widening times the class's p90, rounded "
+              "up. Written to `estimator/data/accuracy.json` (`time_error_bar_pct`, `time_coverage`) by this "
+              "script; `tests/test_published_time.py` checks the file against the tables."), "",
+        "| class | groups (held out one at a time) | rows | coverage at the raw held-out bars | widening | "
+        "held-out coverage | `error_bar_pct` |", "| --- | --- | --- | --- | --- | --- | --- |",
+        *[f"| {k} | {', '.join(sorted(g))} | {int(b['coverage'][k]['rows'])} | "
+          f"{100 * b['coverage'][k]['coverage_raw']:.0f}% | {b['coverage'][k]['widening']:.2f} | "
+          f"{100 * b['coverage'][k]['coverage']:.0f}% | **{b['bars'][k]:g}** |"
+          for k, g in (("single_gpu", _grouped(t.single)),
+                       ("multi_gpu", _grouped([r for v in t.published.values() for r in v], "multi_gpu")),
+                       ("megatron", _grouped([r for v in t.published.values() for r in v], "megatron")),
+                       ("unmeasured_floor", _grouped(t.short)))], "",
+        _fill("The H200 constants were fitted on the whole calibration set (five-fold cross-validation above), "
+              "so the single-GPU bar's held-out check is on the residuals, family by family; the published rows "
+              "were fitted to nothing but `lora_fused_ratio` (NeMo's three LoRA rows). The floor, for kinds never "
+              "measured (`estimator.accuracy.time_kind_measured`: fp32, fp8 outside Megatron, CPU offload, "
+              "DeepSpeed, Lion, expert parallelism, context or pipeline parallelism outside Megatron, a GPU other "
+              "than the H200 on one GPU or A100/H100/H200 SXM on several, flash-attn on one GPU, QLoRA on several "
+              "GPUs), is the held-out bar of every published row below "
+              f"{LONG_SEQUENCE_TOKENS // 1024}k tokens and never below the widest class; the response's "
+              "assumptions then say that the kind was never checked against a measured step time."), "",
         PROSE.format(h=h),
         f"{h} H200 calibration, single GPU", "",
         *_rows_table(t.single, ".3f", "| case | measured s | estimated s | error |"), "",
@@ -238,14 +297,22 @@ dense peak of the precision the matmuls run in: bf16 (TF32 for fp32 training), a
   percent optimistic for it, while torchtitan's 2024 A100 rows moved closer (from -10..-1% to -6..+3%).
 - torchtitan's H100s are Grand Teton parts capped at 500 W with 96 GB HBM2e, priced as the catalog's 700 W
   H100 SXM (+24% to +28%).
-- Megatron-Core's README runs overlap tensor-parallel communication with compute (userbuffers); the request has
-  no switch for it, so TP-heavy rows read slow (GPT 32B, TP 8: -30%). Its 1.7B row (+49%) has a per-step
-  overhead the model does not see.
-- `torch.compile`, Transformer Engine fp8 and AsyncTP rows are not expressible and are left out.
+- Megatron-Core's README runs overlap tensor-parallel communication with compute (userbuffers), now modelled
+  (`parallelism.tp_comm_overlap`, on by default for Megatron with sequence parallelism). Its 1.7B row has a
+  per-step overhead the model does not see.
+- NeMo / Megatron-Bridge LoRA rows still read 13-18% slow: the adapter GEMMs are priced as seven memory-bound
+  bf16 GEMM pairs per layer (PEFT's per-projection adapters) where Megatron adapts its fused QKV and FC1
+  linears (four); the NeMo 24.07 small-model fp8 pre-training rows at short sequences read fast (GPT-3 5B,
+  Nemotron 8B, Llama 3 8B with CP 2: +25..+34%): TE's fp8 GEMM rate below h = 8192 is priced at the H200
+  micro-benchmark's large-shape fraction.
+- NeMo AutoModel's 70B LoRA row (PyTorch, TP 2 x PP 4 x VP 10) reads +61% fast: PyTorch pipeline parallelism
+  (`torch.distributed.pipelining`) was never calibrated; such set-ups get the unmeasured floor and an
+  assumption line saying so.
+- `torch.compile` and AsyncTP rows are not expressible and are left out.
 - The calibration runs are single-GPU (and fake-process-group DDP and FSDP2): every communication figure rests on
   the published nccl-tests numbers, tested only end to end through the published multi-GPU rows. Context and
-  expert parallelism, fp8, offload, DeepSpeed, Lion, multi-GPU QLoRA and GPUs other than A100/H100/H200 SXM were
-  never measured: their error bar is at least the unmeasured floor above.
+  expert parallelism, fp8 outside Megatron, offload, DeepSpeed, Lion, multi-GPU QLoRA and GPUs other than
+  A100/H100/H200 SXM were never measured: their error bar is at least the unmeasured floor above.
 - Small-model QLoRA steps are CPU-bound and their times noisy on the measuring host (one case's timed steps spread
   0.72-1.10 s; `tests/test_calibration_time.py` takes the median of all steady-state steps when the timed ones
   disagree by more than 20%): the per-linear CPU cost is a compromise between the 2k-token steps (+15..+18%) and
@@ -288,7 +355,8 @@ def main() -> None:
     t = tables()
     b = bars(t)
     data = json.loads(ACCURACY_JSON.read_text()) if ACCURACY_JSON.exists() else {}
-    data["time_error_bar_pct"] = b
+    data["time_error_bar_pct"] = b["bars"]
+    data["time_coverage"] = b["coverage"]
     ACCURACY_JSON.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     TIME_MD.write_text("# Step-time accuracy\n\n" + render(t, b, level=2))
     ACCURACY_MD.write_text(_replace_step_time_section(ACCURACY_MD.read_text(), render(t, b, level=3)))

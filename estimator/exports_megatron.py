@@ -33,7 +33,7 @@ def _parallel(layout: PlanLayout, arch: ModelArch) -> list[str]:
     if layout.ep > 1:
         args.append(f"--expert-model-parallel-size={layout.ep}")
     if layout.sequence_parallel:
-        args.append("--sequence-parallel")
+        args += ["--sequence-parallel", "--tp-comm-overlap"]  # what the step time assumes (timing.tp_comm_overlap)
     args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
     return args
 

@@ -171,9 +171,9 @@ class Parallelism(_Frozen):
     sequence_parallel: bool = False
     offload: Offload = "none"
     framework: Framework = "pytorch"
-    tp_comm_overlap: bool | None = Field(
-        default=None, description="overlap tensor-parallel all-gather / reduce-scatter with the GEMMs they feed "
-        "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers; needs sequence_parallel); null: on for "
+    tp_comm_overlap: Literal["auto", "on", "off"] = Field(
+        default="auto", description="overlap tensor-parallel all-gather / reduce-scatter with the GEMMs they feed "
+        "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers; needs sequence_parallel); auto: on for "
         "framework megatron with sequence_parallel, off otherwise")
     first_stage_layers: OptInt = Field(default=None, ge=0, le=1000,
                                        description="decoder layers on the first pipeline stage (Megatron-LM "

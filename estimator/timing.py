@@ -330,7 +330,7 @@ def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
     p = req.parallelism
     if layout.tp <= 1 or not layout.sequence_parallel:
         return False
-    return p.framework == "megatron" if p.tp_comm_overlap is None else p.tp_comm_overlap
+    return p.framework == "megatron" if p.tp_comm_overlap == "auto" else p.tp_comm_overlap == "on"
 
 
 def _overlapped(comm: float, gemm: float, tp: int) -> float:

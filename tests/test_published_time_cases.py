@@ -162,7 +162,7 @@ def korthikanti() -> list[PublishedCase]:
                        gpus, mbs=mbs, seq=seq, ga=gb // (mbs * dp), ckpt="selective" if selective else "full",
                        sharding="none", tp=tp, pp=pp, sp=selective, vp=vp, framework="megatron",
                        attention="eager")
-        req["parallelism"]["tp_comm_overlap"] = False  # 2022 Megatron-LM: no userbuffers TP overlap yet
+        req["parallelism"]["tp_comm_overlap"] = "off"  # 2022 Megatron-LM: no userbuffers TP overlap yet
         tps = gb * seq / float(r["value"]) / gpus
         out.append(PublishedCase(f"korthikanti-gpt{size}b-{'sel-sp' if selective else 'full'}", "Korthikanti 2022",
                                  req, tps, "a100-sxm4-80gb"))

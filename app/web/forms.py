@@ -63,6 +63,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "parallelism.offload": ("CPU offload", ""),
     "parallelism.framework": ("Framework", ""),
     "parallelism.hsdp_shard_size": ("HSDP shard size", "GPUs per shard group; empty for one node"),
+    "parallelism.tp_comm_overlap": ("TP communication overlap", "Megatron --tp-comm-overlap (userbuffers); auto: "
+                                    "on for Megatron with sequence parallel"),
+    "parallelism.first_stage_layers": ("Layers on the first pipeline stage", "Empty: the framework's split"),
+    "parallelism.last_stage_layers": ("Layers on the last pipeline stage", "Empty: the framework's split"),
     "hardware.gpu": ("GPU", ""),
     "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
     "hardware.num_nodes": ("Nodes", "Number of servers"),

@@ -287,6 +287,29 @@ nccl-tests bus bandwidths of `hardware-facts.md` Sec. 2.2 (`estimator/comm.py`).
 dense peak of the precision the matmuls run in: bf16 (TF32 for fp32 training), and the fp8 peak for fp8-mixed
 (so an fp8 MFU reads about half a bf16 one at the same step time; the response's assumptions say so).
 
+{h} Megatron / NeMo mechanisms (issue 14) and what Calculon does
+
+Read from Calculon (calculon-ai/calculon, Isaev et al. SC23; `calculon/llm/layers.py` `compute_processing_time`,
+`calculon/llm/llm.py`): tensor-parallel communication is split into one tile per TP peer and pipelined with the
+GEMM it feeds (`tensor_par_overlap` `pipe`: one tile exposed, each later tile only by what it exceeds its compute
+tile; hidden communication slows compute by the network's `processor_usage`); with `rs_ag` (sequence
+parallelism) the all-gather may be redone in backward; pipeline bubbles are `(p - 1)` chunk times shortened by
+interleaving, and uneven layer counts shorten the bubble of the ranks with fewer blocks. capplan now models the
+first two the same way (`timing._overlapped`, `COMM_OVERLAP_PENALTY` as the processor usage), for Megatron with
+sequence parallelism by default (`parallelism.tp_comm_overlap`); the bubble stays `(p - 1) / v` micro-batch
+times of the slowest stage. Calculon itself was not re-run here: the issue quotes its median of about 15% on the
+H100 pre-training rows it can express; capplan's median over the NeMo and Megatron-Bridge rows is in the table
+above.
+
+Uneven pipeline stages (`estimator/pipeline_split.py`): any `pp x virtual_stages` up to the layer count; even
+where it divides, else the embedding and the LM head + loss each weigh one layer (Megatron-LM's
+`--account-for-embedding-in-pipeline-split` / `--account-for-loss-in-pipeline-split`, torchtitan's
+`input_weight` / `output_weight`), or `parallelism.first_stage_layers` / `last_stage_layers`
+(`--decoder-first/last-pipeline-num-layers`). Memory is the busiest of the first, the fullest middle and the last
+stage; step time is the slowest stage's; `layout.stage_layers` and `layout.pipeline_split` report the split. The
+Llama 3 405B layout (126 layers, PP 16, TP 8) places 7, 8 x 14, 7 (the paper's own split); the Megatron-Bridge
+405B rows (PP 8 x VP 8) place 1 + 2 x 62 + 1 layers in 64 chunks.
+
 {h} Known gaps
 
 - llm-foundry's long-sequence rows (16k-65k tokens, PyTorch 1.13/2.0 with flash-attn 1/2 in 2023) run
@@ -308,6 +331,11 @@ dense peak of the precision the matmuls run in: bf16 (TF32 for fp32 training), a
 - NeMo AutoModel's 70B LoRA row (PyTorch, TP 2 x PP 4 x VP 10) reads +61% fast: PyTorch pipeline parallelism
   (`torch.distributed.pipelining`) was never calibrated; such set-ups get the unmeasured floor and an
   assumption line saying so.
+- Not done in this round (issue 14 item 4): per-family single-GPU efficiency by mechanism (head dimension,
+  vocabulary, MLP width, norm kernels), eager-attention training speed of Gemma 2, 64k-token LoRA with
+  checkpointing, and the kernel-launch floor of 1B models at short sequences; the independent H200 set that shows
+  them is not in the repository, so the single-GPU bar's leave-one-family-out check runs on the four families of
+  `calibration_h200.json` only.
 - `torch.compile` and AsyncTP rows are not expressible and are left out.
 - The calibration runs are single-GPU (and fake-process-group DDP and FSDP2): every communication figure rests on
   the published nccl-tests numbers, tested only end to end through the published multi-GPU rows. Context and

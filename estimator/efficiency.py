@@ -170,8 +170,9 @@ class Constants:
     lora_bytes: float = 8.94
     # The same path inside Megatron-Core / Transformer Engine layers (NeMo, Megatron-Bridge LoRA: the adapter
     # GEMMs read the layer input the fused norm already wrote, dropout 0 is skipped, the scaled output is added
-    # in one kernel): ``lora_fused_ratio`` of the eager bytes. Fitted on the NeMo 24.07 LoRA rows (DGX-H100,
-    # fp8) and checked on the held-out Megatron-Bridge 70B LoRA row (``docs/accuracy-time.md``).
+    # in one kernel): ``lora_fused_ratio`` of the eager bytes. Fitted on the three NeMo 24.07 LoRA rows
+    # (DGX-H100, fp8; the fit lands on the bound: 0 gives -5.3, -3.8, -4.9%, 0.1 already -11..-9%) and checked on
+    # the held-out Megatron-Bridge 70B LoRA row (-5.2%; ``docs/accuracy-time.md``).
     lora_fused_ratio: float = 0.0
     # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.

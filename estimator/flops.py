@@ -108,8 +108,32 @@ def _linear_gemms(lins: list[Linear], m: float, tp: int, frozen: bool, fp8: bool
     return out
 
 
+_FUSED_INPUTS = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "gate_proj": "linear_fc1",
+                 "up_proj": "linear_fc1"}
+
+
+def fused_linears(lins: list[Linear]) -> list[Linear]:
+    """Megatron-Core's linears: Q, K and V are one column-parallel ``linear_qkv``, the gate and up projections one
+    ``linear_fc1`` (``megatron/core/transformer/attention.py``, ``mlp.py``), so a LoRA adapter on them is one
+    ``A`` reading the shared input and one ``B`` writing the concatenated output (Megatron-Bridge
+    ``peft/lora.py`` adapts ``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``)."""
+    out: list[Linear] = []
+    merged: dict[tuple[str, int, int], Linear] = {}
+    for lin in lins:
+        name = _FUSED_INPUTS.get(lin.name)
+        if name is None:
+            out.append(lin)
+            continue
+        key = (name, lin.in_features, lin.count)
+        prev = merged.get(key)
+        merged[key] = Linear(name, lin.in_features, lin.out_features + (prev.out_features if prev else 0),
+                             lin.count, lin.kind)
+    return list(merged.values()) + out
+
+
 def _lora_gemms(lins: list[Linear], m: float, tp: int, rank: int) -> list[Gemm]:
-    """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``)."""
+    """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``; Megatron's fused
+    linears get one adapter each, :func:`fused_linears`)."""
     out = []
     for lin in lins:
         k, n = _split(lin, tp)
@@ -126,14 +150,17 @@ def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> 
         d_v = float(a.v_head_dim or 128)
     else:
         d_qk = d_v = float(shape.head_dim)
+    doc = min(s, float(t.packed_document_tokens or s))
     if t.attention == "eager":
         pairs = s * s
     else:
-        w = min(s, float(a.sliding_window or s))
-        pairs = s * w - w * w / 2.0
+        # packed sequences (``training.packed_document_tokens``): variable-length attention (FlashAttention
+        # ``cu_seqlens``, Transformer Engine THD) attends within each of the s / d documents only
+        w = min(doc, float(a.sliding_window or s))
+        pairs = s / doc * (doc * w - w * w / 2.0)
     heads = a.num_attention_heads / layout.tp
     flops = 2.0 * t.micro_batch_size * heads * pairs * (d_qk + d_v) / layout.cp
-    return flops, min(s, float(a.sliding_window or s))
+    return flops, min(doc, float(a.sliding_window or s)) if t.attention != "eager" else s
 
 
 def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
@@ -166,7 +193,10 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
     gemms = _linear_gemms(shape.attention_linears(), m, layout.tp, frozen, fp8)
     gemms += _mlp_gemms(shape, layout, m, moe, frozen, fp8)
     if frozen:
-        gemms += _lora_gemms(_adapted(shape, t.lora_targets, moe), m, layout.tp, t.lora_rank)
+        adapted = _adapted(shape, t.lora_targets, moe)
+        if req.parallelism.framework == "megatron":
+            adapted = fused_linears(adapted)
+        gemms += _lora_gemms(adapted, m, layout.tp, t.lora_rank)
     attn, seq = attention_flops(shape, req, layout)
     base = sum(g.k * g.n * g.count for g in gemms if not (frozen and g.trainable))
     ffn = float(shape.expert_ffn * a.experts_per_token if moe else a.ffn_hidden_size) / layout.tp

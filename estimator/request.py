@@ -149,6 +149,10 @@ class Training(_Frozen):
     activation_checkpointing: Checkpointing = "none"
     train_tokens: OptFloat = Field(default=None, gt=0, le=MAX_TRAIN_TOKENS, allow_inf_nan=False)
     attention: Attention = "flash"
+    packed_document_tokens: OptInt = Field(
+        default=None, ge=1, le=10_000_000, description="packed sequences: mean tokens per document packed into "
+        "each sequence; attention runs within each document (FlashAttention varlen / Transformer Engine THD; "
+        "not with eager attention). null: one document per sequence")
     pipeline_schedule: PipelineSchedule = "1f1b"
     virtual_stages: Int = Field(default=1, ge=1, le=64)
 

@@ -222,6 +222,7 @@ _NEMO_MODELS: dict[str, Any] = {
     "Nemotron-8B": _nemotron("nemotron-8b", 4096, 32, 32, 32),
     "Nemotron-340B": _nemotron("nemotron-4-340b", 18432, 96, 8, 96),
     "Llama3": "llama-3.1-70b"}
+SQUAD_TOKENS = 256
 _NEMO_SOURCES = {"NeMo performance summary": "NeMo", "Megatron-Bridge performance summary": "Megatron-Bridge",
                  "NeMo AutoModel performance summary": "AutoModel"}
 
@@ -251,6 +252,10 @@ def nemo() -> list[PublishedCase]:
                        precision="fp8-mixed" if r["precision"].startswith("FP8") else "bf16-mixed")
         if task == "lora":
             req["training"]["method"] = "lora"
+        if task in ("sft", "lora") and megatron:
+            # NeMo / Megatron-Bridge fine-tuning packs SQuAD v1.1 to the sequence length (the NeMo table says so);
+            # a SQuAD prompt (context, question, answer: ~150 words) is ~256 tokens -- an assumption
+            req["training"]["packed_document_tokens"] = SQUAD_TOKENS
         rel = re.search(r"release ([\d.]+)", r["notes"])
         cid = f"{source.lower()}-{name.lower()}-{task}-g{gpus}-tp{tp}pp{pp}cp{cp}vp{vp}-gbs{gbs}"
         cid += f"-{rel.group(1)}" if rel else ""

@@ -52,6 +52,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "training.activation_checkpointing": ("Activation checkpointing", "Recompute activations to save memory"),
     "training.train_tokens": ("Tokens to train on", "Total training tokens, e.g. 1e9; empty for none"),
     "training.attention": ("Attention kernel", ""),
+    "training.packed_document_tokens": ("Packed document length", "Mean tokens per packed document; empty: "
+                                        "one document per sequence"),
     "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
     "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
     "parallelism.sharding": ("Sharding", "ZeRO stage / FSDP"),

@@ -160,7 +160,12 @@ def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> 
         pairs = s / doc * (doc * w - w * w / 2.0)
     heads = a.num_attention_heads / layout.tp
     flops = 2.0 * t.micro_batch_size * heads * pairs * (d_qk + d_v) / layout.cp
-    return flops, min(doc, float(a.sliding_window or s)) if t.attention != "eager" else s
+    if t.attention == "eager":
+        return flops, s
+    # context parallelism runs attention as 2 cp blocks of s / (2 cp) queries against s / cp keys per ring step
+    # (load-balanced causal ring, Megatron-Core / Transformer Engine ``attn_forward_func_with_cp``): the kernel's
+    # efficiency is that of the block length, not of the whole sequence
+    return flops, min(doc, float(a.sliding_window or s), s / layout.cp)
 
 
 def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:

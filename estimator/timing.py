@@ -144,12 +144,15 @@ def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False)
             r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
 
 
-def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants) -> float:
+def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants, layout: Layout) -> float:
     """Forward bytes of one layer's non-GEMM kernels: norms, residual adds, rotary embedding, activation,
     the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.efficiency`)."""
     act = k.act_bytes_gated if w.gated else k.act_bytes_plain
     norm = k.layernorm_bytes if w.layernorm else k.norm_bytes
-    per_token = (w.norms * norm + k.resid_bytes) * work.hidden + act * w.ffn_local
+    # sequence parallelism runs the norms and the residual adds (and dropout) on s / tp tokens (Korthikanti et al.
+    # 2022, arXiv 2205.05198, Sec. 4.2.2; torchtitan's ``SequenceParallel`` norms)
+    seq_share = 1.0 / layout.tp if layout.sequence_parallel else 1.0
+    per_token = (w.norms * norm + k.resid_bytes) * work.hidden * seq_share + act * w.ffn_local
     per_token += k.rope_bytes * w.qk_local if w.rotary else 0.0
     per_token *= k.elem_scale * (k.fused_ratio if style.fused else 1.0)
     if style.autocast:
@@ -233,6 +236,8 @@ class _LayerTimes:
     cpu: float  # CPU seconds for forward + backward + recomputation
     attn_fwd: float
     hw_flops: float
+    gemm_fwd: float = 0.0
+    gemm_bwd: float = 0.0
 
 
 def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
@@ -240,7 +245,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
     a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused)
-    e_fwd = _elementwise_bytes(w, work, style, k)
+    e_fwd = _elementwise_bytes(w, work, style, k, layout)
     c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
     fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
@@ -255,7 +260,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
-                       flops)
+                       flops, g_fwd, g_bwd)
 
 
 def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
@@ -300,8 +305,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
         fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
         attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
         cpu += n * lt.cpu
-        gf, gb = _gemm_times(w.gemms, r)
-        g_fwd, g_bwd = g_fwd + n * gf, g_bwd + n * gb
+        g_fwd, g_bwd = g_fwd + n * lt.gemm_fwd, g_bwd + n * lt.gemm_bwd
     h_fwd, h_bwd = _head_times(req, layout, work, r, style)
     h = work.head
     flops += h.flops * (3.0 if h.trainable else 2.0)
@@ -661,7 +665,8 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuS
     style = style_for(req, layout)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
     last = workload(req, shape, layout)
-    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage) for stage in _time_stages(layout)]
+    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
+              for stage in _time_stages(layout)]
     slowest = max(stages, key=lambda s: s.step)
     return _result(req, shape, layout, gpu, last, slowest)
 
@@ -681,13 +686,13 @@ class _StageStep:
 
 
 def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, r: Rates, style: Style,
-                fabric: Fabric, stage: str) -> _StageStep:
+                fabric: Fabric, stage: str, work: Workload | None = None) -> _StageStep:
     """The step of one stage's GPU: ``m`` micro-batches, the pipeline bubble of ``(p - 1) / v`` of its
     micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
     the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
     communication, optimizer and offload."""
     t = req.training
-    work = workload(req, shape, layout, stage)
+    work = work or workload(req, shape, layout, stage)
     mb = micro_batch(req, shape, layout, work, r, style)
     pl = _placement(req, shape, layout, stage)
     comm = communication(req, shape, layout, work, fabric, style, mb, pl)

@@ -246,7 +246,8 @@ def nemo() -> list[PublishedCase]:
         dp = gpus // (tp * pp * cp)
         megatron = source != "AutoModel"
         req = _request(_NEMO_MODELS[name], "h100-sxm5-80gb", gpus, mbs=mbs, seq=seq, ga=max(1, gbs // (mbs * dp)),
-                       ckpt="none", sharding="zero1" if megatron else "none", tp=tp, pp=pp, cp=cp, sp=tp > 1,
+                       ckpt="none", sharding="zero1" if megatron else "none", tp=tp, pp=pp, cp=cp,
+                       sp=tp > 1 and megatron,
                        vp=vp, framework="megatron" if megatron else "pytorch",
                        attention="flash" if megatron else "sdpa",
                        precision="fp8-mixed" if r["precision"].startswith("FP8") else "bf16-mixed")

@@ -149,7 +149,10 @@ def _rows_table(rows: Sequence[Row], fmt: str, header: str) -> list[str]:
     return out
 
 
-def render(t: Tables, b: dict[str, float], level: int = 2) -> str:
+def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
+    from benchmarks.calibration.fit_framework import fit
+
+    fw = fit()
     h = "#" * level
     everything = [r.error for rows in t.published.values() for r in rows]
     sp = [r.error for r in t.pairs]
@@ -186,15 +189,27 @@ def render(t: Tables, b: dict[str, float], level: int = 2) -> str:
         *[f"| {s} | {len(t.published[s])} | {BEFORE[s]:.1f}% | "
           f"{100 * statistics.median(abs(r.error) for r in t.published[s]):.1f}% |" for s in SOURCES], "",
         _fill("Before: the parent commit, with this branch's NeMo, Megatron-Bridge and AutoModel rows expressed the "
-              "same way. What moved them, by mechanism (no constant fitted to a row except `lora_fused_ratio`, "
-              "fitted on NeMo's three LoRA rows): Transformer Engine's fused fp8 casts "
+              "same way. What moved them, by mechanism (the constants fitted on published rows: `fused_ratio`, "
+              "leave-one-source-out below, and `lora_fused_ratio` on NeMo's three LoRA rows): Transformer Engine's fused fp8 casts "
               "(`timing._te_fp8_cast_bytes`: norm-fed GEMM inputs come out of the fused norm in fp8, weights cast "
               "once per step), TE userbuffers' tensor-parallel "
               "all-gather / reduce-scatter overlapped with the GEMMs they feed (`timing._overlapped`, Calculon's "
               "tiled pipe overlap; on by default for `framework: megatron` with sequence parallelism, "
               "`parallelism.tp_comm_overlap`; the 2022 Korthikanti rows set it off), Megatron-Core's interleaved "
               "schedule overlapping its pipeline send/recv, uneven pipeline splits (the 405B rows), packed-sequence "
-              "attention per document and one LoRA adapter per fused Megatron linear (the fine-tuning rows)."), "",
+              "attention per document and one LoRA adapter per fused Megatron linear (the fine-tuning rows), "
+              "sequence-parallel norms and residual adds on s / tp tokens, context-parallel attention at its ring "
+              "block length."), "",
+        f"{h} `fused_ratio` fitted with one source held out", "",
+        _fill("`benchmarks/calibration/fit_framework.py`: least squares on log tokens/s over the published "
+              "Megatron rows, once per source with that source left out; the held-out source's median |error| "
+              "at the value fitted without it:"), "",
+        "| held-out source | rows | `fused_ratio` fitted without it | held-out median abs. error |",
+        "| --- | --- | --- | --- |",
+        *[f"| {s} | {v['rows']} | {v['fitted_without']:.2f} | {v['held_out_median_abs_pct']:.1f}% |"
+          for s, v in sorted(fw["held_out"].items())],
+        f"| (all rows: shipped) | {sum(v['rows'] for v in fw['held_out'].values())} | {fw['fused_ratio']:.2f} | "
+        f"{fw['all_rows_median_abs_pct']:.1f}% |", "",
         f"{h} `error_bar_pct`: calibrated on held-out groups", "",
         _fill("`error_bar_pct` is the bar of the class the estimate falls in (`estimator.accuracy.time_class`), "
               "calibrated on held-out groups (`estimator.accuracy.held_out_bar`): each model family of the H200 "
@@ -214,7 +229,8 @@ def render(t: Tables, b: dict[str, float], level: int = 2) -> str:
                        ("unmeasured_floor", _grouped(t.short)))], "",
         _fill("The H200 constants were fitted on the whole calibration set (five-fold cross-validation above), "
               "so the single-GPU bar's held-out check is on the residuals, family by family; the published rows "
-              "were fitted to nothing but `lora_fused_ratio` (NeMo's three LoRA rows). The floor, for kinds never "
+              "were fitted to nothing but `fused_ratio` (the Megatron rows, leave-one-source-out above) and "
+              "`lora_fused_ratio` (NeMo's three LoRA rows). The floor, for kinds never "
               "measured (`estimator.accuracy.time_kind_measured`: fp32, fp8 outside Megatron, CPU offload, "
               "DeepSpeed, Lion, expert parallelism, context or pipeline parallelism outside Megatron, a GPU other "
               "than the H200 on one GPU or A100/H100/H200 SXM on several, flash-attn on one GPU, QLoRA on several "
@@ -260,6 +276,8 @@ RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step ti
 | `cpu_layer_fwd_s` (Python time per layer forward) | 1.20 ms | same (short-sequence cases) |
 | `lora_bytes` (PEFT adapter path, per in+out element) | 8.94 | same (LoRA cases) |
 | `fsdp_scale` (FSDP2 copy-in/out traffic) | 0.758 | 13 fake-process-group FSDP2 steps |
+| `fused_ratio` (Megatron fused elementwise bytes / eager) | 0.45 | 56 published Megatron rows (was 0.25) |
+| `lora_fused_ratio` (Megatron LoRA adapter bytes / PEFT) | 0 | NeMo 24.07's 3 LoRA rows |
 | `eager_bytes_scale` (eager attention's score kernels / their bytes) | 1.58 | 4 eager steps, device call 4 |
 | `adam8bit_fp32_bytes`, `adam8bit_tensor_s` (AdamW8bit) | 115 B/param, 110 us/tensor | 4 8-bit AdamW steps, call 4 |
 | `cpu_qlora_linear_s` (Python path of one 4-bit linear's forward) | 0.97 ms | 9 QLoRA steps, device call 4 |
@@ -327,10 +345,16 @@ Llama 3 405B layout (126 layers, PP 16, TP 8) places 7, 8 x 14, 7 (the paper's o
   per-step overhead the model does not see.
 - NeMo / Megatron-Bridge fine-tuning rows pack SQuAD v1.1 into 4096-token sequences: attention runs per
   document (`training.packed_document_tokens`, taken as 256 tokens per SQuAD prompt -- an assumption; the tables
-  do not say), and Megatron's fused QKV / FC1 linears carry one LoRA adapter each (`flops.fused_linears`). The
-  NeMo 24.07 small-model fp8 pre-training rows read fast (GPT-3 5B +34%, Nemotron 8B +26%, Llama 3 8B with CP 2
-  +25%) while the 70B-405B rows are within -11..+14%: what the small ones pay (GPT-3's dropout, fp8 GEMM clocks
-  under the 700 W cap, launch gaps) is not resolved.
+  do not say; Megatron-Bridge's SFT recipe packs with `pad_to_max_length`), and Megatron's fused QKV / FC1
+  linears carry one LoRA adapter each (`flops.fused_linears`). NeMo 24.07's single-GPU-layout LoRA rows (7B,
+  13B at TP 1) still read 17-20% slow while its SFT rows are within 2% (13B SFT at PP 4: -18%): LoRA's backward
+  without weight gradients skips work (TE's column-wise fp8 copies for the weight gradient) the model still
+  prices. The small fp8 GPT-3 and Nemotron pre-training rows read fast (GPT-3 5B +30%, Nemotron 8B +21%; GPT-3
+  runs with dropout 0.1, which no request field carries), Llama 2 7B / 13B within 4%.
+- Megatron-Bridge's 70B pre-training recipe places layers by an explicit per-chunk layout
+  (`pipeline_model_parallel_layout = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"`: 1 layer plus the loss on the last
+  chunk, 3 on one middle chunk); the request has `first_stage_layers` / `last_stage_layers` but no per-chunk
+  layout, so those rows are priced with the even split (the last stage, with the LM head, paces the pipeline).
 - NeMo AutoModel's 70B LoRA row (PyTorch, TP 2 x PP 4 x VP 10) reads +61% fast: PyTorch pipeline parallelism
   (`torch.distributed.pipelining`) was never calibrated; such set-ups get the unmeasured floor and an
   assumption line saying so.

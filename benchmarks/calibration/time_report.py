@@ -190,7 +190,8 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
           f"{100 * statistics.median(abs(r.error) for r in t.published[s]):.1f}% |" for s in SOURCES], "",
         _fill("Before: the parent commit, with this branch's NeMo, Megatron-Bridge and AutoModel rows expressed the "
               "same way. What moved them, by mechanism (the constants fitted on published rows: `fused_ratio`, "
-              "leave-one-source-out below, and `lora_fused_ratio` on NeMo's three LoRA rows): Transformer Engine's fused fp8 casts "
+              "leave-one-source-out below, and `lora_fused_ratio` on NeMo's three LoRA rows): Transformer "
+              "Engine's fused fp8 casts "
               "(`timing._te_fp8_cast_bytes`: norm-fed GEMM inputs come out of the fused norm in fp8, weights cast "
               "once per step), TE userbuffers' tensor-parallel "
               "all-gather / reduce-scatter overlapped with the GEMMs they feed (`timing._overlapped`, Calculon's "

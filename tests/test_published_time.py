@@ -193,3 +193,28 @@ def test_unmeasured_kinds_get_at_least_the_floor() -> None:
     assert time_error_bar_pct(True, measured_kind=False) == max(bars["multi_gpu"], bars["unmeasured_floor"])
     assert time_error_bar_pct(True, True, "megatron") == bars["megatron"]
     assert bars["unmeasured_floor"] >= max(bars["single_gpu"], bars["megatron"])
+
+
+def test_single_gpu_held_out_refits_are_current() -> None:
+    """The single-GPU bar rests on ``tests/data/time_held_out_h200.json`` (leave-one-family-out refits,
+    ``benchmarks/calibration/fit_single.py --write``): it must cover today's calibration cases, family by family,
+    and start from today's fitted constants; every family is held out once and the refits stay close to the
+    shipped values (no family drives a constant)."""
+    import json
+    from pathlib import Path
+
+    import test_calibration_time
+
+    from benchmarks.calibration.fit_single import FITTED
+    from benchmarks.calibration.time_report import family
+    from estimator.efficiency import H200_FIT
+
+    data = json.loads((Path(__file__).parent / "data" / "time_held_out_h200.json").read_text())
+    assert data["shipped"] == {n: getattr(H200_FIT, n) for n in FITTED}
+    current: dict[str, list[str]] = {}
+    for c in test_calibration_time._single():
+        current.setdefault(family(c), []).append(c["id"])
+    assert {f: v["case_ids"] for f, v in data["families"].items()} == current
+    assert all(len(v["errors"]) == len(v["case_ids"]) for v in data["families"].values())
+    for refit in data["refitted"].values():
+        assert all(0.7 <= refit[n] / getattr(H200_FIT, n) <= 1.4 for n in FITTED)

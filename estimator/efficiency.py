@@ -105,6 +105,11 @@ class Constants:
     eager_fwd_bytes: float = 28.0
     eager_bwd_bytes: float = 40.0
     eager_bytes_scale: float = 1.58
+    # Gemma 2's attention soft-capping on the bf16 scores (``w / cap``, ``tanh``, ``* cap``): forward 3 x (2+2) = 12
+    # bytes per score; backward the three gradients (2+2, tanh's 2+2+2 with its saved output, 2+2) = 14. Counted
+    # from the code, not fitted (no eager Gemma 2 step in the calibration set).
+    softcap_fwd_bytes: float = 12.0
+    softcap_bwd_bytes: float = 14.0
     # Megatron-LM's fused scale-mask-softmax + dropout on 2-byte scores: forward softmax 2+2, dropout 2+2+1
     # (mask); backward dropout 2+1+2, softmax 2+2+2 (``megatron/core/fusions/fused_softmax.py``).
     eager_fused_fwd_bytes: float = 9.0

@@ -113,7 +113,8 @@ def _gemm_times(gemms: tuple[Gemm, ...], r: Rates) -> tuple[float, float]:
     return fwd, bwd
 
 
-def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool) -> tuple[float, float]:
+def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool,
+                           softcap: bool = False) -> tuple[float, float]:
     """Eager attention (Hugging Face ``eager_attention_forward``): per sequence and head the GEMMs ``Q K^T``
     ``[s, d] x [d, s]`` and ``P V`` ``[s, s] x [s, d]`` through the GEMM roofline (backward: the input and weight
     gradient of each), plus the memory-bound kernels on the ``s x s`` scores, copy-equivalent bytes per score
@@ -130,15 +131,20 @@ def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool) -
     bwd = bh * (r.gemm_time(sq, sk, d) + r.gemm_time(sk, sq, d) + r.gemm_time(sq, d, sk) + r.gemm_time(sk, sq, d))
     if fused:
         return (fwd + r.mem_time(k.eager_fused_fwd_bytes * scores), bwd + r.mem_time(k.eager_fused_bwd_bytes * scores))
-    fwd += r.mem_time(k.eager_fwd_bytes * k.eager_bytes_scale * scores)
-    bwd += r.mem_time(k.eager_bwd_bytes * k.eager_bytes_scale * scores)
+    # Gemma 2's attention soft-capping (``transformers`` ``gemma2`` ``eager_attention_forward``: ``w / cap``,
+    # ``tanh``, ``* cap`` on the bf16 scores before the mask): three more kernels on every score
+    fwd_bytes = k.eager_fwd_bytes + (k.softcap_fwd_bytes if softcap else 0.0)
+    bwd_bytes = k.eager_bwd_bytes + (k.softcap_bwd_bytes if softcap else 0.0)
+    fwd += r.mem_time(fwd_bytes * k.eager_bytes_scale * scores)
+    bwd += r.mem_time(bwd_bytes * k.eager_bytes_scale * scores)
     return fwd, bwd
 
 
-def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False) -> tuple[float, float]:
+def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False,
+                     softcap: bool = False) -> tuple[float, float]:
     """Flash attention at its measured efficiency; eager attention by :func:`_eager_attention_times`."""
     if w.eager_attention:
-        return _eager_attention_times(w, r, head_dim, fused)
+        return _eager_attention_times(w, r, head_dim, fused, softcap)
     fa2 = w.flash_library
     return (r.attn_fwd_time(w.attn_flops, w.attn_seq, head_dim, fa2),
             r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
@@ -244,7 +250,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
                  r: Rates, style: Style) -> _LayerTimes:
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
-    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused)
+    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.arch.attn_logit_softcapping))
     e_fwd = _elementwise_bytes(w, work, style, k, layout)
     c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)

@@ -218,3 +218,19 @@ def test_single_gpu_held_out_refits_are_current() -> None:
     assert all(len(v["errors"]) == len(v["case_ids"]) for v in data["families"].values())
     for refit in data["refitted"].values():
         assert all(0.7 <= refit[n] / getattr(H200_FIT, n) <= 1.4 for n in FITTED)
+
+
+def test_never_measured_framework_gets_the_floor_and_says_so() -> None:
+    """DeepSpeed's step time was never checked against a measurement: the estimate carries the wide floor (at
+    least) and an assumption line naming the framework."""
+    from estimator.estimate import estimate
+
+    req = EstimateRequest.model_validate({"model": "llama-3.1-8b", "parallelism": {"framework": "deepspeed",
+                                          "sharding": "zero3"}, "hardware": {"gpu": "h100-sxm5-80gb"}})
+    r = estimate(req)
+    bars = accuracy_table()["time_error_bar_pct"]
+    assert r.time is not None and r.time.error_bar_pct >= bars["unmeasured_floor"]
+    assert any("DeepSpeed" in a and "never checked" in a for a in r.assumptions)
+    measured = estimate(EstimateRequest.model_validate({"model": "llama-3.1-8b", "parallelism": {
+        "sharding": "fsdp"}, "hardware": {"gpu": "h100-sxm5-80gb"}}))
+    assert not any("never checked" in a for a in measured.assumptions)

@@ -170,6 +170,8 @@ def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> 
 
 def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
     attn = shape.attention_linears()
+    if targets == "qkv":
+        return [lin for lin in attn if lin.name != "o_proj"]
     if targets == "attention":
         return attn
     if moe:

@@ -74,6 +74,8 @@ class ParamPlacement:
 
 def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
     attn = shape.attention_linears()
+    if targets == "qkv":
+        return [lin for lin in attn if lin.name != "o_proj"]
     if targets == "attention":
         return attn
     mlp = shape.mlp_linears(shape.arch.ffn_hidden_size) if shape.dense_layers else []

@@ -139,7 +139,10 @@ MAX_TRAIN_TOKENS = 1e16  # 10,000 x the largest published pre-training runs (~15
 class Training(_Frozen):
     method: Method = "full"
     lora_rank: Int = Field(default=16, ge=1, le=4096)
-    lora_targets: Literal["all-linear", "attention"] = "all-linear"
+    lora_targets: Literal["all-linear", "attention", "qkv"] = Field(
+        default="all-linear", description="linears with LoRA adapters: all of them, the attention projections "
+        "(q, k, v, o), or q, k and v only (NeMo 1.x's default attention_qkv, Megatron-Bridge's LoRA performance "
+        "recipes' linear_qkv)")
     precision: Precision = "bf16-mixed"
     optimizer: Optimizer = "adamw"
     optimizer_impl: OptimizerImpl = "fused"

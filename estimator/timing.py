@@ -570,7 +570,8 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
     if req.training.method != "full":
-        per_layer = 2 * (attn + (3 if req.training.lora_targets == "all-linear" else 0))
+        targets = req.training.lora_targets
+        per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
     return params, float(per_layer * layout.layers_per_stage + 3)
 
 

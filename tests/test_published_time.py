@@ -234,3 +234,14 @@ def test_never_measured_framework_gets_the_floor_and_says_so() -> None:
     measured = estimate(EstimateRequest.model_validate({"model": "llama-3.1-8b", "parallelism": {
         "sharding": "fsdp"}, "hardware": {"gpu": "h100-sxm5-80gb"}}))
     assert not any("never checked" in a for a in measured.assumptions)
+
+
+def test_shipped_fused_ratio_is_the_fit_over_the_published_megatron_rows() -> None:
+    """``Constants.fused_ratio`` is what ``benchmarks/calibration/fit_framework.py`` fits on every published
+    Megatron row; each source, held out of that fit, stays within the 15% median."""
+    from benchmarks.calibration.fit_framework import fit
+    from estimator.efficiency import H200_FIT
+
+    result = fit()
+    assert result["fused_ratio"] == H200_FIT.fused_ratio
+    assert all(v["held_out_median_abs_pct"] <= 15.0 for v in result["held_out"].values())

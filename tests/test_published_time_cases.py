@@ -253,6 +253,10 @@ def nemo() -> list[PublishedCase]:
                        precision="fp8-mixed" if r["precision"].startswith("FP8") else "bf16-mixed")
         if task == "lora":
             req["training"]["method"] = "lora"
+        if task == "lora" and megatron:
+            # NeMo 1.x's default LoRA (megatron_gpt_finetuning_config.yaml: target_modules ['attention_qkv'],
+            # adapter_dim 32) and Megatron-Bridge's LoRA perf recipe (peft.target_modules = ["linear_qkv"], dim 32)
+            req["training"].update(lora_targets="qkv", lora_rank=32)
         if task in ("sft", "lora") and megatron:
             # NeMo / Megatron-Bridge fine-tuning packs SQuAD v1.1 to the sequence length (the NeMo table says so);
             # a SQuAD prompt (context, question, answer: ~150 words) is ~256 tokens -- an assumption

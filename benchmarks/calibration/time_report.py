@@ -292,7 +292,7 @@ RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step ti
 | `cpu_layer_fwd_s` (Python time per layer forward) | 1.20 ms | same (short-sequence cases) |
 | `lora_bytes` (PEFT adapter path, per in+out element) | 8.94 | same (LoRA cases) |
 | `fsdp_scale` (FSDP2 copy-in/out traffic) | 0.758 | 13 fake-process-group FSDP2 steps |
-| `fused_ratio` (Megatron fused elementwise bytes / eager) | 0.45 | 56 published Megatron rows (was 0.25) |
+| `fused_ratio` (Megatron fused elementwise bytes / eager) | 0.50 | 56 published Megatron rows (was 0.25) |
 | `lora_fused_ratio` (Megatron LoRA adapter bytes / PEFT) | 0 | NeMo 24.07's 3 LoRA rows |
 | `eager_bytes_scale` (eager attention's score kernels / their bytes) | 1.58 | 4 eager steps, device call 4 |
 | `adam8bit_fp32_bytes`, `adam8bit_tensor_s` (AdamW8bit) | 115 B/param, 110 us/tensor | 4 8-bit AdamW steps, call 4 |

@@ -362,11 +362,13 @@ Llama 3 405B layout (126 layers, PP 16, TP 8) places 7, 8 x 14, 7 (the paper's o
 - NeMo / Megatron-Bridge fine-tuning rows pack SQuAD v1.1 into 4096-token sequences: attention runs per
   document (`training.packed_document_tokens`, taken as 256 tokens per SQuAD prompt -- an assumption; the tables
   do not say; Megatron-Bridge's SFT recipe packs with `pad_to_max_length`), and Megatron's fused QKV / FC1
-  linears carry one LoRA adapter each (`flops.fused_linears`). NeMo 24.07's single-GPU-layout LoRA rows (7B,
-  13B at TP 1) still read 17-20% slow while its SFT rows are within 2% (13B SFT at PP 4: -18%): LoRA's backward
-  without weight gradients skips work (TE's column-wise fp8 copies for the weight gradient) the model still
-  prices. The small fp8 GPT-3 and Nemotron pre-training rows read fast (GPT-3 5B +30%, Nemotron 8B +21%; GPT-3
-  runs with dropout 0.1, which no request field carries), Llama 2 7B / 13B within 4%.
+  linears carry one LoRA adapter each (`flops.fused_linears`). Both sources' LoRA runs adapt `linear_qkv` only,
+  rank 32 (NeMo 1.x's default `target_modules: ['attention_qkv']`, Megatron-Bridge's perf recipe
+  `peft.target_modules = ["linear_qkv"]`): `lora_targets: "qkv"`. NeMo 24.07's LoRA rows at TP 1 (7B, 13B)
+  still read 15-17% slow while the 70B ones are within 3% and its SFT rows within 2% (13B SFT at PP 4: -18%):
+  LoRA's backward without weight gradients skips work (TE's column-wise fp8 copies for the weight gradient)
+  the model still prices. The small fp8 GPT-3 and Nemotron pre-training rows read fast (GPT-3 5B +30%,
+  Nemotron 8B +21%; GPT-3 runs with dropout 0.1, which no request field carries), Llama 2 7B / 13B within 4%.
 - Megatron-Bridge's 70B pre-training recipe places layers by an explicit per-chunk layout
   (`pipeline_model_parallel_layout = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"`: 1 layer plus the loss on the last
   chunk, 3 on one middle chunk); the request has `first_stage_layers` / `last_stage_layers` but no per-chunk

@@ -130,8 +130,21 @@ def bars(t: Tables) -> dict[str, Any]:
     """``{"bars": ..., "coverage": ...}`` of :func:`estimator.accuracy.time_error_bars`: the single-GPU class on
     the leave-one-family-out refit errors, the published classes by source."""
     published = [r for rows in t.published.values() for r in rows]
+    by_family: dict[str, list[float]] = {}
+    for r in published:
+        if r.klass == "megatron":
+            by_family.setdefault(model_family(r.case), []).append(r.error)
     return time_error_bars(single_held_out(), _grouped(published, "multi_gpu"), _grouped(published, "megatron"),
-                           _grouped(t.short))
+                           _grouped(t.short), by_family)
+
+
+def model_family(case_id: str) -> str:
+    """The model family of a published case id (``nemo-llama2-7b-...`` -> llama; GPT for the GPT-3-style
+    models of Megatron-LM's papers and NeMo's GPT3 configs)."""
+    for fam in ("llama", "nemotron", "gpt"):
+        if f"-{fam}" in case_id:
+            return fam
+    return case_id.split("-")[1]
 
 
 # ------------------------------------------------------------------------------------------------ markdown
@@ -234,10 +247,12 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
         "held-out coverage | `error_bar_pct` |", "| --- | --- | --- | --- | --- | --- | --- |",
         *[f"| {k} | {', '.join(sorted(g))} | {int(b['coverage'][k]['rows'])} | "
           f"{100 * b['coverage'][k]['coverage_raw']:.0f}% | {b['coverage'][k]['widening']:.2f} | "
-          f"{100 * b['coverage'][k]['coverage']:.0f}% | **{b['bars'][k]:g}** |"
+          f"{100 * b['coverage'][k]['coverage']:.0f}% | **{b['bars'].get(k, b['coverage'][k]['bar_pct']):g}** |"
           for k, g in (("single_gpu", single_held_out()),
                        ("multi_gpu", _grouped([r for v in t.published.values() for r in v], "multi_gpu")),
                        ("megatron", _grouped([r for v in t.published.values() for r in v], "megatron")),
+                       ("megatron_by_family", {model_family(r.case): [] for v in t.published.values() for r in v
+                                               if r.klass == "megatron"}),
                        ("unmeasured_floor", _grouped(t.short)))], "",
         _fill("The single-GPU class's errors are those of each model family under the five fitted constants "
               "refitted without it (`benchmarks/calibration/fit_single.py`, stored in "

@@ -635,7 +635,7 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]
     if not what and p.framework == "pytorch" and layout.pp > 1:
         what = "PyTorch pipeline parallelism (torch.distributed.pipelining)"
     what = what or "this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)"
-    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework)
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len)
     return [f"Step time: {what} was never checked against a measured or published step time; the efficiency "
             f"of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
             f"(+-{bar:g}%)."]
@@ -730,5 +730,5 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework),
+                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len),
                       flops_per_step=model_flops, breakdown_s=breakdown)

@@ -88,7 +88,7 @@ def published_class(case: Any) -> str:
     layout = build_layout(req, ModelShape(resolve_model(req.model)))
     if not time_kind_measured(req, layout, case.gpu):
         return ""
-    return time_class(layout.world_size > 1, req.parallelism.framework)
+    return time_class(layout.world_size > 1, req.parallelism.framework, req.training.seq_len)
 
 
 def tables() -> Tables:
@@ -135,7 +135,16 @@ def bars(t: Tables) -> dict[str, Any]:
         if r.klass == "megatron":
             by_family.setdefault(model_family(r.case), []).append(r.error)
     return time_error_bars(single_held_out(), _grouped(published, "multi_gpu"), _grouped(published, "megatron"),
-                           _grouped(t.short), by_family)
+                           _grouped(t.short), by_family, _long_by_gpu(published))
+
+
+def _long_by_gpu(rows: Sequence[Row]) -> dict[str, list[float]]:
+    """The long-sequence PyTorch rows by GPU (``foundry-h100-...``, ``foundry-a100-80gb-...``)."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if r.klass == "multi_gpu_long":
+            out.setdefault("-".join(r.case.split("-")[1:3]) if "a100" in r.case else "h100", []).append(r.error)
+    return out
 
 
 def model_family(case_id: str) -> str:
@@ -251,6 +260,7 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
           for k, g in (("single_gpu", single_held_out()),
                        ("multi_gpu", _grouped([r for v in t.published.values() for r in v], "multi_gpu")),
                        ("megatron", _grouped([r for v in t.published.values() for r in v], "megatron")),
+                       ("multi_gpu_long", _long_by_gpu([r for v in t.published.values() for r in v])),
                        ("megatron_by_family", {model_family(r.case): [] for v in t.published.values() for r in v
                                                if r.klass == "megatron"}),
                        ("unmeasured_floor", _grouped(t.short)))], "",

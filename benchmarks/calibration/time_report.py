@@ -276,8 +276,11 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
               "DeepSpeed, Lion, expert parallelism, context or pipeline parallelism outside Megatron, a GPU other "
               "than the H200 on one GPU or A100/H100/H200 SXM on several, flash-attn on one GPU, QLoRA on several "
               "GPUs), is the held-out bar of every published row below "
-              f"{LONG_SEQUENCE_TOKENS // 1024}k tokens and never below the widest class; the response's "
-              "assumptions then say that the kind was never checked against a measured step time."), "",
+              f"{LONG_SEQUENCE_TOKENS // 1024}k tokens and never below the single-GPU, short-sequence PyTorch or "
+              "Megatron class; the response's assumptions then say that the kind was never checked against a "
+              f"measured step time. PyTorch runs at {LONG_SEQUENCE_TOKENS // 1024}k tokens or more get "
+              "`multi_gpu_long`: llm-foundry's 2023 long-sequence rows, the only ones, held out one GPU type at a "
+              "time."), "",
         PROSE.format(h=h),
         f"{h} H200 calibration, single GPU", "",
         *_rows_table(t.single, ".3f", "| case | measured s | estimated s | error |"), "",

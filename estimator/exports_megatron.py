@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from estimator.planner_models import PlanLayout
+    from estimator.planner.contract import PlanLayout
     from estimator.request import ModelArch, Training
 
 __all__ = ["megatron_args"]

@@ -108,7 +108,7 @@ class _States:
     grads_before_first_layer: int  # gradients present when the first decoder layer's backward starts
 
 
-# DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/exports.py`` writes), in elements.
+# DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/planner/exports/launch.py`` writes), in elements.
 DEEPSPEED_REDUCE_BUCKET = 500_000_000
 
 

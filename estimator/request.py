@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from estimator.host_config import HostInput
+from estimator.host_options import HostInput
 
 __all__ = [
     "MAX_ACCUMULATION_STEPS",

@@ -22,12 +22,12 @@ from unittest import mock
 
 import pytest
 import yaml
+from estimator.planner.contract import PlanLayout
+from estimator.planner.exports.launch import accelerate_config, build_exports, deepspeed_config, torchrun_argv
+from estimator.planner.exports.megatron import megatron_args
+from estimator.planner.exports.nccl import environment
 
-from estimator.exports import accelerate_config, build_exports, deepspeed_config, torchrun_argv
-from estimator.exports_megatron import megatron_args
-from estimator.exports_nccl import environment
 from estimator.modelspec import preset
-from estimator.planner_models import PlanLayout
 from estimator.request import Training
 from hardware_catalog import load_catalog
 

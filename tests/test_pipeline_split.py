@@ -85,7 +85,7 @@ def test_slowest_stage_sets_the_step() -> None:
 def test_planner_offers_megatron_accounted_pipeline_splits() -> None:
     """The planner's pipeline degrees include those that split the layers once the embedding and the loss count
     as layers (Megatron-LM's accounted split): PP 16 and PP 8 x VP 8 for the 126-layer Llama 3.1 405B."""
-    from estimator.planner_space import _splits, _vp_options
+    from estimator.planner.space import _splits, _vp_options
 
     assert _splits(126, 16) and not _splits(126, 5)
     assert _vp_options(126, 8) == [1, 8]

@@ -76,6 +76,13 @@ class Constants:
     # i.e. 0.89 of the bf16 fraction; casts/amax per element (copy-equivalent bytes, fused as torch.compile does).
     fp8_gemm_ratio: float = 0.89
     fp8_cast_bytes: float = 6.0
+    # Transformer Engine fp8 (framework megatron): the casts are fused. ``LayerNormLinear`` / ``LayerNormMLP``
+    # emit the norm's output in fp8, so the QKV and FC1 inputs cost nothing extra; the attention output and
+    # the activation output go through TE's fused cast-transpose (bf16 read 2 B, fp8 row-wise and column-wise
+    # copies written 1 + 1 B = 4 B per element); each GEMM's output gradient is cast-transposed the same way in
+    # backward; weights are cast once per optimizer step, not per micro-batch (TE ``is_first_microbatch``
+    # caches the fp8 weight copies: ``transformer_engine/pytorch/module/linear.py``): 2 + 1 + 1 B per weight.
+    te_cast_bytes: float = 4.0
     # Flash attention (SDPA flash backend, H200, head dim 128, GQA 4:1): forward 459..650 TFLOP/s for
     # s = 1k..16k; backward (2.5x forward FLOPs) 255..560 TFLOP/s.
     attn_fwd_eff: float = 0.70
@@ -98,6 +105,11 @@ class Constants:
     eager_fwd_bytes: float = 28.0
     eager_bwd_bytes: float = 40.0
     eager_bytes_scale: float = 1.58
+    # Gemma 2's attention soft-capping on the bf16 scores (``w / cap``, ``tanh``, ``* cap``): forward 3 x (2+2) = 12
+    # bytes per score; backward the three gradients (2+2, tanh's 2+2+2 with its saved output, 2+2) = 14. Counted
+    # from the code, not fitted (no eager Gemma 2 step in the calibration set).
+    softcap_fwd_bytes: float = 12.0
+    softcap_bwd_bytes: float = 14.0
     # Megatron-LM's fused scale-mask-softmax + dropout on 2-byte scores: forward softmax 2+2, dropout 2+2+1
     # (mask); backward dropout 2+1+2, softmax 2+2+2 (``megatron/core/fusions/fused_softmax.py``).
     eager_fused_fwd_bytes: float = 9.0
@@ -147,7 +159,10 @@ class Constants:
     # element (five kernels), residual adds 6 each; ``torch.nn.LayerNorm`` is one kernel (2 + 2 B, fp32
     # stats). ``elem_scale`` (fitted) scales the sum; the backward
     # costs ``elem_bwd_ratio`` forwards; autocast (fp32 residual stream, a bf16 cast of each linear input)
-    # adds ``autocast_extra`` of it. Fused kernels (Megatron, Transformer Engine) move ``fused_ratio`` as much.
+    # adds ``autocast_extra`` of it. Fused kernels (Megatron, Transformer Engine) move ``fused_ratio`` as much:
+    # fitted on the 56 published Megatron-LM / Megatron-Core / NeMo / Megatron-Bridge rows (least squares on log
+    # tokens/s, ``benchmarks/calibration/fit_framework.py``; it was an assumed 0.25 before); fitted with one source
+    # left out it lands at 0.45-0.70 and the held-out source's median |error| at 5.0-12.6%.
     norm_bytes: float = 57.0
     layernorm_bytes: float = 6.0
     resid_bytes: float = 12.0
@@ -157,10 +172,16 @@ class Constants:
     elem_scale: float = 1.18
     elem_bwd_ratio: float = 2.5
     autocast_extra: float = 0.174
-    fused_ratio: float = 0.25
+    fused_ratio: float = 0.50
     # LoRA (PEFT lora.Linear): the adapter path's casts, scale and add, bytes per token per (in + out)
     # element of each adapted linear, forward; backward twice that. Fitted.
     lora_bytes: float = 8.94
+    # The same path inside Megatron-Core / Transformer Engine layers (NeMo, Megatron-Bridge LoRA: the adapter
+    # GEMMs read the layer input the fused norm already wrote, dropout 0 is skipped, the scaled output is added
+    # in one kernel): ``lora_fused_ratio`` of the eager bytes. Fitted on the three NeMo 24.07 LoRA rows
+    # (DGX-H100, fp8; the fit lands on the bound: 0 gives -5.3, -3.8, -4.9%, 0.1 already -11..-9%) and checked on
+    # the held-out Megatron-Bridge 70B LoRA row (-5.2%; ``docs/accuracy-time.md``).
+    lora_fused_ratio: float = 0.0
     # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
     fsdp_scale: float = 0.758

@@ -162,7 +162,9 @@ def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> Layout
     gbt = layout.tokens_per_step(t)
     return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
-                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server)
+                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server,
+                         virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
+                         pipeline_split=layout.pipeline_split)
 
 
 def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
@@ -205,7 +207,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu),
+                            + time_assumptions(req, hw.gpu, layout),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout),

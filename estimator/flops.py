@@ -108,8 +108,32 @@ def _linear_gemms(lins: list[Linear], m: float, tp: int, frozen: bool, fp8: bool
     return out
 
 
+_FUSED_INPUTS = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "gate_proj": "linear_fc1",
+                 "up_proj": "linear_fc1"}
+
+
+def fused_linears(lins: list[Linear]) -> list[Linear]:
+    """Megatron-Core's linears: Q, K and V are one column-parallel ``linear_qkv``, the gate and up projections one
+    ``linear_fc1`` (``megatron/core/transformer/attention.py``, ``mlp.py``), so a LoRA adapter on them is one
+    ``A`` reading the shared input and one ``B`` writing the concatenated output (Megatron-Bridge
+    ``peft/lora.py`` adapts ``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``)."""
+    out: list[Linear] = []
+    merged: dict[tuple[str, int, int], Linear] = {}
+    for lin in lins:
+        name = _FUSED_INPUTS.get(lin.name)
+        if name is None:
+            out.append(lin)
+            continue
+        key = (name, lin.in_features, lin.count)
+        prev = merged.get(key)
+        merged[key] = Linear(name, lin.in_features, lin.out_features + (prev.out_features if prev else 0),
+                             lin.count, lin.kind)
+    return list(merged.values()) + out
+
+
 def _lora_gemms(lins: list[Linear], m: float, tp: int, rank: int) -> list[Gemm]:
-    """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``)."""
+    """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``; Megatron's fused
+    linears get one adapter each, :func:`fused_linears`)."""
     out = []
     for lin in lins:
         k, n = _split(lin, tp)
@@ -126,18 +150,28 @@ def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> 
         d_v = float(a.v_head_dim or 128)
     else:
         d_qk = d_v = float(shape.head_dim)
+    doc = min(s, float(t.packed_document_tokens or s))
     if t.attention == "eager":
         pairs = s * s
     else:
-        w = min(s, float(a.sliding_window or s))
-        pairs = s * w - w * w / 2.0
+        # packed sequences (``training.packed_document_tokens``): variable-length attention (FlashAttention
+        # ``cu_seqlens``, Transformer Engine THD) attends within each of the s / d documents only
+        w = min(doc, float(a.sliding_window or s))
+        pairs = s / doc * (doc * w - w * w / 2.0)
     heads = a.num_attention_heads / layout.tp
     flops = 2.0 * t.micro_batch_size * heads * pairs * (d_qk + d_v) / layout.cp
-    return flops, min(s, float(a.sliding_window or s))
+    if t.attention == "eager":
+        return flops, s
+    # context parallelism runs attention as 2 cp blocks of s / (2 cp) queries against s / cp keys per ring step
+    # (load-balanced causal ring, Megatron-Core / Transformer Engine ``attn_forward_func_with_cp``): the kernel's
+    # efficiency is that of the block length, not of the whole sequence
+    return flops, min(doc, float(a.sliding_window or s), s / layout.cp)
 
 
 def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
     attn = shape.attention_linears()
+    if targets == "qkv":
+        return [lin for lin in attn if lin.name != "o_proj"]
     if targets == "attention":
         return attn
     if moe:
@@ -166,7 +200,10 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
     gemms = _linear_gemms(shape.attention_linears(), m, layout.tp, frozen, fp8)
     gemms += _mlp_gemms(shape, layout, m, moe, frozen, fp8)
     if frozen:
-        gemms += _lora_gemms(_adapted(shape, t.lora_targets, moe), m, layout.tp, t.lora_rank)
+        adapted = _adapted(shape, t.lora_targets, moe)
+        if req.parallelism.framework == "megatron":
+            adapted = fused_linears(adapted)
+        gemms += _lora_gemms(adapted, m, layout.tp, t.lora_rank)
     attn, seq = attention_flops(shape, req, layout)
     base = sum(g.k * g.n * g.count for g in gemms if not (frozen and g.trainable))
     ffn = float(shape.expert_ffn * a.experts_per_token if moe else a.ffn_hidden_size) / layout.tp
@@ -184,22 +221,26 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
                      attn_query_len=float(t.seq_len) / layout.cp)
 
 
-def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
-    per_stage = layout.layers_per_stage
+def _stage_layers(shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int]:
+    per_stage = layout.layers_on(stage)
     moe = round(per_stage * shape.moe_layers / shape.arch.num_layers)
     return per_stage - moe, moe
 
 
-def workload(req: EstimateRequest, shape: ModelShape, layout: Layout) -> Workload:
-    """Per-micro-batch work of the busiest GPU (the last pipeline stage, which holds the LM head)."""
+def workload(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> Workload:
+    """Per-micro-batch work of one pipeline stage's GPU: by default the last stage, which holds the LM head
+    (all of the model without pipeline parallelism). ``first`` and ``middle`` stages carry no LM head
+    (``head`` and ``vocab_local`` are zero); :meth:`Layout.layers_on` gives each stage's decoder layers."""
     t, a = req.training, shape.arch
-    dense_n, moe_n = _stage_layers(shape, layout)
+    dense_n, moe_n = _stage_layers(shape, layout, stage)
     tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
-    head = Gemm(tokens, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full", False)
-    return Workload(dense=_layer(req, shape, layout, False) if dense_n else None,
-                    moe=_layer(req, shape, layout, True) if moe_n else None,
+    has_head = stage in ("last", "only") or layout.pp == 1
+    head = Gemm(tokens if has_head else 0.0, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full",
+                False)
+    return Workload(dense=_layer(req, shape, layout, False) if shape.dense_layers else None,
+                    moe=_layer(req, shape, layout, True) if shape.moe_layers else None,
                     dense_layers=dense_n, moe_layers=moe_n, head=head, tokens=tokens,
-                    hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp)
+                    hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp if has_head else 0.0)
 
 
 def _layer_model_flops(work: LayerWork) -> float:

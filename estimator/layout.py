@@ -25,6 +25,7 @@ from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCom
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
+from estimator.pipeline_split import split_layers
 from estimator.request import EstimateRequest, Training
 
 __all__ = ["Layout", "build_layout", "layout_or_none"]
@@ -44,10 +45,13 @@ class Layout:
     expert_shard_group: int  # ranks one routed-expert parameter is sharded over (1 = replicated)
     gpus_per_node: int
     num_nodes: int
-    layers_per_stage: int
+    layers_per_stage: int  # decoder layers on the pipeline rank with the most (all of them without pp)
     sequence_parallel: bool
     # ``parallelism.resolved_tp_plan`` when tp > 1 ("vocab-parallel" at tp = 1, where the plans are one)
     tp_plan: str = "vocab-parallel"
+    # decoder layers per pipeline rank (its virtual chunks summed), model order; () = even split
+    stage_layers: tuple[int, ...] = ()
+    pipeline_split: str = "even"  # even | weighted | given (estimator.pipeline_split)
 
     def __hash__(self) -> int:
         """The dataclass hash of the fields, computed once: layouts key most of the estimator's memos."""
@@ -59,6 +63,24 @@ class Layout:
     def __getstate__(self) -> dict[str, object]:
         """Pickled without the cached hash (string hashes differ between processes)."""
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def layers_on(self, stage: str) -> int:
+        """Decoder layers on a stage: ``only`` (no pipeline), ``first``, ``middle`` (rank 1, the middle rank
+        with the most micro-batches in flight and, by the split's rule, the most layers) or ``last``."""
+        if not self.stage_layers or self.pp == 1:
+            return self.layers_per_stage
+        if stage == "first":
+            return self.stage_layers[0]
+        if stage == "last":
+            return self.stage_layers[-1]
+        if stage == "middle":
+            return self.stage_layers[1] if self.pp > 2 else self.stage_layers[-1]
+        return self.layers_per_stage
+
+    @property
+    def uneven(self) -> bool:
+        """Whether pipeline ranks hold different numbers of decoder layers."""
+        return len(set(self.stage_layers)) > 1
 
     @property
     def embedding_tp(self) -> int:
@@ -126,9 +148,6 @@ def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
     kv = shape.kv_heads
     _check(kv % p.tp == 0 or p.tp % kv == 0,
            f"tp={p.tp} and num_kv_heads={kv}: one must divide the other", "parallelism.tp")
-    _check(a.num_layers % (p.pp * req.training.virtual_stages) == 0,
-           f"pp x virtual_stages = {p.pp * req.training.virtual_stages} must divide num_layers={a.num_layers}",
-           "parallelism.pp")
     _check(p.ep == 1 or shape.is_moe, "ep > 1 needs a mixture-of-experts model", "parallelism.ep")
     _check(a.num_experts % p.ep == 0, f"ep={p.ep} must divide num_experts={a.num_experts}", "parallelism.ep")
     _check(req.training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={req.training.seq_len}",
@@ -237,9 +256,12 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     _check_model_split(req, shape)
     _check_combinations(req)
     group = _shard_group(req, dp)
+    split = split_layers(shape.arch.num_layers, p.pp, req.training.virtual_stages, p.first_stage_layers,
+                         p.last_stage_layers)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
                   vp=req.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
                   expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
                   num_nodes=hw.num_nodes,
-                  layers_per_stage=shape.arch.num_layers // p.pp, sequence_parallel=p.sequence_parallel,
+                  layers_per_stage=max(split.stage_layers), sequence_parallel=p.sequence_parallel,
+                  stage_layers=split.stage_layers if p.pp > 1 else (), pipeline_split=split.kind,
                   tp_plan=p.resolved_tp_plan if p.tp > 1 else "vocab-parallel")

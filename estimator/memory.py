@@ -287,15 +287,16 @@ def _gather_buffers(req: EstimateRequest, place: ParamPlacement, layout: Layout)
     return forward, forward + _reduce_scatter_layer(req, place)
 
 
-def _in_flight(req: EstimateRequest, layout: Layout) -> float:
+def _in_flight(req: EstimateRequest, layout: Layout, stage: str = "first") -> float:
     """Micro-batches whose activations the first pipeline stage holds (Narayanan 2021 Sec. 2.2; interleaved
-    schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3)."""
+    schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3); rank 1 (``middle``, an uneven split's busiest
+    middle rank) holds one fewer under 1F1B."""
     if layout.pp == 1:
         return 1.0
     m = req.training.gradient_accumulation_steps
     if req.training.pipeline_schedule == "gpipe":
         return float(m)
-    in_flight = float(min(layout.pp, m))
+    in_flight = float(min(layout.pp - (1 if stage == "middle" else 0), m))
     if layout.vp > 1 and req.training.pipeline_schedule == "interleaved":
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.vp)
     return in_flight
@@ -313,8 +314,8 @@ def _allocated(row: _Row) -> int:
 
 def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationModel, place: ParamPlacement,
             stage: str) -> tuple[_Row, ...]:
-    layers = layout.layers_per_stage
-    in_flight = _in_flight(req, layout)
+    layers = layout.layers_on(stage)
+    in_flight = _in_flight(req, layout, stage)
     stored = int(act.stored_per_layer_bytes * layers * in_flight) + (act.residual_bytes if stage != "last" else 0)
     has_logits = stage in ("last", "only")
     fwd_logits = act.logits_forward_bytes if has_logits else 0
@@ -357,7 +358,11 @@ def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, pea
 
 
 def _stages(layout: Layout) -> tuple[str, ...]:
-    return ("only",) if layout.pp == 1 else ("first", "last")
+    """The stages whose peak may be the largest; an uneven split (fewer layers on the first and last stages)
+    adds rank 1, the middle rank with the most layers and micro-batches in flight."""
+    if layout.pp == 1:
+        return ("only",)
+    return ("first", "middle", "last") if layout.uneven and layout.pp > 2 else ("first", "last")
 
 
 def _state_key(req: EstimateRequest) -> tuple[object, ...]:
@@ -405,7 +410,8 @@ def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memo
 
 
 _RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches in "
-          "flight)", "last": "last pipeline stage (LM head and loss)"}
+          "flight)", "middle": "second pipeline stage (most decoder layers of an uneven split)",
+          "last": "last pipeline stage (LM head and loss)"}
 
 
 def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,

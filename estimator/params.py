@@ -79,6 +79,8 @@ class ParamPlacement:
 
 def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
     attn = shape.attention_linears()
+    if targets == "qkv":
+        return [lin for lin in attn if lin.name != "o_proj"]
     if targets == "attention":
         return attn
     mlp = shape.mlp_linears(shape.arch.ffn_hidden_size) if shape.dense_layers else []
@@ -90,9 +92,10 @@ def lora_params_per_layer(shape: ModelShape, rank: int, targets: str) -> int:
     return sum(rank * (lin.in_features + lin.out_features) * lin.count for lin in _adapted(shape, targets))
 
 
-def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
-    """(dense layers, MoE layers) on the busiest stage, assuming MoE layers spread evenly."""
-    per_stage = layout.layers_per_stage
+def _stage_layers(shape: ModelShape, layout: Layout, stage: str = "only") -> tuple[int, int]:
+    """(dense layers, MoE layers) on ``stage`` (:meth:`Layout.layers_on`: uneven pipeline splits place fewer
+    layers on the first and last stages), assuming MoE layers spread evenly."""
+    per_stage = layout.layers_on(stage)
     moe_frac = shape.moe_layers / shape.arch.num_layers
     moe = round(per_stage * moe_frac)
     return per_stage - moe, moe
@@ -153,7 +156,7 @@ def _frozen_bytes_per_param(req: EstimateRequest) -> int:
 
 def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     t = req.training
-    dense, moe = _stage_layers(shape, layout)
+    dense, moe = _stage_layers(shape, layout, stage)
     layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)
     root = _root_local(shape, layout, stage)
     total = layers_local + root

@@ -154,7 +154,10 @@ MAX_TRAIN_TOKENS = 1e16  # 10,000 x the largest published pre-training runs (~15
 class Training(_Frozen):
     method: Method = "full"
     lora_rank: Int = Field(default=16, ge=1, le=4096)
-    lora_targets: Literal["all-linear", "attention"] = "all-linear"
+    lora_targets: Literal["all-linear", "attention", "qkv"] = Field(
+        default="all-linear", description="linears with LoRA adapters: all of them, the attention projections "
+        "(q, k, v, o), or q, k and v only (NeMo 1.x's default attention_qkv, Megatron-Bridge's LoRA performance "
+        "recipes' linear_qkv)")
     precision: Precision = "bf16-mixed"
     optimizer: Optimizer = "adamw"
     optimizer_impl: OptimizerImpl = "fused"
@@ -164,6 +167,10 @@ class Training(_Frozen):
     activation_checkpointing: Checkpointing = "none"
     train_tokens: OptFloat = Field(default=None, gt=0, le=MAX_TRAIN_TOKENS, allow_inf_nan=False)
     attention: Attention = "flash"
+    packed_document_tokens: OptInt = Field(
+        default=None, ge=1, le=10_000_000, description="packed sequences: mean tokens per document packed into "
+        "each sequence; attention runs within each document (FlashAttention varlen / Transformer Engine THD; "
+        "not with eager attention). null: one document per sequence")
     pipeline_schedule: PipelineSchedule = "1f1b"
     virtual_stages: Int = Field(default=1, ge=1, le=64)
     lora_dropout: Float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False,
@@ -190,6 +197,16 @@ class Parallelism(_Frozen):
     sequence_parallel: bool = False
     offload: Offload = "none"
     framework: Framework = "pytorch"
+    tp_comm_overlap: Literal["auto", "on", "off"] = Field(
+        default="auto", description="overlap tensor-parallel all-gather / reduce-scatter with the GEMMs they feed "
+        "(Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers; needs sequence_parallel); auto: on for "
+        "framework megatron with sequence_parallel, off otherwise")
+    first_stage_layers: OptInt = Field(default=None, ge=0, le=1000,
+                                       description="decoder layers on the first pipeline stage (Megatron-LM "
+                                       "--decoder-first-pipeline-num-layers); null: placed by the framework's rule")
+    last_stage_layers: OptInt = Field(default=None, ge=0, le=1000,
+                                      description="decoder layers on the last pipeline stage (Megatron-LM "
+                                      "--decoder-last-pipeline-num-layers); null: placed by the framework's rule")
     hsdp_shard_size: OptInt = Field(default=None, ge=1, le=1_000_000,
                                     description="data-parallel ranks per HSDP shard group (null: one node's worth); "
                                     "with context parallelism the group spans this x cp GPUs")

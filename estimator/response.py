@@ -125,6 +125,12 @@ class LayoutSummary(_Frozen):
     global_batch_tokens: int
     gpu: str
     server: str | None
+    virtual_stages: int = Field(default=1, description="model chunks per pipeline rank (interleaved schedule)")
+    stage_layers: list[int] = Field(default_factory=list, description="decoder layers on each pipeline rank, "
+                                    "first to last (its virtual chunks summed); empty without pipeline parallelism")
+    pipeline_split: str = Field(default="even", description="even | weighted (the embedding and the loss each "
+                                "count as a layer: Megatron-LM account_for_embedding/loss_in_pipeline_split, "
+                                "torchtitan) | given (first_stage_layers / last_stage_layers)")
 
 
 class Suggestion(_Frozen):

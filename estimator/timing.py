@@ -95,6 +95,8 @@ class Pass:
     layer_fwd: float  # one layer's forward (the FSDP gather nothing hides)
     attn_fwd: float  # all layers' attention forward (what context-parallel exchanges overlap)
     hw_flops: float
+    gemm_fwd: float = 0.0  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
+    gemm_bwd: float = 0.0
 
     @property
     def total(self) -> float:
@@ -112,7 +114,8 @@ def _gemm_times(gemms: tuple[Gemm, ...], r: Rates) -> tuple[float, float]:
     return fwd, bwd
 
 
-def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool) -> tuple[float, float]:
+def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool,
+                           softcap: bool = False) -> tuple[float, float]:
     """Eager attention (Hugging Face ``eager_attention_forward``): per sequence and head the GEMMs ``Q K^T``
     ``[s, d] x [d, s]`` and ``P V`` ``[s, s] x [s, d]`` through the GEMM roofline (backward: the input and weight
     gradient of each), plus the memory-bound kernels on the ``s x s`` scores, copy-equivalent bytes per score
@@ -129,31 +132,40 @@ def _eager_attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool) -
     bwd = bh * (r.gemm_time(sq, sk, d) + r.gemm_time(sk, sq, d) + r.gemm_time(sq, d, sk) + r.gemm_time(sk, sq, d))
     if fused:
         return (fwd + r.mem_time(k.eager_fused_fwd_bytes * scores), bwd + r.mem_time(k.eager_fused_bwd_bytes * scores))
-    fwd += r.mem_time(k.eager_fwd_bytes * k.eager_bytes_scale * scores)
-    bwd += r.mem_time(k.eager_bwd_bytes * k.eager_bytes_scale * scores)
+    # Gemma 2's attention soft-capping (``transformers`` ``gemma2`` ``eager_attention_forward``: ``w / cap``,
+    # ``tanh``, ``* cap`` on the bf16 scores before the mask): three more kernels on every score
+    fwd_bytes = k.eager_fwd_bytes + (k.softcap_fwd_bytes if softcap else 0.0)
+    bwd_bytes = k.eager_bwd_bytes + (k.softcap_bwd_bytes if softcap else 0.0)
+    fwd += r.mem_time(fwd_bytes * k.eager_bytes_scale * scores)
+    bwd += r.mem_time(bwd_bytes * k.eager_bytes_scale * scores)
     return fwd, bwd
 
 
-def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False) -> tuple[float, float]:
+def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False,
+                     softcap: bool = False) -> tuple[float, float]:
     """Flash attention at its measured efficiency; eager attention by :func:`_eager_attention_times`."""
     if w.eager_attention:
-        return _eager_attention_times(w, r, head_dim, fused)
+        return _eager_attention_times(w, r, head_dim, fused, softcap)
     fa2 = w.flash_library
     return (r.attn_fwd_time(w.attn_flops, w.attn_seq, head_dim, fa2),
             r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
 
 
-def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants) -> float:
+def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants, layout: Layout) -> float:
     """Forward bytes of one layer's non-GEMM kernels: norms, residual adds, rotary embedding, activation,
     the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.efficiency`)."""
     act = k.act_bytes_gated if w.gated else k.act_bytes_plain
     norm = k.layernorm_bytes if w.layernorm else k.norm_bytes
-    per_token = (w.norms * norm + k.resid_bytes) * work.hidden + act * w.ffn_local
+    # sequence parallelism runs the norms and the residual adds (and dropout) on s / tp tokens (Korthikanti et al.
+    # 2022, arXiv 2205.05198, Sec. 4.2.2; torchtitan's ``SequenceParallel`` norms)
+    seq_share = 1.0 / layout.tp if layout.sequence_parallel else 1.0
+    per_token = (w.norms * norm + k.resid_bytes) * work.hidden * seq_share + act * w.ffn_local
     per_token += k.rope_bytes * w.qk_local if w.rotary else 0.0
     per_token *= k.elem_scale * (k.fused_ratio if style.fused else 1.0)
     if style.autocast:
         per_token *= 1.0 + k.autocast_extra
-    per_token += k.lora_bytes * w.lora_elems
+    # Megatron-Bridge / NeMo LoRA adapters inside the TE layer move ``lora_fused_ratio`` of the eager PEFT bytes
+    per_token += k.lora_bytes * w.lora_elems * (k.lora_fused_ratio if style.fused else 1.0)
     per_token += k.moe_dispatch_bytes * work.hidden * w.topk
     return per_token * work.tokens
 
@@ -161,6 +173,22 @@ def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants)
 def _fp8_cast_bytes(gemms: tuple[Gemm, ...], k: Constants) -> tuple[float, float]:
     fwd = sum(g.count * (g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
     bwd = sum(g.count * (g.m * g.n + g.m * g.k + g.k * g.n) for g in gemms if g.fp8) * k.fp8_cast_bytes
+    return fwd, bwd
+
+
+def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: EstimateRequest,
+                       k: Constants) -> tuple[float, float]:
+    """Transformer Engine's fp8 casts of one layer per micro-batch (:attr:`Constants.te_cast_bytes`): the
+    attention output and the MLP activation cast-transposed in forward (the norm-fed QKV and FC1 inputs come out
+    of the fused norm in fp8), every GEMM's output gradient in backward, the weights once per step."""
+    fp8 = [g for g in w.gemms if g.fp8]
+    if not fp8:
+        return 0.0, 0.0
+    tokens = fp8[0].m
+    attn_out = shape.arch.num_attention_heads * shape.head_dim / layout.tp
+    fwd = k.te_cast_bytes * tokens * (attn_out + w.ffn_local)
+    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / req.training.gradient_accumulation_steps
+    bwd = k.te_cast_bytes * sum(g.count * g.m * g.n for g in fp8)
     return fwd, bwd
 
 
@@ -215,15 +243,17 @@ class _LayerTimes:
     cpu: float  # CPU seconds for forward + backward + recomputation
     attn_fwd: float
     hw_flops: float
+    gemm_fwd: float = 0.0
+    gemm_bwd: float = 0.0
 
 
 def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
                  r: Rates, style: Style) -> _LayerTimes:
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
-    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused)
-    e_fwd = _elementwise_bytes(w, work, style, k)
-    c_fwd, c_bwd = _fp8_cast_bytes(w.gemms, k)
+    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.arch.attn_logit_softcapping))
+    e_fwd = _elementwise_bytes(w, work, style, k, layout)
+    c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
     fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
     bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
@@ -237,7 +267,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
-                       flops)
+                       flops, g_fwd, g_bwd)
 
 
 def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
@@ -274,7 +304,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     """Forward, backward and recomputation seconds of one micro-batch on the busiest stage. When issuing the
     kernels takes the CPU longer than the GPU needs to run them, the CPU time sets the pace."""
     fwd = bwd = rec = attn = flops = cpu = 0.0
-    layer_fwd = 0.0
+    layer_fwd = g_fwd = g_bwd = 0.0
     for w, n in ((work.dense, work.dense_layers), (work.moe, work.moe_layers)):
         if w is None or n == 0:
             continue
@@ -282,6 +312,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
         fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
         attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
         cpu += n * lt.cpu
+        g_fwd, g_bwd = g_fwd + n * lt.gemm_fwd, g_bwd + n * lt.gemm_bwd
     h_fwd, h_bwd = _head_times(req, layout, work, r, style)
     h = work.head
     flops += h.flops * (3.0 if h.trainable else 2.0)
@@ -289,7 +320,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     gpu = fwd + bwd + rec
     stretch = max(1.0, cpu / gpu) * r.k.compute_overhead if gpu > 0 else 1.0
     return Pass(fwd=fwd * stretch, bwd=bwd * stretch, recompute=rec * stretch, layer_fwd=layer_fwd * stretch,
-                attn_fwd=attn * stretch, hw_flops=flops)
+                attn_fwd=attn * stretch, hw_flops=flops, gemm_fwd=g_fwd, gemm_bwd=g_bwd)
 
 
 # ----------------------------------------------------------------------------------------- communication
@@ -303,9 +334,32 @@ class CommTimes:
     parts: dict[str, float]
 
 
-def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
+    """Whether the tensor-parallel collectives overlap their GEMMs: ``parallelism.tp_comm_overlap``, by default
+    on for Megatron-Core with sequence parallelism (``--tp-comm-overlap``, Transformer Engine userbuffers: the
+    NeMo / Megatron-Bridge performance recipes turn it on with TP > 1), which it needs."""
+    p = req.parallelism
+    if layout.tp <= 1 or not layout.sequence_parallel:
+        return False
+    return p.framework == "megatron" if p.tp_comm_overlap == "auto" else p.tp_comm_overlap == "on"
+
+
+def _overlapped(comm: float, gemm: float, tp: int) -> float:
+    """Exposed seconds of a collective split into ``tp`` chunks pipelined with the GEMM it feeds (Transformer
+    Engine userbuffers' split all-gather / reduce-scatter GEMM overlap; Calculon's tiled ``pipe`` overlap,
+    ``calculon/llm/layers.py`` ``compute_processing_time``, Isaev et al. SC23): the first chunk is exposed, each
+    later one only by what it exceeds its GEMM chunk."""
+    return comm / tp + (tp - 1) / tp * max(0.0, comm - gemm)
+
+
+def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric,
+               mb: Pass | None = None) -> tuple[float, float]:
+    """(total, exposed) tensor-parallel seconds of one micro-batch: per layer two all-reduces forward and two
+    backward (all-gather + reduce-scatter pairs with sequence parallelism), two more in a fully recomputed
+    forward, and two around the embedding / LM head. With :func:`tp_comm_overlap` each phase's collectives hide
+    behind that phase's GEMMs (:func:`_overlapped`)."""
     if layout.tp <= 1:
-        return 0.0
+        return 0.0, 0.0
     group = place_group(layout.tp, 1, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * work.hidden
     if layout.sequence_parallel:
@@ -313,9 +367,17 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
                                                                                    group, fabric)
     else:
         one = collective_time("allreduce", nbytes, group, fabric)
-    per_layer = 4 + (2 if req.training.activation_checkpointing == "full" else 0)
+    full = req.training.activation_checkpointing == "full"
+    per_layer = 4 + (2 if full else 0)
     layers = work.dense_layers + work.moe_layers
-    return one * (per_layer * layers + 2)
+    total = one * (per_layer * layers + 2)
+    if mb is None or not tp_comm_overlap(req, layout):
+        return total, total
+    phase = 2.0 * one * layers
+    exposed = _overlapped(phase, mb.gemm_fwd, layout.tp) + _overlapped(phase, mb.gemm_bwd, layout.tp) + 2.0 * one
+    if full:
+        exposed += _overlapped(phase, mb.gemm_fwd, layout.tp)
+    return total, exposed
 
 
 def _forward_passes(req: EstimateRequest) -> int:
@@ -361,7 +423,10 @@ def virtual_stages(req: EstimateRequest, layout: Layout) -> int:
 
 
 def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
-    """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch."""
+    """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch.
+    Megatron-Core's interleaved schedule overlaps them with the next chunk's compute (``overlap_p2p_comm``,
+    Megatron-LM's default ``--overlap-p2p-communication``; ``pipeline_parallel/schedules.py``): see
+    :func:`communication`."""
     if layout.pp <= 1:
         return 0.0
     stride = layout.tp * layout.cp * layout.dp
@@ -430,15 +495,19 @@ def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, 
 def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                   style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
     m = req.training.gradient_accumulation_steps
-    tp = m * _tp_per_mb(req, layout, work, fabric)
+    tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
+    tp, tp_exposed = m * tp_one, m * tp_exposed_one
     cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
     cp, cp_exposed = m * cp_one, m * cp_exposed_one
     ep = m * _ep_per_mb(req, shape, layout, work, fabric)
     pp = m * _pp_per_mb(req, layout, work, fabric)
+    overlap_p2p = req.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
+    pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
     dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
-    exposed = tp + cp_exposed + ep + pp + dp_exposed
+    exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
     total = tp + cp + ep + pp + dp_total
-    parts = {"tensor_parallel_s": tp, "context_parallel_s": cp, "context_parallel_exposed_s": cp_exposed,
+    parts = {"tensor_parallel_s": tp, "tensor_parallel_exposed_s": tp_exposed, "pipeline_p2p_exposed_s": pp_exposed,
+             "context_parallel_s": cp, "context_parallel_exposed_s": cp_exposed,
              "expert_parallel_s": ep, "pipeline_p2p_s": pp, "data_parallel_s": dp_total,
              "data_parallel_exposed_s": dp_exposed}
     return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
@@ -502,7 +571,8 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
     if req.training.method != "full":
-        per_layer = 2 * (attn + (3 if req.training.lora_targets == "all-linear" else 0))
+        targets = req.training.lora_targets
+        per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
     return params, float(per_layer * layout.layers_per_stage + 3)
 
 
@@ -537,13 +607,42 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
 
 
 # ----------------------------------------------------------------------------------------------- the step
-def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ParamPlacement:
-    """:func:`estimator.params.place_params` (memoised there) of the busiest stage."""
-    return place_params(req, shape, layout, "only" if layout.pp == 1 else "last")
+def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
+    """:func:`estimator.params.place_params` (memoised there) of one stage (``last`` by default)."""
+    return place_params(req, shape, layout, "only" if layout.pp == 1 else stage)
 
 
-def time_assumptions(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
-    """Plain-words notes on how the step time and its MFU are to be read."""
+def _time_stages(layout: Layout) -> tuple[str, ...]:
+    """Stages whose step may be the slowest: the last (LM head and loss) when every rank holds the same layers;
+    with an uneven split (:mod:`estimator.pipeline_split`) also the first and the fullest middle rank."""
+    if layout.pp > 1 and layout.uneven:
+        return ("first", "middle", "last") if layout.pp > 2 else ("first", "last")
+    return ("last",)
+
+
+def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None = None) -> list[str]:
+    """Plain-words notes on how the step time and its MFU are to be read; with ``layout``, a line when the
+    set-up's kind was never checked against a measured step time (its error bar is the wide floor)."""
+    notes = _kind_notes(req, gpu, layout) if layout is not None else []
+    return notes + _mfu_notes(req, gpu)
+
+
+def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]:
+    gid = str(getattr(gpu, "id", "") or "")
+    if time_kind_measured(req, layout, gid):
+        return []
+    p = req.parallelism
+    what = {"deepspeed": "DeepSpeed's kernels and schedule"}.get(p.framework, "")
+    if not what and p.framework == "pytorch" and layout.pp > 1:
+        what = "PyTorch pipeline parallelism (torch.distributed.pipelining)"
+    what = what or "this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)"
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len)
+    return [f"Step time: {what} was never checked against a measured or published step time; the efficiency "
+            f"of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
+            f"(+-{bar:g}%)."]
+
+
+def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
     peak = _gpu_peak(gpu, req.training.precision) / 1e12
     name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
     if req.training.precision == "fp8-mixed":
@@ -572,10 +671,38 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     t = req.training
     r = rates_for(gpu, t.precision, constants)
     style = style_for(req, layout)
-    work = workload(req, shape, layout)
-    mb = micro_batch(req, shape, layout, work, r, style)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
-    pl = _placement(req, shape, layout)
+    last = workload(req, shape, layout)
+    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
+              for stage in _time_stages(layout)]
+    slowest = max(stages, key=lambda s: s.step)
+    return _result(req, shape, layout, gpu, last, slowest)
+
+
+@dataclass(frozen=True)
+class _StageStep:
+    """One pipeline stage's step: the slowest stage's is the step (the others wait on it)."""
+
+    stage: str
+    mb: Pass
+    comm: CommTimes
+    step: float
+    compute: float
+    bubble: float
+    opt: float
+    off: float
+
+
+def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, r: Rates, style: Style,
+                fabric: Fabric, stage: str, work: Workload | None = None) -> _StageStep:
+    """The step of one stage's GPU: ``m`` micro-batches, the pipeline bubble of ``(p - 1) / v`` of its
+    micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
+    the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
+    communication, optimizer and offload."""
+    t = req.training
+    work = work or workload(req, shape, layout, stage)
+    mb = micro_batch(req, shape, layout, work, r, style)
+    pl = _placement(req, shape, layout, stage)
     comm = communication(req, shape, layout, work, fabric, style, mb, pl)
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
@@ -584,12 +711,13 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     opt = optimizer_time(req, shape, layout, r, style, pl)
     off = offload_time(req, shape, layout, gpu, mb, style, pl)
     step = compute + bubble + comm.exposed + opt + off
-    return _result(req, shape, layout, gpu, work, mb, comm, step, compute, bubble, opt, off)
+    return _StageStep(stage, mb, comm, step, compute, bubble, opt, off)
 
 
-def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload, mb: Pass,
-            comm: CommTimes, step: float, compute: float, bubble: float, opt: float, off: float) -> TimeResult:
+def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
+            s: _StageStep) -> TimeResult:
     t = req.training
+    mb, comm, step, compute, bubble, opt, off = s.mb, s.comm, s.step, s.compute, s.bubble, s.opt, s.off
     tokens = float(layout.tokens_per_step(t))
     model_flops = model_flops_per_step(req, shape, layout, work)
     hw_per_gpu = mb.hw_flops * t.gradient_accumulation_steps
@@ -603,5 +731,5 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or ""))),
+                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len),
                       flops_per_step=model_flops, breakdown_s=breakdown)

@@ -245,7 +245,8 @@ MEGATRON_INT = ["tensor-model-parallel-size", "pipeline-model-parallel-size", "c
                 "num-experts", "moe-router-topk", "moe-ffn-hidden-size"]
 MEGATRON_FLAGS = ["sequence-parallel", "use-distributed-optimizer", "overlap-grad-reduce", "overlap-param-gather",
                   "group-query-attention", "swiglu", "untie-embeddings-and-output-weights", "disable-bias-linear",
-                  "add-qkv-bias", "bf16"]
+                  "add-qkv-bias", "bf16", "tp-comm-overlap", "account-for-embedding-in-pipeline-split",
+                  "account-for-loss-in-pipeline-split"]
 MEGATRON_CHOICES = {"recompute-granularity": ["full", "selective"], "recompute-method": ["uniform", "block"],
                     "normalization": ["LayerNorm", "RMSNorm"],
                     "position-embedding-type": ["learned_absolute", "rope", "mrope", "relative", "none"],
@@ -283,6 +284,7 @@ def test_megatron_args_parse(layout_fields: dict[str, Any], model: str, recomput
         layout.tp, layout.pp, layout.cp)
     assert (ns.micro_batch_size, ns.global_batch_size) == (layout.micro_batch_size, layout.global_batch_size)
     assert ns.sequence_parallel == layout.sequence_parallel and ns.use_distributed_optimizer
+    assert ns.tp_comm_overlap == layout.sequence_parallel  # the overlap the step time assumes
     assert ns.recompute_granularity == recompute
     if layout.virtual_stages > 1:
         assert ns.num_layers_per_virtual_pipeline_stage * layout.pp * layout.virtual_stages == arch.num_layers

@@ -30,10 +30,9 @@ import statistics
 from functools import cache
 
 import pytest
-import test_calibration_time
 from test_published_time_cases import PublishedCase, all_cases, foundry
 
-from estimator.accuracy import LONG_SEQUENCE_TOKENS, accuracy_table, time_error_bar_pct, time_error_bars
+from estimator.accuracy import accuracy_table, time_error_bar_pct
 from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
@@ -42,7 +41,10 @@ from hardware_catalog import Catalog, load_catalog
 
 MEDIAN_LIMIT = 0.15
 WORST = {"llm-foundry": 0.75, "torchtitan": 0.30, "Korthikanti 2022": 0.17, "Narayanan 2021": 0.40,
-         "Megatron-Core": 0.50}
+         "Megatron-Core": 0.50, "NeMo": 0.35, "Megatron-Bridge": 0.15, "AutoModel": 0.65}
+# Sources whose kind is measured: held to the 15% median. AutoModel's one row (PyTorch TP x PP x VP LoRA) is a kind
+# never calibrated (PyTorch pipeline parallelism): it gets the unmeasured floor and an assumption line instead.
+MEDIAN_SOURCES = tuple(s for s in WORST if s != "AutoModel")
 SPEEDUP_LIMIT = 0.15
 SPEEDUP_WITHIN_15 = 36  # of 39 pairs (measured: 36; outside: MPT-30B 1k and 2k +17%, MPT-760M 512 -18.5%)
 WORST_SPEEDUP = 0.19  # measured worst pair: MPT-760M, 512 tokens, -18.5%
@@ -77,7 +79,7 @@ def relative_error(case: PublishedCase) -> float:
 
 def test_rows_of_every_source_are_expressed() -> None:
     counts = {s: sum(1 for c in _cases() if c.source == s) for s in WORST}
-    assert counts["llm-foundry"] >= 200 and all(n >= 8 for n in counts.values())
+    assert counts["llm-foundry"] >= 200 and all(counts[s] >= 8 for s in MEDIAN_SOURCES) and counts["AutoModel"] == 1
     assert len({c.id for c in _cases()}) == len(_cases())
 
 
@@ -90,7 +92,42 @@ def test_median_error_over_all_rows_within_15_percent() -> None:
     assert statistics.median(abs(relative_error(c)) for c in _cases()) <= MEDIAN_LIMIT
 
 
-@pytest.mark.parametrize("source", sorted(WORST))
+@pytest.mark.parametrize("framework", ["pytorch", "megatron"])
+def test_median_error_per_framework_within_15_percent(framework: str) -> None:
+    errors = [abs(relative_error(c)) for c in _cases() if c.source in MEDIAN_SOURCES
+              and c.request["parallelism"]["framework"] == framework]
+    assert len(errors) >= 50 and statistics.median(errors) <= MEDIAN_LIMIT
+
+
+def test_large_model_parallel_fp8_rows_are_not_systematically_slow() -> None:
+    """Issue 14: 70B-405B pre-training / SFT at TP 4-8, PP 4-8 (interleaved), fp8 read 20-35% too slow, every one
+    with the same sign. With TE's fused casts, userbuffers TP overlap, overlapped p2p, sequence-parallel norms and
+    the fitted fused-kernel traffic: median within 10%, each within 20% (measured -5.0..+15.3%, GPT-3 175B the
+    fastest-reading), and no longer all of one sign."""
+    big = [relative_error(c) for c in _cases() if c.source in ("NeMo", "Megatron-Bridge")
+           and c.request["parallelism"]["tp"] >= 4 and c.request["parallelism"]["pp"] >= 4]
+    assert len(big) >= 14
+    assert statistics.median(abs(e) for e in big) <= 0.10
+    assert all(abs(e) <= 0.20 for e in big)
+    assert min(big) < 0 < max(big)
+
+
+def test_autommodel_row_is_an_unmeasured_kind_with_the_floor() -> None:
+    from estimator.accuracy import time_kind_measured
+    from estimator.timing import time_assumptions
+
+    (case,) = [c for c in _cases() if c.source == "AutoModel"]
+    req = EstimateRequest.model_validate(case.request)
+    layout = build_layout(req, ModelShape(resolve_model(req.model)))
+    assert not time_kind_measured(req, layout, case.gpu)
+    gpu = catalog().gpus[case.gpu]
+    assert any("never checked" in line for line in time_assumptions(req, gpu, layout))
+    t = step_time(req, ModelShape(resolve_model(req.model)), layout, gpu, None, catalog())
+    bars = accuracy_table()["time_error_bar_pct"]
+    assert t.error_bar_pct == max(bars["multi_gpu"], bars["unmeasured_floor"])
+
+
+@pytest.mark.parametrize("source", MEDIAN_SOURCES)
 def test_median_error_per_source_within_15_percent(source: str) -> None:
     errors = [abs(relative_error(c)) for c in _cases() if c.source == source]
     assert statistics.median(errors) <= MEDIAN_LIMIT
@@ -129,16 +166,24 @@ def test_a100_to_h100_speedup_sign_and_size() -> None:
 
 
 def test_accuracy_json_time_bars_are_what_the_error_tables_give() -> None:
-    """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` is generated (``benchmarks/calibration/
-    time_report.py``), not hand-written: it must equal :func:`estimator.accuracy.time_error_bars` of the H200
-    calibration errors and the published-run errors (p90 |error| per class, rounded up; the unmeasured floor
-    from the rows below 16k tokens)."""
-    single = [test_calibration_time.relative_error(c) for c in test_calibration_time._single()]
-    published = [relative_error(c) for c in _cases()]
-    short = [relative_error(c) for c in _cases() if c.request["training"]["seq_len"] < LONG_SEQUENCE_TOKENS]
-    expected = time_error_bars(single, published, short)
-    assert accuracy_table()["time_error_bar_pct"] == expected
-    assert expected["unmeasured_floor"] > expected["single_gpu"]
+    """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` and ``time_coverage`` are generated
+    (``benchmarks/calibration/time_report.py``), not hand-written: they must equal
+    :func:`estimator.accuracy.time_error_bars` of the H200 calibration errors by family and the published-run
+    errors by source."""
+    from benchmarks.calibration.time_report import bars, tables
+
+    expected = bars(tables())
+    assert accuracy_table()["time_error_bar_pct"] == expected["bars"]
+    assert accuracy_table()["time_coverage"] == expected["coverage"]
+
+
+def test_held_out_coverage_of_every_time_class_is_at_least_80_percent() -> None:
+    """Issue 14 item 5: each class's bar, fitted with one family / source left out at a time, holds at least
+    80% of the held-out rows (the shipped bar is widened until it does)."""
+    coverage = accuracy_table()["time_coverage"]
+    for klass in ("single_gpu", "multi_gpu", "multi_gpu_long", "megatron", "megatron_by_family", "unmeasured_floor"):
+        assert coverage[klass]["coverage"] >= 0.80, klass
+        assert coverage[klass]["groups"] >= 2, klass
 
 
 def test_unmeasured_kinds_get_at_least_the_floor() -> None:
@@ -146,3 +191,57 @@ def test_unmeasured_kinds_get_at_least_the_floor() -> None:
     assert time_error_bar_pct(False, measured_kind=True) == bars["single_gpu"]
     assert time_error_bar_pct(False, measured_kind=False) == bars["unmeasured_floor"]
     assert time_error_bar_pct(True, measured_kind=False) == max(bars["multi_gpu"], bars["unmeasured_floor"])
+    assert time_error_bar_pct(True, True, "megatron") == bars["megatron"]
+    assert bars["unmeasured_floor"] >= max(bars["single_gpu"], bars["megatron"])
+
+
+def test_single_gpu_held_out_refits_are_current() -> None:
+    """The single-GPU bar rests on ``tests/data/time_held_out_h200.json`` (leave-one-family-out refits,
+    ``benchmarks/calibration/fit_single.py --write``): it must cover today's calibration cases, family by family,
+    and start from today's fitted constants; every family is held out once and the refits stay close to the
+    shipped values (no family drives a constant)."""
+    import json
+    from pathlib import Path
+
+    import test_calibration_time
+
+    from benchmarks.calibration.fit_single import FITTED
+    from benchmarks.calibration.time_report import family
+    from estimator.efficiency import H200_FIT
+
+    data = json.loads((Path(__file__).parent / "data" / "time_held_out_h200.json").read_text())
+    assert data["shipped"] == {n: getattr(H200_FIT, n) for n in FITTED}
+    current: dict[str, list[str]] = {}
+    for c in test_calibration_time._single():
+        current.setdefault(family(c), []).append(c["id"])
+    assert {f: v["case_ids"] for f, v in data["families"].items()} == current
+    assert all(len(v["errors"]) == len(v["case_ids"]) for v in data["families"].values())
+    for refit in data["refitted"].values():
+        assert all(0.7 <= refit[n] / getattr(H200_FIT, n) <= 1.4 for n in FITTED)
+
+
+def test_never_measured_framework_gets_the_floor_and_says_so() -> None:
+    """DeepSpeed's step time was never checked against a measurement: the estimate carries the wide floor (at
+    least) and an assumption line naming the framework."""
+    from estimator.estimate import estimate
+
+    req = EstimateRequest.model_validate({"model": "llama-3.1-8b", "parallelism": {"framework": "deepspeed",
+                                          "sharding": "zero3"}, "hardware": {"gpu": "h100-sxm5-80gb"}})
+    r = estimate(req)
+    bars = accuracy_table()["time_error_bar_pct"]
+    assert r.time is not None and r.time.error_bar_pct >= bars["unmeasured_floor"]
+    assert any("DeepSpeed" in a and "never checked" in a for a in r.assumptions)
+    measured = estimate(EstimateRequest.model_validate({"model": "llama-3.1-8b", "parallelism": {
+        "sharding": "fsdp"}, "hardware": {"gpu": "h100-sxm5-80gb"}}))
+    assert not any("never checked" in a for a in measured.assumptions)
+
+
+def test_shipped_fused_ratio_is_the_fit_over_the_published_megatron_rows() -> None:
+    """``Constants.fused_ratio`` is what ``benchmarks/calibration/fit_framework.py`` fits on every published
+    Megatron row; each source, held out of that fit, stays within the 15% median."""
+    from benchmarks.calibration.fit_framework import fit
+    from estimator.efficiency import H200_FIT
+
+    result = fit()
+    assert result["fused_ratio"] == H200_FIT.fused_ratio
+    assert all(v["held_out_median_abs_pct"] <= 15.0 for v in result["held_out"].values())

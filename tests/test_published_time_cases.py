@@ -162,6 +162,7 @@ def korthikanti() -> list[PublishedCase]:
                        gpus, mbs=mbs, seq=seq, ga=gb // (mbs * dp), ckpt="selective" if selective else "full",
                        sharding="none", tp=tp, pp=pp, sp=selective, vp=vp, framework="megatron",
                        attention="eager")
+        req["parallelism"]["tp_comm_overlap"] = "off"  # 2022 Megatron-LM: no userbuffers TP overlap yet
         tps = gb * seq / float(r["value"]) / gpus
         out.append(PublishedCase(f"korthikanti-gpt{size}b-{'sel-sp' if selective else 'full'}", "Korthikanti 2022",
                                  req, tps, "a100-sxm4-80gb"))
@@ -204,5 +205,68 @@ def megatron_core() -> list[PublishedCase]:
     return out
 
 
+# NeMo 24.07 / Megatron-Bridge models not among the presets: NeMo's GPT-3 configs (``conf/model/gpt3/*.yaml`` in
+# NeMo-Framework-Launcher: learned positions, LayerNorm, GELU 4h MLP, 50k vocabulary) and Nemotron (Nemotron-4
+# 340B, arXiv 2406.11704 Table 1; Nemotron-3 8B: squared-ReLU 4h MLP, 256k vocabulary, untied, rotary).
+def _nemotron(name: str, h: int, heads: int, kv: int, layers: int) -> dict[str, Any]:
+    return {"name": name, "num_layers": layers, "hidden_size": h, "num_attention_heads": heads, "num_kv_heads": kv,
+            "ffn_hidden_size": 4 * h, "vocab_size": 256000, "tied_embeddings": False, "gated_mlp": False,
+            "norm": "layernorm"}
+
+
+_NEMO_MODELS: dict[str, Any] = {
+    "GPT3-5B": _gpt("gpt3-5b", 4096, 32, 24, 50304, 2048), "GPT3-20B": _gpt("gpt3-20b", 6144, 48, 44, 50304, 2048),
+    "GPT3-175B": _gpt("gpt3-175b", 12288, 96, 96, 50304, 2048), "LLAMA2-7B": "llama-2-7b",
+    "LLAMA2-13B": "llama-2-13b", "LLAMA2-70B": "llama-2-70b", "LLAMA3-8B": "llama-3.1-8b", "LLAMA3_8B": "llama-3.1-8b",
+    "LLAMA3-70B": "llama-3.1-70b", "LLAMA3_70B": "llama-3.1-70b", "LLAMA3.1_405B": "llama-3.1-405b",
+    "Nemotron-8B": _nemotron("nemotron-8b", 4096, 32, 32, 32),
+    "Nemotron-340B": _nemotron("nemotron-4-340b", 18432, 96, 8, 96),
+    "Llama3": "llama-3.1-70b"}
+SQUAD_TOKENS = 256
+_NEMO_SOURCES = {"NeMo performance summary": "NeMo", "Megatron-Bridge performance summary": "Megatron-Bridge",
+                 "NeMo AutoModel performance summary": "AutoModel"}
+
+
+def nemo() -> list[PublishedCase]:
+    """NeMo 24.07 (pre-training and fine-tuning, fp8), Megatron-Bridge (Llama 3 70B / 3.1 405B pre-training,
+    70B SFT and LoRA, fp8) and NeMo AutoModel (70B LoRA, bf16) rows on DGX-H100, as published: Megatron-Core
+    with Transformer Engine (``framework: megatron``, distributed optimizer = ZeRO-1, sequence parallelism with
+    TP > 1, cuDNN/TE fused attention, no recomputation: the performance recipes' settings, assumed where the
+    tables are silent); AutoModel is PyTorch (TP + PP with DTensor, SDPA)."""
+    out = []
+    for r in rows():
+        source = _NEMO_SOURCES.get(r["source"])
+        if source is None or r["metric"] != "tokens_per_s_per_gpu":
+            continue
+        name = r["model"].split()[0]
+        task = re.search(r"task=(\w+)", r["notes"]).group(1)  # type: ignore[union-attr]
+        vp = int(re.search(r"VP=(\d+)", r["notes"]).group(1))  # type: ignore[union-attr]
+        gpus, tp, pp, cp = int(r["num_gpus"]), int(r["tp"]), int(r["pp"]), int(r["cp"])
+        seq, mbs, gbs = int(r["seq_len"]), int(r["micro_batch"]), int(r["global_batch"])
+        dp = gpus // (tp * pp * cp)
+        megatron = source != "AutoModel"
+        req = _request(_NEMO_MODELS[name], "h100-sxm5-80gb", gpus, mbs=mbs, seq=seq, ga=max(1, gbs // (mbs * dp)),
+                       ckpt="none", sharding="zero1" if megatron else "none", tp=tp, pp=pp, cp=cp,
+                       sp=tp > 1 and megatron,
+                       vp=vp, framework="megatron" if megatron else "pytorch",
+                       attention="flash" if megatron else "sdpa",
+                       precision="fp8-mixed" if r["precision"].startswith("FP8") else "bf16-mixed")
+        if task == "lora":
+            req["training"]["method"] = "lora"
+        if task == "lora" and megatron:
+            # NeMo 1.x's default LoRA (megatron_gpt_finetuning_config.yaml: target_modules ['attention_qkv'],
+            # adapter_dim 32) and Megatron-Bridge's LoRA perf recipe (peft.target_modules = ["linear_qkv"], dim 32)
+            req["training"].update(lora_targets="qkv", lora_rank=32)
+        if task in ("sft", "lora") and megatron:
+            # NeMo / Megatron-Bridge fine-tuning packs SQuAD v1.1 to the sequence length (the NeMo table says so);
+            # a SQuAD prompt (context, question, answer: ~150 words) is ~256 tokens -- an assumption
+            req["training"]["packed_document_tokens"] = SQUAD_TOKENS
+        rel = re.search(r"release ([\d.]+)", r["notes"])
+        cid = f"{source.lower()}-{name.lower()}-{task}-g{gpus}-tp{tp}pp{pp}cp{cp}vp{vp}-gbs{gbs}"
+        cid += f"-{rel.group(1)}" if rel else ""
+        out.append(PublishedCase(cid, source, req, float(r["value"]), "h100-sxm5-80gb"))
+    return out
+
+
 def all_cases() -> list[PublishedCase]:
-    return [*foundry(), *torchtitan(), *korthikanti(), *narayanan(), *megatron_core()]
+    return [*foundry(), *torchtitan(), *korthikanti(), *narayanan(), *megatron_core(), *nemo()]

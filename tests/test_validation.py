@@ -19,8 +19,10 @@ def _layout(**kw: object):  # type: ignore[no-untyped-def]
     [
         ({"model": "llama-3.1-8b", "parallelism": {"tp": 3}, "hardware": {"gpus_per_node": 3}}, "parallelism.tp",
          "num_attention_heads"),
-        ({"model": "llama-3.1-8b", "parallelism": {"pp": 3}, "hardware": {"gpus_per_node": 3}}, "parallelism.pp",
+        ({"model": "llama-3.1-8b", "parallelism": {"pp": 40}, "hardware": {"num_nodes": 5}}, "parallelism.pp",
          "num_layers"),
+        ({"model": "llama-3.1-8b", "parallelism": {"pp": 4, "first_stage_layers": 6}},
+         "parallelism.first_stage_layers", "evenly"),
         ({"model": "llama-3.1-8b", "parallelism": {"tp": 4, "pp": 4}}, "parallelism", "not divisible"),
         ({"model": "llama-3.1-8b", "parallelism": {"ep": 2}}, "parallelism.ep", "mixture-of-experts"),
         ({"model": "mixtral-8x7b", "parallelism": {"ep": 3}, "hardware": {"gpus_per_node": 6}}, "parallelism.ep",

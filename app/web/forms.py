@@ -52,6 +52,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "training.activation_checkpointing": ("Activation checkpointing", "Recompute activations to save memory"),
     "training.train_tokens": ("Tokens to train on", "Total training tokens, e.g. 1e9; empty for none"),
     "training.attention": ("Attention kernel", ""),
+    "training.packed_document_tokens": ("Packed document length", "Mean tokens per packed document; empty: "
+                                        "one document per sequence"),
     "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
     "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
     "training.lora_dropout": ("LoRA dropout", "peft lora_dropout, e.g. 0.05; each adapter then keeps a mask and "
@@ -68,6 +70,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "parallelism.tp_plan": ("Tensor-parallel plan", "vocab-parallel (Megatron, torchtitan) or replicated-embeddings "
                             "(Hugging Face tp_plan=\"auto\", accelerate, DeepSpeed AutoTP); empty: the "
                             "framework's default"),
+    "parallelism.tp_comm_overlap": ("TP communication overlap", "Megatron --tp-comm-overlap (userbuffers); auto: "
+                                    "on for Megatron with sequence parallel"),
+    "parallelism.first_stage_layers": ("Layers on the first pipeline stage", "Empty: the framework's split"),
+    "parallelism.last_stage_layers": ("Layers on the last pipeline stage", "Empty: the framework's split"),
     "hardware.gpu": ("GPU", ""),
     "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
     "hardware.num_nodes": ("Nodes", "Number of servers"),

@@ -303,7 +303,7 @@ class SearchContext:
         nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.arch.hidden_size
         pair = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,
                                                                                    group, fabric)
-        layers = self.shape.arch.num_layers // s.pp
+        layers = -(-self.shape.arch.num_layers // s.pp)  # the fullest stage of an uneven split
         return gas * pair * TP_COLLECTIVE_PAIRS_PER_LAYER * layers
 
     # ------------------------------------------------------------------------------------------- search

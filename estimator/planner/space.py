@@ -15,7 +15,8 @@ context / expert degrees. Rules (each names the framework behaviour it follows):
 - Sequence parallelism is always on with ``tp > 1``: it moves the same bytes as TP's all-reduces (all-gather +
   reduce-scatter) and stores 1/tp of the replicated activations (Korthikanti et al. 2022), so it dominates.
 - Tensor parallelism stays inside a node (its collectives are on the critical path); context chunks keep at
-  least ``MIN_CP_CHUNK`` tokens; pipeline degrees divide the layers, up to ``MAX_PP``.
+  least ``MIN_CP_CHUNK`` tokens; pipeline degrees divide the layers (or the layers plus the embedding and the
+  loss, Megatron-LM's accounted split), up to ``MAX_PP``.
 - The global batch must split evenly: ``global_batch = dp x micro_batch x accumulation``.
 """
 
@@ -155,12 +156,19 @@ def _ep_options(shape: ModelShape, dp: int) -> list[int]:
     return [e for e in _divisors(shape.arch.num_experts, dp) if dp % e == 0]
 
 
+def _splits(layers: int, chunks: int) -> bool:
+    """Whether ``chunks`` model chunks split the layers as Megatron-LM does: evenly, or evenly once the embedding
+    and the loss each count as a layer (``--account-for-embedding/loss-in-pipeline-split``,
+    :mod:`estimator.pipeline_split`)."""
+    return layers % chunks == 0 or (layers + 2) % chunks == 0
+
+
 def _vp_options(layers: int, pp: int) -> list[int]:
     """1 and the most virtual stages (up to ``MAX_VP``): between them only the bubble's (p-1)/(v m) moves, and
     it shrinks with v while the extra send/recv stay small, so the in-between values are dominated."""
     if pp == 1:
         return [1]
-    most = max(v for v in range(1, MAX_VP + 1) if layers % (pp * v) == 0)
+    most = max(v for v in range(1, MAX_VP + 1) if _splits(layers, pp * v) and pp * v <= layers)
     return sorted({1, most})
 
 
@@ -168,7 +176,7 @@ def structures(shape: ModelShape, training: Training, world: int, num_nodes: int
                pins: Pins) -> Iterator[Structure]:
     """Every valid structure for ``world`` GPUs (``num_nodes`` x ``gpn``) and a global batch of ``gbs``."""
     layers = shape.arch.num_layers
-    pp_opts = [p for p in _divisors(layers, MAX_PP) if world % p == 0]
+    pp_opts = [p for p in range(1, min(layers, MAX_PP) + 1) if _splits(layers, p) and world % p == 0]
     for tp in _tp_options(shape, min(gpn, world)):
         for cp in _cp_options(training.seq_len, pins.parallelism.get("cp")):
             for pp in pp_opts:

@@ -23,13 +23,17 @@ __all__ = ["megatron_args"]
 def _parallel(layout: PlanLayout, arch: ModelArch) -> list[str]:
     args = [f"--tensor-model-parallel-size={layout.tp}", f"--pipeline-model-parallel-size={layout.pp}",
             f"--context-parallel-size={layout.cp}"]
+    chunks = layout.pp * layout.virtual_stages
+    if layout.pp > 1 and arch.num_layers % chunks:
+        # uneven: the embedding and the loss each take a layer's place (estimator.pipeline_split, "weighted")
+        args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     if layout.virtual_stages > 1:
-        per_stage = arch.num_layers // (layout.pp * layout.virtual_stages)
+        per_stage = max(1, (arch.num_layers + (2 if arch.num_layers % chunks else 0)) // chunks)
         args.append(f"--num-layers-per-virtual-pipeline-stage={per_stage}")
     if layout.ep > 1:
         args.append(f"--expert-model-parallel-size={layout.ep}")
     if layout.sequence_parallel:
-        args.append("--sequence-parallel")
+        args += ["--sequence-parallel", "--tp-comm-overlap"]  # what the step time assumes (timing.tp_comm_overlap)
     args += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
     return args
 

@@ -56,7 +56,8 @@ def test_mla_latent_is_not_split_by_tp() -> None:
 def test_pp_halves_layers_and_their_kv() -> None:
     shape = ModelShape(preset("llama-3.1-70b"))
     assert weight_bytes_per_gpu(shape, "bf16", 128, True, 1, 2).layers_on_gpu == 40
-    assert kv_layout(shape, "auto", "bf16", 1, 2).bytes_per_token * 2 == kv_layout(shape, "auto", "bf16", 1).bytes_per_token
+    half = kv_layout(shape, "auto", "bf16", 1, 2).bytes_per_token
+    assert half * 2 == kv_layout(shape, "auto", "bf16", 1).bytes_per_token
 
 
 def test_gemma2_sliding_layers_hold_only_the_window() -> None:

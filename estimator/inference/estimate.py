@@ -84,9 +84,15 @@ def _check_parallel(shape: ModelShape, tp: int, pp: int, engine: str) -> list[st
     return errors
 
 
-def _command(req: InferenceRequest, model_name: str, fraction: float, bs: int) -> str:
+def _repo(source: str) -> str | None:
+    """The Hugging Face repo a preset's ``source`` names (``meta-llama/Llama-3.1-8B config.json``)."""
+    head = source.split(" ", 1)[0] if source else ""
+    return head if head.count("/") == 1 and not head.startswith("http") else None
+
+
+def _command(req: InferenceRequest, arch_source: str, fraction: float, bs: int) -> str:
     s = req.serving
-    model = model_name if isinstance(req.model, str) else "<your-model-dir>"
+    model = (_repo(arch_source) or str(req.model)) if isinstance(req.model, str) else "<your-model-dir>"
     kv = "fp8" if s.kv_cache_dtype.startswith("fp8") else None
     quant = {"fp8": "fp8", "int4-awq": "awq_marlin", "int4-gptq": "gptq_marlin"}.get(s.weights)
     if req.engine == "vllm":
@@ -237,7 +243,6 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
     ]
     return InferenceResponse(engine=req.engine, model=arch.name, gpu=gpu.id, server=server.id if server else None,
                              starts=starts, errors=errors, warnings=warnings,
-                             command=_command(req, req.model if isinstance(req.model, str) else arch.name,
-                                              plan.fraction, bs),
+                             command=_command(req, arch.source, plan.fraction, bs),
                              memory=memory, speed=speed, cost=cost, assumptions=assumptions,
                              estimator_version=ESTIMATOR_VERSION)

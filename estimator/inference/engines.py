@@ -31,6 +31,10 @@ from dataclasses import dataclass
 __all__ = ["ENGINES", "EngineProfile", "engine_profile", "vllm_batch_defaults"]
 
 GiB = 1024**3
+GRAPH_KERNEL_S = 0.925e-6  # one small kernel inside a CUDA graph on the H200 (kernels_launch.json)
+# Kernels a Llama layer launches besides its GEMMs' own time: vLLM / SGLang ~12 (fused add + RMSNorm twice, rotary,
+# KV-cache write, attention, SiLU-and-mul, fp8 activation quantization, the four GEMM launches); TensorRT-LLM ~8
+# (its attention plugin fuses rotary and the cache write, its GEMM plugins the quantization).
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ class EngineProfile:
 
     Speed constants: ``hbm_efficiency`` is achieved / datasheet HBM bandwidth for weight reads (the H200's
     device-to-device copy measured 4.28 of 4.8 TB/s, tests/data/serving_h200_raw/bench.json);
-    ``attention_bandwidth_fraction`` the share of that a decode-attention kernel gets on the KV cache;
+    ``attention_bandwidth_fraction`` the share of that a decode-attention kernel gets on the KV cache (1.0 for
+    kernels that read GQA heads natively: SDPA with ``enable_gqa`` moved the KV cache at 0.83-0.94 of the
+    datasheet bandwidth at batch >= 16 on the H200, kernels_attention.json, i.e. the copy rate);
     ``kv_read_amplification`` the KV bytes moved per KV byte stored, as a function of the GQA group size g
     (1 for paged attention kernels that read GQA heads natively); ``layer_overhead_s`` the fixed kernel time per
     layer and decode step that does not scale with bytes (launch floors of the unfused norms, rotary, activation
@@ -58,7 +64,7 @@ class EngineProfile:
     kv_amplification_per_group: float  # moved bytes = (1 + this x g) x stored KV bytes
     layer_overhead_s: float
     step_overhead_s: float
-    prefill_mfu: float
+    prefill_mfu: float | None
     source: str
 
 
@@ -67,8 +73,8 @@ ENGINES: dict[str, EngineProfile] = {
         id="vllm", name="vLLM (V1 engine)", memory_fraction_default=0.9,
         memory_fraction_source="vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.9",
         fraction_of="total", block_size=16, activations_in_budget=True,
-        hbm_efficiency=0.89, attention_bandwidth_fraction=0.75, kv_amplification_per_group=0.0,
-        layer_overhead_s=15e-6, step_overhead_s=1.0e-3, prefill_mfu=0.62,
+        hbm_efficiency=0.891, attention_bandwidth_fraction=1.0, kv_amplification_per_group=0.0,
+        layer_overhead_s=12 * GRAPH_KERNEL_S, step_overhead_s=1.0e-3, prefill_mfu=None,
         source="vllm-project/vllm v1/worker/gpu_worker.py determine_available_memory; CUDA-graph decode with "
                "fused RMSNorm / SiLU-and-mul / rotary kernels (vllm/model_executor/layers) and FlashAttention "
                "paged KV"),
@@ -77,15 +83,15 @@ ENGINES: dict[str, EngineProfile] = {
         memory_fraction_source="sglang python/sglang/srt/server_args.py mem_fraction_static (0.88 at TP1, "
                                "0.87 TP2, 0.85 TP4, 0.81 TP8)",
         fraction_of="total", block_size=1, activations_in_budget=False,
-        hbm_efficiency=0.89, attention_bandwidth_fraction=0.75, kv_amplification_per_group=0.0,
-        layer_overhead_s=15e-6, step_overhead_s=0.8e-3, prefill_mfu=0.62,
+        hbm_efficiency=0.891, attention_bandwidth_fraction=1.0, kv_amplification_per_group=0.0,
+        layer_overhead_s=12 * GRAPH_KERNEL_S, step_overhead_s=0.8e-3, prefill_mfu=None,
         source="sgl-project/sglang srt/model_executor/model_runner.py profile_max_num_token"),
     "tensorrt-llm": EngineProfile(
         id="tensorrt-llm", name="TensorRT-LLM", memory_fraction_default=0.9,
         memory_fraction_source="tensorrt_llm/llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction = 0.9",
         fraction_of="free-after-weights", block_size=32, activations_in_budget=True,
-        hbm_efficiency=0.89, attention_bandwidth_fraction=0.8, kv_amplification_per_group=0.0,
-        layer_overhead_s=10e-6, step_overhead_s=0.5e-3, prefill_mfu=0.65,
+        hbm_efficiency=0.891, attention_bandwidth_fraction=1.0, kv_amplification_per_group=0.0,
+        layer_overhead_s=8 * GRAPH_KERNEL_S, step_overhead_s=0.5e-3, prefill_mfu=None,
         source="NVIDIA/TensorRT-LLM llmapi/llm_args.py KvCacheConfig; fused XQA decode attention"),
     # The measured reference (not an engine choice in the API): HF transformers StaticCache + SDPA, decode step
     # captured in a CUDA graph (benchmarks/serving/measure_decode.py). HF's sdpa_attention_forward expands the
@@ -97,8 +103,8 @@ ENGINES: dict[str, EngineProfile] = {
         id="hf-static", name="HF transformers static cache + CUDA graph (measured reference)",
         memory_fraction_default=1.0, memory_fraction_source="no budget: tensors as allocated",
         fraction_of="total", block_size=1, activations_in_budget=True,
-        hbm_efficiency=0.891, attention_bandwidth_fraction=0.415, kv_amplification_per_group=2.0,
-        layer_overhead_s=142.3e-6, step_overhead_s=0.0, prefill_mfu=0.62,
+        hbm_efficiency=0.891, attention_bandwidth_fraction=0.416, kv_amplification_per_group=2.0,
+        layer_overhead_s=141.3e-6, step_overhead_s=0.0, prefill_mfu=0.62,
         source="tests/data/serving_h200_raw (H200, torch 2.11, transformers 5.17)"),
 }
 

@@ -11,7 +11,7 @@ from estimator.inference.kv import kv_layout
 from estimator.inference.memory import longest_request, plan_memory
 from estimator.inference.request import InferenceRequest
 from estimator.inference.response import CostResult, CurvePoint, InferenceResponse, MemoryBudget, SpeedResult
-from estimator.inference.speed import Link, SpeedModel, WorkloadPoint
+from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, WorkloadPoint
 from estimator.inference.weights import weight_bytes_per_gpu
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.version import ESTIMATOR_VERSION
@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["MEMORY_ERROR_BAR_PCT", "SPEED_ERROR_BAR_PCT", "estimate_inference"]
 
 # Error bars (docs/accuracy.md, "Serving"): KV pool within 5 % of vLLM's own start-up lines and the measured
-# static cache (tests/test_inference_published.py, tests/test_inference_measured.py); decode and throughput
-# within 25 % of the published engine benchmarks (the measured HF reference holds to 7 %).
+# static cache (tests/test_inference_published.py, tests/test_inference_measured.py); speed and cost: the p90 of
+# |error| against TensorRT-LLM 0.14's published throughput table (16 rows, worst 39 %, the model optimistic),
+# rounded up; the measured HF reference holds to 7 %.
 MEMORY_ERROR_BAR_PCT = 5.0
-SPEED_ERROR_BAR_PCT = 25.0
+SPEED_ERROR_BAR_PCT = 40.0
 NVLINK_LATENCY_S = 8e-6  # one small all-reduce over NVLink (vLLM custom all-reduce, one shot)
 PCIE_LATENCY_S = 25e-6
 
@@ -184,11 +185,13 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
     replicas = req.hardware.gpus_per_node // group
     speed = cost = None
     if starts and max_work >= 1:
-        peak = (gpu.fp8_tflops_dense if s.weights in ("fp8", "int8") and gpu.fp8_tflops_dense
-                else gpu.bf16_tflops_dense) * 1e12
+        eight_bit = s.weights in ("fp8", "int8") and bool(gpu.fp8_tflops_dense)
+        peak = (gpu.fp8_tflops_dense if eight_bit else gpu.bf16_tflops_dense) * 1e12
         model = SpeedModel(engine=engine, shape=shape, weights=weights, kv=kv,
                            hbm_bytes_per_s=gpu.hbm_bandwidth_gbps * 1e9, peak_flops=peak, tp=tp, pp=pp,
-                           link=_link(gpu, server) if tp > 1 else None, block_size=bs)
+                           link=_link(gpu, server) if tp > 1 else None, block_size=bs,
+                           gemm_efficiency=GEMM_EFFICIENCY["fp8" if eight_bit else "bf16"],
+                           attention_peak_flops=gpu.bf16_tflops_dense * 1e12)
         conc = min(w.concurrency or max_work, max_work)
         if w.concurrency and w.concurrency > max_work:
             warnings.append(f"concurrency {w.concurrency} does not fit: the KV pool holds {max_work} requests of "
@@ -238,8 +241,8 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
         f"{kv.dtype_bytes}-byte elements, {kv.full_layers} full + {kv.sliding_layers} sliding-window layers), "
         f"blocks of {bs} tokens",
         f"{replicas} replica(s) of TP{tp} x PP{pp} per node of {req.hardware.gpus_per_node} GPUs",
-        "decode: weights + KV bytes per step over achieved HBM bandwidth; prefill at "
-        f"{engine.prefill_mfu:.0%} of the dense peak; continuous batching at mean context input + output / 2",
+        "decode: weights + KV bytes per step over the achieved HBM bandwidth (a smooth roofline with the GEMMs' "
+        "measured rate); prefill at the measured GEMM rate; continuous batching at mean context input + output / 2",
     ]
     return InferenceResponse(engine=req.engine, model=arch.name, gpu=gpu.id, server=server.id if server else None,
                              starts=starts, errors=errors, warnings=warnings,

@@ -3,8 +3,8 @@
 Decode is bandwidth-bound (Pope et al. 2022, "Efficiently Scaling Transformer Inference", Sec. 3.1): a step
 reads every weight the tokens touch once and each request's KV cache once, so::
 
-    t_step(B, c) = max(weights read / (HBM x eff), 2 x active params x B / tp / (peak x gemm eff))
-                 + B x KV bytes(c) x (1 + a x g) / (HBM x attention fraction)
+    t_step(B, c) = smooth(weights read / (HBM x eff), 2 x active params x B / tp / (peak x GEMM eff))
+                 + B x KV bytes(c) x (1 + a x g) / (HBM x eff x attention fraction)
                  + layers x per-layer fixed time + 2 x layers x all-reduce(B x hidden x 2 bytes) + step overhead
 
 with g the GQA group size and a the engine's KV read amplification (0 for paged-attention kernels that read
@@ -12,8 +12,15 @@ GQA heads natively; 2 for HF's repeat_kv + SDPA, see engines.py). Tensor paralle
 (after attention and after the MLP, Megatron-LM, Shoeybi et al. 2019, Sec. 3); a ring all-reduce moves
 2 (tp - 1) / tp x the message over the link (NVLink or PCIe, per direction) plus a fixed latency.
 
-Prefill is compute-bound: 2 x active params x T + 2 x layers x T^2 x q-heads x head_dim (causal attention,
-half of the 4 T^2 d of a full square) FLOPs per request at the engine's achieved fraction of the dense peak.
+``smooth(a, b) = (a^p + b^p)^(1/p)`` is a roofline with a soft corner; p = 2.5 and the large-M GEMM efficiency
+(bf16 0.772, fp8 0.681 of the dense peak) are measured on the H200 at the Llama projection shapes, M = 1 to
+8192 (tests/data/serving_h200_raw/kernels_gemm.json, benchmarks/serving/fit_gemm.py: median error 3.8 % over
+80 GEMMs). All linears of a step share M, so the smooth roofline of their sums equals the sum of theirs.
+
+Prefill is compute-bound: 2 x active params x T FLOPs in GEMMs at the measured GEMM rate of the weights' dtype,
+plus 2 x layers x T^2 x q-heads x head_dim (causal attention, half of the 4 T^2 d of a full square) at
+``FLASH_ATTENTION_EFFICIENCY`` of the bf16 peak; the measured HF reference instead uses its measured overall
+fraction (``EngineProfile.prefill_mfu``).
 
 A workload of B requests in flight, each I prompt and O output tokens, under continuous batching: every decode
 step carries B requests at mean context I + O / 2; each request's prefill interrupts the others once, so per
@@ -32,10 +39,18 @@ from estimator.inference.kv import KvLayout
 from estimator.inference.weights import WeightBytes
 from estimator.modelspec import ModelShape
 
-__all__ = ["DECODE_GEMM_EFFICIENCY", "Link", "SpeedModel", "WorkloadPoint"]
+__all__ = ["DECODE_GEMM_EFFICIENCY", "GEMM_EFFICIENCY", "Link", "SpeedModel", "WorkloadPoint", "smooth"]
 
-DECODE_GEMM_EFFICIENCY = 0.7  # large-batch decode GEMMs (bf16 8192^3 ran at 0.81 of peak: bench.json)
+GEMM_EFFICIENCY = {"bf16": 0.772, "fp8": 0.681}  # measured, M >= 1024 (module docstring)
+DECODE_GEMM_EFFICIENCY = GEMM_EFFICIENCY["bf16"]
+ROOFLINE_P = 2.5
+FLASH_ATTENTION_EFFICIENCY = 0.5  # FlashAttention-2/3 forward on Hopper: 0.35-0.75 of the bf16 peak (Shah et al. 2024)
 ALLREDUCE_EFFICIENCY = 0.7
+
+
+def smooth(a: float, b: float) -> float:
+    """Roofline with a soft corner (module docstring)."""
+    return float((a**ROOFLINE_P + b**ROOFLINE_P) ** (1 / ROOFLINE_P))
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,8 @@ class SpeedModel:
     pp: int
     link: Link | None
     block_size: int
+    gemm_efficiency: float = DECODE_GEMM_EFFICIENCY
+    attention_peak_flops: float | None = None
 
     @property
     def group(self) -> int:
@@ -89,11 +106,11 @@ class SpeedModel:
         layers = self.weights.layers_on_gpu
         bw = self.hbm_bytes_per_s * e.hbm_efficiency
         t_w = self.weights.read_per_step / bw
-        t_c = 2 * s.active_params() / self.pp * batch / self.tp / (self.peak_flops * DECODE_GEMM_EFFICIENCY)
+        t_c = 2 * s.active_params() / self.pp * batch / self.tp / (self.peak_flops * self.gemm_efficiency)
         kv_bytes = batch * self.kv.request_bytes(context, self.block_size)
         t_kv = kv_bytes * (1 + e.kv_amplification_per_group * self.group) / (bw * e.attention_bandwidth_fraction)
         t_ar = 2 * layers * self._allreduce(batch * s.arch.hidden_size * 2)
-        return max(t_w, t_c) + t_kv + layers * e.layer_overhead_s + t_ar
+        return smooth(t_w, t_c) + t_kv + layers * e.layer_overhead_s + t_ar
 
     def step_s(self, batch: int, context: int) -> float:
         """A decode step through every stage (stages run one after another for one token)."""
@@ -101,11 +118,17 @@ class SpeedModel:
 
     def prefill_s(self, tokens: int) -> float:
         e, s, a = self.engine, self.shape, self.shape.arch
-        flops = 2 * s.active_params() * tokens + 2 * a.num_layers * tokens**2 * a.num_attention_heads * s.head_dim
-        t_c = flops / (self.tp * self.pp) / (self.peak_flops * e.prefill_mfu)
+        linear = 2 * s.active_params() * tokens / (self.tp * self.pp)
+        attention = 2 * a.num_layers * tokens**2 * a.num_attention_heads * s.head_dim / (self.tp * self.pp)
         t_w = self.pp * self.weights.read_per_step / (self.hbm_bytes_per_s * e.hbm_efficiency)
         t_ar = 2 * a.num_layers * self._allreduce(tokens * a.hidden_size * 2)
-        return max(t_c, t_w) + a.num_layers * e.layer_overhead_s + t_ar + e.step_overhead_s
+        if e.prefill_mfu is not None:  # the measured reference: one overall fraction of the peak
+            t_c = max((linear + attention) / (self.peak_flops * e.prefill_mfu), t_w)
+        else:
+            attn_peak = self.attention_peak_flops or self.peak_flops
+            t_c = (smooth(t_w, linear / (self.peak_flops * self.gemm_efficiency))
+                   + attention / (attn_peak * FLASH_ATTENTION_EFFICIENCY))
+        return t_c + a.num_layers * e.layer_overhead_s + t_ar + e.step_overhead_s
 
     def point(self, batch: int, input_tokens: int, output_tokens: int) -> WorkloadPoint:
         ctx = input_tokens + output_tokens // 2

@@ -161,3 +161,28 @@ def test_request_rules_name_the_field() -> None:
     with pytest.raises(ValidationError) as exc:
         InferenceRequest.model_validate({"workload": {"input_tokens": 8192}})
     assert exc.value.errors()[0]["loc"] == ("workload", "output_tokens")
+
+
+def test_moe_decode_reads_more_experts_as_the_batch_grows() -> None:
+    shape = ModelShape(preset("mixtral-8x7b"))  # 8 experts, 2 per token
+    w = weight_bytes_per_gpu(shape, "bf16", 128, True, 2)
+    assert w.read_for_batch(1) == w.read_per_step < w.read_for_batch(4) < w.read_for_batch(64)
+    all_experts = w.read_per_step - w.routed_expert_bytes * 2 // 8 + w.routed_expert_bytes
+    assert all_experts * 0.999 < w.read_for_batch(64) <= all_experts
+    dense = weight_bytes_per_gpu(ModelShape(preset("llama-3.1-8b")), "bf16", 128, True, 1)
+    assert dense.read_for_batch(256) == dense.read_per_step
+
+
+def test_a_request_rate_gives_the_concurrency_that_keeps_up() -> None:
+    base = {"model": "llama-3.1-8b", "hardware": {"server": "dell-xe9680-h200"}}
+    low = run(**base, workload={"request_rate_per_s": 8.0}).speed
+    high = run(**base, workload={"request_rate_per_s": 80.0}).speed
+    assert low is not None and high is not None
+    assert 1 <= low.concurrency < high.concurrency
+    # the node completes at least the arrival rate: output tokens/s >= rate x output tokens
+    assert low.output_tokens_per_s_per_node >= 8.0 * 256 * 0.999
+    flooded = run(**base, workload={"request_rate_per_s": 1e6})
+    assert any("queue grows" in w for w in flooded.warnings)
+    with pytest.raises(ValidationError) as exc:
+        InferenceRequest.model_validate({"workload": {"concurrency": 4, "request_rate_per_s": 1.0}})
+    assert exc.value.errors()[0]["loc"] == ("workload", "request_rate_per_s")

@@ -41,6 +41,7 @@ FIELDS: dict[str, tuple[str | None, str]] = {
     "input_tokens": ("workload", "input_tokens"),
     "output_tokens": ("workload", "output_tokens"),
     "concurrency": ("workload", "concurrency"),
+    "request_rate_per_s": ("workload", "request_rate_per_s"),
     "ttft_target_s": ("workload", "ttft_target_s"),
     "tpot_target_s": ("workload", "tpot_target_s"),
     "basis": ("cost", "basis"),

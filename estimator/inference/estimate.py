@@ -139,6 +139,26 @@ def _within(p: WorkloadPoint, ttft: float | None, tpot: float | None) -> bool:
     return (ttft is None or p.ttft_s <= ttft) and (tpot is None or p.tpot_s <= tpot)
 
 
+def _concurrency_for_rate(model: SpeedModel, rate: float, max_work: int, i: int, o: int) -> tuple[int, str | None]:
+    """The fewest requests in flight per replica whose completion rate, B / (O x t_step + B x t_prefill), keeps
+    up with ``rate`` arrivals a second (Little's law in steady state); the most that fit if none does."""
+    def served(b: int) -> float:
+        p = model.point(b, i, o)
+        return p.output_tokens_per_s / o
+
+    if served(max_work) < rate:
+        return max_work, (f"{rate:.3g} requests/s per replica exceed what it completes at its most requests in "
+                          f"flight ({served(max_work):.3g}/s at {max_work}): the queue grows without bound")
+    lo, hi = 1, max_work
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if served(mid) >= rate:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, None
+
+
 def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) -> InferenceResponse:
     cat = _catalog(catalog)
     arch = resolve_model(req.model)
@@ -196,6 +216,11 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
         if w.concurrency and w.concurrency > max_work:
             warnings.append(f"concurrency {w.concurrency} does not fit: the KV pool holds {max_work} requests of "
                             f"{w.input_tokens + w.output_tokens} tokens (max_num_seqs {mns}); figures at {conc}")
+        if w.request_rate_per_s is not None:
+            conc, note = _concurrency_for_rate(model, w.request_rate_per_s / replicas, max_work, w.input_tokens,
+                                               w.output_tokens)
+            if note:
+                warnings.append(note)
         main = model.point(conc, w.input_tokens, w.output_tokens)
         sizes = sorted({b for b in (2**i for i in range(0, 18)) if b <= max_work} | {max_work, conc})
         curve = [_point(model.point(b, w.input_tokens, w.output_tokens), group, replicas) for b in sizes]

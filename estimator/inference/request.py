@@ -74,6 +74,9 @@ class Workload(_Frozen):
     output_tokens: Int = Field(default=256, ge=1, le=10_000_000)
     concurrency: OptInt = Field(default=None, ge=1, le=100_000,
                                 description="requests in flight per engine replica; null: as many as fit")
+    request_rate_per_s: OptFloat = Field(default=None, gt=0, le=1e7, allow_inf_nan=False,
+                                         description="requests a second arriving at the node (instead of "
+                                         "concurrency): the concurrency that serves them in steady state")
     ttft_target_s: OptFloat = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     tpot_target_s: OptFloat = Field(default=None, gt=0, le=60, allow_inf_nan=False)
 
@@ -101,6 +104,9 @@ class InferenceRequest(_Frozen):
             raise _error_at(("serving", "tensor_parallel_size"), s.tensor_parallel_size,
                            f"tensor_parallel_size x pipeline_parallel_size = {group} exceeds gpus_per_node="
                            f"{self.hardware.gpus_per_node}")
+        if w.concurrency is not None and w.request_rate_per_s is not None:
+            raise _error_at(("workload", "request_rate_per_s"), w.request_rate_per_s,
+                            "give concurrency or request_rate_per_s, not both")
         if w.input_tokens + w.output_tokens > s.max_model_len:
             raise _error_at(("workload", "output_tokens"), w.output_tokens,
                            f"input_tokens + output_tokens = {w.input_tokens + w.output_tokens} exceeds "

@@ -3,7 +3,7 @@
 Decode is bandwidth-bound (Pope et al. 2022, "Efficiently Scaling Transformer Inference", Sec. 3.1): a step
 reads every weight the tokens touch once and each request's KV cache once, so::
 
-    t_step(B, c) = smooth(weights read / (HBM x eff), 2 x active params x B / tp / (peak x GEMM eff))
+    t_step(B, c) = smooth(weights read by B tokens / (HBM x eff), 2 x active params x B / tp / (peak x GEMM eff))
                  + B x KV bytes(c) x (1 + a x g) / (HBM x eff x attention fraction)
                  + layers x per-layer fixed time + 2 x layers x all-reduce(B x hidden x 2 bytes) + step overhead
 
@@ -105,7 +105,7 @@ class SpeedModel:
         e, s = self.engine, self.shape
         layers = self.weights.layers_on_gpu
         bw = self.hbm_bytes_per_s * e.hbm_efficiency
-        t_w = self.weights.read_per_step / bw
+        t_w = self.weights.read_for_batch(batch) / bw
         t_c = 2 * s.active_params() / self.pp * batch / self.tp / (self.peak_flops * self.gemm_efficiency)
         kv_bytes = batch * self.kv.request_bytes(context, self.block_size)
         t_kv = kv_bytes * (1 + e.kv_amplification_per_group * self.group) / (bw * e.attention_bandwidth_fraction)
@@ -120,7 +120,7 @@ class SpeedModel:
         e, s, a = self.engine, self.shape, self.shape.arch
         linear = 2 * s.active_params() * tokens / (self.tp * self.pp)
         attention = 2 * a.num_layers * tokens**2 * a.num_attention_heads * s.head_dim / (self.tp * self.pp)
-        t_w = self.pp * self.weights.read_per_step / (self.hbm_bytes_per_s * e.hbm_efficiency)
+        t_w = self.pp * self.weights.read_for_batch(tokens) / (self.hbm_bytes_per_s * e.hbm_efficiency)
         t_ar = 2 * a.num_layers * self._allreduce(tokens * a.hidden_size * 2)
         if e.prefill_mfu is not None:  # the measured reference: one overall fraction of the peak
             t_c = max((linear + attention) / (self.peak_flops * e.prefill_mfu), t_w)

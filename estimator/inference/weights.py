@@ -35,7 +35,9 @@ VOCAB_PADDING = 64
 @dataclass(frozen=True)
 class WeightBytes:
     """Bytes on the busiest GPU; ``linear`` (attention + MLP + experts), ``embedding`` (+ LM head),
-    ``norms``; ``read_per_token`` is what one decode step reads (active experts only)."""
+    ``norms``; ``read_per_step`` is what one decode step of one token reads (its ``experts_per_token`` routed
+    experts only). ``routed_expert_bytes`` is all routed experts' bytes on the GPU, ``routed_experts`` /
+    ``experts_per_token`` their count and how many a token picks (0 for a dense model)."""
 
     linear: int
     embedding: int
@@ -43,6 +45,20 @@ class WeightBytes:
     total: int
     read_per_step: int
     layers_on_gpu: int
+    routed_expert_bytes: int = 0
+    routed_experts: int = 0
+    experts_per_token: int = 0
+
+    def read_for_batch(self, tokens: int) -> int:
+        """Bytes a step of ``tokens`` tokens reads: the dense part once, and of the routed experts the expected
+        share that at least one token picks, E x (1 - (1 - k / E)^tokens) under uniform routing (each token
+        picks k of E experts; DeepSeek-V3 and Mixtral balance their routers towards uniform load)."""
+        if not self.routed_experts:
+            return self.read_per_step
+        e, k = self.routed_experts, self.experts_per_token
+        one = self.routed_expert_bytes * k // e
+        touched = 1 - (1 - k / e) ** max(1, tokens)
+        return self.read_per_step - one + int(self.routed_expert_bytes * touched)
 
 
 def linear_bytes(in_f: int, out_f: int, fmt: str, group: int, zero_points: bool) -> int:
@@ -125,5 +141,14 @@ def weight_bytes_per_gpu(shape: ModelShape, fmt: str, group: int, zero_points: b
     total = linear + embedding + norms + mla_norms
     # a decode step reads every layer's weights and the LM head (the embedding is a gather of B rows)
     read_step = read + norms + mla_norms + (head if head else emb_one)
+    routed = 0
+    if moe_here:
+        ffn = shape.expert_ffn
+        kv, hd = shape.kv_heads, shape.head_dim
+        per_expert = sum(linear_bytes(*_sharded(lin, tp, kv, hd), fmt, group, zero_points)
+                         for lin in shape.mlp_linears(ffn))
+        routed = moe_here * a.num_experts * per_expert
     return WeightBytes(linear=linear, embedding=embedding, norms=norms + mla_norms, total=total,
-                       read_per_step=read_step, layers_on_gpu=per_stage)
+                       read_per_step=read_step, layers_on_gpu=per_stage, routed_expert_bytes=routed,
+                       routed_experts=a.num_experts if moe_here else 0,
+                       experts_per_token=min(a.num_experts, a.experts_per_token) if moe_here else 0)

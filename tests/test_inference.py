@@ -186,3 +186,12 @@ def test_a_request_rate_gives_the_concurrency_that_keeps_up() -> None:
     with pytest.raises(ValidationError) as exc:
         InferenceRequest.model_validate({"workload": {"concurrency": 4, "request_rate_per_s": 1.0}})
     assert exc.value.errors()[0]["loc"] == ("workload", "request_rate_per_s")
+
+
+def test_with_latency_targets_the_figures_are_at_the_most_they_allow() -> None:
+    sp = run(model="llama-3.1-8b", workload={"tpot_target_s": 0.02, "ttft_target_s": 1.0}).speed
+    assert sp is not None and sp.concurrency == sp.max_concurrency_within_targets
+    assert sp.tpot_s <= 0.02 and sp.ttft_s <= 1.0
+    impossible = run(model="llama-3.1-8b", workload={"tpot_target_s": 0.0001})
+    assert impossible.speed is not None and impossible.speed.concurrency == 1
+    assert any("no concurrency meets" in w for w in impossible.warnings)

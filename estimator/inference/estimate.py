@@ -221,9 +221,6 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
                                                w.output_tokens)
             if note:
                 warnings.append(note)
-        main = model.point(conc, w.input_tokens, w.output_tokens)
-        sizes = sorted({b for b in (2**i for i in range(0, 18)) if b <= max_work} | {max_work, conc})
-        curve = [_point(model.point(b, w.input_tokens, w.output_tokens), group, replicas) for b in sizes]
         within = None
         if w.ttft_target_s is not None or w.tpot_target_s is not None:
             lo, hi = 0, max_work
@@ -234,6 +231,16 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
                 else:
                     hi = mid - 1
             within = lo
+            if w.concurrency is None and w.request_rate_per_s is None:
+                if within >= 1:
+                    conc = within  # with targets and no load given: the most the targets allow
+                else:
+                    warnings.append("no concurrency meets the latency targets, not even one request: figures at "
+                                    "one request in flight")
+                    conc = 1
+        main = model.point(conc, w.input_tokens, w.output_tokens)
+        sizes = sorted({b for b in (2**i for i in range(0, 18)) if b <= max_work} | {max_work, conc})
+        curve = [_point(model.point(b, w.input_tokens, w.output_tokens), group, replicas) for b in sizes]
         node_out = main.output_tokens_per_s * replicas
         node_in = main.input_tokens_per_s * replicas
         speed = SpeedResult(concurrency=conc, replicas_per_node=replicas, prefill_s=main.prefill_s,

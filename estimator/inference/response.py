@@ -45,7 +45,9 @@ class CurvePoint(_Frozen):
 
 
 class SpeedResult(_Frozen):
-    concurrency: int = Field(description="requests in flight per replica for the figures below")
+    concurrency: int = Field(description="requests in flight per replica for the figures below: the request's "
+                             "concurrency, the one that keeps up with its request rate, the most within its "
+                             "latency targets, else as many as the KV pool holds")
     replicas_per_node: int
     prefill_s: float
     decode_step_s: float

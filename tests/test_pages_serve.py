@@ -52,3 +52,17 @@ def test_every_training_estimate_links_to_serve_it_with_model_and_server(client:
     assert q["model"] == ["llama-3.1-8b"] and q["server"] == ["dell-xe9680-h200"]
     follow = client.get(m.group(1).replace("&amp;", "&"))
     assert follow.status_code == 200 and "dell-xe9680-h200" in follow.text
+
+
+def test_a_pasted_config_travels_as_model_json(client: TestClient) -> None:
+    import json
+    from urllib.parse import quote
+
+    cfg = {"hf_config": {"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+                         "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+                         "vocab_size": 128256}}
+    r = client.get(f"/serve?model_json={quote(json.dumps(cfg))}")
+    assert r.status_code == 200 and 'id="starts-badge">starts<' in r.text
+    assert "vllm serve &lt;your-model-dir&gt;" in r.text
+    bad = client.get("/serve?model_json=%7Bnot")
+    assert bad.status_code == 422 and "<strong>model_json</strong>" in bad.text

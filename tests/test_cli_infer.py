@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from app.core.settings import get_settings
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.settings import get_settings
 
 runner = CliRunner()
 

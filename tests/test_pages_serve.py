@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``/api/v1``: every JSON router, rate limited and refusing NUL characters (``app.nul``), with 400 (unreadable
+"""``/api/v1``: every JSON router, rate limited and refusing NUL characters (``app.core.nul``), with 400 (unreadable
 body), 401 and 429 documented on each operation."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from app.api.routes import catalog, compare, estimates, inference, plans, quotes, saved_plans, tco
+from app.core.nul import reject_nul
 from app.deps import enforce_rate_limit
-from app.nul import reject_nul
 from app.schemas.problem import problem_responses
 
 __all__ = ["api_router"]

@@ -2,12 +2,12 @@
 
 ``render_problem`` draws an error as an HTML page (or an htmx fragment); ``create_app`` sets it as
 ``app.state.html_error_renderer`` so ``app.errors`` uses it for every non-API error. Every page goes through
-``app.web.guard`` (same-origin form posts, rate limits) and ``app.nul`` (no NUL characters).
+``app.web.guard`` (same-origin form posts, rate limits) and ``app.core.nul`` (no NUL characters).
 """
 
 from fastapi import APIRouter, Depends
 
-from app.nul import reject_nul
+from app.core.nul import reject_nul
 from app.web import catalog_page, compare_page, estimate_page, planner_page, saved_pages, serve_page, tco_page
 from app.web.error_page import render_problem
 from app.web.guard import guard_page

@@ -111,6 +111,31 @@ def estimate(
 
 
 @cli.command()
+def infer(
+    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one inference request or a list; "
+                                            "- for stdin")],
+) -> None:
+    """Size serving: per-GPU memory as the engine allocates it, speed and cost (one request or a list)."""
+    from fastapi.exceptions import RequestValidationError
+
+    from app.services.inference import parse_inference, run_inference, run_inference_many
+
+    payload = _read_json(input_file)
+    try:
+        parsed = parse_inference(payload)
+    except RequestValidationError as exc:
+        fail(_validation_message(list(exc.errors())))
+    catalog = load_source_catalog()
+    try:
+        result: Any = (run_inference_many(parsed, catalog) if isinstance(parsed, list)
+                       else run_inference(parsed, catalog))
+    except EstimatorError as exc:
+        fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+    data = [r.model_dump(mode="json") for r in result] if isinstance(result, list) else result.model_dump(mode="json")
+    typer.echo(json.dumps(data, indent=2))
+
+
+@cli.command()
 def plan(
     input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one plan request; - for stdin")],
     question: Annotated[str | None, typer.Option(

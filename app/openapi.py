@@ -12,12 +12,14 @@ from pydantic import BaseModel, TypeAdapter
 
 from app.schemas.problem import Problem, problem_responses
 from estimator import EstimateRequest, EstimateResponse
+from estimator.inference import InferenceRequest, InferenceResponse
 from hardware_catalog import CloudOffer, Gpu, Server
 
 __all__ = ["allowed_methods", "install_openapi", "operation_id"]
 
 _REF = "#/components/schemas/{model}"
-_EXTRA_MODELS: tuple[type[BaseModel], ...] = (Problem, EstimateRequest, EstimateResponse, Gpu, Server, CloudOffer)
+_EXTRA_MODELS: tuple[type[BaseModel], ...] = (Problem, EstimateRequest, EstimateResponse, Gpu, Server, CloudOffer,
+                                               InferenceRequest, InferenceResponse)
 
 
 def operation_id(route: APIRoute) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from app.api.routes import catalog, compare, estimates, plans, quotes, saved_plans, tco
+from app.api.routes import catalog, compare, estimates, inference, plans, quotes, saved_plans, tco
 from app.api.strict import strict_json_body
 from app.core.nul import reject_nul
 from app.deps import enforce_rate_limit
@@ -18,5 +18,5 @@ api_router = APIRouter(
     dependencies=[Depends(enforce_rate_limit), Depends(reject_nul), Depends(strict_json_body)],
     responses=problem_responses(400, 401, 429),
 )
-for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans):
+for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans, inference):
     api_router.include_router(module.router)

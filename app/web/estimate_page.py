@@ -15,6 +15,7 @@ from app.deps import CatalogDep
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.suggest import apply_changes
@@ -89,6 +90,7 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "query": query,
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
+        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server)}",
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),

@@ -25,6 +25,7 @@ NAV = [
     ("compare", "/compare", "Compare GPUs"),
     ("plan", "/plan", "Planner"),
     ("tco", "/tco", "TCO"),
+    ("serve", "/serve", "Serve it"),
     ("catalog", "/catalog", "Catalog"),
     ("quotes", "/quotes", "Saved quotes"),
 ]

@@ -19,9 +19,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.core.request_id import HEADER, request_id_of
 from app.http_security import csp_nonce, security_headers
 from app.openapi import allowed_methods
-from app.request_id import HEADER, request_id_of
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from estimator.errors import (
     EstimatorError,

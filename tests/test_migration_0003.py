@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app.core.db import make_engine
+from app.core.migrate import alembic_config, current_revision, head_revision, upgrade
 from sqlalchemy import Engine, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
-from app.migrate import alembic_config, current_revision, head_revision, upgrade
 from app.models import CatalogAudit, CatalogEntry, SavedRevision
 from tests.conftest import fresh_postgres_database
 

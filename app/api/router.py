@@ -1,4 +1,4 @@
-"""``/api/v1``: every JSON router, rate limited, refusing NUL characters (``app.nul``) and lax JSON types
+"""``/api/v1``: every JSON router, rate limited, refusing NUL characters (``app.core.nul``) and lax JSON types
 (``app.api.strict``), with 400 (unreadable body), 401 and 429 documented on each operation."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from fastapi import APIRouter, Depends
 
 from app.api.routes import catalog, compare, estimates, plans, quotes, saved_plans, tco
 from app.api.strict import strict_json_body
+from app.core.nul import reject_nul
 from app.deps import enforce_rate_limit
-from app.nul import reject_nul
 from app.schemas.problem import problem_responses
 
 __all__ = ["api_router"]

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pytest
 import schemathesis
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
@@ -34,7 +35,6 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.main import create_app
 from app.repositories.api_keys import create_key
-from app.settings import Settings
 
 _DIR = Path(tempfile.mkdtemp(prefix="capplan-contract-"))
 APP = create_app(

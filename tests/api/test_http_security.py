@@ -15,12 +15,12 @@ from typing import Any
 
 import httpx2
 import pytest
+from app.core.settings import Settings, get_settings
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import cli
 from app.main import create_app
-from app.settings import Settings, get_settings
 from tests.api.fake_catalog import fake_catalog
 from tests.api.problems import assert_problem
 

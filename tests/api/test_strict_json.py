@@ -143,7 +143,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def cli_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     monkeypatch.setenv("CAPPLAN_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
     get_settings.cache_clear()

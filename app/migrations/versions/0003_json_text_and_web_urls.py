@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = '0003'
 down_revision: str | None = '0002'

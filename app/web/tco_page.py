@@ -203,8 +203,8 @@ def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[s
     n = int(nodes or 1)
     try:
         own = ownership_tco(form.server, n, assumptions, catalog, server_price_usd=price)
-        options = tco_options(form.server, n, assumptions, catalog, price)
-        versus, versus_note = own_vs_cloud_or_note(form.server, n, form.offer or None, assumptions, catalog, price)
+        options = tco_options(own, assumptions, catalog)
+        versus, versus_note = own_vs_cloud_or_note(own, form.offer or None, assumptions, catalog)
         rack = rack_for(form.server, n, assumptions, catalog)
         job_cost, job_note = _job_cost(catalog, job, form, n, price)
         runs = compare_job(job_cost, assumptions, catalog) if job_cost is not None else []

@@ -90,6 +90,11 @@ class CostBasis(_Frozen):
     utilisation: float | None = Field(default=None, description="own: the share of hours that do useful work")
     assumptions: list[str] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list, description="why this option is priced differently, if it is")
+    priced_another_way: bool = Field(
+        default=False,
+        description="true when the chosen basis had no price and the "
+        "other way (or another provider class) was used: not like for like",
+    )
 
 
 class CostResult(CostBasis):
@@ -191,6 +196,7 @@ def _rent_basis(offer: Any, pricing: Pricing, catalog: Any, flags: list[str]) ->
         provider_class=klass,
         region=region,
         offer_id=offer.id,
+        priced_another_way=bool(flags),
         assumptions=[
             f"Rented from {offer.provider} ({klass}) at its {_pricing_words(pricing)} price of "
             f"${rate:,.2f} per GPU-hour ({offer.date}); billed for the run's own hours.",
@@ -234,6 +240,7 @@ def _own_basis(
         pricing="owned",
         server_id=server.id,
         utilisation=a.utilisation,
+        priced_another_way=bool(flags),
         assumptions=[
             f"Owned: ${own.capex.total_usd:,.0f} of capex amortised over {a.depreciation_years:g} years, plus "
             f"${o.total_usd:,.0f} a year of power ({a.pue:g} PUE at ${a.electricity_usd_per_kwh:g}/kWh), "

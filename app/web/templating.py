@@ -11,6 +11,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.formatting import count, money, money_range, percent, rate
+
 __all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
@@ -88,17 +90,11 @@ def figure(value: Any) -> str:
     return f"{int(value):,}"
 
 
-def money(value: float | None, currency: str = "USD") -> str:
-    if value is None:
-        return "n/a"
-    symbol = "$" if currency == "USD" else f"{currency} "
-    return f"{symbol}{value:,.0f}" if abs(value) >= 100 else f"{symbol}{value:,.2f}"
-
-
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
 templates.env.filters.update(
-    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure
+    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure,
+    rate=rate, count=count, money_range=money_range, percent=percent
 )
 
 

@@ -200,6 +200,14 @@ def _cloud_kind(offer: CloudOffer, pricing: CloudPricing) -> OptionKind:
     return "cloud-capacity-block" if offer.offer_kind == "capacity-block" else "cloud-on-demand"
 
 
+def _offer_label(offer: CloudOffer, pricing: CloudPricing) -> str:
+    """ "AWS p5.48xlarge (on-demand)": the pricing once (not again when the instance name has it), and a
+    capacity block called one."""
+    kind = "capacity block" if pricing == "on-demand" and offer.offer_kind == "capacity-block" else pricing
+    name = f"{offer.provider} {offer.instance}"
+    return name if f"({kind})" in offer.instance or kind in offer.instance.lower() else f"{name} ({kind})"
+
+
 def _billed_share(pricing: CloudPricing, utilisation: float) -> float:
     """On-demand is paid for the hours used (the owned fleet's utilisation); reserved for every hour."""
     return utilisation if pricing == "on-demand" else 1.0
@@ -215,7 +223,7 @@ def cloud_tco(offer: CloudOffer, num_gpus: int, a: TcoAssumptions, pricing: Clou
     hours = HOURS_PER_YEAR * a.horizon_years * _billed_share(p, a.utilisation)
     cost = cloud_cost_usd(price, num_gpus, hours)
     return TcoOption(
-        label=f"{offer.provider} {offer.instance} ({p})",
+        label=_offer_label(offer, p),
         kind=_cloud_kind(offer, p),
         years=a.horizon_years,
         cloud_usd=cost,
@@ -422,7 +430,7 @@ def job_cost_cloud(
         job,
         gpu,
         a,
-        label=f"{offer.provider} {offer.instance} ({pricing})",
+        label=_offer_label(offer, pricing),
         kind=_cloud_kind(offer, pricing),
         server_id=None,
         offer_id=offer.id,
@@ -448,3 +456,37 @@ def _cheapest_cloud_run(job: JobCost, a: TcoAssumptions, cat: Catalog) -> RunCos
     offers = _priced_offers(cat, job.gpu_id, "on-demand")
     runs = [job_cost_cloud(job, o, "on-demand", a, cat) for o in offers]
     return min(runs, key=lambda r: r.cost_usd) if runs else None
+
+
+# -------------------------------------------------------------------------------------------- the headline
+
+
+def _span(months: float) -> str:
+    years = months / 12
+    return (
+        f"{years:g} years" if years.is_integer() and years != 1 else ("1 year" if years == 1 else f"{months:g} months")
+    )
+
+
+def offer_name(offer: CloudOffer, pricing: CloudPricing) -> str:
+    """An offer for people: provider, instance and pricing, once ("AWS p5.48xlarge (on-demand)")."""
+    return _offer_label(offer, pricing)
+
+
+def own_vs_cloud_headline(ov: OwnVsCloud, offer: str, utilisation: float, horizon_years: float) -> str:
+    """The answer inside the horizon, in display names: which is cheaper over the horizon at this utilisation,
+    and when (if ever) owning breaks even. ``offer`` is the offer's display name (:func:`offer_name`)."""
+    months = round(horizon_years * 12)
+    span, server, pct = _span(months), ov.ownership.server_name, f"{utilisation:.0%}"
+    month = ov.cumulative.break_even_month
+    if month is None:
+        return f"Renting {offer} is cheaper than owning {server} at {pct} utilisation: owning never breaks even."
+    if month <= months:
+        return (
+            f"Owning {server} is cheaper over {span} at {pct} utilisation: it breaks even with renting {offer} "
+            f"after {month} months."
+        )
+    return (
+        f"Renting {offer} is cheaper over {span} at {pct} utilisation; owning {server} breaks even only after "
+        f"{month} months."
+    )

@@ -14,7 +14,7 @@ import math
 
 from babel.numbers import format_currency, format_decimal, format_percent
 
-__all__ = ["LOCALE", "count", "money", "money_range", "percent", "rate"]
+__all__ = ["LOCALE", "count", "money", "money_range", "percent", "price", "rate"]
 
 LOCALE = "en_US"
 
@@ -33,11 +33,16 @@ def money(value: float | None, currency: str = "USD") -> str:
 
 
 def rate(value: float | None, currency: str = "USD") -> str:
-    """A price per unit (per GPU-hour): always with cents ("$2.23")."""
+    """A price per unit (per GPU-hour): always with cents ("$2.23", "-$2.09")."""
     if not _finite(value):
         return "n/a"
     assert value is not None
     return str(format_currency(value, currency, format="¤#,##0.00", locale=LOCALE, currency_digits=False))
+
+
+def price(value: float | None, currency: str = "USD") -> str:
+    """A quoted price, to the cent ("$399,999.99", "€1,200.00")."""
+    return rate(value, currency)
 
 
 def count(value: float | None) -> str:

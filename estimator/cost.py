@@ -308,12 +308,14 @@ def choose_basis(
     num_nodes: int = 1,
     gpus_per_node: int = 8,
     choice: CostChoice | None = None,
+    strict: bool = False,
 ) -> tuple[CostBasis | None, list[str]]:
     """The cost basis of one hardware option, and the notes of what could not be priced.
 
     ``auto``: own with a server, else rent. ``own`` without a server takes the cheapest server carrying the GPU
     (as the planner does). When the chosen way has no price, the other way is used with a flag; ``None`` when
-    there is no price either way (the notes say so plainly).
+    there is no price either way (the notes say so plainly). ``strict`` (the planner, which ranks by cost): no
+    other way, ``None`` instead, so that one ranking never mixes owned and rented prices.
     """
     c = choice or CostChoice()
     if c.offer_id is not None:
@@ -331,6 +333,8 @@ def choose_basis(
             f"No purchase price for {server.name if server is not None else 'a server with the ' + name} or its "
             f"GPU ({name}) in the catalog"
         )
+        if strict:
+            return None, [f"{why}: not priced."]
         rented = _rent(catalog, gpu_id, c, [f"{why}: priced as rent instead, not as owned."])
         return rented, [] if rented is not None else [f"{why}, and no cloud offer rents it: no cost shown."]
     rented = _rent(catalog, gpu_id, c, [])
@@ -338,6 +342,8 @@ def choose_basis(
         return rented, []
     fallback = _cheapest_server(catalog, gpu_id) if server is None else server
     why = f"No cloud offer in the catalog rents the {name} at {_an(c.pricing)} price"
+    if strict:
+        return None, [f"{why}: not priced."]
     owned = (
         _own(catalog, fallback, num_nodes, gpus_per_node, c, [f"{why}: priced as owned instead, not as rent."])
         if fallback is not None

@@ -172,7 +172,7 @@ class PriceBook:
         """The world's cost basis (:func:`estimator.cost.choose_basis`, as the plan's estimate reports it)."""
         hw = world.hw
         basis, _notes = choose_basis(self.catalog, hw.gpu.id, hw.server.id if hw.server is not None else None,
-                                     world.num_nodes, world.gpus_per_node, cost_choice(self.pricing))
+                                     world.num_nodes, world.gpus_per_node, cost_choice(self.pricing), strict=True)
         if basis is None:
             return None
         return HourlyPrice(basis.usd_per_gpu_hour, basis.pricing, basis.label, basis.date, basis)

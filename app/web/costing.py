@@ -41,6 +41,7 @@ def cost_to_train(catalog: Any, result: EstimateResponse) -> Cost | None:
     c = result.cost
     if c is None or result.train is None or not result.memory.fits:
         return None
-    return Cost(total=c.usd_per_gpu_hour * result.train.gpu_hours, rate=c.usd_per_gpu_hour, offer=c.label, basis=c.basis, basis_words=basis_words(c),
+    return Cost(total=c.usd_per_gpu_hour * result.train.gpu_hours, rate=c.usd_per_gpu_hour, offer=c.label,
+                basis=c.basis, basis_words=basis_words(c),
                 confidence=c.confidence, date=c.date, source=c.source, flags=list(c.flags),
                 another_way=c.priced_another_way)

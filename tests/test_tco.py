@@ -438,3 +438,28 @@ def test_assumptions_are_finite_and_bounded(bad: dict[str, float]) -> None:
 def test_jobs_are_finite_and_bounded(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
         H100_DAY.model_validate({**H100_DAY.model_dump(), **bad})
+
+
+def test_the_headline_answers_inside_the_horizon_in_display_names() -> None:
+    """Issue 16: "Owning costs less than renting coreweave-h100 after 37 months" stood over a 36-month horizon
+    whose table showed renting cheaper. The headline now says which is cheaper over the horizon, then when owning
+    breaks even, with display names."""
+    from estimator.tco import offer_name, own_vs_cloud_headline
+
+    catalog = load_catalog()
+    own = ownership_tco("nvidia-dgx-h100", 1, GOLDEN)
+    for offer_id in ("coreweave-h100", "aws-p5-48xlarge"):
+        ov = own_vs_cloud(own, offer_id, GOLDEN)
+        offer = catalog.cloud_offer(offer_id)
+        text = own_vs_cloud_headline(ov, offer_name(offer, "on-demand"), GOLDEN.utilisation, GOLDEN.horizon_years)
+        month = ov.cumulative.break_even_month
+        horizon = round(GOLDEN.horizon_years * 12)
+        assert offer_id not in text and offer.provider in text and own.server_name in text
+        if month is None:
+            assert text.startswith("Renting") and "never breaks even" in text
+        elif month <= horizon:
+            assert text.startswith("Owning") and f"after {month} months" in text
+        else:
+            assert text.startswith("Renting") and f"only after {month} months" in text
+    assert offer_name(catalog.cloud_offer("spheron-b200"), "on-demand").count("on-demand") == 1
+    assert "capacity block" in offer_name(catalog.cloud_offer("aws-capacity-block-p5e"), "on-demand").lower()

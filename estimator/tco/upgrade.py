@@ -3,6 +3,8 @@ one job, in numbers and in plain words."""
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from estimator.tco.assumptions import HOURS_PER_YEAR, TcoAssumptions, Verdict, _Frozen, resolve_inputs
@@ -162,14 +164,20 @@ def _own_sentence(u: UpgradeAnswer, a: TcoAssumptions) -> str:
     )
 
 
+def _whole_runs(runs: float) -> str:
+    """Runs are whole: the payback comes after the run that completes it ("32,792 runs", "1 run")."""
+    n = max(1, math.ceil(runs - 1e-9))
+    return f"{n:,} run" if n == 1 else f"{n:,} runs"
+
+
 def _payback_words(runs: float | None, months: float | None, within: bool, life: float) -> str:
     """'pays back after N runs (M months)', or why it does not within the ``life``-year life."""
     if runs is None or months is None:
         return "never pays back on running costs alone (the new option does not cost less to run per run)"
     if within:
-        return f"pays back after {runs:,.1f} runs ({months:,.1f} months), within the {life:g}-year life"
+        return f"pays back after {_whole_runs(runs)} ({months:,.1f} months), within the {life:g}-year life"
     return (
-        f"does not pay back within the {life:g}-year life: it would take {runs:,.1f} runs, "
+        f"does not pay back within the {life:g}-year life: it would take {_whole_runs(runs)}, "
         f"{months / 12:,.1f} years of back-to-back runs"
     )
 

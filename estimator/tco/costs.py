@@ -273,6 +273,12 @@ def cumulative_costs(capex_usd: float, own_monthly_usd: float, cloud_monthly_usd
     )
 
 
+def _not_capacity_blocks(offers: list[CloudOffer]) -> list[CloudOffer]:
+    """Capacity blocks are reservations bought ahead, not on-demand capacity: the default comparison takes them
+    only when the GPU has nothing else (issue 16: the H200 was priced at the $5.41 p5e block "on-demand")."""
+    return [o for o in offers if o.offer_kind != "capacity-block"] or offers
+
+
 def cloud_offers_for(catalog: Catalog, gpu_id: str, pricing: CloudPricing) -> list[CloudOffer]:
     """The offers of ``gpu_id`` with a ``pricing`` price, cheapest first."""
     return sorted(_priced_offers(catalog, gpu_id, pricing), key=lambda o: _offer_price(o, pricing) or 0.0)
@@ -306,7 +312,7 @@ class NoCloudOfferError(InvalidRequestError):
 def _cheapest_offer(catalog: Catalog, gpu: Gpu, pricing: CloudPricing, offer_id: str | None) -> CloudOffer:
     if offer_id is not None:
         return _chosen_offer(catalog, gpu.id, pricing, offer_id)
-    offers = cloud_offers_for(catalog, gpu.id, pricing)
+    offers = _not_capacity_blocks(cloud_offers_for(catalog, gpu.id, pricing))
     if not offers:
         note = (
             f"No cloud offer in the catalog rents the {gpu.name} at a {pricing} price, so owning is "
@@ -453,7 +459,7 @@ def compare_job(
 
 
 def _cheapest_cloud_run(job: JobCost, a: TcoAssumptions, cat: Catalog) -> RunCost | None:
-    offers = _priced_offers(cat, job.gpu_id, "on-demand")
+    offers = _not_capacity_blocks(_priced_offers(cat, job.gpu_id, "on-demand"))
     runs = [job_cost_cloud(job, o, "on-demand", a, cat) for o in offers]
     return min(runs, key=lambda r: r.cost_usd) if runs else None
 

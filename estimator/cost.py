@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.memo import BoundedMemo
 
 __all__ = [
     "HYPERSCALERS",
@@ -301,6 +302,9 @@ def _own(
         return None
 
 
+_BASES: BoundedMemo[tuple[Any, ...], tuple[CostBasis | None, tuple[str, ...]]] = BoundedMemo(4096)
+
+
 def choose_basis(
     catalog: Any,
     gpu_id: str,
@@ -315,8 +319,35 @@ def choose_basis(
     ``auto``: own with a server, else rent. ``own`` without a server takes the cheapest server carrying the GPU
     (as the planner does). When the chosen way has no price, the other way is used with a flag; ``None`` when
     there is no price either way (the notes say so plainly). ``strict`` (the planner, which ranks by cost): no
-    other way, ``None`` instead, so that one ranking never mixes owned and rented prices.
+    other way, ``None`` instead, so that one ranking never mixes owned and rented prices. Memoised per catalog
+    (its identity and version: an override makes a new effective catalog) and arguments.
     """
+    key = (
+        id(catalog),
+        str(getattr(catalog, "version", "")),
+        gpu_id,
+        server_id,
+        num_nodes,
+        gpus_per_node,
+        choice,
+        strict,
+    )
+    if key not in _BASES:
+        basis, notes = _choose_basis(catalog, gpu_id, server_id, num_nodes, gpus_per_node, choice, strict)
+        _BASES.remember(key, (basis, tuple(notes)))
+    basis, notes_t = _BASES[key]
+    return basis, list(notes_t)
+
+
+def _choose_basis(
+    catalog: Any,
+    gpu_id: str,
+    server_id: str | None,
+    num_nodes: int,
+    gpus_per_node: int,
+    choice: CostChoice | None,
+    strict: bool,
+) -> tuple[CostBasis | None, list[str]]:
     c = choice or CostChoice()
     if c.offer_id is not None:
         return _named_offer(catalog, gpu_id, c), []

@@ -32,7 +32,7 @@ from app.web import backend
 from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimatorError
-from estimator.cost import CostChoice, choose_basis
+from estimator.cost import CostChoice, choose_basis, offer_confidence
 from estimator.tco import (
     JobCost,
     RunCost,
@@ -240,7 +240,10 @@ def _offer_label(catalog: Any, versus: Any) -> str | None:
     if versus is None:
         return None
     offer = next((o for o in catalog.cloud_offers if o.id == versus.offer_id), None)
-    return offer_name(offer, versus.cloud_pricing) if offer is not None else str(versus.offer_id)
+    if offer is None:
+        return str(versus.offer_id)
+    low = offer_confidence(offer, versus.cloud_pricing, catalog) == "low"
+    return offer_name(offer, versus.cloud_pricing) + (", a low-confidence price," if low else "")
 
 
 def _headline(catalog: Any, versus: Any, a: TcoAssumptions) -> str | None:

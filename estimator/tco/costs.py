@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any, ParamSpec
 
+from estimator.cost import offer_confidence
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.rack import node_average_power_w, node_power_at_load_w
 from estimator.tco.assumptions import (
@@ -416,6 +417,7 @@ def job_cost_owned(job: JobCost, assumptions: TcoAssumptions | None = None, cata
         cost_usd=own.usd_per_gpu_hour * job.gpu_hours,
         usd_per_gpu_hour=own.usd_per_gpu_hour,
         price_date=server.price_date,
+        confidence="low" if own.server_price_estimated or server.is_uncertain("price_usd") else None,
     )
 
 
@@ -444,6 +446,7 @@ def job_cost_cloud(
         cost_usd=cloud_cost_usd(price, job.num_gpus, job.hours),
         usd_per_gpu_hour=price,
         price_date=offer.date,
+        confidence=offer_confidence(offer, pricing, cat),
     )
 
 

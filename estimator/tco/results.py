@@ -111,6 +111,7 @@ class RunCost(_Frozen):
     energy_kwh: float
     facility_energy_kwh: float
     price_date: str | None
+    confidence: str | None = Field(default=None, description="high | medium | low: the price's (estimator.cost)")
 
     @property
     def time_to_train_h(self) -> float:

@@ -68,8 +68,8 @@ def params(value: float | None) -> str:
 
 
 def pct(value: float | None, digits: int = 0) -> str:
-    """A fraction (0.42) as a percentage (42%)."""
-    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+    """A fraction (0.42) as a percentage (42%), by Babel (app/formatting.py)."""
+    return percent(value, digits)
 
 
 def plain(value: Any) -> str:

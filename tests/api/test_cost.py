@@ -187,3 +187,17 @@ def test_the_pdf_is_a_real_pdf_without_raw_ids(client: TestClient, auth: dict[st
     for words in ("8B LoRA", "Dell PowerEdge XE9680", "Time to train", "GPU-hours", "Cost to train", "$4,200.00",
                   "Valid until"):
         assert words in text, words
+
+
+def test_a_saved_plan_prints_and_downloads_too(client: TestClient, auth: dict[str, str], catalog: Any) -> None:
+    saved = client.post("/api/v1/saved-plans", json={"name": "8B on H200", "inputs": {
+        **JOB, "hardware": {"gpu": "h200-sxm-141gb"}}}, headers=auth)
+    assert saved.status_code == 201, saved.text
+    pid = saved.json()["id"]
+    html = client.get(f"/api/v1/saved-plans/{pid}/print").text
+    assert "rented: AWS p5en.48xlarge" in html and "Quoted price" not in html
+    for raw in _raw_ids(catalog):
+        assert raw not in html, raw
+    pdf = client.get(f"/api/v1/saved-plans/{pid}.pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+    assert client.get("/api/v1/saved-plans/999999.pdf").status_code == 404

@@ -6,17 +6,16 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from estimator.accuracy import memory_error_bar_pct
-from estimator.bom import bill_of_materials, choose_server
 from estimator.comm import network_warnings
 from estimator.cost import CostResult, choose_basis, cost_of_run
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
-from estimator.host import host_result
+from estimator.host.bom import bill_of_materials, choose_server
+from estimator.host.sizing import host_result
 from estimator.layout import Layout, build_layout
 from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.modelspec import CachedShape, ModelShape, resolve_model
 from estimator.params import lora_params_per_layer
-from estimator.planner_shape import CachedShape
 from estimator.request import EstimateRequest
 from estimator.response import (
     EstimateResponse,

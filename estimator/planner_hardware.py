@@ -19,7 +19,7 @@ from estimator.cost import CostBasis, CostChoice, choose_basis
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 
 if TYPE_CHECKING:
-    from estimator.planner_models import PlanRequest
+    from estimator.planner.contract import PlanRequest
     from hardware_catalog import Catalog
 
 __all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "cost_choice", "hardware_options", "worlds_for"]

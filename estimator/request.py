@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from estimator.cost import CostChoice
-from estimator.host_config import HostInput
+from estimator.host_options import HostInput
 
 __all__ = [
     "MAX_ACCUMULATION_STEPS",

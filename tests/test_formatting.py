@@ -7,11 +7,11 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.formatting import count, money, money_range, percent, price, rate
 from app.main import create_app
-from app.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from html import unescape
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 
 TOO_BIG = ("/estimate?model=llama-3.1-70b&training.method=full&training.train_tokens=1e9"
            "&hardware.gpu=a100-sxm4-80gb&hardware.server=nvidia-dgx-a100-640gb")

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from app.core.db import make_engine
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
 from app.deps import get_session
 
 EXTERNAL_URL = re.compile(r"""(?:src|href|url)\s*[=(:]\s*["']?\s*(?:https?:)?//(?!127\.0\.0\.1|localhost)""", re.I)

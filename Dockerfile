@@ -12,6 +12,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CAPPLAN_DATABASE_URL=sqlite:////data/capplan.db \
     CAPPLAN_STATIC_DIR=/app/static
 
+# Pango for WeasyPrint (the quote PDF).
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 # Dependencies first, so source edits do not reinstall them.
 COPY pyproject.toml README.md ./

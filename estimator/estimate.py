@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
+from estimator.cost import CostResult, choose_basis, cost_of_run
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
 from estimator.host.bom import bill_of_materials, choose_server
@@ -204,15 +205,28 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
     train = with_host_checkpoint(train, host)  # one checkpoint write time per response: the host sizing's
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
+    cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
                             + time_assumptions(req, hw.gpu, layout),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                            + train_warnings(req, layout),
+                            + train_warnings(req, layout) + cost_notes,
                             suggestions=ways_out,
-                            estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog))
+                            estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
+                            cost=cost)
+
+
+def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,
+          fits: bool) -> tuple[CostResult | None, list[str]]:
+    """The run on its cost basis (:mod:`estimator.cost`): own with a server, else rent; no total when it does
+    not fit."""
+    server_id = hw.server.id if hw.server is not None else None
+    basis, notes = choose_basis(catalog, hw.gpu.id, server_id, layout.num_nodes, layout.gpus_per_node, req.cost)
+    if basis is None:
+        return None, notes
+    return cost_of_run(basis, train.gpu_hours if train is not None else None, fits), notes
 
 
 def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from estimator.cost import CostChoice
 from estimator.host_options import HostInput
 
 __all__ = [
@@ -265,6 +266,8 @@ class EstimateRequest(_Frozen):
     hardware: Hardware = Hardware()
     host: HostInput | None = Field(default=None, description="whole-node sizing choices (checkpoints, dataset, "
                                    "rack power); null: the defaults shown in HostInput")
+    cost: CostChoice | None = Field(default=None, description="how to price the run (own or rent); null: a "
+                                    "chosen server is owned, else the cheapest hyperscaler on-demand offer")
 
     @property
     def dp(self) -> int:

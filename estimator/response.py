@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.cost import CostResult
+
 __all__ = [
     "EstimateResponse",
     "HostResult",
@@ -156,3 +158,5 @@ class EstimateResponse(_Frozen):
                                           description="when it does not fit: changes that would make it fit")
     estimator_version: str
     catalog_version: str
+    cost: CostResult | None = Field(default=None, description="the run priced on one cost basis (own or rent): "
+                                    "rate per GPU-hour, source, date, confidence, total and assumptions")

@@ -22,6 +22,7 @@ from estimator.tco import (
     cumulative_costs,
     job_cost_owned,
     own_vs_cloud,
+    ownership_tco,
     tco_options,
 )
 
@@ -31,7 +32,7 @@ JOB = JobCost(gpu_id="h100-sxm5-80gb", server_id="nvidia-dgx-h100", num_nodes=2,
 
 
 def test_stacked_bars_sum_to_each_option_total() -> None:
-    options = tco_options("nvidia-dgx-h100", 2, A)
+    options = tco_options(ownership_tco("nvidia-dgx-h100", 2, A), A)
     fig = tco_stacked_bar_figure(options)
     assert fig.layout.barmode == "stack"
     assert [t.name for t in fig.data] == [name for _, name, _ in COMPONENTS]
@@ -43,12 +44,13 @@ def test_stacked_bars_sum_to_each_option_total() -> None:
 
 
 def test_stacked_bars_leave_out_empty_components() -> None:
-    fig = tco_stacked_bar_figure(tco_options("nvidia-dgx-h100", 1, TcoAssumptions(staff_usd_per_year=0)))
+    no_staff = TcoAssumptions(staff_usd_per_year=0)
+    fig = tco_stacked_bar_figure(tco_options(ownership_tco("nvidia-dgx-h100", 1, no_staff), no_staff))
     assert "Staff" not in [t.name for t in fig.data]
 
 
 def test_cumulative_chart_marks_the_break_even_month() -> None:
-    ov = own_vs_cloud("nvidia-dgx-h100", 2, "aws-p5-48xlarge", A)
+    ov = own_vs_cloud(ownership_tco("nvidia-dgx-h100", 2, A), "aws-p5-48xlarge", A)
     c = ov.cumulative
     fig = cumulative_cost_figure(c, own_label="Own 2x DGX H100", cloud_label="AWS p5")
     own, cloud, marker = fig.data
@@ -75,7 +77,7 @@ def test_cost_vs_time_scatter_has_every_option() -> None:
 
 
 def test_figures_serialise_for_the_browser() -> None:
-    fig = tco_stacked_bar_figure(tco_options("nvidia-dgx-a100-640gb", 1, A))
+    fig = tco_stacked_bar_figure(tco_options(ownership_tco("nvidia-dgx-a100-640gb", 1, A), A))
     assert json.loads(figure_json(fig))["data"][0]["name"] == "Capex"
 
 

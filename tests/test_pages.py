@@ -299,7 +299,7 @@ def test_timing_cost_and_step_time_chart_when_the_estimator_gives_them(
     assert re.search(r'id="kpi-tps">8.19 ktok/s<', html)
     assert re.search(r'id="kpi-ttt">10 h<', html)
     assert "MFU" in html and "42%" in html
-    cost = re.search(r'id="kpi-cost">\$([\d,.]+)', html)
+    cost = re.search(r'id="kpi-cost"[^>]*>\$([\d,.]+)', html)
     assert cost, "the H100 has on-demand cloud offers in the catalog"
     step = _figure(html, "step-time")
     assert sum(step["data"][0]["x"]) == pytest.approx(3.0 + 0.5 + 0.0 + 0.4 + 0.1)

@@ -194,7 +194,7 @@ def test_cumulative_costs_without_break_even() -> None:
 
 
 def test_own_vs_cloud_golden() -> None:
-    ov = own_vs_cloud("nvidia-dgx-h100", 2, "lambda-gpu-8x-h100-sxm5", GOLDEN)
+    ov = own_vs_cloud(ownership_tco("nvidia-dgx-h100", 2, GOLDEN), "lambda-gpu-8x-h100-sxm5", GOLDEN)
     # cloud on demand pays for used hours: 2.99 x 16 GPUs x 730 h x 0.5 = 17,461.60 a month
     assert ov.cloud_monthly_usd == pytest.approx(2.99 * 16 * 730 * 0.5)
     assert ov.own_monthly_opex_usd == pytest.approx(105_966.40 / 12)  # 8,830.53
@@ -205,12 +205,12 @@ def test_own_vs_cloud_golden() -> None:
 
 def test_reserved_cloud_is_billed_for_every_hour() -> None:
     a = GOLDEN.model_copy(update={"cloud_pricing": "reserved"})
-    ov = own_vs_cloud("nvidia-dgx-a100-640gb", 1, "aws-p4de-24xlarge", a)
+    ov = own_vs_cloud(ownership_tco("nvidia-dgx-a100-640gb", 1, a), "aws-p4de-24xlarge", a)
     assert ov.cloud_monthly_usd == pytest.approx(3.00 * 8 * 730)  # 1-year reserved $3.00, 100% of hours
 
 
 def test_own_vs_cloud_picks_the_cheapest_offer_by_default() -> None:
-    ov = own_vs_cloud("nvidia-dgx-a100-320gb", 1, assumptions=GOLDEN)
+    ov = own_vs_cloud(ownership_tco("nvidia-dgx-a100-320gb", 1, GOLDEN), None, GOLDEN)
     prices = [o.on_demand_usd_per_gpu_hour for o in load_catalog().offers_for("a100-sxm4-40gb")]
     assert ov.cloud_usd_per_gpu_hour == min(p for p in prices if p is not None)
 
@@ -253,7 +253,7 @@ def test_capex_is_linear_in_nodes_beyond_one() -> None:
 
 
 def test_tco_options_own_bar_sums_and_cloud_bars_scale_with_gpus() -> None:
-    options = tco_options("nvidia-dgx-h100", 2, GOLDEN)
+    options = tco_options(ownership_tco("nvidia-dgx-h100", 2, GOLDEN), GOLDEN)
     own, clouds = options[0], options[1:]
     parts = own.capex_usd + own.power_usd + own.colocation_usd + own.maintenance_usd + own.staff_usd
     assert own.kind == "own" and parts == pytest.approx(own.total_usd) == 960_899.20
@@ -397,24 +397,26 @@ def test_the_xe9680_a100_draws_500_w_per_gpu() -> None:
 
 def test_an_offer_for_another_gpu_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="a100-sxm4-40gb") as info:
-        own_vs_cloud("nvidia-dgx-h100", 1, "aws-p4d-24xlarge", GOLDEN)  # an A100 price for H100 servers
+        # an A100 price for H100 servers
+        own_vs_cloud(ownership_tco("nvidia-dgx-h100", 1, GOLDEN), "aws-p4d-24xlarge", GOLDEN)
     assert info.value.field == "offer_id"
     with pytest.raises(UnknownHardwareError) as unknown:
-        own_vs_cloud("nvidia-dgx-h100", 1, "aws-p9", GOLDEN)
+        own_vs_cloud(ownership_tco("nvidia-dgx-h100", 1, GOLDEN), "aws-p9", GOLDEN)
     assert unknown.value.field == "offer_id"
 
 
 def test_a_gpu_without_cloud_offers_still_gets_its_ownership() -> None:
-    versus, note = own_vs_cloud_or_note("dell-xe9680-mi300x", 1, None, GOLDEN, server_price_usd=100_000)
+    mi300x = ownership_tco("dell-xe9680-mi300x", 1, GOLDEN, server_price_usd=100_000)
+    versus, note = own_vs_cloud_or_note(mi300x, None, GOLDEN)
     assert versus is None and note is not None and "MI300X" in note
-    assert tco_options("dell-xe9680-mi300x", 1, GOLDEN, server_price_usd=100_000)[0].kind == "own"
+    assert tco_options(mi300x, GOLDEN)[0].kind == "own"
     with pytest.raises(InvalidRequestError):
-        own_vs_cloud("dell-xe9680-mi300x", 1, None, GOLDEN, server_price_usd=100_000)
+        own_vs_cloud(mi300x, None, GOLDEN)
 
 
 def test_dgx_b200_is_priced_and_rented() -> None:
     # DGX B200 ~$515K (secondary, uncertain); cheapest B200 on-demand offer: Spheron $6.03/GPU-h (2026-03-17)
-    ov = own_vs_cloud("nvidia-dgx-b200", 1, None, GOLDEN)
+    ov = own_vs_cloud(ownership_tco("nvidia-dgx-b200", 1, GOLDEN), None, GOLDEN)
     assert ov.ownership.capex.servers_usd == 515_000 and ov.offer_id == "spheron-b200"
     assert ov.cloud_usd_per_gpu_hour == 6.03
     assert ov.ownership.opex_per_year.load_power_kw == pytest.approx((8 * 1000 + 1000) / 1000)
@@ -436,3 +438,28 @@ def test_assumptions_are_finite_and_bounded(bad: dict[str, float]) -> None:
 def test_jobs_are_finite_and_bounded(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
         H100_DAY.model_validate({**H100_DAY.model_dump(), **bad})
+
+
+def test_the_headline_answers_inside_the_horizon_in_display_names() -> None:
+    """Issue 16: "Owning costs less than renting coreweave-h100 after 37 months" stood over a 36-month horizon
+    whose table showed renting cheaper. The headline now says which is cheaper over the horizon, then when owning
+    breaks even, with display names."""
+    from estimator.tco import offer_name, own_vs_cloud_headline
+
+    catalog = load_catalog()
+    own = ownership_tco("nvidia-dgx-h100", 1, GOLDEN)
+    for offer_id in ("coreweave-h100", "aws-p5-48xlarge"):
+        ov = own_vs_cloud(own, offer_id, GOLDEN)
+        offer = catalog.cloud_offer(offer_id)
+        text = own_vs_cloud_headline(ov, offer_name(offer, "on-demand"), GOLDEN.utilisation, GOLDEN.horizon_years)
+        month = ov.cumulative.break_even_month
+        horizon = round(GOLDEN.horizon_years * 12)
+        assert offer_id not in text and offer.provider in text and own.server_name in text
+        if month is None:
+            assert text.startswith("Renting") and "never breaks even" in text
+        elif month <= horizon:
+            assert text.startswith("Owning") and f"after {month} months" in text
+        else:
+            assert text.startswith("Renting") and f"only after {month} months" in text
+    assert offer_name(catalog.cloud_offer("spheron-b200"), "on-demand").count("on-demand") == 1
+    assert "capacity block" in offer_name(catalog.cloud_offer("aws-capacity-block-p5e"), "on-demand").lower()

@@ -10,16 +10,16 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from app.exports.csv_safe import safe_writer
 from app.exports.flatten import flatten
+from app.exports.quote import display_names, quote_sections
 from app.models import SavedItem, SavedRevision
 from app.schemas.saved import RevisionOut, SavedSummary
 
-__all__ = ["csv_document", "json_document", "print_document"]
+__all__ = ["csv_document", "json_document", "pdf_document", "print_document"]
 
 _ENV = Environment(
     loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
     autoescape=select_autoescape(default=True),
 )
-GIB = 2**30
 
 
 def json_document(item: SavedItem) -> dict[str, Any]:
@@ -51,14 +51,15 @@ def csv_document(item: SavedItem, rev: SavedRevision) -> str:
     return out.getvalue()
 
 
-def _gib(value: Any) -> str:
-    return f"{value / GIB:,.1f} GiB" if isinstance(value, int | float) else "–"
+def print_document(item: SavedItem, rev: SavedRevision, catalog: Any | None = None) -> str:
+    """The customer-ready quote (app/exports/quote.py) as printable HTML: display names from ``catalog``."""
+    names = display_names(catalog)
+    return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names))
 
 
-def print_document(item: SavedItem, rev: SavedRevision) -> str:
-    memory = rev.result.get("memory", {})
-    return _ENV.get_template("quote_print.html").render(
-        item=item, rev=rev, header=_header(item, rev), memory=memory,
-        breakdown=memory.get("breakdown_bytes", {}), inputs=list(flatten(rev.inputs)),
-        result=rev.result, gib=_gib,
-    )
+def pdf_document(item: SavedItem, rev: SavedRevision, catalog: Any | None = None) -> bytes:
+    """The same quote as a PDF, laid out by WeasyPrint (Pango) from the printable HTML."""
+    from weasyprint import HTML
+
+    pdf: bytes = HTML(string=print_document(item, rev, catalog)).write_pdf()
+    return pdf

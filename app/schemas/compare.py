@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from estimator import EstimateRequest, EstimateResponse
+from estimator.cost import CostChoice, CostResult
 
 __all__ = ["CompareOption", "CompareRequest", "CompareResponse", "CompareResult", "CompareRow"]
 
@@ -51,6 +52,7 @@ class CompareRow(BaseModel):
     mfu: float | None
     time_to_train_s: float | None
     gpu_hours: float | None
+    cost: CostResult | None = Field(default=None, description="the run on the comparison's common cost basis")
 
 
 class CompareResult(BaseModel):
@@ -61,3 +63,6 @@ class CompareResult(BaseModel):
 
 class CompareResponse(BaseModel):
     results: list[CompareResult] = Field(description="one per option, in the order given")
+    cost_basis: CostChoice | None = Field(default=None, description="the one basis every option is priced on: "
+                                          "own when every option is a server, else rent from one provider class")
+    cost_flags: list[str] = Field(default_factory=list, description="options priced another way, and why")

@@ -7,12 +7,24 @@ from typing import Any
 from app.catalog_kinds import source_items
 from app.schemas.compare import CompareOption, CompareRequest, CompareResponse, CompareResult, CompareRow
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
+from estimator.cost import CostChoice
 
-__all__ = ["compare", "option_request"]
+__all__ = ["common_basis", "compare", "option_request"]
 
 
-def option_request(job: EstimateRequest, option: CompareOption, catalog: Any) -> EstimateRequest:
-    """``job`` with its hardware replaced by ``option`` (a server alone brings its GPU)."""
+def common_basis(job: EstimateRequest, options: list[CompareOption]) -> CostChoice:
+    """Like for like: the job's own ``cost`` choice if it has one, else own when every option is a server and
+    rent (one provider class, on-demand) otherwise."""
+    if job.cost is not None and job.cost.basis != "auto":
+        return job.cost
+    base = job.cost or CostChoice()
+    basis = "own" if all(o.server is not None for o in options) else "rent"
+    return base.model_copy(update={"basis": basis})
+
+
+def option_request(job: EstimateRequest, option: CompareOption, catalog: Any,
+                   basis: CostChoice | None = None) -> EstimateRequest:
+    """``job`` with its hardware replaced by ``option`` (a server alone brings its GPU), priced on ``basis``."""
     gpu = option.gpu
     if gpu is None and option.server is not None:
         server = source_items(catalog, "server").get(option.server)
@@ -23,7 +35,10 @@ def option_request(job: EstimateRequest, option: CompareOption, catalog: Any) ->
         "num_nodes": option.num_nodes or job.hardware.num_nodes,
         "gpus_per_node": option.gpus_per_node or job.hardware.gpus_per_node,
     })
-    return job.model_copy(update={"hardware": hardware})
+    update: dict[str, Any] = {"hardware": hardware}
+    if basis is not None:
+        update["cost"] = basis
+    return job.model_copy(update=update)
 
 
 def _field(exc: EstimatorError, index: int, option: CompareOption) -> str:
@@ -44,16 +59,21 @@ def _row(option: CompareOption, request: EstimateRequest, result: EstimateRespon
         max_micro_batch_size=m.max_micro_batch_size, step_time_s=t.step_time_s if t else None,
         tokens_per_s=t.tokens_per_s if t else None, mfu=t.mfu if t else None,
         time_to_train_s=tr.time_to_train_s if tr else None, gpu_hours=tr.gpu_hours if tr else None,
+        cost=result.cost,
     )
 
 
 def compare(body: CompareRequest, catalog: Any) -> CompareResponse:
     results = []
+    basis = common_basis(body.request, body.options)
     for i, option in enumerate(body.options):
-        request = option_request(body.request, option, catalog)
+        request = option_request(body.request, option, catalog, basis)
         try:
             result = estimate(request, catalog)
         except EstimatorError as exc:
             raise type(exc)(exc.message, _field(exc, i, option)) from exc
         results.append(CompareResult(option=option, summary=_row(option, request, result), result=result))
-    return CompareResponse(results=results)
+    flags = [f"{r.summary.label}: {r.summary.cost.flags[0]}" for r in results
+             if r.summary.cost is not None and r.summary.cost.priced_another_way]
+    flags += [f"{r.summary.label}: no price in the catalog, not priced." for r in results if r.summary.cost is None]
+    return CompareResponse(results=results, cost_basis=basis, cost_flags=flags)

@@ -122,8 +122,9 @@ def compute_tco(body: TcoRequest, catalog: Any) -> TcoResponse:
     _check_offer(body, catalog)
     notes: list[str] = []
     try:
-        options = tco_options(body.server, body.num_nodes, a, catalog, price)
-        versus, note = own_vs_cloud_or_note(body.server, body.num_nodes, body.offer_id, a, catalog, price)
+        own = ownership_tco(body.server, body.num_nodes, a, catalog, server_price_usd=price)
+        options = tco_options(own, a, catalog)
+        versus, note = own_vs_cloud_or_note(own, body.offer_id, a, catalog)
         rack = rack_for(body.server, body.num_nodes, a, catalog)
         costed = job_cost(body, catalog)
         runs = compare_job(costed[0], a, catalog) if costed else []

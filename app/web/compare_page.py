@@ -14,13 +14,14 @@ from app.charts.memory import memory_figure
 from app.charts.style import figure_json
 from app.deps import CatalogDep
 from app.schemas.compare import CompareOption
-from app.services.compare import option_request
+from app.services.compare import common_basis, option_request
 from app.web import backend
 from app.web.costing import Cost, cost_to_train
 from app.web.estimate_page import Verdict, verdict_of
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
+from estimator.cost import CostChoice
 
 __all__ = ["DEFAULT_FAMILIES", "default_gpus", "router"]
 
@@ -75,10 +76,10 @@ def _label(catalog: Any, option: CompareOption) -> str:
     return backend.gpu_name(catalog, option.gpu or "")
 
 
-def _row(catalog: Any, job: EstimateRequest, option: CompareOption) -> Row:
+def _row(catalog: Any, job: EstimateRequest, option: CompareOption, basis: CostChoice | None = None) -> Row:
     label = _label(catalog, option)
     try:
-        result = backend.run_estimate(option_request(job, option, catalog), catalog)
+        result = backend.run_estimate(option_request(job, option, catalog, basis), catalog)
     except EstimatorError as exc:
         return Row(label, option, None, None, None, exc.message)
     return Row(label, option, result, verdict_of(result), cost_to_train(catalog, result), None)
@@ -96,8 +97,10 @@ def _figures(rows: list[Row]) -> dict[str, str]:
                  for r in ok]
         figs["time"] = figure_json(metric_bar_figure(hours, "Time to train", "hours"))
     if any(r.cost for r in ok):
+        owned = all(r.cost.basis == "own" for r in ok if r.cost)
+        title = "Cost to train (owned)" if owned else "Cost to train (rented)"
         figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
-                                                     "Cost to train (on-demand cloud)", "USD", ",.0f", "$"))
+                                                     title, "USD", ",.0f", "$"))
     return figs
 
 
@@ -113,14 +116,32 @@ def _context(catalog: Any, params: Any) -> tuple[dict[str, Any], bool]:
     if form.request is None:
         return base, False
     job = form.request
-    rows = [_row(catalog, job, o) for o in options]
+    basis = common_basis(job, options)
+    rows = [_row(catalog, job, o, basis) for o in options]
     query = request_to_query(job)
     picks = "&".join([f"gpus={g}" for g in base["chosen_gpus"]] + [f"servers={s}" for s in base["chosen_servers"]])
     return {
         **base, "rows": rows, "figs": _figures(rows), "job_query": query,
         "job_fields": _job_fields(query), "model_name": _model_name(rows, job),
         "share_url": f"/compare?{query}&{picks}" if query else f"/compare?{picks}",
+        "cost_basis_words": _basis_words(basis), "cost_flags": _cost_flags(rows),
     }, True
+
+
+def _basis_words(basis: CostChoice) -> str:
+    if basis.offer_id is not None:
+        return f"every option rented from the offer {basis.offer_id}"
+    if basis.basis == "own":
+        return "every option owned (purchase amortised over its life + power, colocation and support)"
+    return f"every option rented from the cheapest {basis.provider_class} {basis.pricing} offer of its GPU"
+
+
+def _cost_flags(rows: list[Row]) -> list[str]:
+    """Options priced another way than the comparison's basis, or not at all, and why."""
+    flags = [f"{r.label}: {r.cost.flags[0]}" for r in rows if r.cost is not None and r.cost.another_way]
+    flags += [f"{r.label}: {r.result.warnings[-1]}" for r in rows if r.result is not None and r.result.cost is None
+              and r.result.warnings]
+    return flags
 
 
 def _job_fields(query: str) -> list[tuple[str, str]]:

@@ -1,48 +1,47 @@
-"""Cost to train on rented GPUs: GPU-hours times the cheapest on-demand catalog price of that GPU."""
+"""The cost of a result for the pages: the estimate's own ``cost`` (:mod:`estimator.cost`, one basis for every
+page, the API and quotes), in the shape the templates read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from app.catalog_kinds import source_items
 from estimator import EstimateResponse
+from estimator.cost import CostResult
 
-__all__ = ["Cost", "cost_to_train", "gpu_hour_rate"]
+__all__ = ["Cost", "basis_words", "cost_to_train"]
 
 
 @dataclass(frozen=True)
 class Cost:
     total: float
     rate: float  # USD per GPU-hour
-    offer: str  # "provider instance"
+    offer: str  # what is priced, in words: "owned NVIDIA DGX H100 ..." or "AWS p5.48xlarge (on-demand, ...)"
+    basis: str = "rent"  # own | rent
+    basis_words: str = ""
+    confidence: str = "medium"
+    date: str | None = None
+    source: str = ""
+    flags: list[str] = field(default_factory=list)
+    another_way: bool = False
 
 
-def _per_gpu_hour(offer: Any) -> float | None:
-    if getattr(offer, "on_demand_usd_per_gpu_hour", None):
-        return float(offer.on_demand_usd_per_gpu_hour)
-    per_instance = getattr(offer, "on_demand_usd_per_instance_hour", None)
-    if per_instance:
-        return float(per_instance) / int(offer.gpus_per_instance)
-    return None
-
-
-def gpu_hour_rate(catalog: Any, gpu_id: str) -> tuple[float, str] | None:
-    """The cheapest on-demand USD per GPU-hour for ``gpu_id`` in the catalog's cloud offers, and whose."""
-    best: tuple[float, str] | None = None
-    for offer in source_items(catalog, "cloud_offer").values():
-        on_demand = getattr(offer, "offer_kind", "on-demand") == "on-demand"
-        rate = _per_gpu_hour(offer) if offer.gpu_id == gpu_id and on_demand else None
-        if rate is not None and (best is None or rate < best[0]):
-            best = (rate, f"{offer.provider} {offer.instance}")
-    return best
+def basis_words(cost: CostResult) -> str:
+    """The basis in words, for a page: "owned (amortised purchase + running costs at 80% utilisation)" or
+    "rented (AWS p5en.48xlarge (on-demand, us-east-1))"."""
+    if cost.basis == "own":
+        util = f" at {cost.utilisation:.0%} utilisation" if cost.utilisation is not None else ""
+        return f"owned: purchase amortised + power, colocation and support{util}"
+    return f"rented: {cost.label}"
 
 
 def cost_to_train(catalog: Any, result: EstimateResponse) -> Cost | None:
-    """``None`` when the estimate has no training time or the GPU has no cloud price."""
-    if result.train is None:
+    """``None`` when the run has no cost: no price either way, no training length, or it does not fit. The
+    total is the estimate's ``cost.total_usd`` (rate x the result's GPU-hours)."""
+    c = result.cost
+    if c is None or result.train is None or not result.memory.fits:
         return None
-    rate = gpu_hour_rate(catalog, result.layout.gpu)
-    if rate is None:
-        return None
-    return Cost(total=result.train.gpu_hours * rate[0], rate=rate[0], offer=rate[1])
+    return Cost(total=c.usd_per_gpu_hour * result.train.gpu_hours, rate=c.usd_per_gpu_hour, offer=c.label,
+                basis=c.basis, basis_words=basis_words(c),
+                confidence=c.confidence, date=c.date, source=c.source, flags=list(c.flags),
+                another_way=c.priced_another_way)

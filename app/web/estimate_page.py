@@ -98,7 +98,9 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "colors": MEMORY_COLORS,
         "memory_rows": [(k, MEMORY_LABELS[k], v) for k, v in memory_parts(result.memory)],
         "cost": cost_to_train(catalog, result),
+        "cost_result": result.cost,
         "ways_out": _ways_out(request, result),
+        "ways_cost": _ways_cost(catalog, request, result),
         "can_save": True,
     }
 
@@ -106,6 +108,23 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
 def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str]]:
     """Each suggestion of a result that does not fit, with the link to its estimate."""
     return [(s, f"/estimate?{request_to_query(apply_changes(request, s.changes))}") for s in result.suggestions]
+
+
+#: suggestions re-estimated for their cost (the page shows no cost for a setup that does not fit, but theirs)
+MAX_PRICED_WAYS = 4
+
+
+def _ways_cost(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> dict[int, Any]:
+    """The cost to train of each suggestion that fits (index -> Cost), on the request's cost basis."""
+    out: dict[int, Any] = {}
+    for i, s in enumerate(result.suggestions):
+        if not s.fits or len(out) >= MAX_PRICED_WAYS:
+            continue
+        try:
+            out[i] = cost_to_train(catalog, backend.run_estimate(apply_changes(request, s.changes), catalog))
+        except EstimatorError:
+            continue
+    return out
 
 
 def run_form(catalog: Any, params: Any) -> tuple[dict[str, Any], FormErrors]:

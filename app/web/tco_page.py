@@ -32,15 +32,17 @@ from app.web import backend
 from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimatorError
+from estimator.cost import CostChoice, choose_basis, offer_confidence
 from estimator.tco import (
     JobCost,
     RunCost,
     TcoAssumptions,
     assumption_table,
-    cloud_offers_for,
     compare_job,
     job_cost_cloud,
     job_cost_owned,
+    offer_name,
+    own_vs_cloud_headline,
     own_vs_cloud_or_note,
     ownership_tco,
     tco_options,
@@ -164,9 +166,10 @@ def _server_runs(catalog: Any, job: EstimateRequest, form: TcoForm, nodes: int, 
         try:
             job_cost = job_on_server(job, server_id, nodes, None, catalog, whole=True)[0]
             runs.append(job_cost_owned(job_cost.model_copy(update={"label": f"own {nodes}x {name}"}), a, catalog))
-            offers = cloud_offers_for(catalog, job_cost.gpu_id, "on-demand")
-            if offers:
-                runs.append(job_cost_cloud(job_cost, offers[0], "on-demand", a, catalog))
+            rented, _notes = choose_basis(catalog, job_cost.gpu_id, None, choice=CostChoice(basis="rent"))
+            offer = next((o for o in catalog.cloud_offers if rented and o.id == rented.offer_id), None)
+            if offer is not None and all(r.offer_id != offer.id for r in runs):
+                runs.append(job_cost_cloud(job_cost, offer, "on-demand", a, catalog))
         except EstimatorError as exc:
             skipped.append(f"{name}: {exc.message}")
     return runs, skipped
@@ -203,8 +206,8 @@ def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[s
     n = int(nodes or 1)
     try:
         own = ownership_tco(form.server, n, assumptions, catalog, server_price_usd=price)
-        options = tco_options(form.server, n, assumptions, catalog, price)
-        versus, versus_note = own_vs_cloud_or_note(form.server, n, form.offer or None, assumptions, catalog, price)
+        options = tco_options(own, assumptions, catalog)
+        versus, versus_note = own_vs_cloud_or_note(own, form.offer or None, assumptions, catalog)
         rack = rack_for(form.server, n, assumptions, catalog)
         job_cost, job_note = _job_cost(catalog, job, form, n, price)
         runs = compare_job(job_cost, assumptions, catalog) if job_cost is not None else []
@@ -218,16 +221,36 @@ def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[s
     figs = {"tco": figure_json(tco_stacked_bar_figure(options))}
     if versus is not None:
         figs["cumulative"] = figure_json(
-            cumulative_cost_figure(versus.cumulative, "Own", f"Cloud ({versus.offer_id})"))
+            cumulative_cost_figure(versus.cumulative, "Own", f"Rent ({_offer_label(catalog, versus)})"))
     if chart_runs:
         figs["runs"] = figure_json(cost_vs_time_figure(
             chart_runs, "The same job on each GPU: cost per run vs time to train", by="label"))
     if upgrade_fig:
         figs["upgrade"] = upgrade_fig
+    headline = _headline(catalog, versus, assumptions)
     return {"own": own, "options": options, "versus": versus, "versus_note": versus_note, "rack": rack,
+            "headline": headline, "offer_label": _offer_label(catalog, versus),
             "runs": runs, "job_note": job_note, "figs": figs, "chart_runs": chart_runs, "chart_skipped": skipped,
             "upgrade": upgrade, "upgrade_error": upgrade_error, "reference_job": REFERENCE_JOB_WORDS,
             "rows": assumption_table(assumptions, catalog), "nodes_int": n}
+
+
+def _offer_label(catalog: Any, versus: Any) -> str | None:
+    """The compared offer's display name ("AWS p5.48xlarge, on-demand"), never its id."""
+    if versus is None:
+        return None
+    offer = next((o for o in catalog.cloud_offers if o.id == versus.offer_id), None)
+    if offer is None:
+        return str(versus.offer_id)
+    low = offer_confidence(offer, versus.cloud_pricing, catalog) == "low"
+    return offer_name(offer, versus.cloud_pricing) + (", a low-confidence price," if low else "")
+
+
+def _headline(catalog: Any, versus: Any, a: TcoAssumptions) -> str | None:
+    label = _offer_label(catalog, versus)
+    if versus is None or label is None:
+        return None
+    return own_vs_cloud_headline(versus, label, a.utilisation, a.horizon_years)
 
 
 def _share_url(form: TcoForm, job: EstimateRequest | None) -> str:

@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.formatting import count, money, money_range, percent, rate
 from hardware_catalog.urls import web_url
 
 __all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
@@ -69,8 +70,8 @@ def params(value: float | None) -> str:
 
 
 def pct(value: float | None, digits: int = 0) -> str:
-    """A fraction (0.42) as a percentage (42%)."""
-    return "n/a" if value is None else f"{value * 100:.{digits}f}%"
+    """A fraction (0.42) as a percentage (42%), by Babel (app/formatting.py)."""
+    return percent(value, digits)
 
 
 def plain(value: Any) -> str:
@@ -91,18 +92,12 @@ def figure(value: Any) -> str:
     return f"{int(value):,}"
 
 
-def money(value: float | None, currency: str = "USD") -> str:
-    if value is None:
-        return "n/a"
-    symbol = "$" if currency == "USD" else f"{currency} "
-    return f"{symbol}{value:,.0f}" if abs(value) >= 100 else f"{symbol}{value:,.2f}"
-
-
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
 templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure,
     web_url=web_url,
+    rate=rate, count=count, money_range=money_range, percent=percent
 )
 
 

@@ -163,6 +163,13 @@ class PlanCost(_Frozen):
     cost_usd: float | None = Field(description="the whole run (null without training.train_tokens)")
     usd_per_million_tokens: float
     price_date: str | None = None
+    basis: str | None = Field(default=None, description="own | rent: the cost basis (estimator.cost)")
+    label: str | None = Field(default=None, description="what is priced, in words (owned server or offer)")
+    confidence: str | None = Field(default=None, description="high | medium | low: the price's confidence")
+    gpu_hours: float | None = None
+    total_usd: float | None = Field(default=None, description="the whole run on this basis (= cost_usd)")
+    assumptions: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list, description="why this option is priced another way, if it is")
 
 
 class Plan(_Frozen):

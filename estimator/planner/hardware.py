@@ -4,10 +4,10 @@ Hardware options come from the request (pinned ``hardware`` fields) and ``constr
 looked up in :mod:`hardware_catalog`. Without either, the planner searches every catalog GPU that has a price
 for the chosen pricing (a cloud offer, or a server to own), eight to a node.
 
-Prices per GPU-hour: cloud offers (the cheapest on-demand or reserved offer of the GPU, ``Catalog.offers_for``),
-or owning the server (:func:`estimator.tco.ownership_tco`: capex over its depreciation life plus opex, per
-useful GPU-hour). A GPU option without a server under ``owned`` pricing falls back to the cheapest server that
-carries the GPU.
+Prices per GPU-hour come from the one cost basis (:mod:`estimator.cost`): the cheapest hyperscaler on-demand
+or reserved offer of the GPU, or owning the server (:func:`estimator.tco.ownership_tco`: capex over its
+depreciation life plus opex, per useful GPU-hour). A GPU option without a server under ``owned`` pricing falls
+back to the cheapest server that carries the GPU; an option that can only be priced the other way is flagged.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from estimator.cost import CostBasis, CostChoice, choose_basis
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 
 if TYPE_CHECKING:
     from estimator.planner.contract import PlanRequest
     from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "hardware_options", "worlds_for"]
+__all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "cost_choice", "hardware_options", "worlds_for"]
 
 DEFAULT_GPUS_PER_NODE = 8
 
@@ -66,6 +67,15 @@ class HourlyPrice:
     pricing: str
     source: str
     date: str | None
+    basis: CostBasis | None = None
+
+
+def cost_choice(pricing: str) -> CostChoice:
+    """The cost basis of a plan request's ``pricing``: owned servers, or the cloud on its on-demand / reserved
+    price (the same basis :func:`estimator.estimate` then reports as the plan estimate's ``cost``)."""
+    if pricing == "owned":
+        return CostChoice(basis="own")
+    return CostChoice(basis="rent", pricing="reserved" if pricing == "reserved" else "on-demand")
 
 
 def _pinned(model: Any | None, field: str) -> bool:
@@ -159,38 +169,10 @@ class PriceBook:
         return self._cache[key]
 
     def _price(self, world: World) -> HourlyPrice | None:
+        """The world's cost basis (:func:`estimator.cost.choose_basis`, as the plan's estimate reports it)."""
         hw = world.hw
-        if self.pricing == "owned":
-            server = hw.server or _cheapest_server(self.catalog, hw.gpu.id)
-            if server is not None:
-                return _owned_price(server, world.num_nodes, min(world.gpus_per_node, server.gpu_count),
-                                    self.catalog)
-        return _cloud_price(self.catalog, hw.gpu.id, "reserved" if self.pricing == "reserved" else "on-demand")
-
-
-def _cheapest_server(catalog: Catalog, gpu_id: str) -> Any | None:
-    servers = [s for s in catalog.servers.values() if s.gpu_id == gpu_id]
-    priced = sorted((s for s in servers if s.price_usd), key=lambda s: float(s.price_usd or 0) / s.gpu_count)
-    pool: list[Any] = priced or servers
-    return pool[0] if pool else None
-
-
-def _cloud_price(catalog: Catalog, gpu_id: str, pricing: str) -> HourlyPrice | None:
-    key = "reserved_usd_per_gpu_hour" if pricing == "reserved" else "on_demand_usd_per_gpu_hour"
-    offers = [o for o in catalog.cloud_offers if o.gpu_id == gpu_id and getattr(o, key, None)]
-    if not offers:
-        return None
-    best = min(offers, key=lambda o: float(getattr(o, key)))
-    return HourlyPrice(float(getattr(best, key)), pricing, f"{best.provider} {best.instance} ({best.id})",
-                       best.date)
-
-
-def _owned_price(server: Server, nodes: int, gpn: int, catalog: Catalog) -> HourlyPrice | None:
-    from estimator import tco
-
-    try:
-        own = tco.ownership_tco(server.id, nodes, None, catalog, gpn)
-    except InvalidRequestError:
-        return None
-    return HourlyPrice(own.usd_per_gpu_hour, "owned", f"own {nodes}x {own.server_name} ({own.server_price_source})",
-                       server.price_date)
+        basis, _notes = choose_basis(self.catalog, hw.gpu.id, hw.server.id if hw.server is not None else None,
+                                     world.num_nodes, world.gpus_per_node, cost_choice(self.pricing), strict=True)
+        if basis is None:
+            return None
+        return HourlyPrice(basis.usd_per_gpu_hour, basis.pricing, basis.label, basis.date, basis)

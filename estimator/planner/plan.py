@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.cost import CostResult
 from estimator.estimate import estimate
 from estimator.modelspec import CachedShape, resolve_model
 from estimator.planner.contract import (
@@ -32,7 +33,7 @@ from estimator.planner.contract import (
 )
 from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
-from estimator.planner.hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
+from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
 from estimator.planner.search import Found, SearchContext
 from hardware_catalog import Catalog
 
@@ -125,20 +126,31 @@ def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
                       tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None)
 
 
-def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float) -> PlanCost | None:
+def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float,
+               cost: CostResult | None) -> PlanCost | None:
+    """The plan's cost; with the estimate's cost basis (the same one), its total is the estimate's to the cent."""
     if s.price is None:
         return None
     per_hour = s.price.usd_per_gpu_hour * world.size
+    total = per_hour * ttt / 3600.0 if ttt is not None else None
+    same = cost is not None and cost.usd_per_gpu_hour == s.price.usd_per_gpu_hour
+    if same and cost is not None and cost.total_usd is not None:
+        total = cost.total_usd
     return PlanCost(pricing=s.price.pricing, source=s.price.source, usd_per_gpu_hour=s.price.usd_per_gpu_hour,
-                    usd_per_hour=per_hour, cost_usd=per_hour * ttt / 3600.0 if ttt is not None else None,
+                    usd_per_hour=per_hour, cost_usd=total,
                     usd_per_million_tokens=per_hour * step_s / 3600.0 / (tokens_per_step / 1e6),
-                    price_date=s.price.date)
+                    price_date=s.price.date, basis=cost.basis if same and cost else None,
+                    label=s.price.source, confidence=cost.confidence if same and cost else None,
+                    gpu_hours=cost.gpu_hours if same and cost else None, total_usd=total,
+                    assumptions=list(cost.assumptions) if same and cost else [],
+                    flags=list(cost.flags) if same and cost else [])
 
 
 def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Catalog) -> Plan:
     """The full estimate, cost and exports of one scored layout."""
     f = s.found
-    resp = estimate(f.request, catalog)
+    request = f.request.model_copy(update={"cost": cost_choice(req.pricing)})
+    resp = estimate(request, catalog)
     if resp.time is None:  # the step-time model is optional in estimate(); the planner always has it
         resp = resp.model_copy(update={"time": f.time})
     assert resp.time is not None
@@ -147,8 +159,8 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Cat
     layout = plan_layout(f, req.sequences_per_step, req.training.seq_len)
     tokens = float(req.tokens_per_step)
     exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
-    return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=f.request, estimate=resp,
-                cost=_plan_cost(s, f.world, step, ttt, tokens), step_time_s=step, time_to_train_s=ttt,
+    return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=request, estimate=resp,
+                cost=_plan_cost(s, f.world, step, ttt, tokens, resp.cost), step_time_s=step, time_to_train_s=ttt,
                 pareto=pareto, memory_need_bytes=f.memory_need_bytes, host_ram_bytes_per_node=f.host_ram_bytes,
                 exports=exports)
 

@@ -101,6 +101,7 @@ FROZEN_OPERATION_IDS = {
     ("DELETE", "/api/v1/quotes/{item_id}"): "quotes-delete_quote",
     ("GET", "/api/v1/quotes/{item_id}.json"): "quotes-export_quote_json",
     ("GET", "/api/v1/quotes/{item_id}.csv"): "quotes-export_quote_csv",
+    ("GET", "/api/v1/quotes/{item_id}.pdf"): "quotes-export_quote_pdf",
     ("GET", "/api/v1/quotes/{item_id}/print"): "quotes-print_quote",
     ("POST", "/api/v1/saved-plans"): "saved-plans-create_saved_plan",
     ("GET", "/api/v1/saved-plans"): "saved-plans-list_saved_plans",
@@ -109,6 +110,7 @@ FROZEN_OPERATION_IDS = {
     ("DELETE", "/api/v1/saved-plans/{item_id}"): "saved-plans-delete_saved_plan",
     ("GET", "/api/v1/saved-plans/{item_id}.json"): "saved-plans-export_saved_plan_json",
     ("GET", "/api/v1/saved-plans/{item_id}.csv"): "saved-plans-export_saved_plan_csv",
+    ("GET", "/api/v1/saved-plans/{item_id}.pdf"): "saved-plans-export_saved_plan_pdf",
     ("GET", "/api/v1/saved-plans/{item_id}/print"): "saved-plans-print_saved_plan",
 }
 

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.deps import CatalogDep, SessionDep, WriterDep
 from app.errors import Conflict, NotFound
-from app.exports.documents import csv_document, json_document, print_document
+from app.exports.documents import csv_document, json_document, pdf_document, print_document
 from app.models import SavedItem, SavedRevision
 from app.repositories.saved import MAX_OFFSET, list_items, soft_delete
 from app.schemas.problem import problem_responses
@@ -105,9 +105,17 @@ def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
         return Response(csv_document(item, rev), media_type="text/csv; charset=utf-8", headers={
             "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.csv"'})
 
-    def print_saved(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> HTMLResponse:
+    def print_saved(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
+                    revision: RevisionQuery = None) -> HTMLResponse:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        return HTMLResponse(print_document(item, _revision(item, revision)))
+        return HTMLResponse(print_document(item, _revision(item, revision), catalog))
+
+    def export_pdf(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
+                   revision: RevisionQuery = None) -> Response:
+        item = find_saved(session=session, kind=kind, item_id=item_id)
+        rev = _revision(item, revision)
+        return Response(pdf_document(item, rev, catalog), media_type="application/pdf", headers={
+            "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.pdf"'})
 
     text = {"content": {"text/csv": {"schema": {"type": "string"}}}}
     html = {"content": {"text/html": {"schema": {"type": "string"}}}}
@@ -119,4 +127,8 @@ def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
                          summary="Export one revision as field,value CSV")
     router.add_api_route("/{item_id:int}/print", print_saved, methods=["GET"], name=f"print_{one}",
                          response_class=HTMLResponse, responses={200: html, **problem_responses(404)},
-                         summary="Printable HTML (print to PDF from the browser)")
+                         summary="Printable HTML: the customer-ready quote, display names only")
+    pdf = {"content": {"application/pdf": {"schema": {"type": "string", "format": "binary"}}}}
+    router.add_api_route("/{item_id:int}.pdf", export_pdf, methods=["GET"], name=f"export_{one}_pdf",
+                         response_class=Response, responses={200: pdf, **problem_responses(404)},
+                         summary="The customer-ready quote as a PDF (WeasyPrint)")

@@ -102,6 +102,7 @@ FROZEN_OPERATION_IDS = {
     ("GET", "/api/v1/quotes/{item_id}.json"): "quotes-export_quote_json",
     ("GET", "/api/v1/quotes/{item_id}.csv"): "quotes-export_quote_csv",
     ("GET", "/api/v1/quotes/{item_id}.pdf"): "quotes-export_quote_pdf",
+    ("POST", "/api/v1/inference-estimates"): "inference-estimates-create_inference_estimates",
     ("GET", "/api/v1/quotes/{item_id}/print"): "quotes-print_quote",
     ("POST", "/api/v1/saved-plans"): "saved-plans-create_saved_plan",
     ("GET", "/api/v1/saved-plans"): "saved-plans-list_saved_plans",

@@ -19,6 +19,7 @@ from app.web import backend
 from app.web.costing import Cost, cost_to_train
 from app.web.estimate_page import Verdict, verdict_of
 from app.web.forms import parse_form, request_to_query
+from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 
@@ -119,6 +120,8 @@ def _context(catalog: Any, params: Any) -> tuple[dict[str, Any], bool]:
     return {
         **base, "rows": rows, "figs": _figures(rows), "job_query": query,
         "job_fields": _job_fields(query), "model_name": _model_name(rows, job),
+        "node_rows": [(r.label, node_row(catalog, option_request(job, r.option, catalog), r.result))
+                      for r in rows if r.result is not None and r.result.host is not None],
         "share_url": f"/compare?{query}&{picks}" if query else f"/compare?{picks}",
     }, True
 

@@ -15,6 +15,7 @@ from app.deps import CatalogDep
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.node_panel import node_panel
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.suggest import apply_changes
@@ -97,6 +98,7 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "memory_rows": [(k, MEMORY_LABELS[k], v) for k, v in memory_parts(result.memory)],
         "cost": cost_to_train(catalog, result),
         "ways_out": _ways_out(request, result),
+        "node": node_panel(catalog, request, result),
         "can_save": True,
     }
 

@@ -11,11 +11,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.web.assets import asset_url
+
 __all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
 HTMX_VERSION = "2.0.11"
-PLOTLY_JS = f"vendor/plotly-{get_plotlyjs_version()}.min.js"
+PLOTLY_JS = f"vendor/plotly-basic-{get_plotlyjs_version()}.min.js"  # scripts/vendor-plotly
 HTMX_JS = f"vendor/htmx-{HTMX_VERSION}.min.js"
 
 NAV = [
@@ -96,7 +98,7 @@ def money(value: float | None, currency: str = "USD") -> str:
 
 
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
-templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
+templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url)
 templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure
 )

@@ -14,6 +14,7 @@ from app.charts.style import MEMORY_COLORS, figure_json
 from app.deps import CatalogDep
 from app.web import backend
 from app.web.costing import cost_to_train
+from app.web.form_start import model_field, server_gpu
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
 from app.web.node_panel import node_panel
 from app.web.templating import gib, is_htmx, render
@@ -52,10 +53,11 @@ def _dom_id(name: str) -> str:
 def form_context(catalog: Any, values: dict[str, Any], errors: FormErrors) -> dict[str, Any]:
     specs = field_specs()
     advanced = [s for s in specs if s.name not in BASIC_FIELDS]
+    models, values = model_field(backend.model_options(), server_gpu(catalog, values))
     return {
         "values": values,
         "errors": errors.messages,
-        "models": backend.model_options(),
+        "models": models,
         "gpus": backend.gpu_options(catalog),
         "servers": backend.server_options(catalog),
         "specs_by_name": {s.name: s for s in specs},

@@ -32,7 +32,7 @@ def step_time_parts(time: TimeResult) -> list[tuple[str, float]]:
     The estimator's step is compute + pipeline bubble + communication not overlapped + optimizer step + CPU
     offload transfers (``estimator.timing.step_time``). Compute is split into forward, backward and recompute
     when the estimator gives that breakdown; what compute holds beyond them (the slow-down of overlapped
-    communication, DDP gradient buckets) is its own bar. Parts of zero seconds are left out; whatever the
+    communication, DDP gradient buckets) is its own bar, "Other compute". Parts of zero seconds are left out; whatever the
     named parts do not explain (a newer estimator's term) shows as "Other", so the bars always sum to the step.
     """
     parts: list[tuple[str, float]] = []
@@ -42,7 +42,7 @@ def step_time_parts(time: TimeResult) -> list[tuple[str, float]]:
         parts.extend((_label(k), v) for k, v in split)
         rest = float(time.compute_s) - sum(v for _, v in split)
         if rest > 1e-9 * max(time.step_time_s, 1e-12):
-            parts.append(("Other compute (overlap slow-down, gradient buckets)", rest))
+            parts.append(("Other compute", rest))
     elif time.compute_s > 0:
         parts.append(("Compute", float(time.compute_s)))
     parts.extend((_label(k), float(getattr(time, k))) for k in _AFTER_COMPUTE if getattr(time, k) > 0)

@@ -127,10 +127,14 @@
     var first = select.options[0];
     var has = first && first.value === "" && first.text.indexOf(PASTED) === 0;
     if (name === null) {
-      if (has) { select.remove(0); select.selectedIndex = 0; }
+      if (has) {
+        select.remove(0);
+        select.value = select.dataset.preset || "";
+        if (select.selectedIndex < 0) { select.selectedIndex = 0; }
+      }
       return;
     }
-    if (!has) { first = new Option("", ""); select.add(first, 0); }
+    if (!has) { select.dataset.preset = select.value; first = new Option("", ""); select.add(first, 0); }
     first.text = PASTED + name;
     first.value = "";
     select.selectedIndex = 0;

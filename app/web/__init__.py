@@ -8,12 +8,22 @@
 from fastapi import APIRouter, Depends
 
 from app.nul import reject_nul
-from app.web import catalog_page, compare_page, estimate_page, layout_suggestion, planner_page, saved_pages, tco_page
+from app.web import (
+    catalog_page,
+    compare_page,
+    estimate_page,
+    faq_page,
+    layout_suggestion,
+    planner_page,
+    saved_pages,
+    tco_page,
+)
 from app.web.error_page import render_problem
 from app.web.guard import guard_page
 
 __all__ = ["render_problem", "router"]
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(guard_page), Depends(reject_nul)])
-for module in (estimate_page, layout_suggestion, compare_page, planner_page, tco_page, catalog_page, saved_pages):
+for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
+               saved_pages):
     router.include_router(module.router)

@@ -160,3 +160,16 @@ def test_390px_results_first_readable_charts(make_context) -> None:  # type: ign
         page.wait_for_selector(ready)
         _no_overflow(page)
         page.screenshot(path=str(ARTIFACTS / f"mobile-{name}.png"), full_page=True)
+
+
+def test_the_articles_questions_are_answered_from_home(page) -> None:  # type: ignore[no-untyped-def]
+    page.goto("/")
+    page.locator("#faq-link a").click()
+    page.wait_for_url("**/faq")
+    for key in ("scratch", "upgrade", "rack", "serve"):
+        assert page.locator(f"#faq-{key}-a").inner_text().strip(), key
+    assert "GiB per node" in page.locator("#faq-scratch").inner_text()
+    assert "years" in page.locator("#faq-scratch-a").inner_text()
+    page.locator("#faq-scratch a", has_text="With offload").click()
+    page.wait_for_selector("#node-ram")
+    assert page.locator("#node-ram").inner_text().startswith("1,157 GiB")

@@ -7,6 +7,8 @@
 
 from fastapi import APIRouter, Depends
 
+from app.i18n import router as i18n_router
+from app.i18n import use_locale
 from app.nul import reject_nul
 from app.web import (
     catalog_page,
@@ -23,7 +25,9 @@ from app.web.guard import guard_page
 
 __all__ = ["render_problem", "router"]
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(guard_page), Depends(reject_nul)])
+router = APIRouter(include_in_schema=False,
+                   dependencies=[Depends(use_locale), Depends(guard_page), Depends(reject_nul)])
 for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
                saved_pages):
     router.include_router(module.router)
+router.include_router(i18n_router)

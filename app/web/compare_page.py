@@ -13,6 +13,7 @@ from app.charts.compare import metric_bar_figure
 from app.charts.memory import memory_figure
 from app.charts.style import figure_json
 from app.deps import CatalogDep
+from app.i18n import gettext as _
 from app.schemas.compare import CompareOption
 from app.services.compare import option_request
 from app.web import backend
@@ -88,17 +89,17 @@ def _row(catalog: Any, job: EstimateRequest, option: CompareOption) -> Row:
 def _figures(rows: list[Row]) -> dict[str, str]:
     ok = [r for r in rows if r.result is not None]
     figs = {"memory": figure_json(memory_figure([(r.label, r.result.memory) for r in ok if r.result],
-                                                title="Memory on the busiest GPU"))}
+                                                title=_("Memory on the busiest GPU")))}
     if any(r.result.time for r in ok if r.result):
         tps = [(r.label, r.result.time.tokens_per_s if r.result and r.result.time else None) for r in ok]
-        figs["speed"] = figure_json(metric_bar_figure(tps, "Training throughput", "tokens/s"))
+        figs["speed"] = figure_json(metric_bar_figure(tps, _("Training throughput"), _("tokens/s")))
     if any(r.result.train for r in ok if r.result):
         hours = [(r.label, r.result.train.time_to_train_s / 3600 if r.result and r.result.train else None)
                  for r in ok]
-        figs["time"] = figure_json(metric_bar_figure(hours, "Time to train", "hours"))
+        figs["time"] = figure_json(metric_bar_figure(hours, _("Time to train"), _("hours")))
     if any(r.cost for r in ok):
         figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
-                                                     "Cost to train (on-demand cloud)", "USD", ",.0f", "$"))
+                                                     _("Cost to train (on-demand cloud)"), "USD", ",.0f", "$"))
     return figs
 
 

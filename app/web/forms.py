@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, ValidationError
 
+from app.i18n import N_
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 
 __all__ = [
@@ -40,33 +41,33 @@ SECTIONS: dict[str, type[BaseModel]] = {
 BASIC_FIELDS = frozenset({"training.method", "hardware.gpu", "hardware.server", "hardware.num_nodes"})
 
 LABELS: dict[str, tuple[str, str]] = {
-    "training.method": ("Training method", "Full fine-tune, LoRA adapters, or LoRA on a 4-bit base model"),
-    "training.lora_rank": ("LoRA rank", "Rank r of the adapter matrices"),
-    "training.lora_targets": ("LoRA targets", "Which linear layers get adapters"),
-    "training.precision": ("Precision", "Number format of weights and compute"),
-    "training.optimizer": ("Optimizer", ""),
-    "training.optimizer_impl": ("Optimizer implementation", "PyTorch fused, foreach or for-loop kernels"),
-    "training.micro_batch_size": ("Micro-batch size", "Sequences per GPU per forward pass"),
-    "training.seq_len": ("Sequence length", "Tokens per sequence"),
-    "training.gradient_accumulation_steps": ("Gradient accumulation steps", ""),
-    "training.activation_checkpointing": ("Activation checkpointing", "Recompute activations to save memory"),
-    "training.train_tokens": ("Tokens to train on", "Total training tokens, e.g. 1e9; empty for none"),
-    "training.attention": ("Attention kernel", ""),
-    "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
-    "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
-    "parallelism.sharding": ("Sharding", "ZeRO stage / FSDP"),
-    "parallelism.tp": ("Tensor parallel (TP)", ""),
-    "parallelism.pp": ("Pipeline parallel (PP)", ""),
-    "parallelism.cp": ("Context parallel (CP)", ""),
-    "parallelism.ep": ("Expert parallel (EP)", "Mixture-of-experts models only"),
-    "parallelism.sequence_parallel": ("Sequence parallel", "Megatron sequence parallelism (with TP)"),
-    "parallelism.offload": ("CPU offload", ""),
-    "parallelism.framework": ("Framework", ""),
-    "parallelism.hsdp_shard_size": ("HSDP shard size", "GPUs per shard group; empty for one node"),
-    "hardware.gpu": ("GPU", ""),
-    "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
-    "hardware.num_nodes": ("Nodes", "Number of servers"),
-    "hardware.gpus_per_node": ("GPUs per node", ""),
+    "training.method": (N_("Training method"), N_("Full fine-tune, LoRA adapters, or LoRA on a 4-bit base model")),
+    "training.lora_rank": (N_("LoRA rank"), N_("Rank r of the adapter matrices")),
+    "training.lora_targets": (N_("LoRA targets"), N_("Which linear layers get adapters")),
+    "training.precision": (N_("Precision"), N_("Number format of weights and compute")),
+    "training.optimizer": (N_("Optimizer"), ""),
+    "training.optimizer_impl": (N_("Optimizer implementation"), N_("PyTorch fused, foreach or for-loop kernels")),
+    "training.micro_batch_size": (N_("Micro-batch size"), N_("Sequences per GPU per forward pass")),
+    "training.seq_len": (N_("Sequence length"), N_("Tokens per sequence")),
+    "training.gradient_accumulation_steps": (N_("Gradient accumulation steps"), ""),
+    "training.activation_checkpointing": (N_("Activation checkpointing"), N_("Recompute activations to save memory")),
+    "training.train_tokens": (N_("Tokens to train on"), N_("Total training tokens, e.g. 1e9; empty for none")),
+    "training.attention": (N_("Attention kernel"), ""),
+    "training.pipeline_schedule": (N_("Pipeline schedule"), N_("Only used when pipeline parallel > 1")),
+    "training.virtual_stages": (N_("Virtual pipeline stages"), N_("Interleaved schedule only")),
+    "parallelism.sharding": (N_("Sharding"), N_("ZeRO stage / FSDP")),
+    "parallelism.tp": (N_("Tensor parallel (TP)"), ""),
+    "parallelism.pp": (N_("Pipeline parallel (PP)"), ""),
+    "parallelism.cp": (N_("Context parallel (CP)"), ""),
+    "parallelism.ep": (N_("Expert parallel (EP)"), N_("Mixture-of-experts models only")),
+    "parallelism.sequence_parallel": (N_("Sequence parallel"), N_("Megatron sequence parallelism (with TP)")),
+    "parallelism.offload": (N_("CPU offload"), ""),
+    "parallelism.framework": (N_("Framework"), ""),
+    "parallelism.hsdp_shard_size": (N_("HSDP shard size"), N_("GPUs per shard group; empty for one node")),
+    "hardware.gpu": (N_("GPU"), ""),
+    "hardware.server": (N_("Server"), N_("Optional: a catalog server fixes the GPU and the host")),
+    "hardware.num_nodes": (N_("Nodes"), N_("Number of servers")),
+    "hardware.gpus_per_node": (N_("GPUs per node"), ""),
 }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -24,20 +26,20 @@ from estimator.suggest import apply_changes
 __all__ = ["NodeFix", "NodePanel", "NodeRow", "node_panel", "node_row", "sized_server"]
 
 _BREAKDOWN_LABELS = {
-    "framework_baseline": "Framework and CUDA context per process",
-    "nccl": "NCCL buffers",
-    "model_loading": "Model loading",
-    "offloaded_parameters": "Offloaded parameters",
-    "offloaded_gradients": "Offloaded gradients",
-    "offloaded_optimizer_states": "Offloaded optimizer states",
-    "cpu_optimizer_temporary": "CPU optimizer temporaries",
-    "pinned_rounding": "Pinned-buffer rounding",
-    "checkpoint_staging": "Checkpoint staging",
-    "dataloader_workers": "Data-loader workers",
-    "os_reserved": "Operating system",
+    "framework_baseline": N_("Framework and CUDA context per process"),
+    "nccl": N_("NCCL buffers"),
+    "model_loading": N_("Model loading"),
+    "offloaded_parameters": N_("Offloaded parameters"),
+    "offloaded_gradients": N_("Offloaded gradients"),
+    "offloaded_optimizer_states": N_("Offloaded optimizer states"),
+    "cpu_optimizer_temporary": N_("CPU optimizer temporaries"),
+    "pinned_rounding": N_("Pinned-buffer rounding"),
+    "checkpoint_staging": N_("Checkpoint staging"),
+    "dataloader_workers": N_("Data-loader workers"),
+    "os_reserved": N_("Operating system"),
 }
 _LESS_OFFLOAD = {"optimizer+params": ("optimizer", "none"), "optimizer": ("none",), "none": ()}
-_OFFLOAD_WORDS = {"optimizer": "Offload the optimizer only", "none": "No CPU offload"}
+_OFFLOAD_WORDS = {"optimizer": N_("Offload the optimizer only"), "none": N_("No CPU offload")}
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,17 @@ def sized_server(catalog: Any, request: EstimateRequest, result: EstimateRespons
 
 
 def _limit_words(limit: RamLimit, standin: bool) -> str:
+    size = gib(limit.bytes, 0)
     if limit.known:
-        verb = "has" if limit.fixed else "takes at most"
         if standin:
-            return (f"no server is chosen; sized on the {limit.server_name} (the catalog's cheapest with these "
-                    f"GPUs), which {verb} {gib(limit.bytes, 0)}")
-        return f"this server {verb} {gib(limit.bytes, 0)}"
-    return f"no server is chosen; a usual 2-socket server takes at most {gib(limit.bytes, 0)}"
+            text = (_("no server is chosen; sized on the %(server)s (the catalog's cheapest with these GPUs), which "
+                      "has %(size)s") if limit.fixed else
+                    _("no server is chosen; sized on the %(server)s (the catalog's cheapest with these GPUs), which "
+                      "takes at most %(size)s"))
+            return text % {"server": limit.server_name, "size": size}
+        return (_("this server has %(size)s") if limit.fixed else _("this server takes at most %(size)s")) % {
+            "size": size}
+    return _("no server is chosen; a usual 2-socket server takes at most %(size)s") % {"size": size}
 
 
 def _estimate_url(request: EstimateRequest, changes: dict[str, Any]) -> str:
@@ -111,8 +117,9 @@ def _server_fixes(catalog: Any, request: EstimateRequest, result: EstimateRespon
             continue
         limit = ram_limit(s)
         if limit.known and limit.fits(need):
-            verb = "ships with" if limit.fixed else "takes up to"
-            out.append((limit.bytes, NodeFix(f"Use the {s.name}", f"it {verb} {gib(limit.bytes, 0)} of host RAM",
+            detail = (_("it ships with %(size)s of host RAM") if limit.fixed else
+                      _("it takes up to %(size)s of host RAM")) % {"size": gib(limit.bytes, 0)}
+            out.append((limit.bytes, NodeFix(_("Use the %(server)s") % {"server": s.name}, detail,
                                              _estimate_url(request, {"hardware.server": s.id,
                                                                      "hardware.gpu": s.gpu_id}))))
     return [fix for _, fix in sorted(out, key=lambda t: t[0])[:3]]
@@ -134,9 +141,10 @@ def _offload_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> l
                 continue
             if res.host is None or not res.memory.fits or not limit.fits(res.host.ram_bytes_per_node):
                 continue
-            words = _OFFLOAD_WORDS[level] + (" and full activation checkpointing" if extra else "")
-            out.append(NodeFix(words, f"{gib(res.memory.total_bytes)} per GPU, {gib(res.host.ram_bytes_per_node, 0)}"
-                                      " of host RAM per node", f"/estimate?{request_to_query(trial)}"))
+            words = _(_OFFLOAD_WORDS[level]) + (_(" and full activation checkpointing") if extra else "")
+            detail = _("%(gpu)s per GPU, %(host)s of host RAM per node") % {
+                "gpu": gib(res.memory.total_bytes), "host": gib(res.host.ram_bytes_per_node, 0)}
+            out.append(NodeFix(words, detail, f"/estimate?{request_to_query(trial)}"))
             break
         if out:
             break
@@ -155,8 +163,9 @@ def _node_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> list
         return []
     if res.host is None or not res.memory.fits or not limit.fits(res.host.ram_bytes_per_node):
         return []
-    detail = f"{gib(res.host.ram_bytes_per_node, 0)} of host RAM per node, {gib(res.memory.total_bytes)} per GPU"
-    return [NodeFix(f"Use {nodes} nodes", detail, f"/estimate?{request_to_query(trial)}")]
+    detail = _("%(host)s of host RAM per node, %(gpu)s per GPU") % {
+        "host": gib(res.host.ram_bytes_per_node, 0), "gpu": gib(res.memory.total_bytes)}
+    return [NodeFix(_("Use %(n)s nodes") % {"n": nodes}, detail, f"/estimate?{request_to_query(trial)}")]
 
 
 def node_panel(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> NodePanel | None:
@@ -170,29 +179,32 @@ def node_panel(catalog: Any, request: EstimateRequest, result: EstimateResponse)
     ram_fits = limit.fits(need)
     gpus_fit = result.memory.fits
     has = _limit_words(limit, standin)
-    needs = f"needs {gib(need, 0)} of host RAM per node"
+    args = {"need": gib(need, 0), "has": has}
     fixes: list[NodeFix] = []
     if not ram_fits:
-        tone, label = "bad", "Host does not fit"
-        sentence = (f"The GPUs fit, the host does not: {needs}; {has}." if gpus_fit
-                    else f"Neither the GPUs nor the host fit: {needs}; {has}.")
+        tone, label = "bad", N_("Host does not fit")
+        sentence = (_("The GPUs fit, the host does not: needs %(need)s of host RAM per node; %(has)s.") if gpus_fit
+                    else _("Neither the GPUs nor the host fit: needs %(need)s of host RAM per node; %(has)s.")) % args
         fixes = (_server_fixes(catalog, request, result, need, getattr(server, "id", None))
                  + _offload_fixes(catalog, request, limit) + _node_fixes(catalog, request, limit))
     elif not limit.known:
-        tone, label = "tight", "Check the server"
-        sentence = (f"The job {needs}; {has}. Pick a server that holds it." if gpus_fit
-                    else f"The GPUs do not fit; the host {needs} ({has}).")
+        tone, label = "tight", N_("Check the server")
+        sentence = (_("The job needs %(need)s of host RAM per node; %(has)s. Pick a server that holds it.")
+                    if gpus_fit else
+                    _("The GPUs do not fit; the host needs %(need)s of host RAM per node (%(has)s).")) % args
         fixes = _server_fixes(catalog, request, result, need, None)
     elif standin:
-        tone, label = "ok" if host.fits_server else "tight", "Node fits" if host.fits_server else "Host needs attention"
-        sentence = f"The job {needs}; {has}." + ("" if gpus_fit else " The GPUs do not fit, see above.")
-        fixes = []
+        tone = "ok" if host.fits_server else "tight"
+        label = N_("Node fits") if host.fits_server else N_("Host needs attention")
+        sentence = (_("The job needs %(need)s of host RAM per node; %(has)s.") % args
+                    + ("" if gpus_fit else " " + _("The GPUs do not fit, see above.")))
     elif not host.fits_server:
-        tone, label = "tight", "Host needs attention"
-        sentence = f"Host RAM fits ({needs}; {has}); see the storage and network notes below."
+        tone, label = "tight", N_("Host needs attention")
+        sentence = _("Host RAM fits (%(need)s per node; %(has)s); see the storage and network notes below.") % args
     else:
-        tone, label = "ok", "Node fits"
-        sentence = f"The node {needs}; {has}." + ("" if gpus_fit else " The GPUs do not fit, see above.")
+        tone, label = "ok", N_("Node fits")
+        sentence = (_("The node needs %(need)s of host RAM; %(has)s.") % args
+                    + ("" if gpus_fit else " " + _("The GPUs do not fit, see above.")))
     rows = sorted(((_BREAKDOWN_LABELS.get(k, k.replace("_", " ").capitalize()), int(v))
                    for k, v in host.ram_breakdown_bytes.items() if v > 0), key=lambda r: -r[1])
     opts = options_for(request).resolved()
@@ -233,12 +245,12 @@ def node_row(catalog: Any, request: EstimateRequest, result: EstimateResponse) -
     limit = ram_limit(sized_server(catalog, request, result)[0])
     need = int(host.ram_bytes_per_node)
     if not limit.fits(need):
-        tone, label = "bad", "Host RAM short"
+        tone, label = "bad", N_("Host RAM short")
     elif not limit.known:
-        tone, label = "tight", "No server: check"
+        tone, label = "tight", N_("No server: check")
     elif not host.fits_server:
-        tone, label = "tight", "Storage/network"
+        tone, label = "tight", N_("Storage/network")
     else:
-        tone, label = "ok", "Node fits"
+        tone, label = "ok", N_("Node fits")
     return NodeRow(tone, label, need, limit, float(host.power_w_per_node) / 1000, float(host.power_btu_per_h),
                    int(host.nodes_per_rack), host.recommended_nvme or "–")

@@ -140,11 +140,21 @@
     select.selectedIndex = 0;
   }
 
+  /* The language switch returns to the page as it is now (htmx may have pushed a newer URL since it was drawn). */
+  function switchLanguage(event) {
+    var link = event.target && event.target.closest ? event.target.closest(".lang-switch a") : null;
+    if (!link) { return; }
+    var url = new URL(link.href, window.location.href);
+    url.searchParams.set("next", window.location.pathname + window.location.search);
+    link.href = url.toString();
+  }
+
   function onLoad(root) { drawCharts(root || document); syncErrors(root || document); }
 
   document.addEventListener("DOMContentLoaded", function () { onLoad(document); });
   document.addEventListener("focusin", copyShareLink);
   document.addEventListener("change", serverSetsGpu);
+  document.addEventListener("click", switchLanguage);
   document.addEventListener("input", pastedConfigNamesModel);
   document.addEventListener("htmx:afterSettle", function (event) { onLoad(event.detail.elt); });
   window.addEventListener("load", function () { drawCharts(document); });

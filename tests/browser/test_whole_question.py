@@ -173,3 +173,31 @@ def test_the_articles_questions_are_answered_from_home(page) -> None:  # type: i
     page.locator("#faq-scratch a", has_text="With offload").click()
     page.wait_for_selector("#node-ram")
     assert page.locator("#node-ram").inner_text().startswith("1,157 GiB")
+
+
+def test_a_full_flow_in_brazilian_portuguese(make_context) -> None:  # type: ignore[no-untyped-def]
+    page = make_context(locale="pt-BR", extra_http_headers={"Accept-Language": "pt-BR,pt;q=0.9"}).new_page()
+    page.goto("/")
+    assert page.locator("html").get_attribute("lang") == "pt-BR"
+    assert page.locator(".card-title").first.inner_text() == "Dimensionar um fine-tuning"
+    page.select_option("#f-hardware-server", "nvidia-dgx-a100-320gb")
+    page.locator("details.advanced > summary").click()
+    page.locator("label[for='f-training-method-full']").click()
+    page.select_option("#f-parallelism-sharding", "zero3")
+    page.select_option("#f-parallelism-offload", "optimizer+params")
+    page.select_option("#f-training-activation-checkpointing", "full")
+    page.get_by_role("button", name="Estimar").click()
+    page.wait_for_selector("#result #chart-step-time .main-svg")
+    page.wait_for_function("document.querySelector('#node-verdict') && "
+                           "document.querySelector('#node-verdict').innerText === 'O host não comporta'")
+    assert page.locator("#verdict").inner_text() in {"Cabe", "Cabe, justo"}
+    assert "precisa de 1.157 GiB de RAM do host por nó; este servidor tem 1.024 GiB" in \
+        page.locator("#node-sentence").inner_text()
+    assert "," in page.locator("#kpi-total").inner_text()  # 37,1 GiB
+    assert "Transferências do offload para a CPU" in page.locator("#chart-step-time .main-svg").first.inner_html()
+    # the switch keeps English in a cookie, on the same page
+    page.locator("#lang-en").click()
+    page.wait_for_selector("#node-verdict")
+    assert page.locator("#node-verdict").inner_text() == "Host does not fit"
+    page.goto("/compare")
+    assert page.locator("h1").inner_text() == "Compare GPUs and servers"

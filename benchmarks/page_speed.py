@@ -1,6 +1,9 @@
 """Page timings in a real browser: first paint of ``/estimate`` (and other chart pages) on a cold and a warm cache.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/page_speed.py --runs 5 [--json out.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/page_speed.py --runs 5 [--json out.json] [--root OTHER_CHECKOUT]
+
+``--root`` serves another checkout of the app (an older commit, say, from ``git archive``) with this script,
+so a before/after comparison runs under the same machine load (run them alternately on a shared machine).
 
 The app runs under uvicorn in a subprocess on a free loopback port (throwaway SQLite); Debian's chromium
 (``/usr/bin/chromium``, as in the browser tests) is driven by Playwright. Every cold run is a fresh browser
@@ -17,6 +20,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.load_test import HOST, free_port, start_server  # noqa: E402
+from benchmarks.load_test import HOST, free_port  # noqa: E402
 
 CHROMIUM = os.environ.get("CAPPLAN_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -53,6 +57,16 @@ _CHART_WATCH = """() => {
 }"""
 
 
+def start_server(port: int, workdir: Path, root: Path = ROOT) -> Any:
+    env = {**os.environ, "CAPPLAN_DATABASE_URL": f"sqlite:///{workdir / 'pages.db'}",
+           "CAPPLAN_RATE_LIMIT_ANONYMOUS": "10000000/minute", "CAPPLAN_RATE_LIMIT_WEB_PAGES": "10000000/minute",
+           "PYTHONPATH": str(root)}
+    command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", HOST,
+               "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    log = (workdir / "server.log").open("wb")
+    return subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 def _wait_ready(url: str, proc: Any, timeout: float = 60) -> None:
     import urllib.request
 
@@ -77,12 +91,12 @@ def _measure(page: Any, url: str, has_chart: bool) -> dict[str, Any]:
     return dict(page.evaluate(_TIMINGS))
 
 
-def run(runs: int) -> dict[str, Any]:
+def run(runs: int, root: Path = ROOT) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
-        proc = start_server(port, Path(tmp))
+        proc = start_server(port, Path(tmp), root)
         base = f"http://{HOST}:{port}"
         try:
             _wait_ready(base, proc)
@@ -121,8 +135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
     args = parser.parse_args()
-    result = run(args.runs)
+    result = run(args.runs, args.root.resolve())
     print(f"{'page':<9} {'cache':<5} {'FCP ms':>8} {'DCL ms':>8} {'load ms':>8} {'chart ms':>9} {'bytes':>10}")
     for name, by_cache in result.items():
         for cache, m in by_cache.items():

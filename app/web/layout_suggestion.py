@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.deps import CatalogDep
+from app.i18n import gettext as _
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
@@ -68,12 +69,13 @@ def layout_words(req: EstimateRequest) -> str:
     p, t = req.parallelism, req.training
     parts = [f"{p.framework} {p.sharding}"]
     if p.offload != "none":
-        parts.append(f"offload {p.offload}")
+        parts.append(_("offload %(what)s") % {"what": p.offload})
     for name in ("tp", "pp", "cp", "ep"):
         if getattr(p, name) > 1:
             parts.append(f"{name} {getattr(p, name)}")
-    parts.append(f"checkpointing {t.activation_checkpointing}")
-    parts.append(f"micro-batch {t.micro_batch_size} x {t.gradient_accumulation_steps} accumulation")
+    parts.append(_("checkpointing %(level)s") % {"level": t.activation_checkpointing})
+    parts.append(_("micro-batch %(mbs)s x %(gas)s accumulation") % {"mbs": t.micro_batch_size,
+                                                                    "gas": t.gradient_accumulation_steps})
     return ", ".join(parts)
 
 

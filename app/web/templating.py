@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from babel.dates import format_date, format_time
 from babel.numbers import format_currency, get_decimal_symbol, get_group_symbol
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -115,6 +116,17 @@ def num(value: float | None, digits: int = 0) -> str:
     return _na() if value is None else _loc(f"{value:,.{digits}f}")
 
 
+def datetime_(value: Any) -> str:
+    """A timestamp as ``2026-12-03 17:05`` (English, the stored UTC time) or in the locale's medium date and short
+    time (Babel: ``3 de dez. de 2026 17:05`` in pt-BR)."""
+    if value is None:
+        return ""
+    locale = current_locale()
+    if locale == DEFAULT_LOCALE:
+        return str(value.strftime("%Y-%m-%d %H:%M"))
+    return f"{format_date(value, format='medium', locale=locale)} {format_time(value, format='HH:mm', locale=locale)}"
+
+
 def money(value: float | None, currency: str = "USD") -> str:
     if value is None:
         return _na()
@@ -132,7 +144,8 @@ templates.env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # t
 templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url, LOCALES=LOCALES,
                              current_locale=current_locale)
 templates.env.filters.update(
-    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num
+    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
+    datetime=datetime_,
 )
 
 

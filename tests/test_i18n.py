@@ -61,9 +61,10 @@ def test_placeholders_survive_translation() -> None:
             continue
         ids = m.id if isinstance(m.id, tuple) else (m.id,)
         strings = m.string if isinstance(m.string, tuple) else (m.string,)
-        want = set(re.findall(r"%\(\w+\)[sd]", ids[-1]))
+        pattern = r"%\(\w+\)[sd]|\{\w+\}"
+        want = set(re.findall(pattern, ids[-1]))
         for s in strings:
-            assert set(re.findall(r"%\(\w+\)[sd]", s)) == want, (m.id, s)
+            assert set(re.findall(pattern, s)) == want, (m.id, s)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +85,12 @@ def test_accept_language_picks_portuguese_and_formats_numbers_and_money(client: 
     english = client.get(DGX320, headers={"Accept-Language": "en-US"})
     assert "needs 1,157 GiB of host RAM per node; this server has 1,024 GiB" in english.text
     assert '<html lang="en">' in english.text
+
+
+def test_form_errors_are_translated_and_the_api_stays_english(client: TestClient) -> None:
+    page = client.get("/estimate?training.seq_len=lots", headers={"Accept-Language": "pt-BR"})
+    assert page.status_code == 422 and "Digite um número inteiro" in page.text
+    assert "Enter a whole number" in client.get("/estimate?training.seq_len=lots").text
 
 
 def test_the_switch_keeps_the_choice_in_a_cookie_and_returns_to_the_page(client: TestClient) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from pydantic import BaseModel, ValidationError
 
 from app.i18n import N_
+from app.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 
 __all__ = [
@@ -181,10 +182,11 @@ def _model_input(values: dict[str, Any], errors: FormErrors) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        errors.add("model_json", f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        errors.add("model_json", _("Not valid JSON: %(msg)s (line %(line)s, column %(col)s)") % {
+            "msg": exc.msg, "line": exc.lineno, "col": exc.colno})
         return None
     if not isinstance(data, dict):
-        errors.add("model_json", "Paste a JSON object, such as the contents of a config.json")
+        errors.add("model_json", _("Paste a JSON object, such as the contents of a config.json"))
         return None
     if "num_layers" in data and "num_hidden_layers" not in data:
         return {"kind": "arch", "data": data}
@@ -209,17 +211,17 @@ def _error_name(loc: tuple[Any, ...]) -> str:
 
 
 _PLAIN: dict[str, str] = {
-    "int_parsing": "Enter a whole number",
-    "int_from_float": "Enter a whole number",
-    "float_parsing": "Enter a number, such as 1e9",
-    "bool_parsing": "Enter true or false",
-    "greater_than_equal": "Must be at least {ge}",
-    "greater_than": "Must be more than {gt}",
-    "less_than_equal": "Must be at most {le}",
-    "less_than": "Must be less than {lt}",
-    "literal_error": "Choose one of {expected}",
-    "missing": "Required",
-    "extra_forbidden": "Unknown field",
+    "int_parsing": N_("Enter a whole number"),
+    "int_from_float": N_("Enter a whole number"),
+    "float_parsing": N_("Enter a number, such as 1e9"),
+    "bool_parsing": N_("Enter true or false"),
+    "greater_than_equal": N_("Must be at least {ge}"),
+    "greater_than": N_("Must be more than {gt}"),
+    "less_than_equal": N_("Must be at most {le}"),
+    "less_than": N_("Must be less than {lt}"),
+    "literal_error": N_("Choose one of {expected}"),
+    "missing": N_("Required"),
+    "extra_forbidden": N_("Unknown field"),
 }
 
 
@@ -228,7 +230,7 @@ def plain_message(err: Mapping[str, Any]) -> str:
     template = _PLAIN.get(str(err.get("type")))
     if template is not None:
         try:
-            return template.format(**err.get("ctx", {}))
+            return _(template).format(**err.get("ctx", {}))
         except (KeyError, IndexError):
             pass
     return str(err.get("msg", "invalid value")).removeprefix("Value error, ")

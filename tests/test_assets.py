@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.web.assets import IMMUTABLE, REVALIDATE, asset_url, digest_of, hashed_name
 from app.web.templating import PLOTLY_JS
 

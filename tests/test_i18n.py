@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from app.core.settings import Settings
 from babel.messages.extract import extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
@@ -16,7 +17,6 @@ from fastapi.testclient import TestClient
 
 from app.i18n import COOKIE, _accept_language
 from app.main import create_app
-from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PO = ROOT / "app" / "locale" / "pt_BR" / "LC_MESSAGES" / "messages.po"

@@ -9,12 +9,12 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 from starlette.datastructures import QueryParams
 
 from app.charts.style import GIB
 from app.main import create_app
-from app.settings import Settings
 from app.web import backend
 from app.web.forms import SECTIONS, parse_form, request_to_query
 from estimator import EstimateRequest, EstimateResponse, Hardware, Parallelism, Training, estimate

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from html import unescape
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.schemas.tco import UpgradeRequest, UpgradeSide
 from app.services.tco import compute_upgrade
-from app.settings import Settings
 from app.web.faq_page import TOKENS_PER_PARAM, UPGRADE_CANDIDATE, UPGRADE_CURRENT, UPGRADE_JOB
 from estimator import EstimateRequest, estimate
 from estimator.airflow import airflow_cfm

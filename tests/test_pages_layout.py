@@ -11,15 +11,15 @@ from html import unescape
 from urllib.parse import parse_qsl
 
 import pytest
+from app.core.settings import Settings
+from estimator.planner.plan import PlanRequest, plan
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.web.form_start import PASTED_PREFIX, pasted_name
 from app.web.forms import parse_form
 from app.web.layout_suggestion import same_layout
 from estimator import EstimateRequest, estimate
-from estimator.planner import PlanRequest, plan
 
 JOB = "model=llama-3.1-70b&training.method=full&training.train_tokens=1e9&hardware.gpu=a100-sxm4-80gb"
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from html import unescape
 
 import pytest
+from app.core.settings import Settings
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.web.node_panel import node_panel
 from estimator import EstimateRequest, estimate
 from estimator.airflow import airflow_cfm

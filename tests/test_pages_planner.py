@@ -10,13 +10,13 @@ from html import unescape
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+from app.core.settings import Settings
+from estimator.planner.plan import PlanRequest, PlanResponse, plan
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import Settings
 from app.web.assets import asset_url
 from app.web.planner_page import COLUMNS, PROGRESS, ProgressBoard, parse_plan_form, progress_text
-from estimator.planner import PlanRequest, PlanResponse, plan
 from tests.test_static import external_assets
 
 H100 = "h100-sxm5-80gb"
@@ -283,7 +283,7 @@ def test_the_form_offers_the_reverse_questions(job_page: str) -> None:
 ])
 def test_a_reverse_question_is_answered_on_the_page(client: TestClient, catalog: object, question: str,
                                                     words: re.Pattern[str]) -> None:
-    from estimator.planner_reverse import ReverseRequest, answer
+    from estimator.planner.reverse import ReverseRequest, answer
 
     response = client.get("/plan?" + urlencode({**JOB, "question": question}))
     assert response.status_code == 200, response.text[-1500:]

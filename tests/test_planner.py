@@ -7,16 +7,15 @@ import math
 from typing import Any
 
 import pytest
+from estimator.planner.contract import Plan, PlanRequest, PlanResponse
+from estimator.planner.hardware import hardware_options, worlds_for
+from estimator.planner.plan import plan
+from estimator.planner.search import SearchContext
 from pydantic import ValidationError
 
 from estimator.layout import build_layout
 from estimator.memory import peak_memory
-from estimator.modelspec import ModelShape, resolve_model
-from estimator.planner import plan
-from estimator.planner_hardware import hardware_options, worlds_for
-from estimator.planner_models import Plan, PlanRequest, PlanResponse
-from estimator.planner_search import SearchContext
-from estimator.planner_shape import CachedShape
+from estimator.modelspec import CachedShape, ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.timing import step_time
 from hardware_catalog import load_catalog

@@ -2,14 +2,14 @@
 
 ``render_problem`` draws an error as an HTML page (or an htmx fragment); ``create_app`` sets it as
 ``app.state.html_error_renderer`` so ``app.errors`` uses it for every non-API error. Every page goes through
-``app.web.guard`` (same-origin form posts, rate limits) and ``app.nul`` (no NUL characters).
+``app.web.guard`` (same-origin form posts, rate limits) and ``app.core.nul`` (no NUL characters).
 """
 
 from fastapi import APIRouter, Depends
 
+from app.core.nul import reject_nul
 from app.i18n import router as i18n_router
 from app.i18n import use_locale
-from app.nul import reject_nul
 from app.web import (
     catalog_page,
     compare_page,

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.planner.plan import PlanRequest, plan
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
@@ -25,7 +26,6 @@ from app.web.layout_suggestion import layout_words
 from app.web.templating import duration, gib, money, num, render
 from estimator import EstimateRequest, EstimatorError
 from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
-from estimator.planner import PlanRequest, plan
 from estimator.rack import plan_rack_for_server
 
 __all__ = ["Answer", "answers", "router"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from estimator.planner.contract import Constraints
+from estimator.planner.plan import Plan, PlanRequest, plan
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
@@ -21,8 +23,6 @@ from app.i18n import gettext as _
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
-from estimator.planner import Plan, PlanRequest, plan
-from estimator.planner_models import Constraints
 from estimator.request import Hardware, Training
 
 __all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_request_for", "plan_url_for", "router", "same_layout"]

@@ -2,7 +2,7 @@
 
 The GPUs are only part of the answer: a 70B full fine-tune with CPU offload fits 8x A100 80GB at 37 GiB per
 GPU and needs about 1,157 GiB of host RAM per node. :func:`node_panel` puts the estimator's ``host`` block
-next to what the chosen catalog server holds (``estimator.host.ram_limit``: its published maximum, or the
+next to what the chosen catalog server holds (``estimator.host.sizing.ram_limit``: its published maximum, or the
 default ceiling when none is chosen) and says in one sentence whether the node works, and, when it does not,
 which change does: a catalog server with the same GPU that holds the RAM, or less offload (re-estimated).
 """
@@ -12,15 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.host.bom import choose_server
+from estimator.host.sizing import RamLimit, ram_limit
+from estimator.host_options import options_for
+
 from app.i18n import N_
 from app.i18n import gettext as _
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
-from estimator.bom import choose_server
-from estimator.host import RamLimit, ram_limit
-from estimator.host_config import options_for
 from estimator.suggest import apply_changes
 
 __all__ = ["NodeFix", "NodePanel", "NodeRow", "node_panel", "node_row", "sized_server"]
@@ -80,7 +81,7 @@ class NodePanel:
 
 def sized_server(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> tuple[Any, bool]:
     """The server the estimator sized the host on, and whether it stands in for none chosen: the request's,
-    else the catalog's cheapest carrying the GPU (``estimator.bom.choose_server``, as ``estimate`` does)."""
+    else the catalog's cheapest carrying the GPU (``estimator.host.bom.choose_server``, as ``estimate`` does)."""
     chosen = catalog.servers.get(result.layout.server) if result.layout.server else None
     if chosen is not None:
         return chosen, False

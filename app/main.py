@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.api import docs, health
 from app.api.router import api_router
@@ -28,6 +27,8 @@ from app.http_security import install_http_security
 from app.openapi import install_openapi, operation_id
 from app.web import render_problem
 from app.web import router as web_router
+from app.web.assets import AssetFiles
+from app.web.templating import HTMX_JS, PLOTLY_JS
 from estimator import ESTIMATOR_VERSION
 
 __all__ = ["create_app"]
@@ -90,5 +91,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.include_router(health.router)
     app.include_router(docs.router)
     app.include_router(web_router)
-    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    static = AssetFiles(directory=settings.static_dir)
+    static.precompress([PLOTLY_JS, HTMX_JS, "css/app.css", "js/app.js"])
+    app.mount("/static", static, name="static")
     return app

@@ -130,6 +130,12 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _first_architecture(cfg: dict[str, Any]) -> str | None:
+    """``architectures[0]`` of a config.json (``Qwen2ForCausalLM``): a better name than the ``model_type``."""
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] else None
+
+
 def _as_int(key: str, value: Any) -> int:
     """An integer-valued config entry: an int, an integral finite float, or a string of digits; never a bool."""
     bad = ModelConfigError(f"config.json: {key} must be an integer, not {_show(value)}", f"model.hf_config.{key}")
@@ -194,7 +200,8 @@ def _hf_fields(c: _Config) -> dict[str, Any]:
     ffn = c.int("ffn_hidden_size", "intermediate_size", "n_inner", "ffn_dim") or 4 * hidden
     window = c.int("sliding_window", "sliding_window") if c.flag("use_sliding_window", True) else None
     fields: dict[str, Any] = {
-        "name": str(c.raw("name", "_name_or_path", "name") or model_type or "hf-config")[:200],
+        "name": str(c.raw("name", "_name_or_path", "name") or _first_architecture(c.cfg) or model_type
+                    or "hf-config")[:200],
         "num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
         "num_kv_heads": c.int("num_kv_heads", "num_key_value_heads", "num_kv_heads", default=heads),
         "head_dim": c.int("head_dim", "head_dim"), "ffn_hidden_size": ffn, "vocab_size": vocab,

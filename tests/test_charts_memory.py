@@ -73,9 +73,14 @@ def _time(**kw: float) -> TimeResult:
     return TimeResult(**{**base, **kw})
 
 
-def test_step_time_uses_the_estimators_breakdown_when_given() -> None:
-    t = _time(breakdown_s={"forward_s": 0.5, "backward_s": 1.0})
-    assert step_time_parts(t) == [("Forward", 0.5), ("Backward", 1.0)]
+def test_step_time_splits_compute_by_the_estimators_breakdown_and_sums_to_the_step() -> None:
+    t = _time(breakdown_s={"forward_s": 0.5, "backward_s": 0.9, "data_parallel_s": 0.6})
+    parts = step_time_parts(t)
+    assert parts == [("Forward", 0.5), ("Backward", 0.9),
+                     ("Other compute", pytest.approx(0.1)),
+                     ("Communication (not overlapped)", 0.2), ("Pipeline bubble", 0.1), ("Optimizer step", 0.15),
+                     ("CPU offload transfers", 0.05)]
+    assert sum(v for _, v in parts) == pytest.approx(t.step_time_s)
 
 
 def test_step_time_falls_back_to_the_named_parts() -> None:
@@ -83,6 +88,28 @@ def test_step_time_falls_back_to_the_named_parts() -> None:
     (bar,) = fig["data"]
     assert tuple(bar["y"])[:1] == ("Compute",)
     assert sum(bar["x"]) == pytest.approx(1.5 + 0.2 + 0.1 + 0.15 + 0.05)
+
+
+def test_step_time_shows_what_the_named_parts_do_not_explain() -> None:
+    parts = step_time_parts(_time(step_time_s=2.5))
+    assert parts[-1] == ("Other", pytest.approx(0.5))
+    assert sum(v for _, v in parts) == pytest.approx(2.5)
+
+
+def test_step_time_chart_of_70b_full_offload_on_8x_a100_holds_the_offload_and_sums_to_the_step() -> None:
+    """The issue's case: Llama 3.1 70B full fine-tuning, ZeRO-3 with optimizer+params offload, full
+    checkpointing, 8x A100 SXM4 80GB. Its step is mostly PCIe offload; the bars used to sum to compute only."""
+    from estimator import EstimateRequest, estimate
+
+    req = EstimateRequest.model_validate({
+        "model": "llama-3.1-70b", "training": {"method": "full", "activation_checkpointing": "full"},
+        "parallelism": {"sharding": "zero3", "offload": "optimizer+params"},
+        "hardware": {"gpu": "a100-sxm4-80gb", "num_nodes": 1}})
+    time = estimate(req).time
+    assert time is not None and time.offload_s > 0
+    parts = dict(step_time_parts(time))
+    assert parts["CPU offload transfers"] == pytest.approx(time.offload_s)
+    assert sum(parts.values()) == pytest.approx(time.step_time_s, rel=1e-9)
 
 
 def test_metric_bars_mark_missing_values() -> None:

@@ -123,7 +123,7 @@ def test_htmx_gets_the_fragment_with_out_of_band_errors_and_a_canonical_url(clie
     assert 'id="err-f-training-seq-len" hx-swap-oob="true"' in response.text
     pushed = response.headers["HX-Push-Url"]
     assert "training.seq_len" not in pushed, "defaults are left out of the shareable URL"
-    assert response.headers["Vary"] == "HX-Request"
+    assert response.headers["Vary"] == "HX-Request, Accept-Language, Cookie"  # fragment, and the page language
     restore = client.get(f"/estimate?{JOB}", headers={"HX-Request": "true", "HX-History-Restore-Request": "true"})
     assert "<html" in restore.text
 

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.core.settings import Settings
 from app.main import create_app
+from app.web.assets import asset_url
 from app.web.planner_page import COLUMNS, PROGRESS, ProgressBoard, parse_plan_form, progress_text
 from estimator.planner.plan import PlanRequest, PlanResponse, plan
 from tests.test_static import external_assets
@@ -117,7 +118,7 @@ def test_first_visit_shows_the_form_and_no_search(client: TestClient) -> None:
     assert f'name="constraints.gpus" value="{H100}"' in html
     assert 'name="constraints.servers" value="dell-xe9680-h100"' in html
     assert '<option value="llama-3.1-70b" selected>' in html
-    assert "/static/js/planner.js" in html and external_assets(html) == []
+    assert asset_url("js/planner.js") in html and external_assets(html) == []
     assert "Searching layouts…" in html  # the htmx indicator
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -25,22 +27,52 @@ def external_assets(text: str) -> list[str]:
     return [u for u in urls if _EXTERNAL.match(u) and not re.match(r"^(?:https?:)?//(127\.0\.0\.1|localhost)\b", u)]
 
 
-def test_plotly_bundle_matches_the_installed_plotly() -> None:
+def _lock() -> dict[str, str]:
+    return dict(json.loads((STATIC / "vendor" / "plotly-basic.lock.json").read_text(encoding="utf-8")))
+
+
+def test_plotly_bundle_is_the_basic_bundle_of_the_installed_plotly() -> None:
+    """The vendored plotly.js is the same release as the installed plotly package's (pyproject pins it)."""
     version = get_plotlyjs_version()
     path = STATIC / PLOTLY_JS
-    assert path.name == f"plotly-{version}.min.js"
-    assert path.is_file(), f"run: cp $(python -c 'import plotly,os;print(os.path.dirname(plotly.__file__))')" \
-                           f"/package_data/plotly.min.js {path}"
+    assert path.name == f"plotly-basic-{version}.min.js"
+    assert path.is_file(), "run: scripts/vendor-plotly"
     header = path.read_text(encoding="utf-8", errors="replace")[:400]
-    assert re.search(rf"plotly\.js v{re.escape(version)}\b", header), header
+    assert re.search(rf"plotly\.js \(basic - minified\) v{re.escape(version)}\b", header), header
+    lock = _lock()
+    assert (lock["package"], lock["version"], lock["file"]) == ("plotly.js-basic-dist-min", version, path.name)
 
 
-def test_the_vendored_plotly_is_the_installed_packages_bundle_byte_for_byte() -> None:
-    """pyproject pins plotly to the release whose plotly.js is vendored; a different install fails here."""
-    import plotly
+def test_the_vendored_plotly_is_the_npm_packages_file_byte_for_byte() -> None:
+    """scripts/vendor-plotly checked the npm tarball against the registry's sha1 and sha512 integrity and recorded
+    the file's sha256; an edited or re-minified bundle fails here."""
+    lock = _lock()
+    assert re.fullmatch(r"[0-9a-f]{40}", lock["npm_shasum"]) and lock["npm_integrity"].startswith("sha512-")
+    assert hashlib.sha256((STATIC / PLOTLY_JS).read_bytes()).hexdigest() == lock["sha256"]
 
-    bundled = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-    assert (STATIC / PLOTLY_JS).read_bytes() == bundled.read_bytes()
+
+def _bundle_traces() -> set[str]:
+    text = (STATIC / PLOTLY_JS).read_text(encoding="utf-8", errors="replace")
+    return set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', text))
+
+
+def test_the_basic_bundle_has_every_trace_type_the_charts_use() -> None:
+    """The partial bundle registers scatter, bar and pie only: a chart module that builds any other trace type
+    (``go.Heatmap``, ``go.Waterfall``...) needs the full bundle, and fails here first."""
+    used = set()
+    for path in (ROOT / "app" / "charts").glob("*.py"):
+        used |= {name.lower() for name in re.findall(r"\bgo\.([A-Z][A-Za-z]+)\(", path.read_text(encoding="utf-8"))}
+    used -= {"figure"}
+    assert used, "the scan found no trace constructors"
+    assert used <= _bundle_traces(), used - _bundle_traces()
+    assert {"bar", "scatter"} <= _bundle_traces()
+
+
+def test_redoc_bundle_names_no_cdn() -> None:
+    """scripts/vendor-docs-assets points ReDoc's sidebar logo (an <img> from Redocly's CDN) at an inline SVG."""
+    text = (STATIC / "vendor" / "redoc-2.5.4" / "redoc.standalone.js").read_text(encoding="utf-8")
+    assert "cdn.redoc.ly" not in text
+    assert 'alt:"redocly logo"' in text
 
 
 def test_pyproject_pins_the_plotly_that_is_installed() -> None:

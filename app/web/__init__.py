@@ -8,12 +8,27 @@
 from fastapi import APIRouter, Depends
 
 from app.core.nul import reject_nul
-from app.web import catalog_page, compare_page, estimate_page, planner_page, saved_pages, serve_page, tco_page
+from app.i18n import router as i18n_router
+from app.i18n import use_locale
+from app.web import (
+    catalog_page,
+    compare_page,
+    estimate_page,
+    faq_page,
+    layout_suggestion,
+    planner_page,
+    saved_pages,
+    serve_page,
+    tco_page,
+)
 from app.web.error_page import render_problem
 from app.web.guard import guard_page
 
 __all__ = ["render_problem", "router"]
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(guard_page), Depends(reject_nul)])
-for module in (estimate_page, compare_page, planner_page, tco_page, catalog_page, saved_pages, serve_page):
+router = APIRouter(include_in_schema=False,
+                   dependencies=[Depends(use_locale), Depends(guard_page), Depends(reject_nul)])
+for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
+               saved_pages, serve_page):
     router.include_router(module.router)
+router.include_router(i18n_router)

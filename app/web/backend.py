@@ -18,6 +18,7 @@ class Option:
     value: str
     label: str
     detail: str = ""
+    gpu: str = ""  # a server's GPU id (the form sets the GPU field to it)
 
 
 def _params(value: int | None) -> str:
@@ -46,7 +47,8 @@ def gpu_options(catalog: Any) -> list[Option]:
 
 def server_options(catalog: Any) -> list[Option]:
     servers = catalog.servers.values()
-    return [Option(s.id, s.name, f"{s.gpu_count}x {s.gpu_id}") for s in sorted(servers, key=lambda s: s.name)]
+    return [Option(s.id, s.name, f"{s.gpu_count}x {s.gpu_id}", gpu=s.gpu_id)
+            for s in sorted(servers, key=lambda s: s.name)]
 
 
 def gpu_name(catalog: Any, gpu_id: str) -> str:

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse
 from app.catalog_kinds import Kind, source_items
 from app.deps import CatalogDep
 from app.errors import NotFound
+from app.i18n import N_
 from app.web.templating import render
 
 __all__ = ["router"]
@@ -18,7 +19,7 @@ router = APIRouter()
 
 Tab = Literal["gpus", "servers", "cloud-offers"]
 _KIND: dict[str, Kind] = {"gpus": "gpu", "servers": "server", "cloud-offers": "cloud_offer"}
-_TITLES = {"gpus": "GPUs", "servers": "Servers", "cloud-offers": "Cloud offers"}
+_TITLES = {"gpus": N_("GPUs"), "servers": N_("Servers"), "cloud-offers": N_("Cloud offers")}
 _SKIP = {"sources", "field_sources", "uncertain", "notes", "id"}
 
 

@@ -13,12 +13,14 @@ from app.charts.compare import metric_bar_figure
 from app.charts.memory import memory_figure
 from app.charts.style import figure_json
 from app.deps import CatalogDep
+from app.i18n import gettext as _
 from app.schemas.compare import CompareOption
 from app.services.compare import common_basis, option_request
 from app.web import backend
 from app.web.costing import Cost, cost_to_train
 from app.web.estimate_page import Verdict, verdict_of
 from app.web.forms import parse_form, request_to_query
+from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.cost import CostChoice
@@ -88,17 +90,17 @@ def _row(catalog: Any, job: EstimateRequest, option: CompareOption, basis: CostC
 def _figures(rows: list[Row]) -> dict[str, str]:
     ok = [r for r in rows if r.result is not None]
     figs = {"memory": figure_json(memory_figure([(r.label, r.result.memory) for r in ok if r.result],
-                                                title="Memory on the busiest GPU"))}
+                                                title=_("Memory on the busiest GPU")))}
     if any(r.result.time for r in ok if r.result):
         tps = [(r.label, r.result.time.tokens_per_s if r.result and r.result.time else None) for r in ok]
-        figs["speed"] = figure_json(metric_bar_figure(tps, "Training throughput", "tokens/s"))
+        figs["speed"] = figure_json(metric_bar_figure(tps, _("Training throughput"), _("tokens/s")))
     if any(r.result.train for r in ok if r.result):
         hours = [(r.label, r.result.train.time_to_train_s / 3600 if r.result and r.result.train else None)
                  for r in ok]
-        figs["time"] = figure_json(metric_bar_figure(hours, "Time to train", "hours"))
+        figs["time"] = figure_json(metric_bar_figure(hours, _("Time to train"), _("hours")))
     if any(r.cost for r in ok):
         owned = all(r.cost.basis == "own" for r in ok if r.cost)
-        title = "Cost to train (owned)" if owned else "Cost to train (rented)"
+        title = _("Cost to train (owned)") if owned else _("Cost to train (rented)")
         figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
                                                      title, "USD", ",.0f", "$"))
     return figs
@@ -123,6 +125,8 @@ def _context(catalog: Any, params: Any) -> tuple[dict[str, Any], bool]:
     return {
         **base, "rows": rows, "figs": _figures(rows), "job_query": query,
         "job_fields": _job_fields(query), "model_name": _model_name(rows, job),
+        "node_rows": [(r.label, node_row(catalog, option_request(job, r.option, catalog), r.result))
+                      for r in rows if r.result is not None and r.result.host is not None],
         "share_url": f"/compare?{query}&{picks}" if query else f"/compare?{picks}",
         "cost_basis_words": _basis_words(basis), "cost_flags": _cost_flags(rows),
     }, True

@@ -12,9 +12,13 @@ from app.charts.memory import MEMORY_LABELS, memory_figure, memory_parts
 from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
 from app.deps import CatalogDep
+from app.i18n import N_
+from app.i18n import gettext as _
 from app.web import backend
 from app.web.costing import cost_to_train
+from app.web.form_start import model_field, server_gpu
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -33,16 +37,20 @@ class Verdict:
 
 
 def verdict_of(result: EstimateResponse) -> Verdict:
-    """Fits / tight (fits, but within the error bar) / does not fit, in words."""
+    """Fits / tight (fits, but within the error bar) / does not fit, in words (the label is translated where it
+    is shown, the sentence here)."""
     mem = result.memory
     margin = mem.total_bytes * mem.error_bar_pct / 100
-    used = f"{gib(mem.total_bytes)} of {gib(mem.capacity_bytes)} per GPU (± {mem.error_bar_pct:.0f}%)"
+    used = _("%(used)s of %(capacity)s per GPU (± %(err)s%%)") % {
+        "used": gib(mem.total_bytes), "capacity": gib(mem.capacity_bytes), "err": f"{mem.error_bar_pct:.0f}"}
     if not mem.fits:
-        return Verdict("bad", "Does not fit", f"Needs {used}: {gib(-mem.headroom_bytes)} over.")
+        return Verdict("bad", N_("Does not fit"), _("Needs %(used)s: %(over)s over.") % {
+            "used": used, "over": gib(-mem.headroom_bytes)})
     if mem.headroom_bytes < margin:
-        return Verdict("tight", "Fits, tight", f"Uses {used}; the {gib(mem.headroom_bytes)} headroom is "
-                                               "inside the error bar.")
-    return Verdict("ok", "Fits", f"Uses {used}, leaving {gib(mem.headroom_bytes)} headroom.")
+        return Verdict("tight", N_("Fits, tight"), _("Uses %(used)s; the %(headroom)s headroom is inside the error "
+                                                      "bar.") % {"used": used, "headroom": gib(mem.headroom_bytes)})
+    return Verdict("ok", N_("Fits"), _("Uses %(used)s, leaving %(headroom)s headroom.") % {
+        "used": used, "headroom": gib(mem.headroom_bytes)})
 
 
 def _dom_id(name: str) -> str:
@@ -52,17 +60,18 @@ def _dom_id(name: str) -> str:
 def form_context(catalog: Any, values: dict[str, Any], errors: FormErrors) -> dict[str, Any]:
     specs = field_specs()
     advanced = [s for s in specs if s.name not in BASIC_FIELDS]
+    models, values = model_field(backend.model_options(), server_gpu(catalog, values))
     return {
         "values": values,
         "errors": errors.messages,
-        "models": backend.model_options(),
+        "models": models,
         "gpus": backend.gpu_options(catalog),
         "servers": backend.server_options(catalog),
         "specs_by_name": {s.name: s for s in specs},
         "advanced_specs": advanced,
         "advanced_open": any(s.name in errors.messages for s in advanced)
         or any(values.get(s.name) not in (s.default, None) for s in advanced),
-        "labels": {"model": "Model", "model_json": "config.json", **{s.name: s.label for s in specs}},
+        "labels": {"model": N_("Model"), "model_json": "config.json", **{s.name: s.label for s in specs}},
         "dom_ids": {"model": "f-model", "model_json": "f-model-json", **{s.name: s.dom_id for s in specs}},
         "all_fields": [("model", "f-model"), ("model_json", "f-model-json"), ("form", "form")]
         + [(s.name, s.dom_id) for s in specs],
@@ -101,6 +110,7 @@ def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateRes
         "cost_result": result.cost,
         "ways_out": _ways_out(request, result),
         "ways_cost": _ways_cost(catalog, request, result),
+        "node": node_panel(catalog, request, result),
         "can_save": True,
     }
 

@@ -17,6 +17,8 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, ValidationError
 
+from app.i18n import N_
+from app.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 
 __all__ = [
@@ -40,44 +42,45 @@ SECTIONS: dict[str, type[BaseModel]] = {
 BASIC_FIELDS = frozenset({"training.method", "hardware.gpu", "hardware.server", "hardware.num_nodes"})
 
 LABELS: dict[str, tuple[str, str]] = {
-    "training.method": ("Training method", "Full fine-tune, LoRA adapters, or LoRA on a 4-bit base model"),
-    "training.lora_rank": ("LoRA rank", "Rank r of the adapter matrices"),
-    "training.lora_targets": ("LoRA targets", "Which linear layers get adapters"),
-    "training.precision": ("Precision", "Number format of weights and compute"),
-    "training.optimizer": ("Optimizer", ""),
-    "training.optimizer_impl": ("Optimizer implementation", "PyTorch fused, foreach or for-loop kernels"),
-    "training.micro_batch_size": ("Micro-batch size", "Sequences per GPU per forward pass"),
-    "training.seq_len": ("Sequence length", "Tokens per sequence"),
-    "training.gradient_accumulation_steps": ("Gradient accumulation steps", ""),
-    "training.activation_checkpointing": ("Activation checkpointing", "Recompute activations to save memory"),
-    "training.train_tokens": ("Tokens to train on", "Total training tokens, e.g. 1e9; empty for none"),
-    "training.attention": ("Attention kernel", ""),
-    "training.packed_document_tokens": ("Packed document length", "Mean tokens per packed document; empty: "
-                                        "one document per sequence"),
-    "training.pipeline_schedule": ("Pipeline schedule", "Only used when pipeline parallel > 1"),
-    "training.virtual_stages": ("Virtual pipeline stages", "Interleaved schedule only"),
-    "training.lora_dropout": ("LoRA dropout", "peft lora_dropout, e.g. 0.05; each adapter then keeps a mask and "
-                              "its own input copy"),
-    "parallelism.sharding": ("Sharding", "ZeRO stage / FSDP"),
-    "parallelism.tp": ("Tensor parallel (TP)", ""),
-    "parallelism.pp": ("Pipeline parallel (PP)", ""),
-    "parallelism.cp": ("Context parallel (CP)", ""),
-    "parallelism.ep": ("Expert parallel (EP)", "Mixture-of-experts models only"),
-    "parallelism.sequence_parallel": ("Sequence parallel", "Megatron sequence parallelism (with TP)"),
-    "parallelism.offload": ("CPU offload", ""),
-    "parallelism.framework": ("Framework", ""),
-    "parallelism.hsdp_shard_size": ("HSDP shard size", "GPUs per shard group; empty for one node"),
-    "parallelism.tp_plan": ("Tensor-parallel plan", "vocab-parallel (Megatron, torchtitan) or replicated-embeddings "
-                            "(Hugging Face tp_plan=\"auto\", accelerate, DeepSpeed AutoTP); empty: the "
-                            "framework's default"),
-    "parallelism.tp_comm_overlap": ("TP communication overlap", "Megatron --tp-comm-overlap (userbuffers); auto: "
-                                    "on for Megatron with sequence parallel"),
-    "parallelism.first_stage_layers": ("Layers on the first pipeline stage", "Empty: the framework's split"),
-    "parallelism.last_stage_layers": ("Layers on the last pipeline stage", "Empty: the framework's split"),
-    "hardware.gpu": ("GPU", ""),
-    "hardware.server": ("Server", "Optional: a catalog server fixes the GPU and the host"),
-    "hardware.num_nodes": ("Nodes", "Number of servers"),
-    "hardware.gpus_per_node": ("GPUs per node", ""),
+    "training.method": (N_("Training method"), N_("Full fine-tune, LoRA adapters, or LoRA on a 4-bit base model")),
+    "training.lora_rank": (N_("LoRA rank"), N_("Rank r of the adapter matrices")),
+    "training.lora_targets": (N_("LoRA targets"), N_("Which linear layers get adapters")),
+    "training.precision": (N_("Precision"), N_("Number format of weights and compute")),
+    "training.optimizer": (N_("Optimizer"), ""),
+    "training.optimizer_impl": (N_("Optimizer implementation"), N_("PyTorch fused, foreach or for-loop kernels")),
+    "training.micro_batch_size": (N_("Micro-batch size"), N_("Sequences per GPU per forward pass")),
+    "training.seq_len": (N_("Sequence length"), N_("Tokens per sequence")),
+    "training.gradient_accumulation_steps": (N_("Gradient accumulation steps"), ""),
+    "training.activation_checkpointing": (N_("Activation checkpointing"), N_("Recompute activations to save memory")),
+    "training.train_tokens": (N_("Tokens to train on"), N_("Total training tokens, e.g. 1e9; empty for none")),
+    "training.attention": (N_("Attention kernel"), ""),
+    "training.pipeline_schedule": (N_("Pipeline schedule"), N_("Only used when pipeline parallel > 1")),
+    "training.virtual_stages": (N_("Virtual pipeline stages"), N_("Interleaved schedule only")),
+    "parallelism.sharding": (N_("Sharding"), N_("ZeRO stage / FSDP")),
+    "parallelism.tp": (N_("Tensor parallel (TP)"), ""),
+    "parallelism.pp": (N_("Pipeline parallel (PP)"), ""),
+    "parallelism.cp": (N_("Context parallel (CP)"), ""),
+    "parallelism.ep": (N_("Expert parallel (EP)"), N_("Mixture-of-experts models only")),
+    "parallelism.sequence_parallel": (N_("Sequence parallel"), N_("Megatron sequence parallelism (with TP)")),
+    "parallelism.offload": (N_("CPU offload"), ""),
+    "parallelism.framework": (N_("Framework"), ""),
+    "parallelism.hsdp_shard_size": (N_("HSDP shard size"), N_("GPUs per shard group; empty for one node")),
+    "hardware.gpu": (N_("GPU"), ""),
+    "hardware.server": (N_("Server"), N_("Optional: a catalog server fixes the GPU and the host")),
+    "hardware.num_nodes": (N_("Nodes"), N_("Number of servers")),
+    "hardware.gpus_per_node": (N_("GPUs per node"), ""),
+    "training.packed_document_tokens": (N_("Packed document length"), N_("Mean tokens per packed document; empty: "
+                                                                         "one document per sequence")),
+    "training.lora_dropout": (N_("LoRA dropout"), N_("peft lora_dropout, e.g. 0.05; each adapter then keeps a mask "
+                                                     "and its own input copy")),
+    "parallelism.tp_plan": (N_("Tensor-parallel plan"), N_("vocab-parallel (Megatron, torchtitan) or "
+                                                           "replicated-embeddings (Hugging Face tp_plan=\"auto\", "
+                                                           "accelerate, DeepSpeed AutoTP); empty: the framework's "
+                                                           "default")),
+    "parallelism.tp_comm_overlap": (N_("TP communication overlap"), N_("Megatron --tp-comm-overlap (userbuffers); "
+                                                                       "auto: on for Megatron with sequence parallel")),
+    "parallelism.first_stage_layers": (N_("Layers on the first pipeline stage"), N_("Empty: the framework's split")),
+    "parallelism.last_stage_layers": (N_("Layers on the last pipeline stage"), N_("Empty: the framework's split")),
 }
 
 
@@ -191,10 +194,11 @@ def _model_input(values: dict[str, Any], errors: FormErrors) -> Any:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        errors.add("model_json", f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})")
+        errors.add("model_json", _("Not valid JSON: %(msg)s (line %(line)s, column %(col)s)") % {
+            "msg": exc.msg, "line": exc.lineno, "col": exc.colno})
         return None
     if not isinstance(data, dict):
-        errors.add("model_json", "Paste a JSON object, such as the contents of a config.json")
+        errors.add("model_json", _("Paste a JSON object, such as the contents of a config.json"))
         return None
     if "num_layers" in data and "num_hidden_layers" not in data:
         return {"kind": "arch", "data": data}
@@ -219,17 +223,17 @@ def _error_name(loc: tuple[Any, ...]) -> str:
 
 
 _PLAIN: dict[str, str] = {
-    "int_parsing": "Enter a whole number",
-    "int_from_float": "Enter a whole number",
-    "float_parsing": "Enter a number, such as 1e9",
-    "bool_parsing": "Enter true or false",
-    "greater_than_equal": "Must be at least {ge}",
-    "greater_than": "Must be more than {gt}",
-    "less_than_equal": "Must be at most {le}",
-    "less_than": "Must be less than {lt}",
-    "literal_error": "Choose one of {expected}",
-    "missing": "Required",
-    "extra_forbidden": "Unknown field",
+    "int_parsing": N_("Enter a whole number"),
+    "int_from_float": N_("Enter a whole number"),
+    "float_parsing": N_("Enter a number, such as 1e9"),
+    "bool_parsing": N_("Enter true or false"),
+    "greater_than_equal": N_("Must be at least {ge}"),
+    "greater_than": N_("Must be more than {gt}"),
+    "less_than_equal": N_("Must be at most {le}"),
+    "less_than": N_("Must be less than {lt}"),
+    "literal_error": N_("Choose one of {expected}"),
+    "missing": N_("Required"),
+    "extra_forbidden": N_("Unknown field"),
 }
 
 
@@ -238,7 +242,7 @@ def plain_message(err: Mapping[str, Any]) -> str:
     template = _PLAIN.get(str(err.get("type")))
     if template is not None:
         try:
-            return template.format(**err.get("ctx", {}))
+            return _(template).format(**err.get("ctx", {}))
         except (KeyError, IndexError):
             pass
     return str(err.get("msg", "invalid value")).removeprefix("Value error, ")

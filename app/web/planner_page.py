@@ -33,6 +33,7 @@ from app.deps import CatalogDep
 from app.web import backend
 from app.web.estimate_page import verdict_of
 from app.web.forms import FormErrors, _build_model, _model_input, plain_message, request_to_query
+from app.web.layout_suggestion import plan_vs_estimate
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
@@ -486,6 +487,7 @@ def run_plan_form(params: Mapping[str, Any], catalog: Any, progress_id: str | No
             form.errors.add(_field_of(exc, form.values), exc.message)
         else:
             context.update(result_context(form, response, catalog))
+            context.update(plan_vs_estimate(params, response, catalog))
     return {**form_context(form, catalog), **context}
 
 

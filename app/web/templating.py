@@ -6,72 +6,97 @@ import math
 from pathlib import Path
 from typing import Any
 
+from babel.dates import format_date, format_time
+from babel.numbers import format_currency, get_decimal_symbol, get_group_symbol
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
-from app.formatting import count, money, money_range, percent, rate
+from app.formatting import count, money_range, percent, rate
+from app.formatting import money as _en_money
+from app.i18n import DEFAULT as DEFAULT_LOCALE
+from app.i18n import LOCALES, N_
+from app.i18n import current as current_locale
+from app.i18n import gettext as _gettext
+from app.i18n import ngettext as _ngettext
+from app.web.assets import asset_url
 from hardware_catalog.urls import web_url
 
 __all__ = ["HTMX_JS", "HTMX_VERSION", "PLOTLY_JS", "is_htmx", "render", "templates"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates"
 HTMX_VERSION = "2.0.11"
-PLOTLY_JS = f"vendor/plotly-{get_plotlyjs_version()}.min.js"
+PLOTLY_JS = f"vendor/plotly-basic-{get_plotlyjs_version()}.min.js"  # scripts/vendor-plotly
 HTMX_JS = f"vendor/htmx-{HTMX_VERSION}.min.js"
 
 NAV = [
-    ("home", "/", "Size a fine-tune"),
-    ("compare", "/compare", "Compare GPUs"),
-    ("plan", "/plan", "Planner"),
-    ("tco", "/tco", "TCO"),
-    ("serve", "/serve", "Serve it"),
-    ("catalog", "/catalog", "Catalog"),
-    ("quotes", "/quotes", "Saved quotes"),
+    ("home", "/", N_("Size a fine-tune")),
+    ("compare", "/compare", N_("Compare GPUs")),
+    ("plan", "/plan", N_("Planner")),
+    ("tco", "/tco", N_("TCO")),
+    ("serve", "/serve", N_("Serve it")),
+    ("catalog", "/catalog", N_("Catalog")),
+    ("quotes", "/quotes", N_("Saved quotes")),
 ]
+
+
+def _loc(text: str) -> str:
+    """An English-formatted number (``1,157.5``) in the request's locale's separators (Babel's CLDR symbols:
+    ``1.157,5`` in pt-BR); English text is returned as it is."""
+    locale = current_locale()
+    if locale == DEFAULT_LOCALE:
+        return text
+    group, decimal = get_group_symbol(locale), get_decimal_symbol(locale)
+    return "".join(group if c == "," else decimal if c == "." else c for c in text)
+
+
+def _na() -> str:
+    return _gettext("n/a")
 
 
 def gib(value: float | None, digits: int = 1) -> str:
     """Bytes as GiB (2**30), the unit nvidia-smi and PyTorch report."""
     if value is None:
-        return "n/a"
-    return f"{value / 2**30:,.{digits}f} GiB"
+        return _na()
+    return _loc(f"{value / 2**30:,.{digits}f}") + " GiB"
 
 
 def duration(seconds: float | None) -> str:
     """Seconds in the largest sensible unit: ``850 ms``, ``42 s``, ``3.2 h``, ``11.5 days``."""
     if seconds is None or not math.isfinite(seconds):
-        return "n/a"
+        return _na()
     for limit, div, unit in ((1, 1e-3, "ms"), (120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
         if seconds < limit:
-            return f"{seconds / div:,.3g} {unit}"
-    return f"{seconds / 86400:,.1f} days"
+            return _loc(f"{seconds / div:,.3g}") + f" {unit}"
+    return _loc(f"{seconds / 86400:,.1f}") + " " + _gettext("days")
 
 
 def si(value: float | None, unit: str = "") -> str:
     """``1.23e9`` → ``1.23 G``; for parameter and token counts."""
     if value is None:
-        return "n/a"
+        return _na()
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
-            return f"{value / factor:,.3g} {prefix}{unit}".rstrip()
-    return f"{value:,.3g} {unit}".rstrip()
+            return f"{_loc(f'{value / factor:,.3g}')} {prefix}{unit}".rstrip()
+    return f"{_loc(f'{value:,.3g}')} {unit}".rstrip()
 
 
 def params(value: float | None) -> str:
     """Parameter counts the way model cards write them: ``70.6B``, ``207M``."""
     if value is None:
-        return "n/a"
+        return _na()
     for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
         if value >= factor:
-            return f"{value / factor:.3g}{suffix}"
+            return _loc(f"{value / factor:.3g}") + suffix
     return str(int(value))
 
 
 def pct(value: float | None, digits: int = 0) -> str:
-    """A fraction (0.42) as a percentage (42%), by Babel (app/formatting.py)."""
-    return percent(value, digits)
+    """A fraction (0.42) as a percentage (42%): Babel in English (app/formatting.py), the locale's digits else."""
+    if current_locale() == DEFAULT_LOCALE or value is None:
+        return percent(value, digits)
+    return _loc(f"{value * 100:.{digits}f}") + "%"
 
 
 def plain(value: Any) -> str:
@@ -92,12 +117,40 @@ def figure(value: Any) -> str:
     return f"{int(value):,}"
 
 
+def num(value: float | None, digits: int = 0) -> str:
+    """A plain number with thousands separators, in the request's locale."""
+    return _na() if value is None else _loc(f"{value:,.{digits}f}")
+
+
+def datetime_(value: Any) -> str:
+    """A timestamp as ``2026-12-03 17:05`` (English, the stored UTC time) or in the locale's medium date and short
+    time (Babel: ``3 de dez. de 2026 17:05`` in pt-BR)."""
+    if value is None:
+        return ""
+    locale = current_locale()
+    if locale == DEFAULT_LOCALE:
+        return str(value.strftime("%Y-%m-%d %H:%M"))
+    return f"{format_date(value, format='medium', locale=locale)} {format_time(value, format='HH:mm', locale=locale)}"
+
+
+def money(value: float | None, currency: str = "USD") -> str:
+    if value is None:
+        return _na()
+    locale = current_locale()
+    if locale != DEFAULT_LOCALE:
+        pattern = "¤ #,##0" if abs(value) >= 100 else "¤ #,##0.00"
+        return str(format_currency(value, currency, format=pattern, locale=locale, currency_digits=False))
+    return _en_money(value, currency)
+
+
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
-templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV)
+templates.env.add_extension("jinja2.ext.i18n")
+templates.env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # type: ignore[attr-defined]
+templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url, LOCALES=LOCALES,
+                             current_locale=current_locale)
 templates.env.filters.update(
-    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure,
-    web_url=web_url,
-    rate=rate, count=count, money_range=money_range, percent=percent
+    gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
+    datetime=datetime_, web_url=web_url, rate=rate, count=count, money_range=money_range, percent=percent,
 )
 
 
@@ -111,6 +164,7 @@ def render(
     request: Request, name: str, context: dict[str, Any], status_code: int = 200, **headers: str
 ) -> HTMLResponse:
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
-    response.headers["Vary"] = "HX-Request"
+    response.headers["Vary"] = "HX-Request, Accept-Language, Cookie"
+    response.headers["Content-Language"] = current_locale().replace("_", "-")
     response.headers.update(headers)
     return response

@@ -52,6 +52,11 @@ class Constraints(_Frozen):
     deadline_days: float | None = Field(default=None, gt=0, description="time to train (needs train_tokens)")
     min_headroom_pct: float = Field(default=0.0, ge=0, le=50,
                                     description="keep this share of GPU memory free (beyond the overhead)")
+    memory_margin_pct: float | None = Field(
+        default=None, ge=0, le=100,
+        description="safety margin on the estimated GPU memory, in percent of it: a layout fits when its memory "
+                    "times (1 + margin) fits; null (default): each layout's own memory error bar (the estimate's "
+                    "error_bar_pct), 0: no margin")
 
 
 class PlanRequest(_Frozen):

@@ -173,8 +173,18 @@ def plans_for(req: PlanRequest, scored: list[Scored], catalog: Catalog) -> tuple
     chosen = ranked[: req.top_k] + [s for s in front if s not in ranked[: req.top_k]]
     chosen.sort(key=rank_key(req))
     plans = [make_plan(req, s, i + 1, id(s) in front_ids, catalog) for i, s in enumerate(chosen)]
+    plans = _roomy_first(plans)
     ids = [p.id for p in sorted((p for p in plans if p.pareto), key=lambda p: (p.time_to_train_s or p.step_time_s))]
     return plans, ids
+
+
+def _roomy_first(plans: list[Plan]) -> list[Plan]:
+    """No plan whose full estimate leaves no headroom (``headroom_bytes <= 0``: the caching allocator's reserve
+    fills the GPU) ranks above one that leaves some; otherwise the ranking order stands. Ranks are renumbered."""
+    ordered = sorted(plans, key=lambda p: p.estimate.memory.headroom_bytes <= 0)  # stable
+    if ordered == plans:
+        return plans
+    return [p.model_copy(update={"rank": i + 1}) for i, p in enumerate(ordered)]
 
 
 def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:

@@ -36,8 +36,10 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator.accuracy import memory_error_bar_pct
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
+from estimator.estimate import _measured_kind as measured_memory_kind
 from estimator.host.bom import choose_server
 from estimator.host.checkpoint import checkpoint_size
 from estimator.host.ram import host_ram
@@ -121,6 +123,8 @@ class SearchContext:
         pinned_ckpt = self.pins.training.get("activation_checkpointing")
         self.ckpts: tuple[str, ...] = (str(pinned_ckpt),) if pinned_ckpt is not None else CKPT_LEVELS
         self.free_fraction = 1.0 - req.constraints.min_headroom_pct / 100.0
+        self.margin_pct = req.constraints.memory_margin_pct
+        self._margins: dict[tuple[int, int, Structure], float] = {}
         self.keep = keep
         self.stats = Stats()
         self._structures: dict[tuple[int, int], list[Structure]] = {}
@@ -210,9 +214,26 @@ class SearchContext:
         allocated, hard, _ = self._memory(world, s, ckpt, mbs, gas)
         return allocated + hard
 
+    def margin(self, world: World, s: Structure) -> float:
+        """The safety margin on the memory need, as a fraction: ``memory_margin_pct`` when given, else the memory
+        error bar the estimate gives this layout (``estimator.accuracy.memory_error_bar_pct``, the same call as
+        ``estimate``'s), so a plan the planner keeps fits even at the top of its error bar."""
+        if self.margin_pct is not None:
+            return self.margin_pct / 100.0
+        key = (world.num_nodes, world.gpus_per_node, s)
+        if key not in self._margins:
+            layout = self.layout(world, s)
+            if layout is None:
+                return 0.0
+            req = self.request(world, s, self.ckpts[0], 1, 1)
+            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", req.training.method,
+                                                      measured_memory_kind(req, layout), layout.tp > 1) / 100.0
+        return self._margins[key]
+
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
-        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free."""
-        return self.memory_need(world, s, ckpt, mbs, gas) <= world.hw.capacity_bytes * self.free_fraction
+        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need."""
+        need = self.memory_need(world, s, ckpt, mbs, gas) * (1.0 + self.margin(world, s))
+        return need <= world.hw.capacity_bytes * self.free_fraction
 
     # ----------------------------------------------------------------------------------------- host RAM
     def host_ram_bytes(self, world: World, s: Structure) -> int:

@@ -155,7 +155,8 @@ def make_context(browser, live_server: LiveServer, traffic: Traffic, request: py
     contexts = []
 
     def make(**options):  # type: ignore[no-untyped-def]
-        context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000}, **options)
+        context = browser.new_context(base_url=live_server.url, **{"viewport": {"width": 1400, "height": 1000},
+                                                                   **options})
         context.route("**/*", _route(traffic))
         context.on("page", lambda p: p.on("pageerror", lambda exc: traffic.errors.append(str(exc))))
         context.set_default_timeout(20_000)

@@ -1,0 +1,152 @@
+"""``GET /estimate/layout``: the planner's best layout that fits, for the job and hardware of an estimate.
+
+A first estimate on several GPUs starts from the request's defaults (plain data parallelism, no
+checkpointing), which a 70B job does not fit. The page asks this fragment (htmx, after the result has shown)
+for the planner's fastest plan on the *same* hardware (GPU, server, nodes and GPUs per node pinned), the *same*
+job (model, method, sequence length, precision, optimizer, tokens) and the same global batch in sequences;
+everything else (sharding, offload, tensor/pipeline parallelism, checkpointing, micro-batch) is the planner's
+to choose. It is shown as a suggestion with a link to its estimate; the API defaults do not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from app.deps import CatalogDep
+from app.i18n import gettext as _
+from app.web.forms import parse_form, request_to_query
+from app.web.templating import render
+from estimator import EstimateRequest, EstimatorError
+from estimator.planner.contract import Constraints
+from estimator.planner.plan import Plan, PlanRequest, plan
+from estimator.request import Hardware, Training
+
+__all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_request_for", "plan_url_for", "router", "same_layout"]
+
+router = APIRouter()
+
+#: Training fields the planner chooses (not pinned when asking it for a layout).
+_CHOSEN = {"micro_batch_size", "gradient_accumulation_steps", "activation_checkpointing", "virtual_stages",
+           "pipeline_schedule"}
+#: What makes two layouts the same, in EstimateRequest terms.
+LAYOUT_KEYS = (("parallelism", ("sharding", "offload", "tp", "pp", "cp", "ep", "framework", "sequence_parallel")),
+               ("training", ("activation_checkpointing", "micro_batch_size", "gradient_accumulation_steps")))
+
+
+def plan_request_for(req: EstimateRequest, top_k: int = 1) -> PlanRequest:
+    """The planner question "best layout for this job on this hardware", for an estimate request."""
+    training = Training.model_validate(req.training.model_dump(exclude=_CHOSEN, exclude_defaults=True))
+    hw = req.hardware
+    hardware = Hardware.model_validate({"gpu": hw.gpu, "num_nodes": hw.num_nodes, "gpus_per_node": hw.gpus_per_node,
+                                        **({"server": hw.server} if hw.server else {})})
+    dp = req.dp
+    gbs = req.training.micro_batch_size * req.training.gradient_accumulation_steps * max(1, dp)
+    return PlanRequest(model=req.model, training=training, hardware=hardware, host=req.host,
+                       constraints=Constraints(max_nodes=hw.num_nodes), global_batch_size=gbs, objective="time",
+                       top_k=top_k)
+
+
+def best_plan(req: EstimateRequest, catalog: Any) -> Plan | None:
+    response = plan(plan_request_for(req), catalog)
+    return response.plans[0] if response.plans else None
+
+
+def _norm(section: str, key: str, value: Any) -> Any:
+    return "zero3" if (section, key, value) == ("parallelism", "sharding", "fsdp") else value
+
+
+def same_layout(a: EstimateRequest, b: EstimateRequest) -> bool:
+    return all(_norm(s, k, getattr(getattr(a, s), k)) == _norm(s, k, getattr(getattr(b, s), k))
+               for s, keys in LAYOUT_KEYS for k in keys)
+
+
+def layout_words(req: EstimateRequest) -> str:
+    """``FSDP (zero3), offload none, tp 1, pp 1, checkpointing full, micro-batch 1 x 8``."""
+    p, t = req.parallelism, req.training
+    parts = [f"{p.framework} {p.sharding}"]
+    if p.offload != "none":
+        parts.append(_("offload %(what)s") % {"what": p.offload})
+    for name in ("tp", "pp", "cp", "ep"):
+        if getattr(p, name) > 1:
+            parts.append(f"{name} {getattr(p, name)}")
+    parts.append(_("checkpointing %(level)s") % {"level": t.activation_checkpointing})
+    parts.append(_("micro-batch %(mbs)s x %(gas)s accumulation") % {"mbs": t.micro_batch_size,
+                                                                    "gas": t.gradient_accumulation_steps})
+    return ", ".join(parts)
+
+
+def plan_url_for(req: EstimateRequest) -> str:
+    """``/plan`` for the same job on the same hardware, carrying the estimate it came from (``from_estimate``),
+    so the plan page can say how its winner differs from that estimate and link both."""
+    q = parse_qsl(request_to_query(req), keep_blank_values=True)
+    job = {k: v for k, v in q if k in ("model", "model_json", "training.method", "training.seq_len",
+                                       "training.train_tokens")}
+    hw = req.hardware
+    gbs = req.training.micro_batch_size * req.training.gradient_accumulation_steps * req.dp
+    pairs = [
+        *job.items(),
+        ("global_batch_size", str(gbs)),
+        ("constraints.max_nodes", str(hw.num_nodes)),
+        ("constraints.servers" if hw.server else "constraints.gpus", hw.server or hw.gpu),
+        ("from_estimate", request_to_query(req)),
+    ]
+    if "training.method" not in job:
+        pairs.append(("training.method", req.training.method))
+    return "/plan?" + urlencode(pairs)
+
+
+@router.get("/estimate/layout", response_class=HTMLResponse, name="estimate_layout")
+def estimate_layout(request: Request, catalog: CatalogDep) -> HTMLResponse:
+    """The suggestion card (or nothing to say) for the estimate whose query this is."""
+    form = parse_form(request.query_params)
+    context: dict[str, Any] = {"suggestion": None, "same": False, "error": None}
+    if form.request is not None and form.request.hardware.world_size > 1:
+        try:
+            best = best_plan(form.request, catalog)
+        except EstimatorError as exc:
+            context["error"] = exc.message
+        else:
+            if best is not None:
+                context.update(
+                    suggestion=best, same=same_layout(form.request, best.request),
+                    words=layout_words(best.request), current_words=layout_words(form.request),
+                    url=f"/estimate?{request_to_query(best.request)}",
+                    plan_url=plan_url_for(form.request))
+    return render(request, "_layout_suggestion.html", context)
+
+
+def plan_vs_estimate(params: Any, response: Any, catalog: Any) -> dict[str, Any]:
+    """For ``/plan?...&from_estimate=<estimate query>``: how the planner's winner differs from that estimate
+    (layout, global batch, time to train), with the estimate of each. Empty without ``from_estimate``, or when
+    that query is not a valid estimate."""
+    text = params.get("from_estimate") if hasattr(params, "get") else None
+    if not text or not response.plans:
+        return {}
+    form = parse_form(dict(parse_qsl(str(text), keep_blank_values=True)))
+    if form.request is None:
+        return {}
+    from app.web import backend
+
+    try:
+        mine = backend.run_estimate(form.request, catalog)
+    except EstimatorError:
+        return {}
+    winner = response.plans[0]
+    req = form.request
+    return {"versus": {
+        "same": same_layout(req, winner.request),
+        "estimate_words": layout_words(req), "plan_words": layout_words(winner.request),
+        "estimate_url": f"/estimate?{request_to_query(req)}",
+        "plan_url": f"/estimate?{request_to_query(winner.request)}",
+        "estimate_ttt": mine.train.time_to_train_s if mine.train else None,
+        "estimate_step": mine.time.step_time_s if mine.time else None,
+        "estimate_fits": mine.memory.fits,
+        "estimate_batch": req.training.micro_batch_size * req.training.gradient_accumulation_steps * req.dp,
+        "plan_batch": winner.layout.global_batch_size,
+        "plan_ttt": winner.time_to_train_s, "plan_step": winner.step_time_s,
+    }}
+

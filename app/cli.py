@@ -58,9 +58,11 @@ def serve(
     """Run the web app and API (migrates and seeds the database on start)."""
     import uvicorn
 
+    from app.serve import uvicorn_options
+
     settings = get_settings()
     uvicorn.run("app.main:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                proxy_headers=True)
+                proxy_headers=True, **uvicorn_options(settings))
 
 
 def _read_json(path: str) -> Any:

@@ -36,6 +36,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator import budget
 from estimator.bom import choose_server
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
@@ -122,6 +123,7 @@ class SearchContext:
         self.free_fraction = 1.0 - req.constraints.min_headroom_pct / 100.0
         self.keep = keep
         self.stats = Stats()
+        self.prepaid = False  # set by plan(), which charges the work budget for the whole space at once
         self._structures: dict[tuple[int, int], list[Structure]] = {}
         self._layouts: dict[tuple[int, int, Structure], Layout | None] = {}
         self._memory_cache: dict[tuple[object, ...], tuple[int, int, int]] = {}
@@ -359,7 +361,9 @@ class SearchContext:
     def any_fit(self, world: World) -> Structure | None:
         """A structure with a variant that fits (the most memory-saving ones are tried first), or ``None``."""
         structs = sorted(self.structures(world), key=lambda s: (-s.saving, -s.model_parallel, s.tp))
+        budget.charge(len(structs))
         for s in structs:
+            budget.check_time()
             splits = self.variants(world, s)
             if (splits and self.layout(world, s) is not None and self.fits(world, s, self.ckpts[-1], *splits[0])
                     and self.host_fits(world, s)):
@@ -369,6 +373,8 @@ class SearchContext:
     def search_world(self, world: World) -> list[Found]:
         """The ``keep`` fastest structures of one world (their best variants), fastest first."""
         structs = self.structures(world)
+        if not self.prepaid:  # plan() charges its whole space up front; the reverse questions world by world
+            budget.charge(self.space_size(world))
         self.stats.worlds += 1
         self.stats.structures += len(structs)
         order = []
@@ -381,6 +387,7 @@ class SearchContext:
         times: list[float] = []
         dominated: dict[tuple[object, ...], int] = {}
         for idx, (bound, _, _, s, splits) in enumerate(order):
+            budget.check_time()
             if len(found) >= self.keep and bound >= times[self.keep - 1]:
                 self.stats.pruned_by_bound += len(order) - idx
                 break

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import event
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.catalog_kinds import KINDS, Kind, source_items
@@ -115,7 +116,14 @@ class CatalogCache:
             return self._catalog  # another request is looking; this one keeps the current catalog
         try:
             if not self._fresh():
-                self._refresh(session)
+                try:
+                    self._refresh(session)
+                except SQLAlchemyError:
+                    if self._catalog is None:
+                        raise
+                    # the database is busy or away: keep serving the catalog we have, look again later
+                    log.warning("catalog refresh failed; using the catalog of the last check", exc_info=True)
+                    self._next_check = time.monotonic() + self.refresh_s
             return self._catalog
         finally:
             self._lock.release()

@@ -84,7 +84,9 @@ def _client(settings: Settings, sessions: sessionmaker[Session], catalog: Any, *
 
 
 @pytest.fixture
-def make_client(settings: Settings, sessions: sessionmaker[Session], catalog: Any) -> Iterator[Callable[..., TestClient]]:
+def make_client(
+    settings: Settings, sessions: sessionmaker[Session], catalog: Any
+) -> Iterator[Callable[..., TestClient]]:
     opened: list[TestClient] = []
 
     def make(**changes: Any) -> TestClient:

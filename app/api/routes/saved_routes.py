@@ -47,8 +47,8 @@ def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
         item_id: ItemId, session: SessionDep, catalog: CatalogDep, writer: WriterDep,
         dry_run: Annotated[bool, Query(description="compute and diff, but store nothing")] = False,
     ) -> RecomputeOut:
-        done = service.recompute_saved(session=session, catalog=catalog, kind=kind, item_id=item_id, actor=writer.name,
-                               store=not dry_run)
+        done = service.recompute_saved(session=session, catalog=catalog, kind=kind, item_id=item_id,
+                                       actor=writer.name, store=not dry_run)
         shown = done.new or done.previous
         return RecomputeOut(saved=SavedOut.with_revision(done.item, shown), previous_revision=done.previous.number,
                             new_revision=done.new.number if done.new else None, changed=bool(done.diff),

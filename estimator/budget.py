@@ -77,9 +77,7 @@ def charge(layouts: int, field: str | None = None, *, what: str = "layouts") -> 
     if budget is None:
         return
     check_time()
-    if budget.max_layouts is None:
-        return
-    if budget.layouts + layouts > budget.max_layouts:
+    if budget.max_layouts is not None and budget.layouts + layouts > budget.max_layouts:
         raise WorkBudgetError(
             f"this request would search {budget.layouts + layouts:,} {what}, more than the {budget.max_layouts:,} "
             "one request may: narrow constraints.gpus or constraints.servers, lower constraints.max_nodes, or pin "

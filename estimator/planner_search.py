@@ -107,6 +107,13 @@ class Found:
         return self.time.step_time_s
 
 
+#: what one structure tried by :meth:`SearchContext.any_fit` (a layout and a memory estimate, in a fresh
+#: context per trial of the reverse questions) costs against the work budget, in searched layouts: measured
+#: with benchmarks/worst_case.py's requests, the reverse questions get through 2-3x fewer budget units per
+#: second than ``plan()`` (whose units are mostly pruned before they are evaluated)
+ANY_FIT_COST = 3
+
+
 class SearchContext:
     """Caches and counters for one planner run."""
 
@@ -361,7 +368,7 @@ class SearchContext:
     def any_fit(self, world: World) -> Structure | None:
         """A structure with a variant that fits (the most memory-saving ones are tried first), or ``None``."""
         structs = sorted(self.structures(world), key=lambda s: (-s.saving, -s.model_parallel, s.tp))
-        budget.charge(len(structs))
+        budget.charge(len(structs) * ANY_FIT_COST)
         for s in structs:
             budget.check_time()
             splits = self.variants(world, s)

@@ -17,6 +17,7 @@ import string
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,14 @@ import anyio
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Engine, create_engine, event, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.admission import AdmissionMiddleware
 from app.deps import get_session
 from app.main import create_app
 from app.metrics import KNOWN_METHODS
-from app.models import Base, SavedRevision
+from app.models import Base, CatalogEntry, SavedRevision
 from app.settings import Settings
 from app.startup import prepare_database
 from tests.api.conftest import BOTH_BACKENDS
@@ -172,6 +173,22 @@ def test_estimates_and_plans_query_the_database_once_per_catalog_change(
     assert client.patch("/api/v1/catalog/gpus/a100-sxm4-80gb", json=patch, headers=auth).status_code == 200
     after = client.post("/api/v1/estimates", json=ESTIMATE).json()["catalog_version"]
     assert after != before and "+db." in after, "a change made through this process applies to the next request"
+
+
+@pytest.mark.parametrize("refresh_s", [0.0, 3600.0])
+def test_changes_by_another_process_are_seen_after_the_refresh_interval(
+    make_client: Callable[..., TestClient], engine: Engine, refresh_s: float
+) -> None:
+    """A Core UPDATE (no ORM session: what another worker process's commit looks like to this one) shows up
+    once ``CAPPLAN_CATALOG_REFRESH_S`` has passed, and not before."""
+    client = make_client(catalog_refresh_s=refresh_s)
+    before = client.post("/api/v1/estimates", json=ESTIMATE).json()["catalog_version"]
+    table = CatalogEntry.__table__
+    with engine.begin() as conn:
+        conn.execute(update(table).where(table.c.kind == "gpu", table.c.entry_id == "a100-sxm4-80gb")
+                     .values(overrides={"bf16_tflops_dense": 99.0}, updated_at=datetime.now(UTC)))
+    after = client.post("/api/v1/estimates", json=ESTIMATE).json()["catalog_version"]
+    assert (after != before) is (refresh_s == 0.0), (before, after)
 
 
 def test_reads_do_not_wait_for_a_busy_pool_and_writes_get_503(

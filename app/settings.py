@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     keep_alive_timeout_s: int = Field(default=5, ge=1, description="`capplan serve`: idle keep-alive connections")
     max_concurrent_requests: int = Field(default=16, ge=1, description="requests computed at once (the rest queue)")
     max_queued_requests: int = Field(default=1024, ge=0, description="requests waiting their turn; 503 beyond")
-    queue_timeout_s: float = Field(default=20.0, gt=0, description="longest wait in the queue; 503 beyond")
+    queue_timeout_s: float = Field(default=10.0, gt=0, description="longest wait in the queue; 503 beyond")
     catalog_refresh_s: float = Field(default=5.0, ge=0, description="how often other processes' catalog changes "
                                      "are looked for (this process's own apply at once)")
 

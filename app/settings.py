@@ -40,7 +40,7 @@ class Settings(BaseSettings):
 
     # --- availability: the work one request may do, and what the server accepts (docs: README "Limits")
     max_layouts_per_request: int = Field(default=100_000, ge=1, description="planner layouts one request may search")
-    compute_timeout_s: float = Field(default=10.0, gt=0, description="wall-clock cap of one request's computation")
+    compute_timeout_s: float = Field(default=5.0, gt=0, description="wall-clock cap of one request's computation")
     max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="largest request body (413 beyond)")
     body_timeout_s: float = Field(default=15.0, gt=0, description="longest wait for the next chunk of a body (408)")
     header_timeout_s: float = Field(default=10.0, gt=0, description="`capplan serve`: time to send the headers")

@@ -44,8 +44,8 @@ DIMENSIONS: dict[str, list[Any]] = {
               "gpt-3-175b"],
     "method": ["lora", "qlora", "full"],
     "max_nodes": [1, 16, 128, 512, 1024],
-    "gpus": [None, "all", "all x10"],
-    "servers": [None, "all", "all x10"],
+    "gpus": [None, "all", "all x10", "1024 ids"],
+    "servers": [None, "all", "all x10", "1024 ids"],
     "top_k": [10, 200],
     "seq_len": [512, 4096, 32768, 131072],
     "global_batch_size": [None, 1, 720720, 1 << 20, 1 << 24],
@@ -60,6 +60,8 @@ DIMENSIONS: dict[str, list[Any]] = {
 def _ids(choice: str | None, ids: list[str]) -> list[str] | None:
     if choice is None:
         return None
+    if choice == "1024 ids":  # the most a request may name (MAX_IDS), every catalog id many times over
+        return (ids * (1024 // len(ids) + 1))[:1024]
     return ids * (10 if choice == "all x10" else 1)
 
 
@@ -99,7 +101,7 @@ def seeds() -> list[dict[str, Any]]:
     for endpoint in DIMENSIONS["endpoint"]:
         for model in ("llama-3.1-70b", "llama-3.1-405b", "deepseek-v3"):
             out.append({**base, "endpoint": endpoint, "model": model, "method": "full", "max_nodes": 1024,
-                        "gpus": "all x10", "servers": "all x10", "top_k": 200, "granularity": 128,
+                        "gpus": "1024 ids", "servers": "1024 ids", "top_k": 200, "granularity": 128,
                         "global_batch_size": 720720, "train_tokens": 1e12})
             out.append({**base, "endpoint": endpoint, "model": model, "method": "lora", "max_nodes": 1024,
                         "gpus": None, "servers": "all", "top_k": 200})

@@ -28,8 +28,9 @@ from app.errors import problem_response
 
 __all__ = ["QUEUE_EXEMPT", "AdmissionMiddleware", "BodyLimitMiddleware"]
 
-#: paths that skip the queue: cheap, and what monitoring needs to see while the server is busy
-QUEUE_EXEMPT = ("/healthz", "/readyz", "/metrics", "/static/")
+#: paths that skip the queue: cheap, and what monitoring (and the planner page's progress bar) needs while the
+#: server is busy
+QUEUE_EXEMPT = ("/healthz", "/readyz", "/metrics", "/static/", "/plan/progress")
 
 
 async def _answer(scope: Scope, receive: Receive, send: Send, status: int, slug: str, title: str, detail: str,

@@ -15,15 +15,15 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.db import make_engine
+from app.core.db import make_engine
+from app.core.migrate import current_revision
+from app.core.settings import get_settings
+from app.core.startup import load_source_catalog, prepare_database
 from app.errors import BODY, field_errors_from_locs
-from app.migrate import current_revision
 from app.repositories.api_keys import KeyExistsError, create_key, list_keys, revoke_key
 from app.repositories.catalog import list_entries
 from app.schemas.catalog import CatalogEntryOut
 from app.services.estimates import parse_one_or_many, run_estimate, run_many
-from app.settings import get_settings
-from app.startup import load_source_catalog, prepare_database
 from estimator import EstimatorError
 
 __all__ = ["cli", "main"]
@@ -112,13 +112,12 @@ def plan(
         "--question", "-q", help="answer a reverse question instead: fewest-gpus, largest-model or "
         "longest-sequence")] = None,
 ) -> None:
-    """Search the layouts that fit a job (estimator.planner) and print the ranked plans as JSON; with --question,
-    the answer to a reverse question (estimator.planner_reverse)."""
+    """Search the layouts that fit a job (estimator.planner.plan) and print the ranked plans as JSON; with --question,
+    the answer to a reverse question (estimator.planner.reverse)."""
+    from estimator.planner.plan import PlanRequest
+    from estimator.planner.plan import plan as run_plan
+    from estimator.planner.reverse import QUESTIONS, ReverseRequest, answer
     from pydantic import BaseModel, ValidationError
-
-    from estimator.planner import PlanRequest
-    from estimator.planner import plan as run_plan
-    from estimator.planner_reverse import QUESTIONS, ReverseRequest, answer
 
     if question is not None and question not in QUESTIONS:
         fail(f"--question: {question!r} is not one of {', '.join(QUESTIONS)}")

@@ -20,8 +20,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.core.request_id import HEADER, request_id_of
 from app.openapi import allowed_methods
-from app.request_id import HEADER, request_id_of
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from estimator.budget import DeadlineExceeded
 from estimator.errors import (

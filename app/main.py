@@ -18,14 +18,14 @@ from app.admission import AdmissionMiddleware, BodyLimitMiddleware
 from app.api import docs, health
 from app.api.router import api_router
 from app.catalog_cache import CatalogCache
-from app.db import make_engine, make_sessionmaker
+from app.core.db import make_engine, make_sessionmaker
+from app.core.metrics import Metrics, MetricsMiddleware
+from app.core.ratelimit import RateLimiter
+from app.core.request_id import RequestIdMiddleware
+from app.core.settings import Settings, get_settings
+from app.core.startup import load_source_catalog, prepare_database
 from app.errors import install_error_handlers
-from app.metrics import Metrics, MetricsMiddleware
 from app.openapi import install_openapi, operation_id
-from app.ratelimit import RateLimiter
-from app.request_id import RequestIdMiddleware
-from app.settings import Settings, get_settings
-from app.startup import load_source_catalog, prepare_database
 from app.web import render_problem
 from app.web import router as web_router
 from estimator import ESTIMATOR_VERSION

@@ -17,7 +17,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 __all__ = ["HeaderTimeoutProtocol", "uvicorn_options"]
 

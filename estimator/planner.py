@@ -1,14 +1,14 @@
 """The planner: the fastest and the cheapest training layouts that fit, ranked, with their exports.
 
 ``plan(req)`` searches every valid layout of the request's model on every allowed hardware option and node
-count (:mod:`estimator.planner_space`), prunes with bounds, memory and dominance
-(:mod:`estimator.planner_search`), prices the survivors (:mod:`estimator.planner_hardware`, ``estimator.tco``),
+count (:mod:`estimator.planner.space`), prunes with bounds, memory and dominance
+(:mod:`estimator.planner.search`), prices the survivors (:mod:`estimator.planner.hardware`, ``estimator.tco``),
 keeps what meets the constraints, ranks by the objective (then the other one), marks the time-vs-cost Pareto
 front, runs the full :func:`estimator.estimate.estimate` for every returned plan and explains why the winner
 beats the runner-up. Within one world the cost is proportional to the time (same GPUs, same price), so the
 fastest layouts of each world are the only candidates either ranking or the front can need.
 
-Reverse questions (fewest GPUs, largest model, longest sequence) live in :mod:`estimator.planner_reverse`.
+Reverse questions (fewest GPUs, largest model, longest sequence) live in :mod:`estimator.planner.reverse`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ from typing import Any
 
 from estimator import budget
 from estimator.estimate import estimate
-from estimator.exports import build_exports
-from estimator.modelspec import resolve_model
-from estimator.planner_explain import explain, explain_empty, host_notes
-from estimator.planner_hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
-from estimator.planner_models import (
+from estimator.modelspec import CachedShape, resolve_model
+from estimator.planner.contract import (
     Constraints,
     Plan,
     PlanCost,
@@ -34,8 +31,10 @@ from estimator.planner_models import (
     PlanResponse,
     SearchStats,
 )
-from estimator.planner_search import Found, SearchContext
-from estimator.planner_shape import CachedShape
+from estimator.planner.explain import explain, explain_empty, host_notes
+from estimator.planner.exports.launch import build_exports
+from estimator.planner.hardware import HourlyPrice, PriceBook, World, hardware_options, worlds_for
+from estimator.planner.search import Found, SearchContext
 
 __all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
 

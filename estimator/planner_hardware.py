@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 
 if TYPE_CHECKING:
-    from estimator.planner_models import PlanRequest
+    from estimator.planner.contract import PlanRequest
     from hardware_catalog import Catalog
 
 __all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "hardware_options", "worlds_for"]

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from estimator.exports import Exports
-from estimator.host_config import HostInput
+from estimator.host_options import HostInput
+from estimator.planner.exports.launch import Exports
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
 

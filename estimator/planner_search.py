@@ -1,6 +1,6 @@
 """The planner's search on one group of GPUs: cheap bounds first, memory next, the step-time model last.
 
-For one world (a hardware option on a number of nodes) every valid structure (:mod:`estimator.planner_space`)
+For one world (a hardware option on a number of nodes) every valid structure (:mod:`estimator.planner.space`)
 gets a lower bound on its step time: the step-time model's own forward + backward time of one micro-batch
 (``estimator.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times the
 fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
@@ -18,8 +18,8 @@ A visited structure is priced in three steps:
 2. Dominance between structures: sharding and offload form chains (DDP, ZeRO-1, ZeRO-2, HSDP, FSDP/ZeRO-3,
    then offload) where each step saves memory and communicates more. Once a member fits every micro-batch with
    no checkpointing, the members after it can only be slower and are skipped.
-3. Host RAM (:func:`estimator.host_ram.host_ram`, per structure: it does not depend on the micro-batch or the
-   checkpointing): a structure whose node needs more RAM than the server holds (:func:`estimator.host.ram_limit`:
+3. Host RAM (:func:`estimator.host.ram.host_ram`, per structure: it does not depend on the micro-batch or the
+   checkpointing): a structure whose node needs more RAM than the server holds (:func:`estimator.host.sizing.ram_limit`:
    the catalog maximum, else the default ceiling; for a GPU without a server, the server ``estimate()`` would
    suggest) cannot run, however well it fits the GPUs. This is what stops CPU-offload layouts of very large
    models.
@@ -37,19 +37,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from estimator import budget
-from estimator.bom import choose_server
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
-from estimator.host import RamLimit, ram_limit
-from estimator.host_checkpoint import checkpoint_size
-from estimator.host_config import options_for
-from estimator.host_ram import host_ram
+from estimator.host.bom import choose_server
+from estimator.host.checkpoint import checkpoint_size
+from estimator.host.ram import host_ram
+from estimator.host.sizing import RamLimit, ram_limit
+from estimator.host_options import options_for
 from estimator.layout import Layout, build_layout
 from estimator.memory import peak_memory
-from estimator.planner_hardware import World
-from estimator.planner_models import PlanRequest
-from estimator.planner_shape import CachedShape
-from estimator.planner_space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
+from estimator.modelspec import CachedShape
+from estimator.planner.contract import PlanRequest
+from estimator.planner.hardware import World
+from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
 from estimator.timing import step_time
@@ -224,7 +224,7 @@ class SearchContext:
 
     # ----------------------------------------------------------------------------------------- host RAM
     def host_ram_bytes(self, world: World, s: Structure) -> int:
-        """Host RAM of the busiest node (``estimator.host_ram``): it depends on the structure, not on the GPU
+        """Host RAM of the busiest node (``estimator.host.ram``): it depends on the structure, not on the GPU
         type, the micro-batch or the checkpointing."""
         key = (world.num_nodes, world.gpus_per_node, s)
         if key not in self._host_ram:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from app.settings import Settings
+from app.core.settings import Settings
 from estimator.budget import Budget, work_budget
 
 __all__ = ["request_budget"]

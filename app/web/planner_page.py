@@ -1,14 +1,14 @@
 """``GET /plan``: the planner page. A form (model, method, sequence length, global batch, tokens, objective and
 constraints) whose plain GET submit renders the whole result, and whose htmx submit swaps the result in place.
 
-Query parameters are named by their path in :class:`estimator.planner_models.PlanRequest`
+Query parameters are named by their path in :class:`estimator.planner.contract.PlanRequest`
 (``training.seq_len``, ``constraints.max_nodes``, ``constraints.gpus`` once per checked GPU ...), so a
 validation error's location names the form field it belongs to. ``sort`` (a column key) and ``dir``
 (``asc``/``desc``) order the table on the server, for pages without JavaScript; ``static/js/planner.js`` sorts
 the same table in the browser. ``progress`` names a search whose progress ``GET /plan/progress?id=`` reports
 (fed by ``plan()``'s progress callback). ``question`` (``fewest-gpus``, ``largest-model``,
 ``longest-sequence``; sent by the form's "Reverse questions" buttons) answers that question about the same job
-instead of ranking plans (:func:`estimator.planner_reverse.answer`).
+instead of ranking plans (:func:`estimator.planner.reverse.answer`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 from urllib.parse import urlencode
 
+from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
+from estimator.planner.plan import plan
+from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
@@ -36,9 +39,6 @@ from app.web.estimate_page import verdict_of
 from app.web.forms import FormErrors, _build_model, _model_input, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
-from estimator.planner import plan
-from estimator.planner_models import Objective, Plan, PlanRequest, PlanResponse, Pricing
-from estimator.planner_reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from estimator.request import Training
 
 __all__ = ["COLUMNS", "PROGRESS", "PlanForm", "ProgressBoard", "parse_plan_form", "router", "sort_rows"]

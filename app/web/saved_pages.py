@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import QueryParams
 
 from app.api.routes.saved_routes import ItemId, RevisionQuery
+from app.core.metrics import Metrics
 from app.deps import CatalogDep, MetricsDep, SessionDep
 from app.errors import ApiError, NotFound
-from app.metrics import Metrics
 from app.models import SavedItem, SavedRevision
 from app.repositories.saved import MAX_OFFSET, list_items
 from app.schemas.saved import PlanCreate, QuoteCreate

@@ -23,6 +23,9 @@ from typing import Any
 
 import anyio
 import pytest
+from app.core.metrics import KNOWN_METHODS
+from app.core.settings import Settings
+from app.core.startup import prepare_database
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, event, select, text, update
@@ -31,10 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.admission import AdmissionMiddleware
 from app.deps import get_session
 from app.main import create_app
-from app.metrics import KNOWN_METHODS
 from app.models import Base, CatalogEntry, SavedRevision
-from app.settings import Settings
-from app.startup import prepare_database
 from tests.api.conftest import BOTH_BACKENDS
 from tests.api.problems import assert_problem
 

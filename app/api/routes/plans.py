@@ -1,17 +1,17 @@
 """``POST /api/v1/plans``: the planner (``estimator.planner.plan``) over the effective catalog; ``POST
-/api/v1/plans/reverse``: its reverse questions (``estimator.planner_reverse.answer``)."""
+/api/v1/plans/reverse``: its reverse questions (``estimator.planner.reverse.answer``)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+from estimator.planner.plan import PlanRequest, PlanResponse, plan
+from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer
 from fastapi import APIRouter, Body
 
 from app.deps import CatalogDep, SettingsDep
 from app.schemas.problem import problem_responses
 from app.services.budget import request_budget
-from estimator.planner import PlanRequest, PlanResponse, plan
-from estimator.planner_reverse import ReverseRequest, ReverseResponse, answer
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 

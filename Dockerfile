@@ -33,4 +33,6 @@ VOLUME /data
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
+# capplan serve applies the slow-client timeouts and the connection cap (README "Limits": CAPPLAN_HEADER_TIMEOUT_S,
+# CAPPLAN_KEEP_ALIVE_TIMEOUT_S, CAPPLAN_MAX_BODY_BYTES, CAPPLAN_MAX_QUEUED_REQUESTS, ...): set them with -e.
 CMD ["capplan", "serve"]

@@ -11,9 +11,13 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import event
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.catalog_kinds import KINDS, Kind, source_items
@@ -82,17 +86,77 @@ def build_effective(source: Any, rows: list[CatalogEntry]) -> Any:
 
 
 class CatalogCache:
-    """Rebuilds the effective catalog only when the rows changed (checked with one cheap query)."""
+    """The effective catalog, built once per catalog change; requests read it without touching the database.
 
-    def __init__(self, source: Any) -> None:
+    A commit that changed catalog rows in this process (seen by :func:`_note_catalog_writes`) makes the next
+    request look at once; changes made by other processes (other workers, ``capplan`` commands) are looked for
+    at most every ``refresh_s`` seconds, with one cheap query (:func:`catalog_fingerprint`) on a short session of
+    its own, so no request holds a pooled connection for the catalog. While one request looks, the others use
+    the catalog they have; only the very first build is waited for.
+    """
+
+    def __init__(self, source: Any, refresh_s: float = 5.0) -> None:
         self.source = source
+        self.refresh_s = refresh_s
+        self.checks = 0  # fingerprint queries made (tests and benchmarks read it)
         self._key: tuple[int, str] | None = None
         self._catalog: Any = None
+        self._seen_generation = -1
+        self._next_check = 0.0
+        self._lock = threading.Lock()
+
+    def _fresh(self) -> bool:
+        return (self._catalog is not None and self._seen_generation == _generation[0]
+                and time.monotonic() < self._next_check)
 
     def get(self, session: Session) -> Any:
-        key = catalog_fingerprint(session=session)
-        if key != self._key or self._catalog is None:
-            rows = list_entries(session=session)
-            self._catalog = build_effective(self.source, rows) if rows else self.source
-            self._key = key
-        return self._catalog
+        if self._fresh():
+            return self._catalog
+        if not self._lock.acquire(blocking=self._catalog is None):
+            return self._catalog  # another request is looking; this one keeps the current catalog
+        try:
+            if not self._fresh():
+                try:
+                    self._refresh(session)
+                except SQLAlchemyError:
+                    if self._catalog is None:
+                        raise
+                    # the database is busy or away: keep serving the catalog we have, look again later
+                    log.warning("catalog refresh failed; using the catalog of the last check", exc_info=True)
+                    self._next_check = time.monotonic() + self.refresh_s
+            return self._catalog
+        finally:
+            self._lock.release()
+
+    def _refresh(self, session: Session) -> None:
+        generation = _generation[0]
+        with Session(bind=session.get_bind()) as own:
+            self.checks += 1
+            key = catalog_fingerprint(session=own)
+            if key != self._key or self._catalog is None:
+                rows = list_entries(session=own)
+                self._catalog = build_effective(self.source, rows) if rows else self.source
+                self._key = key
+        self._seen_generation = generation
+        self._next_check = time.monotonic() + self.refresh_s
+
+
+#: bumped by every commit that wrote catalog rows in this process (a list, so the listeners can change it)
+_generation = [0]
+
+
+@event.listens_for(Session, "after_flush")
+def _note_catalog_writes(session: Session, _context: Any) -> None:
+    if any(isinstance(o, CatalogEntry) for o in (*session.new, *session.dirty, *session.deleted)):
+        session.info["capplan_catalog_changed"] = True
+
+
+@event.listens_for(Session, "after_commit")
+def _bump_generation(session: Session) -> None:
+    if session.info.pop("capplan_catalog_changed", False):
+        _generation[0] += 1
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_writes(session: Session) -> None:
+    session.info.pop("capplan_catalog_changed", None)

@@ -58,12 +58,14 @@ def serve(
     """Run the web app and API (migrates and seeds the database on start)."""
     import uvicorn
 
+    from app.serve import uvicorn_options
+
     settings = get_settings()
     # X-Forwarded-For/-Proto only from the proxies named in CAPPLAN_FORWARDED_ALLOW_IPS; none by default, so a
     # client cannot pick its own address (and with it its rate-limit counter) by sending the header
     trusted = settings.forwarded_allow_ips.strip()
     uvicorn.run("app.main:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None)
+                proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None, **uvicorn_options(settings))
 
 
 def _read_json(path: str) -> Any:

@@ -17,12 +17,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.request_id import HEADER, request_id_of
 from app.http_security import csp_nonce, security_headers
 from app.openapi import allowed_methods
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
+from estimator.budget import DeadlineExceeded
 from estimator.errors import (
     EstimatorError,
     ModelConfigError,
@@ -101,7 +103,7 @@ _ESTIMATOR: list[tuple[type[EstimatorError], str, str]] = [
 
 _HTTP_TITLES = {
     400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-    413: "Request too large",
+    408: "Request timeout", 413: "Request too large",
 }
 
 
@@ -267,7 +269,28 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
                             headers=security_headers(csp_nonce(request)))
 
 
+#: seconds a client is told to wait after a 503 (a computation past its cap, no database connection free)
+RETRY_AFTER_S = 5
+
+
+async def _over_deadline(request: Request, exc: Exception) -> Response:
+    """A computation past the per-request wall-clock cap (estimator.budget): the server is too busy for it now."""
+    return problem_response(request, 503, "over-time", "Service unavailable",
+                            f"{exc}; the server is busy: retry later, or narrow the request",
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+async def _no_connection(request: Request, exc: Exception) -> Response:
+    """No database connection came free in time (every one is in use): overload, not a server fault."""
+    log.warning("database pool exhausted on %s %s: %s", request.method, request.url.path, exc)
+    return problem_response(request, 503, "database-busy", "Service unavailable",
+                            "every database connection is in use; retry later",
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DeadlineExceeded, _over_deadline)
+    app.add_exception_handler(PoolTimeout, _no_connection)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(EstimatorError, _estimator_error)
     app.add_exception_handler(UnknownCatalogIdError, _unknown_catalog_id)

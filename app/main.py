@@ -13,6 +13,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI
 
+from app.admission import AdmissionMiddleware, BodyLimitMiddleware
 from app.api import docs, health
 from app.api.router import api_router
 from app.catalog_cache import CatalogCache
@@ -47,7 +48,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = make_engine(settings.database_url)
     try:
         if app.state.catalog_cache is None:
-            app.state.catalog_cache = CatalogCache(await anyio.to_thread.run_sync(load_source_catalog))
+            app.state.catalog_cache = CatalogCache(await anyio.to_thread.run_sync(load_source_catalog),
+                                                   settings.catalog_refresh_s)
         source = app.state.catalog_cache.source
         await anyio.to_thread.run_sync(
             lambda: prepare_database(
@@ -77,13 +79,17 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     else:
         app.dependency_overrides[get_settings] = lambda: settings
     app.state.settings = settings
-    app.state.catalog_cache = CatalogCache(catalog) if catalog is not None else None
+    app.state.catalog_cache = CatalogCache(catalog, settings.catalog_refresh_s) if catalog is not None else None
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
     app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)
     install_openapi(app, DESCRIPTION)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
+                       body_timeout_s=settings.body_timeout_s)
+    app.add_middleware(AdmissionMiddleware, max_concurrent=settings.max_concurrent_requests,
+                       max_queued=settings.max_queued_requests, queue_timeout_s=settings.queue_timeout_s)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
     install_http_security(app, settings.allowed_hosts)

@@ -11,7 +11,12 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["Metrics", "MetricsMiddleware"]
+__all__ = ["KNOWN_METHODS", "Metrics", "MetricsMiddleware"]
+
+
+#: the method label's values (any other method name counts as ``other``), so a client cannot grow the label set;
+#: the route label is already bounded: a matched route's template, ``/static/{path}`` or ``unmatched``
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 
 
 class Metrics:
@@ -66,6 +71,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, record_status)
         finally:
-            route, method = _route_template(scope), scope["method"]
+            route = _route_template(scope)
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
             self.metrics.requests.labels(method, route, str(status["code"])).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)

@@ -46,6 +46,19 @@ class Settings(BaseSettings):
         description="proxies whose X-Forwarded-For/-Proto `capplan serve` trusts (comma separated; empty = none)",
     )
 
+    # --- availability: the work one request may do, and what the server accepts (docs: README "Limits")
+    max_layouts_per_request: int = Field(default=100_000, ge=1, description="planner layouts one request may search")
+    compute_timeout_s: float = Field(default=5.0, gt=0, description="wall-clock cap of one request's computation")
+    max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="largest request body (413 beyond)")
+    body_timeout_s: float = Field(default=15.0, gt=0, description="longest wait for the next chunk of a body (408)")
+    header_timeout_s: float = Field(default=10.0, gt=0, description="`capplan serve`: time to send the headers")
+    keep_alive_timeout_s: int = Field(default=5, ge=1, description="`capplan serve`: idle keep-alive connections")
+    max_concurrent_requests: int = Field(default=16, ge=1, description="requests computed at once (the rest queue)")
+    max_queued_requests: int = Field(default=1024, ge=0, description="requests waiting their turn; 503 beyond")
+    queue_timeout_s: float = Field(default=10.0, gt=0, description="longest wait in the queue; 503 beyond")
+    catalog_refresh_s: float = Field(default=5.0, ge=0, description="how often other processes' catalog changes "
+                                     "are looked for (this process's own apply at once)")
+
     @field_validator("database_url", mode="before")
     @classmethod
     def _psycopg_driver(cls, value: object) -> object:

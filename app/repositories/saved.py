@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.models import SavedItem, SavedRevision, search_key, utcnow
 
-__all__ = ["MAX_OFFSET", "add_revision", "create_item", "get_item", "list_items", "soft_delete"]
+__all__ = ["MAX_OFFSET", "add_revision", "create_item", "get_item", "get_revision", "list_items", "soft_delete"]
 
 #: the deepest a list can page (API ``offset``; the pages' ``page`` is bounded to reach no further)
 MAX_OFFSET = 1_000_000
@@ -24,13 +24,23 @@ def create_item(*, session: Session, kind: str, name: str, customer: str | None,
     return item
 
 
-def get_item(*, session: Session, kind: str, item_id: int) -> SavedItem | None:
-    """The live (not deleted) item with its revisions, or ``None``."""
-    return session.scalar(
-        select(SavedItem)
-        .where(SavedItem.id == item_id, SavedItem.kind == kind, SavedItem.deleted_at.is_(None))
-        .options(selectinload(SavedItem.revisions))
-    )
+def get_item(*, session: Session, kind: str, item_id: int, for_update: bool = False) -> SavedItem | None:
+    """The live (not deleted) item with its revisions, or ``None``. ``for_update`` locks its row until the
+    transaction ends (``SELECT ... FOR UPDATE`` on PostgreSQL, so concurrent writers of one item take turns;
+    SQLite has no row locks, and writers there rely on the unique revision number and retry)."""
+    query = (select(SavedItem)
+             .where(SavedItem.id == item_id, SavedItem.kind == kind, SavedItem.deleted_at.is_(None))
+             .options(selectinload(SavedItem.revisions)))
+    if for_update:
+        query = query.with_for_update(of=SavedItem).execution_options(populate_existing=True)
+    return session.scalar(query)
+
+
+def get_revision(item: SavedItem, number: int | None) -> SavedRevision | None:
+    """Revision ``number`` of ``item`` (the latest when ``None``), or ``None`` when it has no such revision."""
+    if number is None:
+        return item.revisions[-1]
+    return next((rev for rev in item.revisions if rev.number == number), None)
 
 
 def _escape_like(text: str) -> str:

@@ -19,6 +19,7 @@ _DESCRIPTIONS = {
     422: "Invalid input; `errors` names each field",
     429: "Rate limit exceeded; see Retry-After",
     501: "Not implemented yet",
+    503: "Busy: past the per-request time cap, or the server is overloaded; see Retry-After",
 }
 
 

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, NotFound, field_error, field_errors_from_locs
 from app.models import SavedItem, SavedRevision
-from app.repositories.saved import add_revision, create_item, get_item
+from app.repositories.saved import add_revision, create_item, get_item, get_revision
 from app.schemas.saved import PlanCreate, QuoteCreate
 from app.services.diff import json_diff
 from app.services.estimates import prefix_error
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
-__all__ = ["Recomputed", "find_saved", "recompute", "save_plan", "save_quote"]
+__all__ = ["SAVERS", "Recomputed", "find_revision", "find_saved", "recompute", "recompute_saved", "save_plan",
+           "save_quote"]
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,23 @@ def save_plan(*, session: Session, catalog: Any, body: PlanCreate, actor: str) -
                        revision=revision)
 
 
-def find_saved(*, session: Session, kind: str, item_id: int) -> SavedItem:
-    item = get_item(session=session, kind=kind, item_id=item_id)
+#: how each kind is saved (the API's create routes and the pages' Save share it)
+SAVERS: dict[str, Callable[..., SavedItem]] = {"quote": save_quote, "plan": save_plan}
+
+
+def find_saved(*, session: Session, kind: str, item_id: int, for_update: bool = False) -> SavedItem:
+    item = get_item(session=session, kind=kind, item_id=item_id, for_update=for_update)
     if item is None:
         raise NotFound(f"no {kind} {item_id}")
     return item
+
+
+def find_revision(item: SavedItem, number: int | None) -> SavedRevision:
+    """Revision ``number`` of ``item`` (the latest when ``None``); 404 when it has none of that number."""
+    rev = get_revision(item, number)
+    if rev is None:
+        raise NotFound(f"{item.kind} {item.id} has no revision {number}")
+    return rev
 
 
 def _still_valid(latest: SavedRevision) -> EstimateRequest:
@@ -88,3 +103,36 @@ def recompute(*, session: Session, catalog: Any, item: SavedItem, actor: str, st
                "price": latest.price, "currency": latest.currency, "notes": latest.notes}
     new = add_revision(session=session, item=item, actor=actor, diff=changes, revision=fresh | carried)
     return Recomputed(item, latest, new, changes)
+
+
+#: tries of one recompute that lost the race for the next revision number to a concurrent one (SQLite)
+RECOMPUTE_ATTEMPTS = 8
+
+
+def recompute_saved(*, session: Session, catalog: Any, kind: str, item_id: int, actor: str,
+                    store: bool = True) -> Recomputed:
+    """Recompute item ``item_id`` and commit its new revision; what the API and the pages' Re-compute call.
+
+    Concurrent recomputes of one item take turns: on PostgreSQL the item's row is locked (``FOR UPDATE``)
+    from the read of its latest revision to the commit; on SQLite a recompute that loses the race for the
+    next revision number (the unique ``(item_id, number)``, or a write lock held past the busy timeout) rolls
+    back and starts again from the then latest revision, up to :data:`RECOMPUTE_ATTEMPTS` times, then 409.
+    Either way every revision is the recompute of the one before it, numbered without a gap."""
+    for _attempt in range(RECOMPUTE_ATTEMPTS if store else 1):
+        item = find_saved(session=session, kind=kind, item_id=item_id, for_update=store)
+        try:
+            done = recompute(session=session, catalog=catalog, item=item, actor=actor, store=store)
+            if store:
+                session.commit()
+            return done
+        except (IntegrityError, OperationalError) as exc:
+            if isinstance(exc, OperationalError) and not _lost_race(exc):
+                raise
+            session.rollback()
+            session.expunge_all()
+    raise Conflict(f"{kind} {item_id} is being recomputed by others at the same time; try again")
+
+
+def _lost_race(exc: OperationalError) -> bool:
+    """SQLite's "database is locked" (a writer held the lock past the busy timeout): retry, not a fault."""
+    return "locked" in str(exc.orig).lower() or "busy" in str(exc.orig).lower()

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from app.charts.planner import axes_for, time_cost_figure
 from app.charts.style import figure_json
 from app.deps import CatalogDep
+from app.services.budget import request_budget
 from app.web import backend
 from app.web.estimate_page import verdict_of
 from app.web.forms import FormErrors, _build_model, _model_input, plain_message, request_to_query
@@ -506,7 +507,8 @@ def planner_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
         form = parse_plan_form({}, catalog)
         context = {**form_context(form, catalog), "response": None, "reverse": None, "submitted": False}
     else:
-        context = run_plan_form(params, catalog, _progress_id(params))
+        with request_budget(request.app.state.settings, "constraints.gpus"):
+            context = run_plan_form(params, catalog, _progress_id(params))
     context.update(charts=True, active="plan")
     status = 422 if context["errors"] else 200
     if is_htmx(request):

@@ -5,6 +5,7 @@ Ids, revisions and page numbers are bounded like the API's (``ItemId``, ``Revisi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request
@@ -20,7 +21,7 @@ from app.errors import ApiError, NotFound
 from app.models import SavedItem, SavedRevision
 from app.repositories.saved import MAX_OFFSET, list_items
 from app.schemas.saved import PlanCreate, QuoteCreate
-from app.services.saved import find_saved, recompute, save_plan, save_quote
+from app.services.saved import SAVERS, find_revision, find_saved, recompute_saved
 from app.web import backend
 from app.web.estimate_page import estimate_context, run_form
 from app.web.forms import request_to_query
@@ -32,6 +33,7 @@ __all__ = ["router"]
 router = APIRouter()
 
 Kind = Literal["quote", "plan"]
+KINDS: tuple[Kind, ...] = ("quote", "plan")
 WEB_ACTOR = "web"
 PAGE_SIZE = 25
 #: the last page the API's offset bound can reach
@@ -70,50 +72,38 @@ def _save(request: Request, session: Session, catalog: Any, metrics: Metrics, ki
         save_errors = {str(e["loc"][0]): _plain(e) for e in exc.errors() if e["loc"] and e["loc"][0] in _SAVE_FIELDS}
         ctx = {**context, "charts": True, "active": "home", "save_errors": save_errors, "save_values": submitted}
         return render(request, "estimate.html", ctx, status_code=422)
-    if isinstance(body, QuoteCreate):
-        item = save_quote(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
-    else:
-        assert isinstance(body, PlanCreate)
-        item = save_plan(session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
+    item = SAVERS[kind](session=session, catalog=catalog, body=body, actor=WEB_ACTOR)
     session.commit()
     metrics.saved.labels(kind).inc()
     return RedirectResponse(f"/{_plural(kind)}/{item.id}?saved=1", status_code=303)
 
 
-@router.post("/quotes", response_class=HTMLResponse, name="save_quote_page")
-def save_quote_page(
-    request: Request,
-    session: SessionDep,
-    catalog: CatalogDep,
-    metrics: MetricsDep,
-    query: Annotated[str, Form()],
-    name: Annotated[str, Form()] = "",
-    customer: Annotated[str, Form()] = "",
-    price: Annotated[str, Form()] = "",
-    currency: Annotated[str, Form()] = "USD",
-    notes: Annotated[str, Form()] = "",
-) -> Response:
-    """Save the result that ``query`` reproduces as a named quote, then show it (303 to its page)."""
-    submitted = {"name": name, "customer": customer, "price": price, "currency": currency, "notes": notes}
-    return _save(request, session, catalog, metrics, "quote", query, submitted)
+def _save_page(kind: Kind) -> Callable[..., Response]:
+    def save_page(
+        request: Request,
+        session: SessionDep,
+        catalog: CatalogDep,
+        metrics: MetricsDep,
+        query: Annotated[str, Form()],
+        name: Annotated[str, Form()] = "",
+        customer: Annotated[str, Form()] = "",
+        price: Annotated[str, Form()] = "",
+        currency: Annotated[str, Form()] = "USD",
+        notes: Annotated[str, Form()] = "",
+    ) -> Response:
+        """Save the result that ``query`` reproduces as a named quote or plan, then show it (303 to its page). A
+        plan has no customer, price or currency: the shared form sends them along, and they are kept only to
+        show them again on an error."""
+        submitted = {"name": name, "customer": customer, "price": price,
+                     "currency": currency if kind == "quote" else "USD", "notes": notes}
+        return _save(request, session, catalog, metrics, kind, query, submitted)
+
+    return save_page
 
 
-@router.post("/plans", response_class=HTMLResponse, name="save_plan_page")
-def save_plan_page(
-    request: Request,
-    session: SessionDep,
-    catalog: CatalogDep,
-    metrics: MetricsDep,
-    query: Annotated[str, Form()],
-    name: Annotated[str, Form()] = "",
-    notes: Annotated[str, Form()] = "",
-    customer: Annotated[str, Form()] = "",
-    price: Annotated[str, Form()] = "",
-) -> Response:
-    """Save the result that ``query`` reproduces as a named plan (no customer or price: the quote form's
-    customer and price, sent along by the shared form, are kept only to show them again on an error)."""
-    submitted = {"name": name, "customer": customer, "price": price, "currency": "USD", "notes": notes}
-    return _save(request, session, catalog, metrics, "plan", query, submitted)
+for _kind in KINDS:
+    router.add_api_route(f"/{_plural(_kind)}", _save_page(_kind), methods=["POST"], response_class=HTMLResponse,
+                         name=f"save_{_kind}_page")
 
 
 def _plain(err: Any) -> str:
@@ -167,15 +157,6 @@ def plans_page(
     return _list_page(request, session, catalog, "plan", q, None, page)
 
 
-def _revision(item: SavedItem, number: int | None) -> SavedRevision:
-    if number is None:
-        return item.revisions[-1]
-    for rev in item.revisions:
-        if rev.number == number:
-            return rev
-    raise NotFound(f"{item.kind} {item.id} has no revision {number}")
-
-
 def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[str, Any]:
     inputs = EstimateRequest.model_validate(rev.inputs)
     result = EstimateResponse.model_validate(rev.result)
@@ -189,43 +170,41 @@ def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[s
 def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int,
             revision: int | None) -> HTMLResponse:
     item = find_saved(session=session, kind=kind, item_id=item_id)
-    rev = _revision(item, revision)
+    rev = find_revision(item, revision)
     context = _detail_context(catalog, item, rev)
     context["saved_flash"] = request.query_params.get("saved") == "1"
     context["recomputed_flash"] = request.query_params.get("recomputed") == "1"
     return render(request, "saved_detail.html", context)
 
 
-@router.get("/quotes/{item_id}", response_class=HTMLResponse, name="quote_page")
-def quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId,
-               revision: RevisionQuery = None) -> HTMLResponse:
-    return _detail(request, session, catalog, "quote", item_id, revision)
-
-
-@router.get("/plans/{item_id}", response_class=HTMLResponse, name="plan_page")
-def plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId,
-              revision: RevisionQuery = None) -> HTMLResponse:
-    return _detail(request, session, catalog, "plan", item_id, revision)
-
-
 def _recompute(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int) -> Response:
-    item = find_saved(session=session, kind=kind, item_id=item_id)
     try:
-        recompute(session=session, catalog=catalog, item=item, actor=WEB_ACTOR)
+        done = recompute_saved(session=session, catalog=catalog, kind=kind, item_id=item_id, actor=WEB_ACTOR)
+    except NotFound:
+        raise
     except (ApiError, EstimatorError) as exc:
+        session.rollback()
+        item = find_saved(session=session, kind=kind, item_id=item_id)
         context = _detail_context(catalog, item, item.revisions[-1])
         context["recompute_error"] = getattr(exc, "detail", None) or str(exc)
         return render(request, "saved_detail.html", context, status_code=409)
-    session.commit()
-    return RedirectResponse(f"/{_plural(kind)}/{item.id}?recomputed=1", status_code=303)
+    return RedirectResponse(f"/{_plural(kind)}/{done.item.id}?recomputed=1", status_code=303)
 
 
-@router.post("/quotes/{item_id}/recompute", name="recompute_quote_page")
-def recompute_quote_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId) -> Response:
-    return _recompute(request, session, catalog, "quote", item_id)
+def _pages(kind: Kind) -> tuple[Callable[..., HTMLResponse], Callable[..., Response]]:
+    def detail_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId,
+                    revision: RevisionQuery = None) -> HTMLResponse:
+        return _detail(request, session, catalog, kind, item_id, revision)
+
+    def recompute_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId) -> Response:
+        return _recompute(request, session, catalog, kind, item_id)
+
+    return detail_page, recompute_page
 
 
-@router.post("/plans/{item_id}/recompute", name="recompute_plan_page")
-def recompute_plan_page(request: Request, session: SessionDep, catalog: CatalogDep, item_id: ItemId) -> Response:
-    return _recompute(request, session, catalog, "plan", item_id)
-
+for _kind in KINDS:
+    _detail_page, _recompute_page = _pages(_kind)
+    router.add_api_route(f"/{_plural(_kind)}/{{item_id}}", _detail_page, methods=["GET"],
+                         response_class=HTMLResponse, name=f"{_kind}_page")
+    router.add_api_route(f"/{_plural(_kind)}/{{item_id}}/recompute", _recompute_page, methods=["POST"],
+                         name=f"recompute_{_kind}_page")

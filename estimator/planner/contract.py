@@ -39,14 +39,20 @@ Pricing = Literal["on-demand", "reserved", "owned"]
 #: the 0.5M-4M token batches of Llama-class pre-training and large fine-tunes.
 DEFAULT_BATCH_TOKENS = 2**20
 
+#: most ids in ``constraints.gpus`` / ``servers`` (repeats are searched once, unknown ids are errors, so the
+#: search never covers more options than the catalog holds; this only bounds the parsing)
+MAX_IDS = 1024
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Constraints(_Frozen):
-    gpus: tuple[str, ...] | None = Field(default=None, description="catalog GPU ids allowed (default: all)")
-    servers: tuple[str, ...] | None = Field(default=None, description="catalog server ids allowed")
+    gpus: tuple[str, ...] | None = Field(default=None, max_length=MAX_IDS,
+                                         description="catalog GPU ids allowed (default: all; repeats count once)")
+    servers: tuple[str, ...] | None = Field(default=None, max_length=MAX_IDS,
+                                            description="catalog server ids allowed (repeats count once)")
     max_nodes: int = Field(default=16, ge=1, le=1024)
     budget_usd: float | None = Field(default=None, gt=0, description="cost of the whole run (needs train_tokens)")
     deadline_days: float | None = Field(default=None, gt=0, description="time to train (needs train_tokens)")

@@ -107,10 +107,10 @@ def hardware_options(req: PlanRequest, catalog: Catalog) -> list[HwOption]:
     """The hardware options of a request, in a stable order."""
     hw, c = req.hardware, req.constraints
     gpn = hw.gpus_per_node if _pinned(hw, "gpus_per_node") and hw is not None else None
-    server_ids = list(c.servers or ())
+    server_ids = list(dict.fromkeys(c.servers or ()))  # each id once, in the order given
     if hw is not None and hw.server is not None:
         server_ids = [hw.server]
-    gpu_ids = list(c.gpus or ())
+    gpu_ids = list(dict.fromkeys(c.gpus or ()))
     if _pinned(hw, "gpu") and hw is not None:
         gpu_ids = [hw.gpu]
     servers = [_server(catalog, s, "constraints.servers") for s in server_ids]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from estimator import budget
 from estimator.cost import CostResult
 from estimator.estimate import estimate
 from estimator.modelspec import CachedShape, resolve_model
@@ -148,6 +149,7 @@ def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens
 
 def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Catalog) -> Plan:
     """The full estimate, cost and exports of one scored layout."""
+    budget.check_time()
     f = s.found
     request = f.request.model_copy(update={"cost": cost_choice(req.pricing)})
     resp = estimate(request, catalog)
@@ -201,6 +203,11 @@ def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:
     return out
 
 
+def _budget_field(req: PlanRequest, worlds: int, options: int) -> str:
+    """The field that drives a search's size: the node counts when several are searched, else the hardware."""
+    return "constraints.max_nodes" if worlds > options and req.constraints.max_nodes > 1 else "constraints.gpus"
+
+
 def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None
            ) -> tuple[SearchContext, list[Found], int]:
     """Every world's fastest layouts; the context (stats, caches) and the search-space size."""
@@ -211,6 +218,8 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None
     worlds = [w for hw in options for w in worlds_for(req, hw)]
     sizes = [ctx.space_size(w) for w in worlds]
     total, done = sum(sizes), 0
+    budget.charge(total, _budget_field(req, len(worlds), len(options)))
+    ctx.prepaid = True
     if progress is not None:
         progress(0, total)
     found: list[Found] = []

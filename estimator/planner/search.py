@@ -36,6 +36,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
@@ -109,6 +110,13 @@ class Found:
         return self.time.step_time_s
 
 
+#: what one structure tried by :meth:`SearchContext.any_fit` (a layout and a memory estimate, in a fresh
+#: context per trial of the reverse questions) costs against the work budget, in searched layouts: measured
+#: with benchmarks/worst_case.py's requests, the reverse questions get through 2-3x fewer budget units per
+#: second than ``plan()`` (whose units are mostly pruned before they are evaluated)
+ANY_FIT_COST = 3
+
+
 class SearchContext:
     """Caches and counters for one planner run."""
 
@@ -127,6 +135,7 @@ class SearchContext:
         self._margins: dict[tuple[int, int, Structure], float] = {}
         self.keep = keep
         self.stats = Stats()
+        self.prepaid = False  # set by plan(), which charges the work budget for the whole space at once
         self._structures: dict[tuple[int, int], list[Structure]] = {}
         self._layouts: dict[tuple[int, int, Structure], Layout | None] = {}
         self._memory_cache: dict[tuple[object, ...], tuple[int, int, int]] = {}
@@ -381,7 +390,9 @@ class SearchContext:
     def any_fit(self, world: World) -> Structure | None:
         """A structure with a variant that fits (the most memory-saving ones are tried first), or ``None``."""
         structs = sorted(self.structures(world), key=lambda s: (-s.saving, -s.model_parallel, s.tp))
+        budget.charge(len(structs) * ANY_FIT_COST)
         for s in structs:
+            budget.check_time()
             splits = self.variants(world, s)
             if (splits and self.layout(world, s) is not None and self.fits(world, s, self.ckpts[-1], *splits[0])
                     and self.host_fits(world, s)):
@@ -391,6 +402,8 @@ class SearchContext:
     def search_world(self, world: World) -> list[Found]:
         """The ``keep`` fastest structures of one world (their best variants), fastest first."""
         structs = self.structures(world)
+        if not self.prepaid:  # plan() charges its whole space up front; the reverse questions world by world
+            budget.charge(self.space_size(world))
         self.stats.worlds += 1
         self.stats.structures += len(structs)
         order = []
@@ -403,6 +416,7 @@ class SearchContext:
         times: list[float] = []
         dominated: dict[tuple[object, ...], int] = {}
         for idx, (bound, _, _, s, splits) in enumerate(order):
+            budget.check_time()
             if len(found) >= self.keep and bound >= times[self.keep - 1]:
                 self.stats.pruned_by_bound += len(order) - idx
                 break

@@ -4,27 +4,13 @@ Once the planner lands, a saved plan will also be able to hold a planner request
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter
 
-from app.api.routes.saved_routes import add_export_routes, add_saved_routes
-from app.deps import CatalogDep, MetricsDep, SessionDep, WriterDep
-from app.schemas.problem import problem_responses
-from app.schemas.saved import PlanCreate, SavedOut
-from app.services.saved import save_plan
+from app.api.routes.saved_routes import add_create_route, add_export_routes, add_saved_routes
+from app.schemas.saved import PlanCreate
 
 router = APIRouter(prefix="/saved-plans", tags=["saved-plans"])
 
-
-@router.post("", status_code=status.HTTP_201_CREATED, responses=problem_responses(422),
-             summary="Save a plan (computes and stores the full result)")
-def create_saved_plan(
-    body: PlanCreate, session: SessionDep, catalog: CatalogDep, writer: WriterDep, metrics: MetricsDep
-) -> SavedOut:
-    item = save_plan(session=session, catalog=catalog, body=body, actor=writer.name)
-    session.commit()
-    metrics.saved.labels("plan").inc()
-    return SavedOut.with_revision(item, item.revisions[-1])
-
-
+add_create_route(router, "plan", "saved_plan", PlanCreate)
 add_export_routes(router, "plan", "saved_plan")
 add_saved_routes(router, "plan", "saved_plan", "saved_plans")

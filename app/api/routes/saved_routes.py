@@ -11,30 +11,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
-from sqlalchemy.exc import IntegrityError
+from pydantic import BaseModel
 
-from app.deps import CatalogDep, SessionDep, WriterDep
-from app.errors import Conflict, NotFound
+from app.deps import CatalogDep, MetricsDep, SessionDep, WriterDep
 from app.exports.documents import csv_document, json_document, pdf_document, print_document
-from app.models import SavedItem, SavedRevision
 from app.repositories.saved import MAX_OFFSET, list_items, soft_delete
 from app.schemas.problem import problem_responses
 from app.schemas.saved import RecomputeOut, SavedList, SavedOut, SavedSummary
-from app.services.saved import find_saved, recompute
+from app.services import saved as service
+from app.services.saved import SAVERS, find_revision, find_saved
 
-__all__ = ["ItemId", "add_export_routes", "add_saved_routes"]
+__all__ = ["ItemId", "RevisionQuery", "add_create_route", "add_export_routes", "add_saved_routes"]
 
 ItemId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 RevisionQuery = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="a revision number; default latest")]
-
-
-def _revision(item: SavedItem, number: int | None) -> SavedRevision:
-    if number is None:
-        return item.revisions[-1]
-    for rev in item.revisions:
-        if rev.number == number:
-            return rev
-    raise NotFound(f"{item.kind} {item.id} has no revision {number}")
 
 
 def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
@@ -51,20 +41,16 @@ def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
 
     def get_saved(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> SavedOut:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        return SavedOut.with_revision(item, _revision(item, revision))
+        return SavedOut.with_revision(item, find_revision(item, revision))
 
     def recompute_saved(
         item_id: ItemId, session: SessionDep, catalog: CatalogDep, writer: WriterDep,
         dry_run: Annotated[bool, Query(description="compute and diff, but store nothing")] = False,
     ) -> RecomputeOut:
-        item = find_saved(session=session, kind=kind, item_id=item_id)
-        done = recompute(session=session, catalog=catalog, item=item, actor=writer.name, store=not dry_run)
-        try:
-            session.commit()
-        except IntegrityError:
-            raise Conflict(f"{kind} {item_id} was recomputed at the same time; try again") from None
+        done = service.recompute_saved(session=session, catalog=catalog, kind=kind, item_id=item_id,
+                                       actor=writer.name, store=not dry_run)
         shown = done.new or done.previous
-        return RecomputeOut(saved=SavedOut.with_revision(item, shown), previous_revision=done.previous.number,
+        return RecomputeOut(saved=SavedOut.with_revision(done.item, shown), previous_revision=done.previous.number,
                             new_revision=done.new.number if done.new else None, changed=bool(done.diff),
                             diff=done.diff)
 
@@ -74,6 +60,23 @@ def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     return {"list": list_saved, "get": get_saved, "recompute": recompute_saved, "delete": delete_saved}
+
+
+def add_create_route(router: APIRouter, kind: str, one: str, body_model: type[BaseModel]) -> None:
+    """``POST ""``: save a quote or a plan (computes and stores the full result as revision 1)."""
+
+    def create_saved(
+        body: Any, session: SessionDep, catalog: CatalogDep, writer: WriterDep, metrics: MetricsDep
+    ) -> SavedOut:
+        item = SAVERS[kind](session=session, catalog=catalog, body=body, actor=writer.name)
+        session.commit()
+        metrics.saved.labels(kind).inc()
+        return SavedOut.with_revision(item, item.revisions[-1])
+
+    create_saved.__annotations__["body"] = body_model  # the request model of this kind, for FastAPI and OpenAPI
+    router.add_api_route("", create_saved, methods=["POST"], status_code=status.HTTP_201_CREATED,
+                         response_model=SavedOut, name=f"create_{one}", responses=problem_responses(422),
+                         summary=f"Save a {kind} (computes and stores the full result)")
 
 
 def add_saved_routes(router: APIRouter, kind: str, one: str, many: str) -> None:
@@ -101,19 +104,19 @@ def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
 
     def export_csv(item_id: ItemId, session: SessionDep, revision: RevisionQuery = None) -> Response:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        rev = _revision(item, revision)
+        rev = find_revision(item, revision)
         return Response(csv_document(item, rev), media_type="text/csv; charset=utf-8", headers={
             "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.csv"'})
 
     def print_saved(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
                     revision: RevisionQuery = None) -> HTMLResponse:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        return HTMLResponse(print_document(item, _revision(item, revision), catalog))
+        return HTMLResponse(print_document(item, find_revision(item, revision), catalog))
 
     def export_pdf(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
                    revision: RevisionQuery = None) -> Response:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        rev = _revision(item, revision)
+        rev = find_revision(item, revision)
         return Response(pdf_document(item, rev, catalog), media_type="application/pdf", headers={
             "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.pdf"'})
 

@@ -1,0 +1,80 @@
+"""How ``capplan serve`` (and so the Docker image) runs uvicorn: timeouts for slow clients, a connection cap.
+
+uvicorn times out idle keep-alive connections (``timeout_keep_alive``) but not a client that opens a connection
+and never finishes its headers: such a connection (slowloris) stays open for ever, one of a few thousand file
+descriptors. :class:`HeaderTimeoutProtocol` is uvicorn's own h11 protocol with one addition: from a
+connection's first moment, and again from the first byte of each later request, the headers must be complete
+within ``CAPPLAN_HEADER_TIMEOUT_S``, else the server answers 408 and closes the connection (what nginx's
+``client_header_timeout`` does). A body that stalls is the app's business (app.admission: 408 after
+``CAPPLAN_BODY_TIMEOUT_S`` without a chunk); so is a body too large (413).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app.core.settings import Settings
+
+__all__ = ["HeaderTimeoutProtocol", "uvicorn_options"]
+
+_TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing connections whose request headers do not arrive in time."""
+
+    header_timeout_s: float = 10.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self._busy():
+            if self._header_timer is None:
+                self._arm()  # the first bytes of a request: its headers must follow in time
+        else:
+            self._disarm()  # the headers are in (or the connection is done): the app's timeouts apply
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _busy(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if getattr(self, "_header_timer", None) is not None:
+            assert self._header_timer is not None
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self._busy() or self.conn.their_state is not h11.IDLE:
+            return
+        self.logger.info("closing a connection whose request headers did not arrive in %g s", self.header_timeout_s)
+        self.transport.write(_TIMEOUT_RESPONSE)
+        self.transport.close()
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.run`` from the settings: the header timeout (a protocol subclass with
+    the setting bound), the keep-alive timeout, and a cap on open connections just above what the app's
+    queue can hold (uvicorn answers 503 to connections beyond it)."""
+    protocol = type("CapplanH11Protocol", (HeaderTimeoutProtocol,), {"header_timeout_s": settings.header_timeout_s})
+    return {
+        "http": protocol,
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "limit_concurrency": settings.max_concurrent_requests + settings.max_queued_requests + 64,
+    }

@@ -3,6 +3,13 @@
 Estimates, comparisons and quotes run against this catalog, so an override or a custom server takes effect
 at once. Its ``version`` is the source catalog's version, suffixed ``+db.<hash>`` when overrides or custom
 entries change anything, so a saved quote records exactly which data it used.
+
+Checking the rows costs a database round trip (and, from an async route, a thread-pool hop), so
+:meth:`CatalogCache.current` answers from memory while nothing can have changed: a commit in this process that
+wrote a catalog row bumps :data:`generation` (an ORM event, whichever code path wrote it), which sends the next
+request to the database; changes made by another process (a second worker, ``capplan catalog`` on the same
+database) are seen at the next check, at most ``recheck_s`` seconds later (``CAPPLAN_CATALOG_RECHECK_S``,
+default 1 s; 0 checks on every request).
 """
 
 from __future__ import annotations
@@ -11,16 +18,20 @@ import dataclasses
 import hashlib
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.catalog_kinds import KINDS, Kind, source_items
 from app.models import CatalogEntry
 from app.repositories.catalog import catalog_fingerprint, list_entries
 
-__all__ = ["CatalogCache", "build_effective", "entry_model"]
+__all__ = ["CatalogCache", "build_effective", "catalog_generation", "entry_model"]
 
 log = logging.getLogger("capplan.catalog")
 
@@ -81,18 +92,68 @@ def build_effective(source: Any, rows: list[CatalogEntry]) -> Any:
     return _rebuild(source, fields)
 
 
-class CatalogCache:
-    """Rebuilds the effective catalog only when the rows changed (checked with one cheap query)."""
+_generation = [0]
+_generation_lock = threading.Lock()
 
-    def __init__(self, source: Any) -> None:
+
+def catalog_generation() -> int:
+    """Bumped by every commit in this process that added, changed or deleted a catalog row."""
+    return _generation[0]
+
+
+@event.listens_for(Session, "after_flush")
+def _note_catalog_write(session: Session, _context: Any) -> None:
+    if any(isinstance(o, CatalogEntry) for o in (*session.new, *session.dirty, *session.deleted)):
+        session.info["capplan.catalog_written"] = True
+
+
+@event.listens_for(Session, "after_commit")
+def _bump_generation(session: Session) -> None:
+    if session.info.pop("capplan.catalog_written", False):
+        with _generation_lock:
+            _generation[0] += 1
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_write(session: Session) -> None:
+    session.info.pop("capplan.catalog_written", None)
+
+
+class CatalogCache:
+    """Rebuilds the effective catalog only when the rows changed (checked with one cheap query), and checks
+    only when something may have changed (see the module docstring)."""
+
+    def __init__(self, source: Any, recheck_s: float = 1.0) -> None:
         self.source = source
+        self.recheck_s = recheck_s
         self._key: tuple[int, str] | None = None
         self._catalog: Any = None
+        self._checked: tuple[int, float] | None = None  # (generation, monotonic time) of the last check
 
     def get(self, session: Session) -> Any:
+        generation, now = catalog_generation(), time.monotonic()
         key = catalog_fingerprint(session=session)
         if key != self._key or self._catalog is None:
             rows = list_entries(session=session)
             self._catalog = build_effective(self.source, rows) if rows else self.source
             self._key = key
+        self._checked = (generation, now)
         return self._catalog
+
+    def fresh(self) -> Any | None:
+        """The effective catalog when it needs no check now (nothing written in this process since the last
+        check, which was less than ``recheck_s`` ago), else ``None``: call :meth:`get`."""
+        checked = self._checked
+        if checked is None or self._catalog is None or checked[0] != catalog_generation():
+            return None
+        if time.monotonic() - checked[1] >= self.recheck_s:
+            return None
+        return self._catalog
+
+    def current(self, sessionmaker: Callable[[], Session]) -> Any:
+        """:meth:`fresh`, else :meth:`get` on a session of its own (blocking: run it in a worker thread)."""
+        catalog = self.fresh()
+        if catalog is not None:
+            return catalog
+        with sessionmaker() as session:
+            return self.get(session)

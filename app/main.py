@@ -46,7 +46,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = make_engine(settings.database_url)
     try:
         if app.state.catalog_cache is None:
-            app.state.catalog_cache = CatalogCache(await anyio.to_thread.run_sync(load_source_catalog))
+            app.state.catalog_cache = CatalogCache(await anyio.to_thread.run_sync(load_source_catalog),
+                                                   settings.catalog_recheck_s)
         source = app.state.catalog_cache.source
         await anyio.to_thread.run_sync(
             lambda: prepare_database(
@@ -76,7 +77,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     else:
         app.dependency_overrides[get_settings] = lambda: settings
     app.state.settings = settings
-    app.state.catalog_cache = CatalogCache(catalog) if catalog is not None else None
+    app.state.catalog_cache = CatalogCache(catalog, settings.catalog_recheck_s) if catalog is not None else None
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
     app.state.html_error_renderer = render_problem

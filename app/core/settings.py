@@ -33,7 +33,15 @@ class Settings(BaseSettings):
     rate_limit_web_pages: str = Field(
         default="60/minute", description="costly pages (/plan, /compare), per client address"
     )
-    rate_limit_storage: str = Field(default="memory://", description="limits storage URI, e.g. redis://host")
+    rate_limit_storage: str = Field(
+        default="memory://",
+        description="limits storage URI: memory:// (per process), or one every worker shares, e.g. redis://host",
+    )
+    catalog_recheck_s: float = Field(
+        default=1.0, ge=0, le=3600,
+        description="seconds a worker answers from its cached catalog before checking the database for changes "
+                    "made by other processes (changes made through this worker apply at once; 0 = every request)",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     static_dir: Path = Field(default=Path(__file__).resolve().parents[2] / "static")

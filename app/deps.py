@@ -7,8 +7,10 @@ there is some. An estimate without an ``X-API-Key`` reads no database at all whi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+import inspect
+from collections.abc import AsyncIterator, Callable
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
@@ -62,19 +64,36 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
+_T = TypeVar("_T")
+
+
+def _in_own_session(request: Request, work: Callable[[Session], _T]) -> _T:
+    """``work`` on a session of its own, closed afterwards (blocking: run it in a worker thread). For the
+    dependencies that need the database only now and then (an API key to look up, a catalog to check), so
+    that a request without either makes no session. The session is the app's, or what ``get_session`` is
+    overridden with (the tests' database)."""
+    override = request.app.dependency_overrides.get(get_session)
+    if override is None:
+        with request.app.state.sessionmaker() as session:
+            return work(session)
+    if inspect.isgeneratorfunction(override):
+        with contextmanager(override)() as session:
+            return work(session)
+    return work(override())
+
 
 async def get_source_catalog(request: Request) -> Any:
     """The hardware catalog as shipped (YAML), loaded once at start."""
     return request.app.state.catalog_cache.source
 
 
-async def get_catalog(request: Request, session: SessionDep) -> Any:
+async def get_catalog(request: Request) -> Any:
     """The effective catalog: seeded data, sales overrides and custom entries (see app.catalog_cache; from
     memory while nothing can have changed, else checked against the database in a worker thread)."""
     cache = request.app.state.catalog_cache
     catalog = cache.fresh()
     if catalog is None:
-        catalog = await run_in_threadpool(cache.get, session)
+        catalog = await run_in_threadpool(_in_own_session, request, cache.get)
     return catalog
 
 
@@ -90,14 +109,15 @@ async def get_metrics(request: Request) -> Metrics:
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 
-async def get_client(request: Request, session: SessionDep) -> ApiKey | None:
+async def get_client(request: Request) -> ApiKey | None:
     """The API key presented in ``X-API-Key``; ``None`` when there is none; 401 when it is unknown or revoked.
 
     Reads the header directly, so that routes open to everyone do not declare a security requirement."""
     presented = request.headers.get(API_KEY_HEADER)
     if presented is None:
         return None
-    client = await run_in_threadpool(lambda: authenticate(session=session, presented=presented))
+    client = await run_in_threadpool(
+        _in_own_session, request, lambda session: authenticate(session=session, presented=presented))
     if client is None:
         raise Unauthorized("unknown or revoked API key", headers={"WWW-Authenticate": "ApiKey"})
     return client

@@ -26,6 +26,7 @@ from app.core.startup import load_source_catalog, prepare_database
 from app.errors import install_error_handlers
 from app.http_security import install_http_security
 from app.openapi import install_openapi, operation_id
+from app.services.estimates import AnswerCache
 from app.web import render_problem
 from app.web import router as web_router
 from estimator import ESTIMATOR_VERSION
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.state.catalog_cache = CatalogCache(catalog, settings.catalog_recheck_s) if catalog is not None else None
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
+    app.state.estimate_answers = AnswerCache()
     app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)

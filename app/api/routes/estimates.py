@@ -4,19 +4,21 @@ The route is ``async``: one estimate (a fraction of a millisecond of CPU) runs o
 less than the two thread-pool hops a plain function gets (the call, then re-validating its result); a list,
 up to ``MAX_BATCH`` estimates, goes to a worker thread so it does not hold the loop. The result is dumped to
 JSON by the same pydantic adapter FastAPI would use for ``response_model`` (the same bytes) without
-re-validating the typed result first, and answered as is."""
+re-validating the typed result first, and answered as is. A single request equal to a recent one, against the
+same catalog, gets the same bytes from ``app.state.estimate_answers`` (:class:`AnswerCache`)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
-from app.deps import CatalogDep, MetricsDep
+from app.core.metrics import Metrics
+from app.deps import CatalogDep
 from app.schemas.problem import problem_responses
-from app.services.estimates import MAX_BATCH, parse_one_or_many, run_estimate, run_many
+from app.services.estimates import MAX_BATCH, AnswerCache, parse_one_or_many, run_estimate, run_many
 from estimator import EstimateRequest, EstimateResponse
 
 router = APIRouter(prefix="/estimates", tags=["estimates"])
@@ -51,24 +53,25 @@ _RESPONSE: TypeAdapter[EstimateResponse | list[EstimateResponse]] = TypeAdapter(
     summary="Estimate memory, speed and cost of one training setup (or a list of them)",
 )
 async def create_estimates(
+    request: Request,
     payload: Annotated[Any, Body()],
     catalog: CatalogDep,
-    metrics: MetricsDep,
 ) -> Response:
     """The estimator-core contract. Send one `EstimateRequest` object, or a JSON array of them to get an
     array back in the same order. Errors name the field, prefixed by the index for a list (`2.training.seq_len`)."""
-    result: EstimateResponse | list[EstimateResponse]
+    metrics: Metrics = request.app.state.metrics
     if isinstance(payload, list):
         parsed = await run_in_threadpool(parse_one_or_many, payload)
         assert isinstance(parsed, list)
         metrics.estimates.labels("estimates").inc(len(parsed))
-        result = await run_in_threadpool(run_many, parsed, catalog)
-    else:
-        one = parse_one_or_many(payload)
-        assert not isinstance(one, list)
-        metrics.estimates.labels("estimates").inc()
-        result = run_estimate(one, catalog)
-    return Response(content=_RESPONSE.dump_json(result, by_alias=True), media_type="application/json")
+        results = await run_in_threadpool(run_many, parsed, catalog)
+        return Response(content=_RESPONSE.dump_json(results, by_alias=True), media_type="application/json")
+    one = parse_one_or_many(payload)
+    assert not isinstance(one, list)
+    metrics.estimates.labels("estimates").inc()
+    answers: AnswerCache = request.app.state.estimate_answers
+    body = answers.answer(one, catalog, lambda: _RESPONSE.dump_json(run_estimate(one, catalog), by_alias=True))
+    return Response(content=body, media_type="application/json")
 
 
 __all__ = ["EstimateRequest", "router"]

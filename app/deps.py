@@ -109,17 +109,27 @@ async def get_metrics(request: Request) -> Metrics:
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 
+_CLIENT_STATE = "capplan_api_client"
+
+
 async def get_client(request: Request) -> ApiKey | None:
     """The API key presented in ``X-API-Key``; ``None`` when there is none; 401 when it is unknown or revoked.
 
-    Reads the header directly, so that routes open to everyone do not declare a security requirement."""
+    Reads the header directly, so that routes open to everyone do not declare a security requirement. The
+    key found is kept on the request (``request.state``), so calling this again (the API's checks call it
+    directly, a write route as ``ClientDep``) looks it up once."""
     presented = request.headers.get(API_KEY_HEADER)
     if presented is None:
         return None
+    state = request.scope.setdefault("state", {})
+    if _CLIENT_STATE in state:
+        found: ApiKey = state[_CLIENT_STATE]
+        return found
     client = await run_in_threadpool(
         _in_own_session, request, lambda session: authenticate(session=session, presented=presented))
     if client is None:
         raise Unauthorized("unknown or revoked API key", headers={"WWW-Authenticate": "ApiKey"})
+    state[_CLIENT_STATE] = client
     return client
 
 

@@ -11,15 +11,16 @@ from fastapi import APIRouter, Depends, Request
 from app.api.routes import catalog, compare, estimates, plans, quotes, saved_plans, tco
 from app.api.strict import strict_json_body
 from app.core.nul import reject_nul
-from app.deps import ClientDep, enforce_rate_limit
+from app.deps import enforce_rate_limit, get_client
 from app.schemas.problem import problem_responses
 
 __all__ = ["api_checks", "api_router"]
 
 
-async def api_checks(request: Request, client: ClientDep) -> None:
+async def api_checks(request: Request) -> None:
     """Every ``/api/v1`` request, in this order: its rate limit (after its API key, a 401 when unknown), NUL
     characters, strict JSON types."""
+    client = await get_client(request)
     await enforce_rate_limit(request, client)
     await reject_nul(request)
     await strict_json_body(request, client)

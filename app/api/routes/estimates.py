@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
 from app.core.metrics import Metrics
-from app.deps import CatalogDep
+from app.deps import get_catalog
 from app.schemas.problem import problem_responses
 from app.services.estimates import MAX_BATCH, AnswerCache, parse_one_or_many, run_estimate, run_many
 from estimator import EstimateRequest, EstimateResponse
@@ -55,11 +55,11 @@ _RESPONSE: TypeAdapter[EstimateResponse | list[EstimateResponse]] = TypeAdapter(
 async def create_estimates(
     request: Request,
     payload: Annotated[Any, Body()],
-    catalog: CatalogDep,
 ) -> Response:
     """The estimator-core contract. Send one `EstimateRequest` object, or a JSON array of them to get an
     array back in the same order. Errors name the field, prefixed by the index for a list (`2.training.seq_len`)."""
     metrics: Metrics = request.app.state.metrics
+    catalog = await get_catalog(request)  # called, not declared: a dependency costs FastAPI more than this
     if isinstance(payload, list):
         parsed = await run_in_threadpool(parse_one_or_many, payload)
         assert isinstance(parsed, list)

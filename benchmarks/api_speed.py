@@ -2,8 +2,9 @@
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.api_speed --rounds 3 --seconds 5 --connections 8
 
-Both servers run under uvicorn (one worker each, ``--log-level warning --no-access-log``, the same loop and
-HTTP implementation) on free loopback ports; the app gets a throwaway SQLite database and a rate limit out of
+The app runs as ``capplan serve --no-access-log`` (uvicorn; ``--workers`` as given, 1 by default), the bare
+app under uvicorn (one worker, ``--no-access-log``), with the same loop and HTTP implementation (uvloop and
+httptools when installed), on free loopback ports; the app gets a throwaway SQLite database and a rate limit out of
 the way. The bare app (:mod:`benchmarks.bare_app`) answers ``POST /api/v1/estimates`` with the very bytes the
 app answered for the headline request (Llama 3.1 70B LoRA, seq 4096, full checkpointing, one Dell XE9680),
 from an ``async`` route that reads the body and returns a ``Response``: the floor of any FastAPI endpoint on
@@ -12,8 +13,7 @@ each figure is the median over rounds, and the ratio app / bare is computed per 
 
 ``wrk`` (Debian package ``wrk``) is the load generator: one thread, ``--connections`` keep-alive connections,
 ``--latency`` percentiles; any non-2xx response or socket error counts as an error. With ``--workers N`` the app
-runs N uvicorn workers (``capplan serve --workers N``' configuration, a shared rate-limit store included when
-``--rate-limit-storage`` is given).
+runs N workers, which needs ``--rate-limit-storage`` (a store they share, e.g. ``redis://127.0.0.1:6379``).
 """
 
 from __future__ import annotations
@@ -44,12 +44,17 @@ wrk.headers["Content-Type"] = "application/json"
 """
 
 
-def start(app_spec: str, port: int, workdir: Path, name: str, env_extra: dict[str, str],
+def start(app_spec: str | None, port: int, workdir: Path, name: str, env_extra: dict[str, str],
           workers: int = 1) -> subprocess.Popen[bytes]:
+    """``app_spec`` under uvicorn, or (``None``) the app as ``capplan serve --workers N --no-access-log``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CAPPLAN_DATABASE_URL": f"sqlite:///{workdir / 'load.db'}",
            "CAPPLAN_RATE_LIMIT_ANONYMOUS": "100000000/minute", **env_extra}
-    command = [sys.executable, "-m", "uvicorn", app_spec, "--factory", "--host", HOST, "--port", str(port),
-               "--log-level", "warning", "--no-access-log", "--workers", str(workers)]
+    if app_spec is None:
+        command = [sys.executable, "-m", "app", "serve", "--host", HOST, "--port", str(port), "--workers",
+                   str(workers), "--no-access-log"]
+    else:
+        command = [sys.executable, "-m", "uvicorn", app_spec, "--factory", "--host", HOST, "--port", str(port),
+                   "--log-level", "warning", "--no-access-log"]
     log = (workdir / f"{name}.log").open("wb")
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -108,7 +113,7 @@ def main() -> None:
         app_port, bare_port = free_port(), free_port()
         app_base, bare_base = f"http://{HOST}:{app_port}", f"http://{HOST}:{bare_port}"
         env = {"CAPPLAN_RATE_LIMIT_STORAGE": args.rate_limit_storage} if args.rate_limit_storage else {}
-        app = start("app.main:create_app", app_port, workdir, "app", env, args.workers)
+        app = start(None, app_port, workdir, "app", env, args.workers)
         bare = None
         try:
             wait_until_ready(app, app_base, workdir)

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,25 @@ _LUA = """wrk.method = "POST"
 wrk.body = {body}
 wrk.headers["Content-Type"] = "application/json"
 """
+
+#: ``--distinct N``: each request the next of N bodies (sequence lengths 1024, 1025, ...), round robin
+_LUA_DISTINCT = """local bodies = {{{bodies}}}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("POST", nil, {{["Content-Type"] = "application/json"}}, bodies[(i % #bodies) + 1])
+end
+"""
+
+
+def lua_script(distinct: int) -> str:
+    if distinct <= 1:
+        return _LUA.format(body=json.dumps(json.dumps(REQUEST)))
+    bodies = []
+    for n in range(distinct):
+        body = {**REQUEST, "training": {**REQUEST["training"], "seq_len": 1024 + n}}
+        bodies.append(json.dumps(json.dumps(body)))
+    return _LUA_DISTINCT.format(bodies=", ".join(bodies))
 
 
 def start(app_spec: str | None, port: int, workdir: Path, name: str, env_extra: dict[str, str],
@@ -102,6 +120,10 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections (concurrency)")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers of the app (the bare app: 1)")
     parser.add_argument("--rate-limit-storage", default=None, help="CAPPLAN_RATE_LIMIT_STORAGE for the app")
+    parser.add_argument("--distinct", type=int, default=1,
+                        help="cycle through this many distinct requests (sequence lengths 1024 + i) instead of "
+                             "repeating the headline one; more than the app keeps answers for (1,024) means "
+                             "every request is estimated afresh")
     parser.add_argument("--json", action="store_true", help="print the rounds as JSON")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -127,7 +149,7 @@ def main() -> None:
             if check.content != reply.content:
                 raise SystemExit("the bare app does not answer the same bytes")
             script = workdir / "post.lua"
-            script.write_text(_LUA.format(body=json.dumps(json.dumps(REQUEST))))
+            script.write_text(lua_script(args.distinct))
             for base in (app_base, bare_base):  # warm-up
                 run_wrk(base, script, 1, args.connections)
             for _ in range(args.rounds):
@@ -146,7 +168,8 @@ def main() -> None:
     def med(side: str, key: str) -> float:
         return statistics.median(r[side][key] for r in rounds)
 
-    print(f"POST {PATH}, {args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, "
+    what = "the headline request repeated" if args.distinct <= 1 else f"{args.distinct} distinct requests"
+    print(f"POST {PATH} ({what}), {args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, "
           f"app workers {args.workers}, {os.cpu_count()} CPUs, load {load_before:.2f} -> {load_after:.2f}")
     print(f"{'':>6} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for side in ("app", "bare"):

@@ -17,6 +17,7 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from app.api.replay import DECISION_KEY
 from app.core.metrics import Metrics
 from app.core.settings import Settings, get_settings
 from app.errors import RateLimited, Unauthorized
@@ -158,8 +159,10 @@ async def enforce_rate_limit(request: Request, client: ClientDep) -> None:
         identity = f"ip:{request.client.host if request.client else 'unknown'}"
         limit = settings.rate_limit_anonymous
     limiter = request.app.state.limiter
-    decision = limiter.hit(identity, limit) if limiter.in_process else await run_in_threadpool(
-        limiter.hit, identity, limit)
+    decision = request.scope.pop(DECISION_KEY, None)  # counted (and refused) already by app.api.replay
+    if decision is None:
+        decision = limiter.hit(identity, limit) if limiter.in_process else await run_in_threadpool(
+            limiter.hit, identity, limit)
     if not decision.allowed:
         raise RateLimited(
             f"more than {limit} requests; retry in {decision.retry_after_s} s",

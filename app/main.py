@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.api import docs, health
+from app.api.replay import EstimateReplay, ReplayAnswers
 from app.api.router import api_router
 from app.catalog_cache import CatalogCache
 from app.core.db import make_engine, make_sessionmaker
@@ -82,10 +83,12 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
     app.state.estimate_answers = AnswerCache()
+    app.state.estimate_replay = ReplayAnswers()
     app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)
     install_openapi(app, DESCRIPTION)
+    app.add_middleware(EstimateReplay)  # innermost: inside the metrics, request id and security headers
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
     install_http_security(app, settings.allowed_hosts)

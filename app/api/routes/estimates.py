@@ -5,7 +5,8 @@ less than the two thread-pool hops a plain function gets (the call, then re-vali
 up to ``MAX_BATCH`` estimates, goes to a worker thread so it does not hold the loop. The result is dumped to
 JSON by the same pydantic adapter FastAPI would use for ``response_model`` (the same bytes) without
 re-validating the typed result first, and answered as is. A single request equal to a recent one, against the
-same catalog, gets the same bytes from ``app.state.estimate_answers`` (:class:`AnswerCache`)."""
+same catalog, gets the same bytes from ``app.state.estimate_answers`` (:class:`AnswerCache`); the same request
+bytes again are answered before the router (``app.api.replay``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Body, Request, Response
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
+from app.api.replay import ReplayAnswers, replay_key
 from app.core.metrics import Metrics
 from app.deps import get_catalog
 from app.schemas.problem import problem_responses
@@ -71,6 +73,10 @@ async def create_estimates(
     metrics.estimates.labels("estimates").inc()
     answers: AnswerCache = request.app.state.estimate_answers
     body = answers.answer(one, catalog, lambda: _RESPONSE.dump_json(run_estimate(one, catalog), by_alias=True))
+    key = replay_key(request.scope, await request.body())  # read already: cached
+    if key is not None:
+        replay: ReplayAnswers = request.app.state.estimate_replay
+        replay.remember(key, catalog, body)
     return Response(content=body, media_type="application/json")
 
 

@@ -57,7 +57,8 @@ def lua_script(distinct: int) -> str:
         return _LUA.format(body=json.dumps(json.dumps(REQUEST)))
     bodies = []
     for n in range(distinct):
-        body = {**REQUEST, "training": {**REQUEST["training"], "seq_len": 1024 + n}}
+        training: dict[str, Any] = {**REQUEST["training"], "seq_len": 1024 + n}  # type: ignore[dict-item]
+        body = {**REQUEST, "training": training}
         bodies.append(json.dumps(json.dumps(body)))
     return _LUA_DISTINCT.format(bodies=", ".join(bodies))
 
@@ -166,7 +167,7 @@ def main() -> None:
         return
 
     def med(side: str, key: str) -> float:
-        return statistics.median(r[side][key] for r in rounds)
+        return float(statistics.median(r[side][key] for r in rounds))
 
     what = "the headline request repeated" if args.distinct <= 1 else f"{args.distinct} distinct requests"
     print(f"POST {PATH} ({what}), {args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, "

@@ -3,6 +3,13 @@
 Estimates, comparisons and quotes run against this catalog, so an override or a custom server takes effect
 at once. Its ``version`` is the source catalog's version, suffixed ``+db.<hash>`` when overrides or custom
 entries change anything, so a saved quote records exactly which data it used.
+
+Checking the rows costs a database round trip (and, from an async route, a thread-pool hop), so
+:meth:`CatalogCache.current` answers from memory while nothing can have changed: a commit in this process that
+wrote a catalog row bumps :data:`generation` (an ORM event, whichever code path wrote it), which sends the next
+request to the database; changes made by another process (a second worker, ``capplan catalog`` on the same
+database) are seen at the next check, at most ``refresh_s`` seconds later (``CAPPLAN_CATALOG_REFRESH_S``,
+default 5 s; 0 checks on every request).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -24,7 +32,7 @@ from app.catalog_kinds import KINDS, Kind, source_items
 from app.models import CatalogEntry
 from app.repositories.catalog import catalog_fingerprint, list_entries
 
-__all__ = ["CatalogCache", "build_effective", "entry_model"]
+__all__ = ["CatalogCache", "build_effective", "catalog_generation", "entry_model"]
 
 log = logging.getLogger("capplan.catalog")
 
@@ -105,6 +113,19 @@ class CatalogCache:
         self._next_check = 0.0
         self._lock = threading.Lock()
 
+    def fresh(self) -> Any | None:
+        """The effective catalog when it needs no check now (nothing written in this process since the last
+        check, which was less than ``refresh_s`` ago), else ``None``: call :meth:`get` (or :meth:`current`)."""
+        return self._catalog if self._fresh() else None
+
+    def current(self, sessionmaker: Callable[[], Session]) -> Any:
+        """:meth:`fresh`, else :meth:`get` on a session of its own (blocking: run it in a worker thread)."""
+        catalog = self.fresh()
+        if catalog is not None:
+            return catalog
+        with sessionmaker() as session:
+            return self.get(session)
+
     def _fresh(self) -> bool:
         return (self._catalog is not None and self._seen_generation == _generation[0]
                 and time.monotonic() < self._next_check)
@@ -143,6 +164,11 @@ class CatalogCache:
 
 #: bumped by every commit that wrote catalog rows in this process (a list, so the listeners can change it)
 _generation = [0]
+
+
+def catalog_generation() -> int:
+    """Bumped by every commit in this process that added, changed or deleted a catalog row."""
+    return _generation[0]
 
 
 @event.listens_for(Session, "after_flush")

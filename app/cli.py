@@ -54,18 +54,39 @@ def _prepared_session() -> Session:
 def serve(
     host: Annotated[str | None, typer.Option(help="address to bind [CAPPLAN_HOST or 127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="port [CAPPLAN_PORT or 8000]")] = None,
+    workers: Annotated[int, typer.Option(
+        min=1, max=64, help="worker processes (one per CPU core); more than one needs a shared "
+                            "CAPPLAN_RATE_LIMIT_STORAGE (e.g. redis://localhost:6379)")] = 1,
+    access_log: Annotated[bool, typer.Option(help="log every request (uvicorn's access log)")] = True,
 ) -> None:
     """Run the web app and API (migrates and seeds the database on start)."""
+    import os
+
     import uvicorn
 
     from app.serve import uvicorn_options
 
     settings = get_settings()
+    if workers > 1:
+        if settings.rate_limit_storage.strip().startswith("memory://"):
+            fail("--workers above 1 needs CAPPLAN_RATE_LIMIT_STORAGE set to a store every worker shares "
+                 "(e.g. redis://localhost:6379): with memory:// each worker would count on its own, so a client "
+                 "would get the limit once per worker")
+        # migrate and seed once, here, rather than in every worker at the same time
+        engine = make_engine(settings.database_url)
+        try:
+            prepare_database(engine, load_source_catalog(), migrate=settings.migrate_on_start,
+                             seed=settings.seed_catalog_on_start)
+        finally:
+            engine.dispose()
+        os.environ["CAPPLAN_MIGRATE_ON_START"] = "false"
+        os.environ["CAPPLAN_SEED_CATALOG_ON_START"] = "false"
     # X-Forwarded-For/-Proto only from the proxies named in CAPPLAN_FORWARDED_ALLOW_IPS; none by default, so a
     # client cannot pick its own address (and with it its rate-limit counter) by sending the header
     trusted = settings.forwarded_allow_ips.strip()
     uvicorn.run("app.main:create_app", factory=True, host=host or settings.host, port=port or settings.port,
-                proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None, **uvicorn_options(settings))
+                proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None, workers=workers,
+                access_log=access_log, **uvicorn_options(settings))
 
 
 def _read_json(path: str) -> Any:

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from app.admission import AdmissionMiddleware, BodyLimitMiddleware
 from app.api import docs, health
+from app.api.replay import EstimateReplay, ReplayAnswers
 from app.api.router import api_router
 from app.catalog_cache import CatalogCache
 from app.core.db import make_engine, make_sessionmaker
@@ -26,6 +27,7 @@ from app.core.startup import load_source_catalog, prepare_database
 from app.errors import install_error_handlers
 from app.http_security import install_http_security
 from app.openapi import install_openapi, operation_id
+from app.services.estimates import AnswerCache
 from app.web import render_problem
 from app.web import router as web_router
 from app.web.assets import AssetFiles
@@ -82,10 +84,13 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.state.catalog_cache = CatalogCache(catalog, settings.catalog_refresh_s) if catalog is not None else None
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
+    app.state.estimate_answers = AnswerCache()
+    app.state.estimate_replay = ReplayAnswers()
     app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)
     install_openapi(app, DESCRIPTION)
+    app.add_middleware(EstimateReplay)  # innermost: inside the metrics, request id and security headers
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
                        body_timeout_s=settings.body_timeout_s)
     app.add_middleware(AdmissionMiddleware, max_concurrent=settings.max_concurrent_requests,

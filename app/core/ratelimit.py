@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 from limits import RateLimitItem, parse
 from limits.storage import storage_from_string
@@ -26,12 +27,19 @@ class Decision:
     retry_after_s: int
 
 
+@lru_cache(maxsize=256)
+def _parsed(limit: str) -> RateLimitItem:
+    return parse(limit)
+
+
 class RateLimiter:
     def __init__(self, storage_uri: str = "memory://") -> None:
         self._limiter = MovingWindowRateLimiter(storage_from_string(storage_uri))
+        #: the counters live in this process (``memory://``): a hit does no I/O and need not leave the event loop
+        self.in_process = storage_uri.strip().startswith("memory://")
 
     def hit(self, identity: str, limit: str) -> Decision:
-        item: RateLimitItem = parse(limit)
+        item: RateLimitItem = _parsed(limit)
         allowed = self._limiter.hit(item, identity)
         stats = self._limiter.get_window_stats(item, identity)
         retry = 0 if allowed else max(1, math.ceil(stats.reset_time - time.time()))

@@ -33,7 +33,10 @@ class Settings(BaseSettings):
     rate_limit_web_pages: str = Field(
         default="60/minute", description="costly pages (/plan, /compare), per client address"
     )
-    rate_limit_storage: str = Field(default="memory://", description="limits storage URI, e.g. redis://host")
+    rate_limit_storage: str = Field(
+        default="memory://",
+        description="limits storage URI: memory:// (per process), or one every worker shares, e.g. redis://host",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     static_dir: Path = Field(default=Path(__file__).resolve().parents[2] / "static")

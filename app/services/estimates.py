@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -11,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from app.api.strict import strict_validate
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
-__all__ = ["MAX_BATCH", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]
+__all__ = ["MAX_BATCH", "AnswerCache", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]
 
 #: most requests in one POST /estimates list (the OpenAPI schema says the same)
 MAX_BATCH = 100
@@ -56,3 +58,40 @@ def run_many(requests: Sequence[EstimateRequest], catalog: Any) -> list[Estimate
         except EstimatorError as exc:
             raise prefix_error(exc, str(i)) from exc
     return results
+
+
+class AnswerCache:
+    """The last ``size`` answers (JSON bytes) of single estimates, by validated request, for one catalog.
+
+    ``estimate()`` is a pure function of the request and the catalog, so an equal request against the same
+    catalog object gets the very same bytes; a request is equal when its validated fields are (a body with
+    other whitespace or key order is a hit too). The catalog is compared by identity: the app's catalog cache
+    hands out a new object whenever the effective catalog changes, and that empties this cache. Errors are not
+    kept (they are raised again, as fresh as ever)."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._catalog: Any = None
+        self._answers: OrderedDict[EstimateRequest, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def answer(self, request: EstimateRequest, catalog: Any, compute: Callable[[], bytes]) -> bytes:
+        try:
+            hash(request)
+        except TypeError:  # a field holds a dict (a Hugging Face config given inline): not kept
+            return compute()
+        with self._lock:
+            if catalog is not self._catalog:
+                self._answers.clear()
+                self._catalog = catalog
+            hit = self._answers.get(request)
+            if hit is not None:
+                self._answers.move_to_end(request)
+                return hit
+        body = compute()
+        with self._lock:
+            if catalog is self._catalog and self.size > 0:
+                self._answers[request] = body
+                while len(self._answers) > self.size:
+                    self._answers.popitem(last=False)
+        return body

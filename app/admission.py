@@ -76,7 +76,24 @@ class BodyLimitMiddleware:
                     raise HTTPException(413, self._too_large(), headers={"Connection": "close"})
             return message
 
-        await self.app(scope, limited_receive, send)
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracked_send)
+        except HTTPException as exc:
+            # a middleware inside this one (EstimateReplay) read the body before any route's handlers could
+            # turn the error into a problem: answer it here, unless a response has begun
+            if started or exc.status_code not in (408, 413):
+                raise
+            slug, title = (("request-too-large", "Request too large") if exc.status_code == 413
+                           else ("request-timeout", "Request timeout"))
+            await _answer(scope, receive, send, exc.status_code, slug, title, str(exc.detail),
+                          {"Connection": "close"})
 
 
 class AdmissionMiddleware:

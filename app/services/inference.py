@@ -8,6 +8,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from app.api.strict import strict_validate
 from app.services.estimates import MAX_BATCH, prefix_error
 from estimator.errors import EstimatorError
 from estimator.inference import InferenceRequest, InferenceResponse, estimate_inference
@@ -19,13 +20,15 @@ _MANY: TypeAdapter[list[InferenceRequest]] = TypeAdapter(list[InferenceRequest])
 
 
 def parse_inference(payload: Any, max_batch: int = MAX_BATCH) -> InferenceRequest | list[InferenceRequest]:
-    """One JSON object or a list of at most ``max_batch``; errors carry body locations (``body.serving.x``)."""
+    """One JSON object or a list of at most ``max_batch``, in strict JSON mode as every API body
+    (``app.api.strict``: ``false`` is no number, ``"8"`` no integer); errors carry body locations
+    (``body.serving.x``)."""
     if isinstance(payload, list) and len(payload) > max_batch:
         raise RequestValidationError(
             [{"loc": ("body",), "msg": f"at most {max_batch} requests in one batch", "type": "too_long"}])
     adapter: TypeAdapter[Any] = _MANY if isinstance(payload, list) else _ONE
     try:
-        result: InferenceRequest | list[InferenceRequest] = adapter.validate_python(payload)
+        result: InferenceRequest | list[InferenceRequest] = strict_validate(adapter, payload)
     except ValidationError as exc:
         raise RequestValidationError(
             [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]) from None

@@ -27,6 +27,7 @@ from estimator import (
 )
 from estimator.rack import btu_per_hour, node_power_at_load_w, plan_rack_for_server, racks_needed
 from estimator.tco import (
+    MAX_TIME_TO_TRAIN_S,
     JobCost,
     TcoAssumptions,
     UpgradeAnswer,
@@ -68,7 +69,9 @@ def job_on_server(
     """``job`` estimated on ``num_nodes`` of ``server_id``, as a :class:`JobCost`. Errors name ``prefix.<field>``.
     ``whole``: on every GPU of each server (the upgrade and the cross-server chart compare whole servers).
 
-    A run trains on at least one optimizer step's tokens (fewer would price a full step as a few tokens).
+    A run trains on at least one optimizer step's tokens (fewer would price a full step as a few tokens), and
+    at most :data:`~estimator.tco.MAX_TIME_TO_TRAIN_S` long (past it the run is no cost a TCO can answer): both
+    are a 422 naming ``<prefix>.training.train_tokens``, never a :class:`JobCost` that fails its own bounds.
     """
     request = _on_server(job, server_id, num_nodes, catalog, whole)
     try:
@@ -84,6 +87,12 @@ def job_on_server(
     if tokens < max(step, 1.0):
         raise InvalidRequestError(f"train_tokens ({tokens:g}) is less than one optimizer step ({step:,.0f} tokens)",
                                   f"{prefix}.training.train_tokens")
+    seconds = result.train.time_to_train_s
+    if seconds > MAX_TIME_TO_TRAIN_S:
+        raise InvalidRequestError(
+            f"{tokens:g} tokens would take {seconds / 3.15576e7:,.0f} years on {num_nodes} x {server_id}; the TCO "
+            f"costs runs of at most {MAX_TIME_TO_TRAIN_S / 3.15576e7:,.0f} years: train fewer tokens or use more nodes",
+            f"{prefix}.training.train_tokens")
     return JobCost(gpu_id=result.layout.gpu, server_id=server_id, num_nodes=num_nodes,
                    gpus_per_node=request.hardware.gpus_per_node, time_to_train_s=result.train.time_to_train_s,
                    train_tokens=tokens, energy_kwh=result.train.energy_kwh or None, server_price_usd=price), result

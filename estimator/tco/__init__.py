@@ -60,6 +60,7 @@ from estimator.tco.costs import (
     tco_options,
 )
 from estimator.tco.results import (
+    MAX_TIME_TO_TRAIN_S,
     CapexBreakdown,
     CumulativeCost,
     JobCost,
@@ -74,6 +75,7 @@ from estimator.tco.upgrade import UpgradeAnswer, compare_upgrade
 __all__ = [
     "HOURS_PER_MONTH",
     "HOURS_PER_YEAR",
+    "MAX_TIME_TO_TRAIN_S",
     "AssumptionRow",
     "CapexBreakdown",
     "CumulativeCost",

@@ -8,6 +8,7 @@ from pydantic import Field
 from estimator.tco.assumptions import CloudPricing, OptionKind, _Frozen, _Input
 
 __all__ = [
+    "MAX_TIME_TO_TRAIN_S",
     "CapexBreakdown",
     "CumulativeCost",
     "JobCost",
@@ -19,6 +20,10 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------------------------------ inputs
+
+#: the longest run the TCO model costs: 1e11 s is about 3,170 years, far past any server's life; a longer
+#: estimate (e.g. 1e16 tokens on one node) is refused by the callers as a 422 on ``training.train_tokens``
+MAX_TIME_TO_TRAIN_S = 1e11
 
 
 class JobCost(_Input):
@@ -32,7 +37,7 @@ class JobCost(_Input):
     server_id: str
     num_nodes: int = Field(ge=1, le=100_000)
     gpus_per_node: int = Field(ge=1, le=64)
-    time_to_train_s: float = Field(gt=0, le=1e11)
+    time_to_train_s: float = Field(gt=0, le=MAX_TIME_TO_TRAIN_S)
     train_tokens: float = Field(ge=1, le=1e16)
     energy_kwh: float | None = Field(default=None, ge=0, le=1e15)
     server_price_usd: float | None = Field(default=None, gt=0, le=1e10)

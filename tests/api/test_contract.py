@@ -75,6 +75,32 @@ def test_api_boundaries_conform_to_its_schema(case: Any, contract_key: str) -> N
     case.call_and_validate(headers={"X-API-Key": contract_key}, excluded_checks=_EXCLUDED)
 
 
+def _bind_offer_ids_to_the_catalog(api: Any) -> int:
+    """Tell schemathesis' dependency inference what ``offer_id`` names: a ``/catalog/cloud-offers`` entry.
+
+    Schemathesis reads a ``<word>_id`` body field as a foreign key to a resource ``<Word>``: ``offer_id`` (on
+    ``POST /tco`` and inside every ``cost`` basis: estimates, compare, tco, quotes, saved plans) becomes a
+    resource ``Offer`` that no operation produces, because the catalog's routes produce it under the name their
+    path gives, ``CloudOffer``. Its root choice (``is_likely_root_transition``) then takes every operation
+    carrying ``cost`` for one that fails on random data, and with other roots left (the catalog POSTs, recompute
+    on random ids, all 4xx) ``POST /quotes`` and ``POST /saved-plans`` were never called: no call on a saved id
+    at all. ``cost.offer_id`` is optional and is looked up in the catalog (``estimator.cost``), so the slots are
+    rebound to the catalog's cloud-offer ids before the links are inferred. Returns how many were rebound."""
+    graph = api.analysis.dependency_graph
+    cloud_offer = graph.resources.get("CloudOffer")
+    if cloud_offer is None:
+        return 0
+    rebound = 0
+    for node in graph.operations.values():
+        for slot in node.inputs:
+            if slot.resource.name == "Offer":
+                slot.resource, slot.resource_field = cloud_offer, "id"
+                rebound += 1
+    return rebound
+
+
+OFFER_SLOTS_REBOUND = _bind_offer_ids_to_the_catalog(stateful)
+
 #: scenarios the stateful phase runs, each of at most ``STATEFUL_STEPS`` calls
 STATEFUL_SCENARIOS = 40
 STATEFUL_STEPS = 8
@@ -105,6 +131,8 @@ def test_api_workflows_conform_to_its_schema(contract_key: str) -> None:
         max_examples=STATEFUL_SCENARIOS, stateful_step_count=STATEFUL_STEPS, deadline=None, derandomize=True,
         suppress_health_check=list(HealthCheck)))
     assert stateful.statistic.transitions.total >= 40, "the links between operations were inferred"
+    root_posts = {p for m, p, _status in _Workflow.calls if m == "POST" and p.endswith(("/quotes", "/saved-plans"))}
+    assert root_posts == {"/api/v1/quotes", "/api/v1/saved-plans"}, f"the saving POSTs were entry points: {root_posts}"
     ok = {(m, p) for m, p, status in _Workflow.calls if status < 300}
     chained = {(m, p) for m, p in ok if "{item_id}" in p or "{entry_id}" in p}
     assert chained, f"no call on an id a previous call made: {sorted(ok)}"

@@ -69,8 +69,13 @@ def test_strict_types_still_take_what_json_has(client: TestClient) -> None:
      "request.training.seq_len"),
     ("/api/v1/tco", {"server": "dgx-a100-80gb", "num_nodes": "2"}, "num_nodes"),
     ("/api/v1/tco", {"server": "dgx-a100-80gb", "num_nodes": True}, "num_nodes"),
+    # the schemathesis boundaries phase: the serving cost's TCO assumptions took ``false`` for a number
+    ("/api/v1/inference-estimates", {"cost": {"assumptions": {"staff_usd_per_year": False}}},
+     "cost.assumptions.staff_usd_per_year"),
+    ("/api/v1/inference-estimates", [{"hardware": {"gpus_per_node": "8"}}], "0.hardware.gpus_per_node"),
+    ("/api/v1/inference-estimates", {"workload": {"input_tokens": 1024.0}}, "workload.input_tokens"),
 ])
-def test_other_json_bodies_refuse_lax_types(client: TestClient, url: str, body: dict[str, Any], field: str) -> None:
+def test_other_json_bodies_refuse_lax_types(client: TestClient, url: str, body: Any, field: str) -> None:
     assert_problem(client.post(url, json=body), 422, field)
 
 

@@ -177,3 +177,46 @@ def test_upgrade_has_a_stable_operation_id(client: TestClient) -> None:
     paths = client.get("/api/v1/openapi.json").json()["paths"]
     assert paths["/api/v1/tco/upgrade"]["post"]["operationId"] == "tco-create_upgrade"
     assert paths["/api/v1/tco"]["post"]["operationId"] == "tco-create_tco"
+
+
+# --------------------------------------------------------------- runs longer than the TCO costs (fuzzing, 500s)
+
+
+JOB_70B = {**JOB, "model": "llama-3.1-70b"}
+
+
+def _seconds_per_token(client: TestClient, server: str) -> float:
+    body = client.post(URL, json={"server": server, "job": JOB_70B})
+    assert body.status_code == 200, body.text
+    return float(body.json()["job"]["time_to_train_s"]) / JOB_70B["training"]["train_tokens"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("url", [URL, UPGRADE])
+def test_a_run_longer_than_the_tco_costs_is_a_422_naming_train_tokens(client: TestClient, url: str) -> None:
+    """Schemathesis found a 500 on /tco/upgrade: 1e16 tokens of Llama 3.1 405B on one server is an estimate of
+    ~5e5 years, past ``JobCost``'s bound (``MAX_TIME_TO_TRAIN_S``, 1e11 s). /tco costs the same job the same way."""
+    job = {"model": "llama-3.1-405b", "training": {"method": "full", "train_tokens": 1e16},
+           "parallelism": {"sharding": "zero3"}}
+    body = {"server": "nvidia-dgx-h100", "job": job} if url == URL else {"job": job}
+    problem = assert_problem(client.post(url, json=body), 422, "job.training.train_tokens")
+    assert "years" in problem["errors"][0]["detail"]
+
+
+def test_the_longest_run_costed_is_max_time_to_train_s(client: TestClient) -> None:
+    """Time to train is linear in tokens here (same layout, same step): half the bound is costed, twice it is a
+    422 from the bound, not from ``MAX_TRAIN_TOKENS`` (70B on one DGX H100: ~1.3e-4 s a token, so 2e11 s is
+    ~1.5e15 tokens, under 1e16)."""
+    from estimator.request import MAX_TRAIN_TOKENS
+    from estimator.tco import MAX_TIME_TO_TRAIN_S
+
+    per_token = _seconds_per_token(client, "nvidia-dgx-h100")
+    for factor, status in ((0.5, 200), (2.0, 422)):
+        tokens = factor * MAX_TIME_TO_TRAIN_S / per_token
+        assert tokens < MAX_TRAIN_TOKENS
+        job = {**JOB_70B, "training": {"method": "full", "train_tokens": tokens}}
+        r = client.post(URL, json={"server": "nvidia-dgx-h100", "job": job})
+        if status == 200:
+            assert r.status_code == 200, r.text
+            assert r.json()["job"]["time_to_train_s"] == pytest.approx(factor * MAX_TIME_TO_TRAIN_S, rel=1e-6)
+        else:
+            assert "years" in assert_problem(r, 422, "job.training.train_tokens")["errors"][0]["detail"]

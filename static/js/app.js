@@ -18,11 +18,12 @@
      or two columns with room made for it, thin side margins, long category labels of horizontal bars wrapped,
      bar values placed inside the bar when they do not fit outside. */
   var NARROW = 560;
-  function wrapLabel(label) {
-    if (typeof label !== "string" || label.length <= 18) { return label; }
+  function wrapLabel(label, max) {
+    max = max || 18;
+    if (typeof label !== "string" || label.length <= max) { return label; }
     var lines = [], line = "";
     label.split(" ").forEach(function (word) {
-      if (line && (line + " " + word).length > 18) { lines.push(line); line = word; }
+      if (line && (line + " " + word).length > max) { lines.push(line); line = word; }
       else { line = line ? line + " " + word : word; }
     });
     if (line) { lines.push(line); }
@@ -63,11 +64,19 @@
     }
     layout.margin = Object.assign({}, layout.margin, {l: 4, r: 14});
     if (layout.title) {
-      layout.title = Object.assign({}, layout.title, {font: Object.assign({}, layout.title.font, {size: 13})});
+      /* a title longer than the chart is wide (about 7 px a character at 13 px) goes on more lines, the top
+         margin and the height growing by a line each */
+      var text = wrapLabel(layout.title.text, Math.max(18, Math.floor((width - 8) / 7)));
+      var extra = typeof text === "string" ? text.split("<br>").length - 1 : 0;
+      layout.title = Object.assign({}, layout.title, {text: text, font: Object.assign({}, layout.title.font, {size: 13})});
+      if (extra) {
+        layout.margin = Object.assign({}, layout.margin, {t: ((layout.margin || {}).t || 44) + 17 * extra});
+        layout.height = (layout.height || 320) + 17 * extra;
+      }
     }
     var horizontal = fig.data.some(function (t) { return t.type === "bar" && t.orientation === "h"; });
     fig.data.forEach(function (t) {
-      if (horizontal && Array.isArray(t.y)) { t.y = t.y.map(wrapLabel); }
+      if (horizontal && Array.isArray(t.y)) { t.y = t.y.map(function (label) { return wrapLabel(label); }); }
       if (t.type === "bar" && t.textposition === "outside") { t.textposition = "auto"; }
     });
     fig.layout = layout;

@@ -7,6 +7,8 @@ import json
 import re
 import urllib.request
 
+from playwright.sync_api import expect
+
 from tests.browser.conftest import ARTIFACTS
 
 OFFLOAD = ("model=llama-3.1-70b&training.method=full&training.activation_checkpointing=full"
@@ -52,7 +54,8 @@ def test_picking_a_server_sets_and_shows_its_gpu(page) -> None:  # type: ignore[
     assert page.locator("#f-hardware-gpu").input_value() == "a100-sxm4-80gb"
     assert "A100 SXM4 80GB" in page.locator("#help-f-hardware-server").inner_text()
     page.wait_for_selector("#estimate-result")
-    page.wait_for_function("document.querySelector('.verdict-title').innerText.includes('A100')")
+    # locator waits, not wait_for_function: its string predicate is eval'd in the page, which the CSP refuses
+    expect(page.locator(".verdict-title").first).to_contain_text("A100", use_inner_text=True)
     page.reload()
     assert page.locator("#f-hardware-gpu").input_value() == "a100-sxm4-80gb"
 
@@ -69,8 +72,7 @@ def test_a_pasted_config_names_the_model_field(page) -> None:  # type: ignore[no
     assert page.locator("#f-model option:checked").inner_text() == "Pasted config.json: Qwen2ForCausalLM"
     page.fill("#f-model-json", json.dumps(QWEN))
     page.get_by_role("button", name="Estimate").click()
-    page.wait_for_function("document.querySelector('.verdict-title') && "
-                           "document.querySelector('.verdict-title').innerText.includes('Qwen/Qwen2-0.5B')")
+    expect(page.locator(".verdict-title").first).to_contain_text("Qwen/Qwen2-0.5B", use_inner_text=True)
     page.reload()
     assert page.locator("#f-model option:checked").inner_text() == "Pasted config.json: Qwen/Qwen2-0.5B"
 
@@ -123,6 +125,12 @@ def test_api_docs_load_nothing_from_a_cdn(page, traffic) -> None:  # type: ignor
 
 def _no_overflow(page) -> None:  # type: ignore[no-untyped-def]
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    # every chart's title is set inside the chart (a long one on more lines), not cut off at its right edge
+    titles = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => {
+        const t = p.querySelector('.gtitle'); return t ? [p.id, p.getBoundingClientRect().right,
+        t.getBoundingClientRect().right] : null; }).filter(Boolean)""")
+    for chart, right, title_right in titles:
+        assert title_right <= right + 1, (chart, right, title_right)
 
 
 def test_390px_results_first_readable_charts(make_context) -> None:  # type: ignore[no-untyped-def]
@@ -155,6 +163,7 @@ def test_390px_results_first_readable_charts(make_context) -> None:  # type: ign
         ("tco", "/tco", "#chart-tco .main-svg"),
         ("plan", "/plan?model=llama-3.1-70b&training.method=lora&constraints.gpus=a100-sxm4-80gb"
                  "&constraints.max_nodes=1", "#plan-result"),
+        ("serve", "/serve?model=llama-3.1-8b", "#chart-serving .main-svg"),
     ):
         page.goto(url)
         page.wait_for_selector(ready)
@@ -188,8 +197,7 @@ def test_a_full_flow_in_brazilian_portuguese(make_context) -> None:  # type: ign
     page.select_option("#f-training-activation-checkpointing", "full")
     page.get_by_role("button", name="Estimar").click()
     page.wait_for_selector("#result #chart-step-time .main-svg")
-    page.wait_for_function("document.querySelector('#node-verdict') && "
-                           "document.querySelector('#node-verdict').innerText === 'O host não comporta'")
+    expect(page.locator("#node-verdict")).to_have_text("O host não comporta", use_inner_text=True)
     assert page.locator("#verdict").inner_text() in {"Cabe", "Cabe, justo"}
     assert "precisa de 1.157 GiB de RAM do host por nó; este servidor tem 1.024 GiB" in \
         page.locator("#node-sentence").inner_text()

@@ -17,8 +17,8 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.api.replay import DECISION_KEY
 from app.core.metrics import Metrics
+from app.core.ratelimit import DECISION_KEY
 from app.core.settings import Settings, get_settings
 from app.errors import RateLimited, Unauthorized
 from app.models import ApiKey

@@ -21,7 +21,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.request_id import HEADER, request_id_of
-from app.http_security import csp_nonce, security_headers
+from app.core.security_headers import csp_nonce, security_headers
 from app.openapi import allowed_methods
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
 from estimator.budget import DeadlineExceeded

@@ -17,6 +17,7 @@ from app.admission import AdmissionMiddleware, BodyLimitMiddleware
 from app.api import docs, health
 from app.api.replay import EstimateReplay, ReplayAnswers
 from app.api.router import api_router
+from app.api.routes.estimates import create_estimates
 from app.catalog_cache import CatalogCache
 from app.core.db import make_engine, make_sessionmaker
 from app.core.metrics import Metrics, MetricsMiddleware
@@ -85,7 +86,7 @@ def create_app(settings: Settings | None = None, *, catalog: Any = None) -> Fast
     app.state.limiter = RateLimiter(settings.rate_limit_storage)
     app.state.metrics = Metrics()
     app.state.estimate_answers = AnswerCache()
-    app.state.estimate_replay = ReplayAnswers()
+    app.state.estimate_replay = ReplayAnswers(create_estimates)
     app.state.html_error_renderer = render_problem
 
     install_error_handlers(app)

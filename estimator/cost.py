@@ -28,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo
+from estimator.tco import TcoAssumptions, ownership_tco
+from estimator.tco.offers import Confidence, Pricing, age_confidence, offer_confidence, price_field
 
 __all__ = [
     "HYPERSCALERS",
@@ -41,15 +43,11 @@ __all__ = [
 ]
 
 Basis = Literal["own", "rent"]
-Pricing = Literal["on-demand", "reserved", "spot"]
 ProviderClass = Literal["hyperscaler", "neocloud"]
-Confidence = Literal["high", "medium", "low"]
 
 #: The public clouds counted as hyperscalers (their own regions, list prices on their pricing pages); every
 #: other provider (Lambda, CoreWeave, Spheron, MosaicML, ...) is a "neocloud" (GPU cloud specialist).
 HYPERSCALERS = frozenset({"AWS", "Azure", "GCP", "Oracle"})
-#: a price older than this (years before the newest price in the catalog) is "medium" confidence at best
-_STALE_YEARS = 2
 
 
 class _Frozen(BaseModel):
@@ -125,39 +123,6 @@ def _offer_rate(offer: Any, pricing: Pricing) -> float | None:
     return float(value) if value else None
 
 
-def _price_field(pricing: Pricing) -> str:
-    return {"reserved": "reserved_usd_per_gpu_hour", "spot": "spot_usd_per_gpu_hour"}.get(
-        pricing, "on_demand_usd_per_gpu_hour"
-    )
-
-
-def _year(date: str | None) -> int | None:
-    return int(date[:4]) if date and date[:4].isdigit() else None
-
-
-def _newest_year(catalog: Any) -> int | None:
-    years = [y for o in catalog.cloud_offers if (y := _year(getattr(o, "date", None))) is not None]
-    return max(years) if years else None
-
-
-def _age_confidence(date: str | None, uncertain_date: bool, catalog: Any) -> Confidence:
-    newest, year = _newest_year(catalog), _year(date)
-    if uncertain_date or year is None or (newest is not None and newest - year > _STALE_YEARS):
-        return "medium"
-    return "high"
-
-
-def offer_confidence(offer: Any, pricing: Pricing, catalog: Any) -> Confidence:
-    """``low``: the price is marked uncertain or rests on secondary sources only; ``medium``: its date is
-    uncertain or more than two years older than the catalog's newest price; else ``high``."""
-    uncertain = tuple(getattr(offer, "uncertain", ()) or ())
-    sources = tuple(getattr(offer, "sources_for", lambda _f: offer.sources)(_price_field(pricing)))
-    secondary_only = bool(sources) and all(getattr(s, "kind", "") == "secondary" for s in sources)
-    if _price_field(pricing) in uncertain or "gpu_id" in uncertain or secondary_only:
-        return "low"
-    return _age_confidence(offer.date, "date" in uncertain, catalog)
-
-
 def _offers(catalog: Any, gpu_id: str, pricing: Pricing, klass: ProviderClass | None) -> list[Any]:
     found = [
         o
@@ -182,7 +147,7 @@ def _rent_basis(offer: Any, pricing: Pricing, catalog: Any, flags: list[str]) ->
     assert rate is not None
     region = getattr(offer, "region", None)
     where = f", {region}" if region else ""
-    sources = getattr(offer, "sources_for", lambda _f: offer.sources)(_price_field(pricing))
+    sources = getattr(offer, "sources_for", lambda _f: offer.sources)(price_field(pricing))
     cites = "; ".join(str(getattr(s, "citation", s)) for s in sources[:2])
     klass = provider_class(offer.provider)
     return CostBasis(
@@ -219,8 +184,6 @@ def _cheapest_server(catalog: Any, gpu_id: str) -> Any | None:
 def _own_basis(
     server: Any, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Any, flags: list[str]
 ) -> CostBasis:
-    from estimator.tco import TcoAssumptions, ownership_tco
-
     a = TcoAssumptions() if choice.utilisation is None else TcoAssumptions(utilisation=choice.utilisation)
     gpn = min(gpus_per_node, server.gpu_count)
     own = ownership_tco(server.id, num_nodes, a, catalog, gpn)
@@ -228,7 +191,7 @@ def _own_basis(
     if own.server_price_estimated or uncertain:
         confidence: Confidence = "low"
     else:
-        confidence = _age_confidence(server.price_date, False, catalog)
+        confidence = age_confidence(server.price_date, False, catalog)
     price = "estimated from its GPUs" if own.server_price_estimated else f"catalog price ({server.price_date})"
     o = own.opex_per_year
     return CostBasis(

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from app.http_security import csp_nonce
+from app.core.security_headers import csp_nonce
 
 __all__ = ["OPENAPI_URL", "router"]
 

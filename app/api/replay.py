@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.ratelimit import DECISION_KEY
+
 __all__ = ["DECISION_KEY", "PATH", "EstimateReplay", "ReplayAnswers", "replay_key"]
 
 PATH = "/api/v1/estimates"
-#: the scope key under which a refused rate-limit decision goes on to the route (``app.deps.enforce_rate_limit``)
-DECISION_KEY = "capplan.rate_limit_decision"
 _API_KEY = b"x-api-key"
 
 
@@ -50,9 +51,13 @@ def replay_key(scope: Scope, body: bytes) -> tuple[bytes, bytes] | None:
 
 
 class ReplayAnswers:
-    """The answers :class:`EstimateReplay` may give (``app.state.estimate_replay``; the route fills it)."""
+    """The answers :class:`EstimateReplay` may give (``app.state.estimate_replay``; the route fills it).
 
-    def __init__(self, size: int = 1024) -> None:
+    ``endpoint`` is the route's function, which the router would set as ``scope["endpoint"]`` (the metrics label
+    the route by it): handed in by the app factory, as this middleware sits below the routes."""
+
+    def __init__(self, endpoint: Callable[..., Any], size: int = 1024) -> None:
+        self.endpoint = endpoint
         self.size = size
         self._answers: OrderedDict[tuple[bytes, bytes], tuple[Any, bytes]] = OrderedDict()
         self._lock = threading.Lock()
@@ -91,7 +96,7 @@ class EstimateReplay:
         key = replay_key(scope, body) if messages[-1]["type"] == "http.request" else None
         answers: ReplayAnswers | None = getattr(getattr(scope.get("app"), "state", None), "estimate_replay", None)
         kept = answers.kept(key) if key is not None and answers is not None else None
-        if kept is not None and await self._answer(scope, send, kept):
+        if kept is not None and answers is not None and await self._answer(scope, send, answers.endpoint, kept):
             return
 
         pending = list(messages)
@@ -101,7 +106,7 @@ class EstimateReplay:
 
         await self.app(scope, replay, send)
 
-    async def _answer(self, scope: Scope, send: Send, kept: tuple[Any, bytes]) -> bool:
+    async def _answer(self, scope: Scope, send: Send, endpoint: Callable[..., Any], kept: tuple[Any, bytes]) -> bool:
         app = scope.get("app")
         state = getattr(app, "state", None)
         if state is None:
@@ -117,9 +122,7 @@ class EstimateReplay:
         if not decision.allowed:
             scope[DECISION_KEY] = decision  # the route answers the 429, without counting the request again
             return False
-        from app.api.routes.estimates import create_estimates
-
-        scope["endpoint"] = create_estimates  # what the router sets: the metrics label the route
+        scope["endpoint"] = endpoint  # what the router sets: the metrics label the route
         scope.setdefault("path_params", {})
         state.metrics.estimates.labels("estimates").inc()
         await send({"type": "http.response.start", "status": 200, "headers": [

@@ -13,14 +13,13 @@ parsed (:func:`strict_validate`). The web forms keep their own parsing; the CLI 
 from __future__ import annotations
 
 import email.message
-import json
-import re
 from typing import Any, get_origin
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from app.core.strict_json import strict_validate
 from app.deps import ClientDep, require_writer
 
 __all__ = ["strict_json_body", "strict_validate", "validation_error"]
@@ -28,7 +27,6 @@ __all__ = ["strict_json_body", "strict_validate", "validation_error"]
 #: the attribute each route keeps its (adapter, needs a key) pair in, worked out on its first request (on the
 #: route itself: routes are not hashable, and a new route may reuse a freed one's id)
 _CACHE = "_capplan_strict_json"
-_POSITION = re.compile(r" at line \d+ column \d+$")
 
 
 def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> RequestValidationError:
@@ -36,24 +34,6 @@ def validation_error(exc: ValidationError, prefix: tuple[str | int, ...] = ("bod
     return RequestValidationError(
         [{**e, "loc": (*prefix, *e["loc"])} for e in exc.errors(include_url=False)]
     )
-
-
-def strict_validate(adapter: TypeAdapter[Any], data: Any) -> Any:
-    """``data`` (decoded JSON) validated in strict JSON mode: the same rules as :func:`strict_json_body`. A body
-    that was not sent as JSON reaches a route typed ``Any`` as bytes: validated as it is (a type error)."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        return adapter.validate_python(data, strict=True)
-    try:
-        return adapter.validate_json(json.dumps(data), strict=True)
-    except ValidationError as exc:
-        if not any(e["type"] == "json_invalid" for e in exc.errors()):
-            raise
-        # the parser's limit (nesting deeper than pydantic-core's 200 levels), found in the text re-made from
-        # ``data``: its line and column are not the client's, so leave them out
-        raise ValidationError.from_exception_data(exc.title, [
-            {"type": "json_invalid", "loc": e["loc"], "input": "",
-             "ctx": {"error": _POSITION.sub("", str((e.get("ctx") or {}).get("error", "")))}}
-            for e in exc.errors() if e["type"] == "json_invalid"]) from None
 
 
 def _body_adapter(route: Any) -> TypeAdapter[Any] | None:

@@ -16,7 +16,11 @@ from limits import RateLimitItem, parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-__all__ = ["Decision", "RateLimiter"]
+__all__ = ["DECISION_KEY", "Decision", "RateLimiter"]
+
+#: the scope key under which a refused rate-limit decision goes on to the route (``app.deps.enforce_rate_limit``;
+#: set by ``app.api.replay``, which counts a request it may answer itself)
+DECISION_KEY = "capplan.rate_limit_decision"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from app.api.strict import strict_validate
+from app.core.strict_json import strict_validate
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
 __all__ = ["MAX_BATCH", "AnswerCache", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
-from app.api.strict import strict_validate
+from app.core.strict_json import strict_validate
 from app.services.estimates import MAX_BATCH, prefix_error
 from estimator.errors import EstimatorError
 from estimator.inference import InferenceRequest, InferenceResponse, estimate_inference

@@ -7,7 +7,6 @@ import math
 from collections.abc import Callable
 from typing import Any, ParamSpec
 
-from estimator.cost import offer_confidence
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.rack import node_average_power_w, node_power_at_load_w
 from estimator.tco.assumptions import (
@@ -19,6 +18,7 @@ from estimator.tco.assumptions import (
     TcoAssumptions,
     resolve_inputs,
 )
+from estimator.tco.offers import offer_confidence
 from estimator.tco.results import (
     CapexBreakdown,
     CumulativeCost,

@@ -64,7 +64,7 @@ def serve(
 
     import uvicorn
 
-    from app.serve import uvicorn_options
+    from app.core.serve import uvicorn_options
 
     settings = get_settings()
     if workers > 1:

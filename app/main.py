@@ -18,7 +18,7 @@ from app.api import docs, health
 from app.api.replay import EstimateReplay, ReplayAnswers
 from app.api.router import api_router
 from app.api.routes.estimates import create_estimates
-from app.catalog_cache import CatalogCache
+from app.core.catalog_cache import CatalogCache
 from app.core.db import make_engine, make_sessionmaker
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.ratelimit import RateLimiter

@@ -14,8 +14,8 @@ from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 from fastapi.testclient import TestClient
 
+from app.core.i18n import COOKIE, _accept_language
 from app.core.settings import Settings
-from app.i18n import COOKIE, _accept_language
 from app.main import create_app
 
 ROOT = Path(__file__).resolve().parents[1]

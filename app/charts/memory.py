@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from app.charts.style import GIB, MEMORY_COLORS, base_layout
-from app.i18n import N_
-from app.i18n import gettext as _
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from estimator.response import MemoryResult
 
 __all__ = ["MEMORY_LABELS", "memory_figure", "memory_parts"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app.charts.style import base_layout
-from app.i18n import N_
-from app.i18n import gettext as _
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from estimator.response import TimeResult
 
 __all__ = ["step_time_figure", "step_time_parts"]

@@ -11,8 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session
 
-from app.catalog_cache import entry_model
 from app.catalog_kinds import Kind, source_items
+from app.core.catalog_cache import entry_model
 from app.errors import Conflict, NotFound, field_error
 from app.models import CatalogEntry
 from app.repositories.catalog import add_custom, apply_override, get_entry

@@ -7,9 +7,9 @@
 
 from fastapi import APIRouter, Depends
 
+from app.core.i18n import router as i18n_router
+from app.core.i18n import use_locale
 from app.core.nul import reject_nul
-from app.i18n import router as i18n_router
-from app.i18n import use_locale
 from app.web import (
     catalog_page,
     compare_page,

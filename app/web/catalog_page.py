@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from app.catalog_kinds import Kind, source_items
+from app.core.i18n import N_
 from app.deps import CatalogDep
 from app.errors import NotFound
-from app.i18n import N_
 from app.web.templating import render
 
 __all__ = ["router"]

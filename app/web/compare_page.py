@@ -12,8 +12,8 @@ from fastapi.responses import HTMLResponse
 from app.charts.compare import metric_bar_figure
 from app.charts.memory import memory_figure
 from app.charts.style import figure_json
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
-from app.i18n import gettext as _
 from app.schemas.compare import CompareOption
 from app.services.compare import common_basis, option_request
 from app.web import backend

@@ -11,9 +11,9 @@ from fastapi.responses import HTMLResponse
 from app.charts.memory import MEMORY_LABELS, memory_figure, memory_parts
 from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
-from app.i18n import N_
-from app.i18n import gettext as _
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.form_start import model_field, server_gpu

@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from app.core.i18n import current as current_locale
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
-from app.i18n import current as current_locale
-from app.i18n import gettext as _
 from app.schemas.tco import UpgradeRequest, UpgradeSide
 from app.services.tco import compute_upgrade
 from app.web import backend

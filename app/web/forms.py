@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, ValidationError
 
-from app.i18n import N_
-from app.i18n import gettext as _
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 
 __all__ = [

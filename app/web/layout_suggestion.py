@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
-from app.i18n import gettext as _
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.i18n import N_
-from app.i18n import gettext as _
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError

@@ -13,13 +13,13 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.core.i18n import DEFAULT as DEFAULT_LOCALE
+from app.core.i18n import LOCALES, N_
+from app.core.i18n import current as current_locale
+from app.core.i18n import gettext as _gettext
+from app.core.i18n import ngettext as _ngettext
 from app.formatting import count, money_range, percent, rate
 from app.formatting import money as _en_money
-from app.i18n import DEFAULT as DEFAULT_LOCALE
-from app.i18n import LOCALES, N_
-from app.i18n import current as current_locale
-from app.i18n import gettext as _gettext
-from app.i18n import ngettext as _ngettext
 from app.web.assets import asset_url
 from hardware_catalog.urls import web_url
 

@@ -13,8 +13,8 @@ from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from app.catalog_cache import CatalogCache, catalog_generation
 from app.cli import cli
+from app.core.catalog_cache import CatalogCache, catalog_generation
 from app.models import utcnow
 from app.repositories.catalog import list_entries
 from app.services.estimates import AnswerCache

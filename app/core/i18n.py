@@ -32,7 +32,7 @@ __all__ = ["COOKIE", "DEFAULT", "LOCALES", "N_", "current", "gettext", "negotiat
 DEFAULT = "en"
 LOCALES: dict[str, str] = {"en": "English", "pt_BR": "Português (Brasil)"}
 COOKIE = "capplan_lang"
-LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"  # app/locale
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("capplan_locale", default=DEFAULT)
 
 router = APIRouter()

@@ -427,9 +427,10 @@ def _job(job_body: Body, server: str, nodes: int, catalog: Any, whole: bool = Fa
 def _run_tco(body: Body, catalog: Any) -> Any:
     a = TcoAssumptions.model_validate(body.get("assumptions", {}))
     server, nodes, price = body["server"], body["num_nodes"], body.get("server_price_usd")
-    versus, note = own_vs_cloud_or_note(server, nodes, body.get("offer_id"), a, catalog, price)
-    return {"options": tco_options(server, nodes, a, catalog, price), "own_vs_cloud": versus, "note": note,
-            "ownership": ownership_tco(server, nodes, a, catalog, server_price_usd=price),
+    own = ownership_tco(server, nodes, a, catalog, server_price_usd=price)
+    versus, note = own_vs_cloud_or_note(own, body.get("offer_id"), a, catalog)
+    return {"options": tco_options(own, a, catalog), "own_vs_cloud": versus, "note": note,
+            "ownership": own,
             "rack_max": plan_rack_for_server(server, a.rack_kw, assumptions=a, catalog=catalog),
             "rack_load": plan_rack_for_server(server, a.rack_kw, basis="load", assumptions=a, catalog=catalog)}
 

@@ -179,7 +179,8 @@ def plan_rack(
     )
 
 
-def _resolve(catalog: Catalog, server_id: str) -> tuple[Any, Any]:
+def resolve_server(catalog: Catalog, server_id: str) -> tuple[Server, Gpu]:
+    """The server and its GPU; an unknown id raises :class:`UnknownHardwareError` naming close matches."""
     try:
         server = catalog.server(server_id)
         return server, catalog.gpu(server.gpu_id)
@@ -200,7 +201,7 @@ def plan_rack_for_server(
     (:func:`node_peak_power_w`: the catalog maximum, else 1.82 x GPU TDP); ``"load"`` budgets GPUs at TDP + the
     rest of the server (``assumptions.server_non_gpu_power_w``, default from the TCO defaults)."""
     catalog = catalog if catalog is not None else load_catalog()
-    server, gpu = _resolve(catalog, server_id)
+    server, gpu = resolve_server(catalog, server_id)
     if basis == "max":
         kw = node_peak_power_w(gpu, server, server.gpu_count) / 1000
         label = "max power (catalog)" if server.max_power_kw else "max power (estimated: 1.82 x GPU TDP)"

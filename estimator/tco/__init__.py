@@ -29,7 +29,7 @@ its energy. Money is in US dollars, energy in kWh, power in W or kW as named.
 
 from __future__ import annotations
 
-from estimator.rack import node_average_power_w, node_power_at_load_w
+from estimator.rack import node_average_power_w, node_power_at_load_w, resolve_server
 from estimator.tco.assumptions import (
     HOURS_PER_MONTH,
     HOURS_PER_YEAR,
@@ -55,7 +55,6 @@ from estimator.tco.costs import (
     ownership_tco,
     ownership_tco_option,
     power_cost_usd,
-    resolve_server,
     server_price,
     tco_options,
 )

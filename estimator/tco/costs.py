@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.rack import node_average_power_w, node_power_at_load_w
+from estimator.rack import node_average_power_w, node_power_at_load_w, resolve_server
 from estimator.tco.assumptions import (
     HOURS_PER_MONTH,
     HOURS_PER_YEAR,
@@ -49,15 +49,6 @@ def cloud_cost_usd(usd_per_gpu_hour: float, num_gpus: int, hours: float) -> floa
 
 
 # --------------------------------------------------------------------------------------------- ownership
-
-
-def resolve_server(catalog: Catalog, server_id: str) -> tuple[Server, Gpu]:
-    """The server and its GPU; an unknown id raises :class:`UnknownHardwareError` naming close matches."""
-    try:
-        server = catalog.server(server_id)
-        return server, catalog.gpu(server.gpu_id)
-    except UnknownCatalogIdError as exc:
-        raise UnknownHardwareError(str(exc), "server_id") from None
 
 
 def server_price(server: Server, gpu: Gpu, a: TcoAssumptions, override: float | None = None) -> tuple[float, bool, str]:

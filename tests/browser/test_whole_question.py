@@ -9,8 +9,6 @@ import urllib.request
 
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS
-
 OFFLOAD = ("model=llama-3.1-70b&training.method=full&training.activation_checkpointing=full"
            "&parallelism.sharding=zero3&parallelism.offload=optimizer%2Bparams&training.train_tokens=1e9")
 QWEN = {"_name_or_path": "Qwen/Qwen2-0.5B", "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
@@ -133,8 +131,9 @@ def _no_overflow(page) -> None:  # type: ignore[no-untyped-def]
         assert title_right <= right + 1, (chart, right, title_right)
 
 
-def test_390px_results_first_readable_charts(make_context) -> None:  # type: ignore[no-untyped-def]
-    ARTIFACTS.mkdir(exist_ok=True)
+def test_390px_results_first_readable_charts(make_context, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Screenshots of each page at 390 px go to the test's tmp_path (pytest keeps the last runs' under its
+    basetemp); a failing run also leaves the conftest's failure screenshots in test-artifacts/."""
     page = make_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True).new_page()
     page.goto("/")
     page.get_by_role("button", name="Estimate").click()
@@ -157,7 +156,7 @@ def test_390px_results_first_readable_charts(make_context) -> None:  # type: ign
             .map(t => t.getBoundingClientRect()).map(r => [r.left, r.right])""")
         for left, right in edges:
             assert left >= box["x"] - 1 and right <= box["x"] + box["width"] + 1, (chart, left, right)
-    page.screenshot(path=str(ARTIFACTS / "mobile-estimate.png"), full_page=True)
+    page.screenshot(path=str(tmp_path / "mobile-estimate.png"), full_page=True)
     for name, url, ready in (
         ("compare", f"/compare?{OFFLOAD}", "#chart-cmp-memory .main-svg"),
         ("tco", "/tco", "#chart-tco .main-svg"),
@@ -168,7 +167,7 @@ def test_390px_results_first_readable_charts(make_context) -> None:  # type: ign
         page.goto(url)
         page.wait_for_selector(ready)
         _no_overflow(page)
-        page.screenshot(path=str(ARTIFACTS / f"mobile-{name}.png"), full_page=True)
+        page.screenshot(path=str(tmp_path / f"mobile-{name}.png"), full_page=True)
 
 
 def test_the_articles_questions_are_answered_from_home(page) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
 """Issue 17 in a real browser: the whole node, a form that starts right, one layout story, fast static files,
-390 px phones. Screenshots of the phone pages go to ``test-artifacts/mobile-*.png`` on every run."""
+390 px phones. Screenshots of the phone pages go to the test's tmp_path."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 The app is built at import time (schemathesis needs the schema to parametrize) with the shipped hardware
 catalog on a temporary SQLite file, so the API key made before the run is still there when schemathesis starts
-the app's lifespan itself.
+the app's lifespan itself. The stateful phase has an app and a database of its own, copied back from a template
+before every scenario (``_Workflow.setup``), so what it does depends neither on the fuzzing tests nor on its own
+earlier scenarios.
 One check is left out, on purpose: ``positive_data_acceptance`` (a schema-valid request can still be a domain
 error, e.g. ``tp`` not dividing the heads: a 422 naming the field, not a 2xx). ``negative_data_rejection`` is
 on: JSON bodies are validated in strict mode (``app.api.strict``), so ``0`` is no boolean and ``"8"`` no integer.
@@ -20,6 +22,7 @@ Two runs, timed on the 2-core machine (2026-12-03, other work running, load ~1.2
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +34,12 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
+from sqlalchemy.orm import Session
 
+from app.catalog_cache import CatalogCache
+from app.core.db import make_engine
 from app.core.settings import Settings
+from app.core.startup import load_source_catalog, prepare_database
 from app.main import create_app
 from app.repositories.api_keys import create_key
 
@@ -48,7 +55,16 @@ _BOUNDARIES = schemathesis.Config.from_dict(
 )
 _STATEFUL = schemathesis.Config.from_dict({"phases": {"stateful": {"enabled": True}}})
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_FUZZ)
-stateful = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_STATEFUL)
+#: the stateful phase's own app, on a database of its own that every scenario starts from afresh (``_Workflow``)
+SOURCE_CATALOG = load_source_catalog()
+_WORKFLOW_DB, _WORKFLOW_TEMPLATE = _DIR / "workflow.db", _DIR / "workflow-template.db"
+WORKFLOW_SETTINGS = Settings(
+    database_url=f"sqlite:///{_WORKFLOW_DB}", migrate_on_start=False, seed_catalog_on_start=False,
+    rate_limit_anonymous="100000/minute", rate_limit_per_key="100000/minute",
+    compute_timeout_s=3600.0,  # no wall-clock 503: an answer must not depend on how busy the machine is
+)
+WORKFLOW_APP = create_app(WORKFLOW_SETTINGS, catalog=SOURCE_CATALOG)
+stateful = schemathesis.openapi.from_asgi("/api/v1/openapi.json", WORKFLOW_APP, config=_STATEFUL)
 boundaries = schemathesis.openapi.from_asgi("/api/v1/openapi.json", APP, config=_BOUNDARIES)
 _EXCLUDED = [positive_data_acceptance]
 
@@ -60,6 +76,33 @@ def contract_key() -> Iterator[str]:
         session.commit()
     yield key
     shutil.rmtree(_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def workflow_key(contract_key: str) -> str:
+    """The state every stateful scenario starts from: a migrated database with the shipped catalog seeded and
+    one live key, kept as a template file (``_Workflow.setup`` copies it over the workflow app's database).
+    Depends on ``contract_key`` only so that the temporary folder is removed after both."""
+    engine = make_engine(f"sqlite:///{_WORKFLOW_TEMPLATE}")
+    try:
+        prepare_database(engine, SOURCE_CATALOG)
+        with Session(engine) as session:
+            _row, key = create_key(session=session, name="schemathesis-workflow")
+            session.commit()
+    finally:
+        engine.dispose()
+    return key
+
+
+def _restore(template: Path, live: Path) -> None:
+    """Make ``live`` a copy of ``template`` with SQLite's online backup, so the app's pooled connections (idle
+    between scenarios) see the copy at their next transaction."""
+    source, target = sqlite3.connect(template), sqlite3.connect(live)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
 
 
 @schema.parametrize()
@@ -108,10 +151,21 @@ STATEFUL_STEPS = 8
 
 class _Workflow(stateful.as_state_machine()):  # type: ignore[misc]
     """Calls chained through the links schemathesis infers from the schema (an id a POST returns used by the
-    GET, recompute, export and DELETE of that id), with a live key; every response checked against its schema."""
+    GET, recompute, export and DELETE of that id), with a live key; every response checked against its schema.
+
+    Each scenario starts from the same state (``setup``): the template database (seeded catalog, the key, no
+    quotes, plans or custom entries) and an empty catalog cache. Hypothesis chooses the next rule by what the
+    earlier responses put in the bundles, so a response that depended on an earlier scenario (a custom entry
+    id taken, a quote id numbered after the last scenario's) or on the fuzzing tests' leftovers would make the
+    same choices lead elsewhere when it replays a scenario: ``FlakyStrategyDefinition``, not a finding."""
 
     key = ""
     calls: ClassVar[list[tuple[str, str, int]]] = []
+
+    def setup(self) -> None:
+        _restore(_WORKFLOW_TEMPLATE, _WORKFLOW_DB)
+        # the effective catalog of the last scenario may still count as fresh (catalog_refresh_s)
+        WORKFLOW_APP.state.catalog_cache = CatalogCache(SOURCE_CATALOG, WORKFLOW_SETTINGS.catalog_refresh_s)
 
     def after_call(self, response: Any, case: Any) -> None:
         self.calls.append((case.method.upper(), case.operation.path, response.status_code))
@@ -123,10 +177,10 @@ class _Workflow(stateful.as_state_machine()):  # type: ignore[misc]
         case.validate_response(response, excluded_checks=_EXCLUDED, transport_kwargs=kwargs)
 
 
-def test_api_workflows_conform_to_its_schema(contract_key: str) -> None:
+def test_api_workflows_conform_to_its_schema(workflow_key: str) -> None:
     """The stateful phase: sequences of linked calls (save a quote, read it, re-compute it, export it,
-    delete it; create a catalog entry, patch it, read it)."""
-    _Workflow.key = contract_key
+    delete it; create a catalog entry, patch it, read it), each from the same starting state."""
+    _Workflow.key = workflow_key
     _Workflow.run(settings=hypothesis_settings(
         max_examples=STATEFUL_SCENARIOS, stateful_step_count=STATEFUL_STEPS, deadline=None, derandomize=True,
         suppress_health_check=list(HealthCheck)))

@@ -36,7 +36,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy.orm import Session
 
-from app.catalog_cache import CatalogCache
+from app.core.catalog_cache import CatalogCache
 from app.core.db import make_engine
 from app.core.settings import Settings
 from app.core.startup import load_source_catalog, prepare_database

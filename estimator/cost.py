@@ -22,7 +22,7 @@ Pure: catalog objects are read by attribute, no web, database or plotting import
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,9 @@ from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo
 from estimator.tco import TcoAssumptions, ownership_tco
 from estimator.tco.offers import Confidence, Pricing, age_confidence, offer_confidence, price_field
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog, Server
 
 __all__ = [
     "HYPERSCALERS",
@@ -123,7 +126,7 @@ def _offer_rate(offer: Any, pricing: Pricing) -> float | None:
     return float(value) if value else None
 
 
-def _offers(catalog: Any, gpu_id: str, pricing: Pricing, klass: ProviderClass | None) -> list[Any]:
+def _offers(catalog: Catalog, gpu_id: str, pricing: Pricing, klass: ProviderClass | None) -> list[Any]:
     found = [
         o
         for o in catalog.cloud_offers
@@ -142,7 +145,7 @@ def _pricing_words(pricing: Pricing) -> str:
     return {"on-demand": "on-demand", "reserved": "reserved (committed term)", "spot": "spot"}[pricing]
 
 
-def _rent_basis(offer: Any, pricing: Pricing, catalog: Any, flags: list[str]) -> CostBasis:
+def _rent_basis(offer: Any, pricing: Pricing, catalog: Catalog, flags: list[str]) -> CostBasis:
     rate = _offer_rate(offer, pricing)
     assert rate is not None
     region = getattr(offer, "region", None)
@@ -174,15 +177,15 @@ def _rent_basis(offer: Any, pricing: Pricing, catalog: Any, flags: list[str]) ->
 # ------------------------------------------------------------------------------------------------- own
 
 
-def _cheapest_server(catalog: Any, gpu_id: str) -> Any | None:
+def _cheapest_server(catalog: Catalog, gpu_id: str) -> Server | None:
     servers = sorted((s for s in catalog.servers.values() if s.gpu_id == gpu_id), key=lambda s: s.id)
-    priced = sorted((s for s in servers if s.price_usd), key=lambda s: (float(s.price_usd) / s.gpu_count, s.id))
+    priced = sorted((s for s in servers if s.price_usd), key=lambda s: (float(s.price_usd or 0.0) / s.gpu_count, s.id))
     pool = priced or servers
     return pool[0] if pool else None
 
 
 def _own_basis(
-    server: Any, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Any, flags: list[str]
+    server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Catalog, flags: list[str]
 ) -> CostBasis:
     a = TcoAssumptions() if choice.utilisation is None else TcoAssumptions(utilisation=choice.utilisation)
     gpn = min(gpus_per_node, server.gpu_count)
@@ -219,12 +222,12 @@ def _own_basis(
 # -------------------------------------------------------------------------------------------- the choice
 
 
-def _gpu_name(catalog: Any, gpu_id: str) -> str:
+def _gpu_name(catalog: Catalog, gpu_id: str) -> str:
     gpu = catalog.gpus.get(gpu_id)
     return str(gpu.name) if gpu is not None else gpu_id
 
 
-def _named_offer(catalog: Any, gpu_id: str, choice: CostChoice) -> CostBasis:
+def _named_offer(catalog: Catalog, gpu_id: str, choice: CostChoice) -> CostBasis:
     offer = next((o for o in catalog.cloud_offers if o.id == choice.offer_id), None)
     if offer is None:
         raise UnknownHardwareError(
@@ -240,7 +243,7 @@ def _named_offer(catalog: Any, gpu_id: str, choice: CostChoice) -> CostBasis:
     return _rent_basis(offer, choice.pricing, catalog, [])
 
 
-def _rent(catalog: Any, gpu_id: str, choice: CostChoice, flags: list[str]) -> CostBasis | None:
+def _rent(catalog: Catalog, gpu_id: str, choice: CostChoice, flags: list[str]) -> CostBasis | None:
     name = _gpu_name(catalog, gpu_id)
     offers = _offers(catalog, gpu_id, choice.pricing, choice.provider_class)
     if offers:
@@ -257,7 +260,7 @@ def _rent(catalog: Any, gpu_id: str, choice: CostChoice, flags: list[str]) -> Co
 
 
 def _own(
-    catalog: Any, server: Any, num_nodes: int, gpus_per_node: int, choice: CostChoice, flags: list[str]
+    catalog: Catalog, server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, flags: list[str]
 ) -> CostBasis | None:
     try:
         return _own_basis(server, num_nodes, gpus_per_node, choice, catalog, flags)
@@ -269,7 +272,7 @@ _BASES: BoundedMemo[tuple[Any, ...], tuple[CostBasis | None, tuple[str, ...]]] =
 
 
 def choose_basis(
-    catalog: Any,
+    catalog: Catalog,
     gpu_id: str,
     server_id: str | None,
     num_nodes: int = 1,
@@ -303,7 +306,7 @@ def choose_basis(
 
 
 def _choose_basis(
-    catalog: Any,
+    catalog: Catalog,
     gpu_id: str,
     server_id: str | None,
     num_nodes: int,

@@ -17,7 +17,7 @@ from estimator.modelspec import ModelShape, resolve_model
 from estimator.version import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:
-    from hardware_catalog import Catalog
+    from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["MEMORY_ERROR_BAR_PCT", "SPEED_ERROR_BAR_PCT", "estimate_inference"]
 
@@ -65,7 +65,7 @@ def _server(cat: Catalog, req: InferenceRequest) -> tuple[Any, Any]:
     return gpu, server
 
 
-def _link(gpu: Any, server: Any) -> Link:
+def _link(gpu: Gpu, server: Server | None) -> Link:
     fabric = getattr(server, "gpu_fabric", "nvswitch") if server is not None else (
         "nvswitch" if gpu.nvlink_gbps_bidir else "pcie")
     if fabric == "pcie" or not gpu.nvlink_gbps_bidir:

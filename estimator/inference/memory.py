@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from estimator.inference.engines import EngineProfile, GiB, sglang_fraction
 from estimator.inference.kv import KvLayout
 from estimator.inference.weights import WeightBytes
 from estimator.modelspec import ModelShape
+
+if TYPE_CHECKING:
+    from hardware_catalog import Gpu
 
 __all__ = ["CUDA_CONTEXT_BYTES", "MemoryPlan", "activation_peak_bytes", "cuda_graph_bytes", "plan_memory",
            "usable_total_bytes"]
@@ -34,7 +37,7 @@ CUDA_GRAPH_SIZES = 67  # vLLM's default capture list up to 512: 1, 2, 4, then ev
 CUDA_GRAPH_FIXED_BYTES = 2 * 1024**2  # per captured graph (its private pool's bookkeeping and workspaces)
 
 
-def usable_total_bytes(gpu: Any) -> int:
+def usable_total_bytes(gpu: Gpu) -> int:
     """What ``torch.cuda.mem_get_info()`` calls total: the card's memory less what the driver reserves
     (catalog ``memory_reserved_bytes``, measured on the H200; else 0.5 %)."""
     mem = int(gpu.memory_bytes)
@@ -92,7 +95,7 @@ def _gib(b: float) -> str:
     return f"{b / GiB:.2f}"
 
 
-def plan_memory(engine: EngineProfile, shape: ModelShape, weights: WeightBytes, kv: KvLayout, gpu: Any,
+def plan_memory(engine: EngineProfile, shape: ModelShape, weights: WeightBytes, kv: KvLayout, gpu: Gpu,
                 *, tp: int, fraction: float | None, block_size: int | None, max_batched_tokens: int,
                 max_num_seqs: int, max_model_len: int, enforce_eager: bool) -> MemoryPlan:
     total = usable_total_bytes(gpu)

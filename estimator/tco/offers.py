@@ -7,7 +7,10 @@ options (:mod:`estimator.tco.costs`) and the TCO page. Pure: catalog objects are
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["Confidence", "Pricing", "age_confidence", "offer_confidence", "price_field"]
 
@@ -29,12 +32,12 @@ def _year(date: str | None) -> int | None:
     return int(date[:4]) if date and date[:4].isdigit() else None
 
 
-def _newest_year(catalog: Any) -> int | None:
+def _newest_year(catalog: Catalog) -> int | None:
     years = [y for o in catalog.cloud_offers if (y := _year(getattr(o, "date", None))) is not None]
     return max(years) if years else None
 
 
-def age_confidence(date: str | None, uncertain_date: bool, catalog: Any) -> Confidence:
+def age_confidence(date: str | None, uncertain_date: bool, catalog: Catalog) -> Confidence:
     """``medium`` for a price of uncertain or unknown date, or one more than two years older than the catalog's
     newest price; else ``high``."""
     newest, year = _newest_year(catalog), _year(date)
@@ -43,7 +46,7 @@ def age_confidence(date: str | None, uncertain_date: bool, catalog: Any) -> Conf
     return "high"
 
 
-def offer_confidence(offer: Any, pricing: Pricing, catalog: Any) -> Confidence:
+def offer_confidence(offer: Any, pricing: Pricing, catalog: Catalog) -> Confidence:
     """``low``: the price is marked uncertain or rests on secondary sources only; ``medium``: its date is
     uncertain or more than two years older than the catalog's newest price; else ``high``."""
     uncertain = tuple(getattr(offer, "uncertain", ()) or ())

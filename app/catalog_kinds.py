@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["KINDS", "Kind", "item_id", "source_items"]
 
@@ -16,7 +19,7 @@ def item_id(item: Any) -> str:
     return str(item.id)
 
 
-def source_items(catalog: Any, kind: Kind) -> dict[str, Any]:
+def source_items(catalog: Catalog, kind: Kind) -> dict[str, Any]:
     """The entries of ``kind`` by id, whether the catalog keeps them in a dict or a list."""
     collection = getattr(catalog, KINDS[kind], None) or {}
     if isinstance(collection, dict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -34,6 +34,9 @@ from app.web import router as web_router
 from app.web.assets import AssetFiles
 from app.web.templating import HTMX_JS, PLOTLY_JS
 from estimator import ESTIMATOR_VERSION
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["create_app"]
 
@@ -66,7 +69,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine.dispose()
 
 
-def create_app(settings: Settings | None = None, *, catalog: Any = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, catalog: Catalog | None = None) -> FastAPI:
     """Build the app. ``settings`` default to the environment's; ``catalog`` to the shipped hardware catalog."""
     app = FastAPI(
         title="capplan",

@@ -25,11 +25,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.ratelimit import DECISION_KEY
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["DECISION_KEY", "PATH", "EstimateReplay", "ReplayAnswers", "replay_key"]
 
@@ -62,7 +65,7 @@ class ReplayAnswers:
         self._answers: OrderedDict[tuple[bytes, bytes], tuple[Any, bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def remember(self, key: tuple[bytes, bytes], catalog: Any, answer: bytes) -> None:
+    def remember(self, key: tuple[bytes, bytes], catalog: Catalog, answer: bytes) -> None:
         """Keep the route's 200 ``answer`` to the request ``key``, computed with ``catalog``."""
         with self._lock:
             self._answers[key] = (catalog, answer)

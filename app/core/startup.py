@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.core.migrate import upgrade
 from app.repositories.catalog import SeedReport, seed_catalog
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["load_source_catalog", "prepare_database"]
 
@@ -23,7 +26,7 @@ def load_source_catalog() -> Any:
     return load_catalog()
 
 
-def prepare_database(engine: Engine, catalog: Any, *, migrate: bool = True, seed: bool = True) -> SeedReport | None:
+def prepare_database(engine: Engine, catalog: Catalog, *, migrate: bool = True, seed: bool = True) -> SeedReport | None:
     if migrate:
         upgrade(engine)
     if not seed:

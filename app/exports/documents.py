@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -13,6 +13,9 @@ from app.exports.flatten import flatten
 from app.exports.quote import display_names, quote_sections
 from app.models import SavedItem, SavedRevision
 from app.schemas.saved import RevisionOut, SavedSummary
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["csv_document", "json_document", "pdf_document", "print_document"]
 
@@ -51,13 +54,13 @@ def csv_document(item: SavedItem, rev: SavedRevision) -> str:
     return out.getvalue()
 
 
-def print_document(item: SavedItem, rev: SavedRevision, catalog: Any | None = None) -> str:
+def print_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None) -> str:
     """The customer-ready quote (app/exports/quote.py) as printable HTML: display names from ``catalog``."""
     names = display_names(catalog)
     return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names))
 
 
-def pdf_document(item: SavedItem, rev: SavedRevision, catalog: Any | None = None) -> bytes:
+def pdf_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None) -> bytes:
     """The same quote as a PDF, laid out by WeasyPrint (Pango) from the printable HTML."""
     from weasyprint import HTML
 

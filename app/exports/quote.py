@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.formatting import count, money, percent, price, rate
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections"]
 
@@ -42,7 +45,7 @@ def _gib(value: Any) -> str:
     return f"{value / GIB:,.1f} GiB" if isinstance(value, int | float) else "n/a"
 
 
-def display_names(catalog: Any | None) -> dict[str, str]:
+def display_names(catalog: Catalog | None) -> dict[str, str]:
     """Every catalog id (GPU, server, cloud offer) to its display name, longest id first."""
     if catalog is None:
         return {}

@@ -10,13 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.catalog_kinds import KINDS, Kind, source_items
 from app.models import CatalogAudit, CatalogEntry, CatalogSeed, utcnow
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = [
     "SeedReport",
@@ -92,7 +95,7 @@ def _seed_one(session: Session, report: SeedReport, kind: Kind, entry_id: str, d
         report.unchanged += 1
 
 
-def seed_catalog(*, session: Session, catalog: Any) -> SeedReport:
+def seed_catalog(*, session: Session, catalog: Catalog) -> SeedReport:
     """Bring the rows up to date with ``catalog`` (see the module docstring); records a ``catalog_seeds`` row
     when anything was added or changed."""
     report = SeedReport(version=str(catalog.version))

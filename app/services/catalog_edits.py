@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
@@ -17,6 +17,9 @@ from app.errors import Conflict, NotFound, field_error
 from app.models import CatalogEntry
 from app.repositories.catalog import add_custom, apply_override, get_entry
 from app.schemas.catalog import OverridePatch
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["create_custom_entry", "find_entry", "mentioned_fields", "override_entry"]
 
@@ -46,7 +49,7 @@ def _create_loc(loc: tuple[Any, ...], mentioned: list[str]) -> list[tuple[Any, .
     return [(name,) for name in mentioned] or [()]
 
 
-def _check_gpu_ref(kind: Kind, data: dict[str, Any], catalog: Any, loc: tuple[str, ...]) -> None:
+def _check_gpu_ref(kind: Kind, data: dict[str, Any], catalog: Catalog, loc: tuple[str, ...]) -> None:
     if kind == "gpu" or "gpu_id" not in data:
         return
     if str(data["gpu_id"]) not in source_items(catalog, "gpu"):
@@ -63,7 +66,7 @@ def find_entry(*, session: Session, kind: Kind, entry_id: str) -> CatalogEntry:
 
 
 def create_custom_entry(
-    *, session: Session, source: Any, catalog: Any, kind: Kind, body: dict[str, Any], actor: str
+    *, session: Session, source: Any, catalog: Catalog, kind: Kind, body: dict[str, Any], actor: str
 ) -> CatalogEntry:
     data = _validate(entry_model(source, kind), body, _create_loc).model_dump(mode="json")
     _check_gpu_ref(kind, data, catalog, ("gpu_id",))
@@ -92,7 +95,7 @@ def _patch_loc(set_fields: dict[str, Any], unset: Sequence[str]) -> Any:
 
 
 def override_entry(
-    *, session: Session, source: Any, catalog: Any, kind: Kind, entry_id: str, patch: OverridePatch, actor: str
+    *, session: Session, source: Any, catalog: Catalog, kind: Kind, entry_id: str, patch: OverridePatch, actor: str
 ) -> CatalogEntry:
     row = find_entry(session=session, kind=kind, entry_id=entry_id)
     not_overridden = [f for f in patch.unset if f not in row.overrides]

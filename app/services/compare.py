@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.catalog_kinds import source_items
 from app.schemas.compare import CompareOption, CompareRequest, CompareResponse, CompareResult, CompareRow
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 from estimator.cost import CostChoice
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["common_basis", "compare", "option_request"]
 
@@ -22,7 +25,7 @@ def common_basis(job: EstimateRequest, options: list[CompareOption]) -> CostChoi
     return base.model_copy(update={"basis": basis})
 
 
-def option_request(job: EstimateRequest, option: CompareOption, catalog: Any,
+def option_request(job: EstimateRequest, option: CompareOption, catalog: Catalog,
                    basis: CostChoice | None = None) -> EstimateRequest:
     """``job`` with its hardware replaced by ``option`` (a server alone brings its GPU), priced on ``basis``."""
     gpu = option.gpu
@@ -63,7 +66,7 @@ def _row(option: CompareOption, request: EstimateRequest, result: EstimateRespon
     )
 
 
-def compare(body: CompareRequest, catalog: Any) -> CompareResponse:
+def compare(body: CompareRequest, catalog: Catalog) -> CompareResponse:
     results = []
     basis = common_basis(body.request, body.options)
     for i, option in enumerate(body.options):

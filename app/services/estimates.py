@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from app.core.strict_json import strict_validate
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["MAX_BATCH", "AnswerCache", "parse_one_or_many", "prefix_error", "run_estimate", "run_many"]
 
@@ -46,11 +49,11 @@ def prefix_error(exc: EstimatorError, prefix: str) -> EstimatorError:
     return type(exc)(exc.message, field)
 
 
-def run_estimate(request: EstimateRequest, catalog: Any) -> EstimateResponse:
+def run_estimate(request: EstimateRequest, catalog: Catalog) -> EstimateResponse:
     return estimate(request, catalog)
 
 
-def run_many(requests: Sequence[EstimateRequest], catalog: Any) -> list[EstimateResponse]:
+def run_many(requests: Sequence[EstimateRequest], catalog: Catalog) -> list[EstimateResponse]:
     results = []
     for i, request in enumerate(requests):
         try:
@@ -75,7 +78,7 @@ class AnswerCache:
         self._answers: OrderedDict[EstimateRequest, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
-    def answer(self, request: EstimateRequest, catalog: Any, compute: Callable[[], bytes]) -> bytes:
+    def answer(self, request: EstimateRequest, catalog: Catalog, compute: Callable[[], bytes]) -> bytes:
         try:
             hash(request)
         except TypeError:  # a field holds a dict (a Hugging Face config given inline): not kept

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
@@ -12,6 +12,9 @@ from app.core.strict_json import strict_validate
 from app.services.estimates import MAX_BATCH, prefix_error
 from estimator.errors import EstimatorError
 from estimator.inference import InferenceRequest, InferenceResponse, estimate_inference
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["parse_inference", "run_inference", "run_inference_many"]
 
@@ -35,11 +38,11 @@ def parse_inference(payload: Any, max_batch: int = MAX_BATCH) -> InferenceReques
     return result
 
 
-def run_inference(request: InferenceRequest, catalog: Any) -> InferenceResponse:
+def run_inference(request: InferenceRequest, catalog: Catalog) -> InferenceResponse:
     return estimate_inference(request, catalog)
 
 
-def run_inference_many(requests: Sequence[InferenceRequest], catalog: Any) -> list[InferenceResponse]:
+def run_inference_many(requests: Sequence[InferenceRequest], catalog: Catalog) -> list[InferenceResponse]:
     out = []
     for i, request in enumerate(requests):
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -18,6 +18,9 @@ from app.services.diff import json_diff
 from app.services.estimates import prefix_error
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
+
 __all__ = ["SAVERS", "Recomputed", "find_revision", "find_saved", "recompute", "recompute_saved", "save_plan",
            "save_quote"]
 
@@ -30,7 +33,7 @@ class Recomputed:
     diff: list[dict[str, Any]]
 
 
-def _computed(request: EstimateRequest, catalog: Any) -> dict[str, Any]:
+def _computed(request: EstimateRequest, catalog: Catalog) -> dict[str, Any]:
     try:
         result: EstimateResponse = estimate(request, catalog)
     except EstimatorError as exc:
@@ -44,7 +47,7 @@ def _computed(request: EstimateRequest, catalog: Any) -> dict[str, Any]:
     }
 
 
-def save_quote(*, session: Session, catalog: Any, body: QuoteCreate, actor: str) -> SavedItem:
+def save_quote(*, session: Session, catalog: Catalog, body: QuoteCreate, actor: str) -> SavedItem:
     revision = _computed(body.inputs, catalog) | {
         "chosen_option": body.chosen_option, "server_count": body.server_count, "price": body.price,
         "currency": body.currency, "notes": body.notes,
@@ -53,7 +56,7 @@ def save_quote(*, session: Session, catalog: Any, body: QuoteCreate, actor: str)
                        revision=revision)
 
 
-def save_plan(*, session: Session, catalog: Any, body: PlanCreate, actor: str) -> SavedItem:
+def save_plan(*, session: Session, catalog: Catalog, body: PlanCreate, actor: str) -> SavedItem:
     revision = _computed(body.inputs, catalog) | {"notes": body.notes}
     return create_item(session=session, kind="plan", name=body.name, customer=None, actor=actor,
                        revision=revision)
@@ -86,7 +89,7 @@ def _still_valid(latest: SavedRevision) -> EstimateRequest:
         raise Conflict("the saved inputs are no longer valid for the current estimator", errors) from None
 
 
-def recompute(*, session: Session, catalog: Any, item: SavedItem, actor: str, store: bool = True) -> Recomputed:
+def recompute(*, session: Session, catalog: Catalog, item: SavedItem, actor: str, store: bool = True) -> Recomputed:
     """Re-run the latest revision's inputs on the current estimator and catalog. With ``store`` the result
     becomes a new revision (the old ones are kept as they were); without, nothing is written."""
     latest = item.revisions[-1]
@@ -109,7 +112,7 @@ def recompute(*, session: Session, catalog: Any, item: SavedItem, actor: str, st
 RECOMPUTE_ATTEMPTS = 8
 
 
-def recompute_saved(*, session: Session, catalog: Any, kind: str, item_id: int, actor: str,
+def recompute_saved(*, session: Session, catalog: Catalog, kind: str, item_id: int, actor: str,
                     store: bool = True) -> Recomputed:
     """Recompute item ``item_id`` and commit its new revision; what the API and the pages' Re-compute call.
 

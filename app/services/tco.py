@@ -3,7 +3,7 @@ cost per run of an optional training job, rack planning, and the upgrade answer 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.catalog_kinds import source_items
 from app.schemas.tco import (
@@ -40,13 +40,16 @@ from estimator.tco import (
     tco_options,
 )
 
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
+
 __all__ = ["compute_tco", "compute_upgrade", "job_cost", "job_on_server", "rack_for"]
 
 #: estimator.tco field names -> request fields
 _FIELDS = {"server_id": "server", "offer_id": "offer_id", "gpus_per_node": "job.hardware.gpus_per_node"}
 
 
-def _on_server(job: EstimateRequest, server_id: str, num_nodes: int, catalog: Any, whole: bool = False
+def _on_server(job: EstimateRequest, server_id: str, num_nodes: int, catalog: Catalog, whole: bool = False
                ) -> EstimateRequest:
     server = source_items(catalog, "server").get(server_id)
     gpu = str(server.gpu_id) if server is not None else job.hardware.gpu
@@ -63,7 +66,7 @@ def _tokens_per_step(result: EstimateResponse) -> float:
 
 
 def job_on_server(
-    job: EstimateRequest, server_id: str, num_nodes: int, price: float | None, catalog: Any, prefix: str = "job",
+    job: EstimateRequest, server_id: str, num_nodes: int, price: float | None, catalog: Catalog, prefix: str = "job",
     whole: bool = False,
 ) -> tuple[JobCost, EstimateResponse]:
     """``job`` estimated on ``num_nodes`` of ``server_id``, as a :class:`JobCost`. Errors name ``prefix.<field>``.
@@ -98,20 +101,20 @@ def job_on_server(
                    train_tokens=tokens, energy_kwh=result.train.energy_kwh or None, server_price_usd=price), result
 
 
-def job_cost(body: TcoRequest, catalog: Any) -> tuple[JobCost, EstimateResponse] | None:
+def job_cost(body: TcoRequest, catalog: Catalog) -> tuple[JobCost, EstimateResponse] | None:
     """The job of ``body`` estimated on its server and node count, as a :class:`JobCost`."""
     if body.job is None:
         return None
     return job_on_server(body.job, body.server, body.num_nodes, body.server_price_usd, catalog)
 
 
-def _check_offer(body: TcoRequest, catalog: Any) -> None:
+def _check_offer(body: TcoRequest, catalog: Catalog) -> None:
     if body.offer_id is not None and body.offer_id not in source_items(catalog, "cloud_offer"):
         raise UnknownHardwareError(f"unknown cloud offer {body.offer_id!r}; GET /api/v1/catalog/cloud-offers "
                                    "lists them", "offer_id")
 
 
-def rack_for(server_id: str, num_nodes: int, a: TcoAssumptions, catalog: Any) -> TcoRack:
+def rack_for(server_id: str, num_nodes: int, a: TcoAssumptions, catalog: Catalog) -> TcoRack:
     """Rack planning of ``num_nodes`` servers in racks of ``a.rack_kw`` (estimator.rack, as the estimate's host
     sizing): the plan on the peak power of a node, and its power at load."""
     server, gpu = resolve_server(catalog, server_id)
@@ -126,7 +129,7 @@ def _refield(exc: EstimatorError) -> EstimatorError:
     return type(exc)(exc.message, field)
 
 
-def compute_tco(body: TcoRequest, catalog: Any) -> TcoResponse:
+def compute_tco(body: TcoRequest, catalog: Catalog) -> TcoResponse:
     a, price = body.assumptions, body.server_price_usd
     _check_offer(body, catalog)
     notes: list[str] = []
@@ -160,7 +163,7 @@ def _side_field(exc: EstimatorError, name: str) -> str:
     return f"{name}.{side}" if side else f"{name}.server"
 
 
-def _side(body: UpgradeRequest, side: UpgradeSide, name: str, catalog: Any
+def _side(body: UpgradeRequest, side: UpgradeSide, name: str, catalog: Catalog
           ) -> tuple[JobCost, UpgradeSideResult]:
     """One side's job (estimated on its servers) and its summary; errors name ``current.*`` / ``candidate.*``."""
     a = body.assumptions
@@ -187,7 +190,7 @@ def _notes(current: UpgradeSideResult, candidate: UpgradeSideResult, answer: Upg
     return notes
 
 
-def compute_upgrade(body: UpgradeRequest, catalog: Any) -> UpgradeResponse:
+def compute_upgrade(body: UpgradeRequest, catalog: Catalog) -> UpgradeResponse:
     """The upgrade answer for one job: the job estimated on both sides, then :func:`estimator.tco.compare_upgrade`."""
     a = body.assumptions
     job_a, current = _side(body, body.current, "current", catalog)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.services.estimates import run_estimate
 from estimator import list_presets
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog, Gpu
 
 __all__ = ["Option", "gpu_name", "gpu_options", "model_options", "run_estimate", "server_name", "server_options"]
 
@@ -34,29 +37,29 @@ def model_options() -> list[Option]:
     ]
 
 
-def _memory(gpu: Any) -> str:
+def _memory(gpu: Gpu) -> str:
     """The datasheet memory (``80 GB``) when the catalog has it, else the bytes in GiB."""
     datasheet = getattr(gpu, "memory_gb", None)
     return f"{datasheet:g} GB" if datasheet else f"{gpu.memory_bytes / 2**30:.0f} GiB"
 
 
-def gpu_options(catalog: Any) -> list[Option]:
+def gpu_options(catalog: Catalog) -> list[Option]:
     gpus = catalog.gpus.values()
     return [Option(g.id, g.name, _memory(g)) for g in sorted(gpus, key=lambda g: g.name)]
 
 
-def server_options(catalog: Any) -> list[Option]:
+def server_options(catalog: Catalog) -> list[Option]:
     servers = catalog.servers.values()
     return [Option(s.id, s.name, f"{s.gpu_count}x {s.gpu_id}", gpu=s.gpu_id)
             for s in sorted(servers, key=lambda s: s.name)]
 
 
-def gpu_name(catalog: Any, gpu_id: str) -> str:
+def gpu_name(catalog: Catalog, gpu_id: str) -> str:
     gpu = catalog.gpus.get(gpu_id)
     return str(gpu.name) if gpu is not None else gpu_id
 
 
-def server_name(catalog: Any, server_id: str | None) -> str | None:
+def server_name(catalog: Catalog, server_id: str | None) -> str | None:
     if server_id is None:
         return None
     server = catalog.servers.get(server_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -12,6 +12,9 @@ from app.core.i18n import N_
 from app.deps import CatalogDep
 from app.errors import NotFound
 from app.web.templating import render
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["router"]
 
@@ -39,7 +42,7 @@ def _figure_rows(entry: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _tab(request: Request, catalog: Any, tab: Tab) -> HTMLResponse:
+def _tab(request: Request, catalog: Catalog, tab: Tab) -> HTMLResponse:
     items = sorted(source_items(catalog, _KIND[tab]).values(), key=lambda e: str(getattr(e, "name", e.id)))
     context = {
         "tab": tab, "tabs": _TITLES, "items": items, "version": getattr(catalog, "version", ""),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
@@ -24,6 +24,9 @@ from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.cost import CostChoice
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog, Gpu
 
 __all__ = ["DEFAULT_FAMILIES", "default_gpus", "router"]
 
@@ -46,11 +49,11 @@ class Row:
     error: str | None
 
 
-def _flagship(gpu: Any) -> tuple[bool, int]:
+def _flagship(gpu: Gpu) -> tuple[bool, int]:
     return "sxm" in str(getattr(gpu, "form_factor", gpu.id)).lower(), int(gpu.memory_bytes)
 
 
-def default_gpus(catalog: Any) -> list[str]:
+def default_gpus(catalog: Catalog) -> list[str]:
     """Per family in :data:`DEFAULT_FAMILIES`, its SXM part with the most memory (else the most memory)."""
     picks = []
     for family in DEFAULT_FAMILIES:
@@ -60,7 +63,7 @@ def default_gpus(catalog: Any) -> list[str]:
     return picks
 
 
-def _options(catalog: Any, params: Any, job: EstimateRequest | None) -> list[CompareOption]:
+def _options(catalog: Catalog, params: Any, job: EstimateRequest | None) -> list[CompareOption]:
     gpus = [g for g in params.getlist("gpus") if g]
     servers = [s for s in params.getlist("servers") if s]
     if not gpus and not servers:
@@ -72,13 +75,13 @@ def _options(catalog: Any, params: Any, job: EstimateRequest | None) -> list[Com
     return options[:MAX_OPTIONS]
 
 
-def _label(catalog: Any, option: CompareOption) -> str:
+def _label(catalog: Catalog, option: CompareOption) -> str:
     if option.server is not None:
         return backend.server_name(catalog, option.server) or option.server
     return backend.gpu_name(catalog, option.gpu or "")
 
 
-def _row(catalog: Any, job: EstimateRequest, option: CompareOption, basis: CostChoice | None = None) -> Row:
+def _row(catalog: Catalog, job: EstimateRequest, option: CompareOption, basis: CostChoice | None = None) -> Row:
     label = _label(catalog, option)
     try:
         result = backend.run_estimate(option_request(job, option, catalog, basis), catalog)
@@ -106,7 +109,7 @@ def _figures(rows: list[Row]) -> dict[str, str]:
     return figs
 
 
-def _context(catalog: Any, params: Any) -> tuple[dict[str, Any], bool]:
+def _context(catalog: Catalog, params: Any) -> tuple[dict[str, Any], bool]:
     form = parse_form(params)
     options = _options(catalog, params, form.request)
     base: dict[str, Any] = {

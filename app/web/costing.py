@@ -4,10 +4,13 @@ page, the API and quotes), in the shape the templates read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from estimator import EstimateResponse
 from estimator.cost import CostResult
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["Cost", "basis_words", "cost_to_train"]
 
@@ -35,7 +38,7 @@ def basis_words(cost: CostResult) -> str:
     return f"rented: {cost.label}"
 
 
-def cost_to_train(catalog: Any, result: EstimateResponse) -> Cost | None:
+def cost_to_train(catalog: Catalog, result: EstimateResponse) -> Cost | None:
     """``None`` when the run has no cost: no price either way, no training length, or it does not fit. The
     total is the estimate's ``cost.total_usd`` (rate x the result's GPU-hours)."""
     c = result.cost

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -23,6 +23,9 @@ from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 from estimator.suggest import apply_changes
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["Verdict", "estimate_context", "form_context", "router", "run_form", "verdict_of"]
 
@@ -57,7 +60,7 @@ def _dom_id(name: str) -> str:
     return "f-" + name.replace(".", "-").replace("_", "-")
 
 
-def form_context(catalog: Any, values: dict[str, Any], errors: FormErrors) -> dict[str, Any]:
+def form_context(catalog: Catalog, values: dict[str, Any], errors: FormErrors) -> dict[str, Any]:
     specs = field_specs()
     advanced = [s for s in specs if s.name not in BASIC_FIELDS]
     models, values = model_field(backend.model_options(), server_gpu(catalog, values))
@@ -87,7 +90,7 @@ def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in known else "form"
 
 
-def estimate_context(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
+def estimate_context(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
     """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
     query = request_to_query(request)
     gpu_label = backend.gpu_name(catalog, result.layout.gpu)
@@ -124,7 +127,7 @@ def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[
 MAX_PRICED_WAYS = 4
 
 
-def _ways_cost(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> dict[int, Any]:
+def _ways_cost(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[int, Any]:
     """The cost to train of each suggestion that fits (index -> Cost), on the request's cost basis."""
     out: dict[int, Any] = {}
     for i, s in enumerate(result.suggestions):
@@ -137,7 +140,7 @@ def _ways_cost(catalog: Any, request: EstimateRequest, result: EstimateResponse)
     return out
 
 
-def run_form(catalog: Any, params: Any) -> tuple[dict[str, Any], FormErrors]:
+def run_form(catalog: Catalog, params: Any) -> tuple[dict[str, Any], FormErrors]:
     """Parse the form and run the estimate: the page's context, and the errors per field."""
     form = parse_form(params)
     context: dict[str, Any] = {"result": None, "inputs": form.request}

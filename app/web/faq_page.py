@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -27,6 +27,9 @@ from estimator import EstimateRequest, EstimatorError
 from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.planner.plan import PlanRequest, plan
 from estimator.rack import plan_rack_for_server
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["Answer", "answers", "router"]
 
@@ -63,7 +66,7 @@ def _years(seconds: float) -> str:
     return _("%(days)s days") % {"days": num(days, 1)}
 
 
-def _scratch(catalog: Any) -> Answer:
+def _scratch(catalog: Catalog) -> Answer:
     base = {"model": MODEL, "training": {"method": "full", "activation_checkpointing": "full"},
             "hardware": {"gpu": A100, "num_nodes": 1, "gpus_per_node": 8}}
     probe = backend.run_estimate(EstimateRequest.model_validate({**base, "parallelism": {"sharding": "zero3"}}),
@@ -122,7 +125,7 @@ def _scratch(catalog: Any) -> Answer:
     return a
 
 
-def _upgrade(catalog: Any) -> Answer:
+def _upgrade(catalog: Catalog) -> Answer:
     body = UpgradeRequest(job=EstimateRequest.model_validate(UPGRADE_JOB),
                           current=UpgradeSide(server=UPGRADE_CURRENT), candidate=UpgradeSide(server=UPGRADE_CANDIDATE))
     up = compute_upgrade(body, catalog)
@@ -156,7 +159,7 @@ def _upgrade(catalog: Any) -> Answer:
     return a
 
 
-def _rack(catalog: Any) -> Answer:
+def _rack(catalog: Catalog) -> Answer:
     a = Answer("rack", _("Does one 8-GPU node need a whole rack?"), "")
     a.header = [_("Server"), _("Peak kW"), "BTU/h", _("CFM at %(dt)s K rise") % {"dt": f"{DEFAULT_DELTA_T_K:.0f}"}, "U",
                 *[_("Nodes per %(kw)s kW rack") % {"kw": f"{kw:g}"} for kw in RACK_KW]]
@@ -196,7 +199,7 @@ def _rack(catalog: Any) -> Answer:
     return a
 
 
-def _serving(request_paths: set[str], catalog: Any) -> Answer:
+def _serving(request_paths: set[str], catalog: Catalog) -> Answer:
     probe = backend.run_estimate(EstimateRequest.model_validate({"model": MODEL, "training": {"method": "lora"}}),
                                  catalog)
     weights = probe.model.total_params * 2
@@ -217,7 +220,7 @@ _CACHE: dict[tuple[str, bool, str], list[Answer]] = {}
 _LOCK = threading.Lock()
 
 
-def answers(catalog: Any, request_paths: set[str]) -> list[Answer]:
+def answers(catalog: Catalog, request_paths: set[str]) -> list[Answer]:
     key = (str(getattr(catalog, "version", "")) or str(id(catalog)), "/serve" in request_paths, current_locale())
     with _LOCK:
         found = _CACHE.get(key)

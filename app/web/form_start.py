@@ -5,10 +5,13 @@ the model field (``_name_or_path``, else ``name``, else its first ``architecture
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.web.backend import Option
 from estimator.request import Hardware
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["PASTED_PREFIX", "model_field", "pasted_name", "server_gpu"]
 
@@ -42,7 +45,7 @@ def model_field(models: list[Option], values: dict[str, Any]) -> tuple[list[Opti
     return [Option("", PASTED_PREFIX + name), *models], {**values, "model": ""}
 
 
-def server_gpu(catalog: Any, values: dict[str, Any]) -> dict[str, Any]:
+def server_gpu(catalog: Catalog, values: dict[str, Any]) -> dict[str, Any]:
     """With a catalog server chosen and the GPU left at its default, show the server's GPU (the estimate uses
     it: ``estimator.estimate`` takes the server's GPU when the request names the default one)."""
     server = catalog.servers.get(values.get("hardware.server") or "")

@@ -10,7 +10,7 @@ to choose. It is shown as a suggestion with a link to its estimate; the API defa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Request
@@ -24,6 +24,9 @@ from estimator import EstimateRequest, EstimatorError
 from estimator.planner.contract import Constraints
 from estimator.planner.plan import Plan, PlanRequest, plan
 from estimator.request import Hardware, Training
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_request_for", "plan_url_for", "router", "same_layout"]
 
@@ -50,7 +53,7 @@ def plan_request_for(req: EstimateRequest, top_k: int = 1) -> PlanRequest:
                        top_k=top_k)
 
 
-def best_plan(req: EstimateRequest, catalog: Any) -> Plan | None:
+def best_plan(req: EstimateRequest, catalog: Catalog) -> Plan | None:
     response = plan(plan_request_for(req), catalog)
     return response.plans[0] if response.plans else None
 
@@ -119,7 +122,7 @@ def estimate_layout(request: Request, catalog: CatalogDep) -> HTMLResponse:
     return render(request, "_layout_suggestion.html", context)
 
 
-def plan_vs_estimate(params: Any, response: Any, catalog: Any) -> dict[str, Any]:
+def plan_vs_estimate(params: Any, response: Any, catalog: Catalog) -> dict[str, Any]:
     """For ``/plan?...&from_estimate=<estimate query>``: how the planner's winner differs from that estimate
     (layout, global batch, time to train), with the estimate of each. Empty without ``from_estimate``, or when
     that query is not a valid estimate."""

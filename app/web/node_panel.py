@@ -10,7 +10,7 @@ which change does: a catalog server with the same GPU that holds the RAM, or les
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
@@ -22,6 +22,9 @@ from estimator.host.bom import choose_server
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
 from estimator.suggest import apply_changes
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["NodeFix", "NodePanel", "NodeRow", "node_panel", "node_row", "sized_server"]
 
@@ -78,7 +81,7 @@ class NodePanel:
     fixes: list[NodeFix] = field(default_factory=list)
 
 
-def sized_server(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> tuple[Any, bool]:
+def sized_server(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> tuple[Any, bool]:
     """The server the estimator sized the host on, and whether it stands in for none chosen: the request's,
     else the catalog's cheapest carrying the GPU (``estimator.host.bom.choose_server``, as ``estimate`` does)."""
     chosen = catalog.servers.get(result.layout.server) if result.layout.server else None
@@ -107,7 +110,7 @@ def _estimate_url(request: EstimateRequest, changes: dict[str, Any]) -> str:
     return f"/estimate?{request_to_query(apply_changes(request, changes))}"
 
 
-def _server_fixes(catalog: Any, request: EstimateRequest, result: EstimateResponse, need: int,
+def _server_fixes(catalog: Catalog, request: EstimateRequest, result: EstimateResponse, need: int,
                   current: str | None) -> list[NodeFix]:
     """Catalog servers with this GPU and GPU count whose RAM holds ``need``, smallest first."""
     gpus = result.layout.world_size // max(1, request.hardware.num_nodes)
@@ -125,7 +128,7 @@ def _server_fixes(catalog: Any, request: EstimateRequest, result: EstimateRespon
     return [fix for _, fix in sorted(out, key=lambda t: t[0])[:3]]
 
 
-def _offload_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> list[NodeFix]:
+def _offload_fixes(catalog: Catalog, request: EstimateRequest, limit: RamLimit) -> list[NodeFix]:
     """Less CPU offload, re-estimated: kept when the GPUs still fit (or fit with full checkpointing) and the host
     RAM then fits the same limit."""
     from app.web import backend
@@ -151,7 +154,7 @@ def _offload_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> l
     return out
 
 
-def _node_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> list[NodeFix]:
+def _node_fixes(catalog: Catalog, request: EstimateRequest, limit: RamLimit) -> list[NodeFix]:
     """Twice the nodes, re-estimated: sharded (ZeRO-3 / FSDP) offload splits the host RAM over the nodes."""
     from app.web import backend
 
@@ -168,7 +171,7 @@ def _node_fixes(catalog: Any, request: EstimateRequest, limit: RamLimit) -> list
     return [NodeFix(_("Use %(n)s nodes") % {"n": nodes}, detail, f"/estimate?{request_to_query(trial)}")]
 
 
-def node_panel(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> NodePanel | None:
+def node_panel(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> NodePanel | None:
     """The whole-node panel of one estimate (``None`` when the estimator sized no host)."""
     host = result.host
     if host is None:
@@ -238,7 +241,7 @@ class NodeRow:
     nvme: str
 
 
-def node_row(catalog: Any, request: EstimateRequest, result: EstimateResponse) -> NodeRow | None:
+def node_row(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> NodeRow | None:
     host = result.host
     if host is None:
         return None

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -41,6 +41,9 @@ from estimator.planner.contract import Objective, Plan, PlanRequest, PlanRespons
 from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from estimator.request import Training
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["COLUMNS", "PROGRESS", "PlanForm", "ProgressBoard", "parse_plan_form", "router", "sort_rows"]
 
@@ -248,7 +251,7 @@ def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
     return "form"
 
 
-def _check_ids(form: PlanForm, catalog: Any) -> None:
+def _check_ids(form: PlanForm, catalog: Catalog) -> None:
     for name, known, what in (("constraints.gpus", catalog.gpus, "GPU"), ("constraints.servers", catalog.servers,
                                                                            "server")):
         unknown = [v for v in form.values[name] if v not in known]
@@ -256,7 +259,7 @@ def _check_ids(form: PlanForm, catalog: Any) -> None:
             form.errors.add(name, f"Unknown {what} {', '.join(repr(u) for u in unknown)}")
 
 
-def parse_plan_form(params: Mapping[str, Any], catalog: Any) -> PlanForm:
+def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
     """Turn the query parameters into a :class:`PlanRequest`, or into messages per field."""
     values: dict[str, Any] = {}
     for name in FIELDS:
@@ -337,7 +340,7 @@ def _sharding(p: Plan) -> tuple[str, str]:
     return name, " · ".join(extra)
 
 
-def plan_rows(response: PlanResponse, catalog: Any) -> list[PlanRow]:
+def plan_rows(response: PlanResponse, catalog: Catalog) -> list[PlanRow]:
     rows = []
     for p in response.plans:
         lay, t, mem = p.layout, p.estimate.time, p.estimate.memory
@@ -403,11 +406,11 @@ def export_blocks(p: Plan) -> list[ExportBlock]:
     return blocks
 
 
-def _gpu_names(catalog: Any, response: PlanResponse) -> dict[str, str]:
+def _gpu_names(catalog: Catalog, response: PlanResponse) -> dict[str, str]:
     return {p.layout.gpu: backend.gpu_name(catalog, p.layout.gpu) for p in response.plans}
 
 
-def result_context(form: PlanForm, response: PlanResponse, catalog: Any) -> dict[str, Any]:
+def result_context(form: PlanForm, response: PlanResponse, catalog: Catalog) -> dict[str, Any]:
     rows = sort_rows(plan_rows(response, catalog), form.sort, form.direction)
     fig = time_cost_figure(response.plans, _gpu_names(catalog, response), response.objective)
     return {
@@ -422,7 +425,7 @@ def result_context(form: PlanForm, response: PlanResponse, catalog: Any) -> dict
     }
 
 
-def reverse_context(reverse: ReverseResponse | None, catalog: Any) -> dict[str, Any]:
+def reverse_context(reverse: ReverseResponse | None, catalog: Catalog) -> dict[str, Any]:
     """Rows of a reverse answer: per hardware option, its sentence and the plan to open in the estimator."""
     if reverse is None:
         return {}
@@ -450,7 +453,7 @@ def _sort_links(form: PlanForm) -> dict[str, tuple[str, str | None]]:
     return links
 
 
-def form_context(form: PlanForm, catalog: Any) -> dict[str, Any]:
+def form_context(form: PlanForm, catalog: Catalog) -> dict[str, Any]:
     return {
         "values": form.values,
         "errors": form.errors.messages,
@@ -471,7 +474,7 @@ def form_context(form: PlanForm, catalog: Any) -> dict[str, Any]:
     }
 
 
-def run_plan_form(params: Mapping[str, Any], catalog: Any, progress_id: str | None = None) -> dict[str, Any]:
+def run_plan_form(params: Mapping[str, Any], catalog: Catalog, progress_id: str | None = None) -> dict[str, Any]:
     form = parse_plan_form(params, catalog)
     context: dict[str, Any] = {"response": None, "reverse": None, "submitted": True}
     if isinstance(form.request, ReverseRequest):

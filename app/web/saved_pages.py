@@ -6,7 +6,7 @@ Ids, revisions and page numbers are bounded like the API's (``ItemId``, ``Revisi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -27,6 +27,9 @@ from app.web.estimate_page import estimate_context, run_form
 from app.web.forms import request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["router"]
 
@@ -49,7 +52,7 @@ def _plural(kind: Kind) -> str:
     return f"{kind}s"
 
 
-def _save(request: Request, session: Session, catalog: Any, metrics: Metrics, kind: Kind, query: str,
+def _save(request: Request, session: Session, catalog: Catalog, metrics: Metrics, kind: Kind, query: str,
           submitted: dict[str, str]) -> Response:
     """Save the result that ``query`` reproduces as a quote or a plan, then show it (303 to its page); on bad
     input, the result page again (422) with the message next to the save field."""
@@ -117,7 +120,7 @@ def _plain(err: Any) -> str:
     return str(err.get("msg", "invalid"))
 
 
-def _list_page(request: Request, session: Any, catalog: Any, kind: Kind, q: str | None, customer: str | None,
+def _list_page(request: Request, session: Any, catalog: Catalog, kind: Kind, q: str | None, customer: str | None,
                page: int) -> HTMLResponse:
     q, customer = (q or "").strip(), (customer or "").strip()
     items, total = list_items(session=session, kind=kind, customer=customer or None, name=q or None,
@@ -130,7 +133,7 @@ def _list_page(request: Request, session: Any, catalog: Any, kind: Kind, q: str 
     return render(request, "saved_list.html", context)
 
 
-def _summary(catalog: Any, item: SavedItem) -> dict[str, Any]:
+def _summary(catalog: Catalog, item: SavedItem) -> dict[str, Any]:
     latest = item.revisions[-1] if item.revisions else None
     result = latest.result if latest is not None else {}
     memory = result.get("memory", {})
@@ -157,7 +160,7 @@ def plans_page(
     return _list_page(request, session, catalog, "plan", q, None, page)
 
 
-def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[str, Any]:
+def _detail_context(catalog: Catalog, item: SavedItem, rev: SavedRevision) -> dict[str, Any]:
     inputs = EstimateRequest.model_validate(rev.inputs)
     result = EstimateResponse.model_validate(rev.result)
     return {
@@ -167,7 +170,7 @@ def _detail_context(catalog: Any, item: SavedItem, rev: SavedRevision) -> dict[s
     }
 
 
-def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int,
+def _detail(request: Request, session: Any, catalog: Catalog, kind: Kind, item_id: int,
             revision: int | None) -> HTMLResponse:
     item = find_saved(session=session, kind=kind, item_id=item_id)
     rev = find_revision(item, revision)
@@ -177,7 +180,7 @@ def _detail(request: Request, session: Any, catalog: Any, kind: Kind, item_id: i
     return render(request, "saved_detail.html", context)
 
 
-def _recompute(request: Request, session: Any, catalog: Any, kind: Kind, item_id: int) -> Response:
+def _recompute(request: Request, session: Any, catalog: Catalog, kind: Kind, item_id: int) -> Response:
     try:
         done = recompute_saved(session=session, catalog=catalog, kind=kind, item_id=item_id, actor=WEB_ACTOR)
     except NotFound:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -47,6 +47,9 @@ from estimator.tco import (
     ownership_tco,
     tco_options,
 )
+
+if TYPE_CHECKING:
+    from hardware_catalog import Catalog
 
 __all__ = ["router"]
 
@@ -84,7 +87,7 @@ def _choices(name: str) -> tuple[str, ...]:
     return tuple(get_args(TcoAssumptions.model_fields[name].annotation))
 
 
-def _read(params: Any, catalog: Any, job: EstimateRequest | None) -> TcoForm:
+def _read(params: Any, catalog: Catalog, job: EstimateRequest | None) -> TcoForm:
     default_server = (job.hardware.server if job is not None else None) or _default_server(catalog)
     return TcoForm(
         server=params.get("server") or default_server,
@@ -97,7 +100,7 @@ def _read(params: Any, catalog: Any, job: EstimateRequest | None) -> TcoForm:
     )
 
 
-def _default_server(catalog: Any) -> str:
+def _default_server(catalog: Catalog) -> str:
     """An 8x H100 SXM server if the catalog has one (the common reference), else the first server."""
     servers = sorted(catalog.servers.values(), key=lambda s: s.id)
     preferred = [s for s in servers if s.gpu_id.startswith("h100-sxm") and s.price_usd] or servers
@@ -143,7 +146,7 @@ def _error_field(exc: EstimatorError) -> str:
 
 
 def _job_cost(
-    catalog: Any, job: EstimateRequest | None, form: TcoForm, nodes: int, price: float | None
+    catalog: Catalog, job: EstimateRequest | None, form: TcoForm, nodes: int, price: float | None
 ) -> tuple[JobCost | None, str | None]:
     """The job on the chosen server, when the estimate gives a time to train; else why not."""
     if job is None:
@@ -154,7 +157,7 @@ def _job_cost(
         return None, exc.message
 
 
-def _server_runs(catalog: Any, job: EstimateRequest, form: TcoForm, nodes: int, a: TcoAssumptions
+def _server_runs(catalog: Catalog, job: EstimateRequest, form: TcoForm, nodes: int, a: TcoAssumptions
                  ) -> tuple[list[RunCost], list[str]]:
     """The same job owned on one server per GPU generation (A100, H100, H200, B200 and the chosen server), and
     the cheapest on-demand cloud run of each GPU: the points of the cost-vs-time chart."""
@@ -175,7 +178,7 @@ def _server_runs(catalog: Any, job: EstimateRequest, form: TcoForm, nodes: int, 
     return runs, skipped
 
 
-def _upgrade(catalog: Any, form: TcoForm, job: EstimateRequest | None, nodes: int, a: TcoAssumptions
+def _upgrade(catalog: Catalog, form: TcoForm, job: EstimateRequest | None, nodes: int, a: TcoAssumptions
              ) -> tuple[UpgradeResponse | None, str | None, str | None]:
     """The upgrade answer for the page's job (or the reference job): (answer, chart JSON, error)."""
     for name, value in (("up.current", form.up_current), ("up.candidate", form.up_candidate)):
@@ -193,7 +196,7 @@ def _upgrade(catalog: Any, form: TcoForm, job: EstimateRequest | None, nodes: in
     return answer, figure_json(fig), None
 
 
-def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[str, Any]:
+def _compute(catalog: Catalog, form: TcoForm, job: EstimateRequest | None) -> dict[str, Any]:
     assumptions = _assumptions(form)
     nodes = _number(form, "nodes", form.nodes, 1, _MAX_NODES)
     price = _number(form, "server_price_usd", form.server_price_usd, 0.01, _MAX_PRICE)
@@ -235,7 +238,7 @@ def _compute(catalog: Any, form: TcoForm, job: EstimateRequest | None) -> dict[s
             "rows": assumption_table(assumptions, catalog), "nodes_int": n}
 
 
-def _offer_label(catalog: Any, versus: Any) -> str | None:
+def _offer_label(catalog: Catalog, versus: Any) -> str | None:
     """The compared offer's display name ("AWS p5.48xlarge, on-demand"), never its id."""
     if versus is None:
         return None
@@ -246,7 +249,7 @@ def _offer_label(catalog: Any, versus: Any) -> str | None:
     return offer_name(offer, versus.cloud_pricing) + (", a low-confidence price," if low else "")
 
 
-def _headline(catalog: Any, versus: Any, a: TcoAssumptions) -> str | None:
+def _headline(catalog: Catalog, versus: Any, a: TcoAssumptions) -> str | None:
     label = _offer_label(catalog, versus)
     if versus is None or label is None:
         return None
@@ -271,7 +274,7 @@ def _job_of(params: Any) -> tuple[EstimateRequest | None, dict[str, str]]:
     return parsed.request, parsed.errors.messages
 
 
-def _offers(catalog: Any, server_id: str) -> list[backend.Option]:
+def _offers(catalog: Catalog, server_id: str) -> list[backend.Option]:
     server = catalog.servers.get(server_id)
     if server is None:
         return []

@@ -22,13 +22,12 @@ Anything else goes on to the app unchanged, its body replayed.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.lru import LockedLRU
 from app.core.ratelimit import DECISION_KEY
 
 if TYPE_CHECKING:
@@ -62,23 +61,14 @@ class ReplayAnswers:
     def __init__(self, endpoint: Callable[..., Any], size: int = 1024) -> None:
         self.endpoint = endpoint
         self.size = size
-        self._answers: OrderedDict[tuple[bytes, bytes], tuple[Any, bytes]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._answers: LockedLRU[tuple[bytes, bytes], tuple[Any, bytes]] = LockedLRU(size)
 
     def remember(self, key: tuple[bytes, bytes], catalog: Catalog, answer: bytes) -> None:
         """Keep the route's 200 ``answer`` to the request ``key``, computed with ``catalog``."""
-        with self._lock:
-            self._answers[key] = (catalog, answer)
-            self._answers.move_to_end(key)
-            while len(self._answers) > self.size:
-                self._answers.popitem(last=False)
+        self._answers.put(key, (catalog, answer))
 
     def kept(self, key: tuple[bytes, bytes]) -> tuple[Any, bytes] | None:
-        with self._lock:
-            kept = self._answers.get(key)
-            if kept is not None:
-                self._answers.move_to_end(key)
-            return kept
+        return self._answers.get(key)
 
 
 class EstimateReplay:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
+from app.core.lru import LockedLRU
 from app.core.strict_json import strict_validate
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
 
@@ -75,8 +75,8 @@ class AnswerCache:
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._catalog: Any = None
-        self._answers: OrderedDict[EstimateRequest, bytes] = OrderedDict()
-        self._lock = threading.Lock()
+        self._answers: LockedLRU[EstimateRequest, bytes] = LockedLRU(size)
+        self._lock = threading.Lock()  # the catalog switch and the lookup or store it guards are one step
 
     def answer(self, request: EstimateRequest, catalog: Catalog, compute: Callable[[], bytes]) -> bytes:
         try:
@@ -88,13 +88,10 @@ class AnswerCache:
                 self._answers.clear()
                 self._catalog = catalog
             hit = self._answers.get(request)
-            if hit is not None:
-                self._answers.move_to_end(request)
-                return hit
+        if hit is not None:
+            return hit
         body = compute()
         with self._lock:
-            if catalog is self._catalog and self.size > 0:
-                self._answers[request] = body
-                while len(self._answers) > self.size:
-                    self._answers.popitem(last=False)
+            if catalog is self._catalog:
+                self._answers.put(request, body)
         return body

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from app.web.backend import Option
-from estimator.request import Hardware
+from estimator.request import DEFAULT_GPU
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["PASTED_PREFIX", "model_field", "pasted_name", "server_gpu"]
 
 PASTED_PREFIX = "Pasted config.json: "
-_DEFAULT_GPU = Hardware.model_fields["gpu"].default
 
 
 def pasted_name(text: str | None) -> str | None:
@@ -49,6 +48,6 @@ def server_gpu(catalog: Catalog, values: dict[str, Any]) -> dict[str, Any]:
     """With a catalog server chosen and the GPU left at its default, show the server's GPU (the estimate uses
     it: ``estimator.estimate`` takes the server's GPU when the request names the default one)."""
     server = catalog.servers.get(values.get("hardware.server") or "")
-    if server is None or values.get("hardware.gpu") not in (None, "", _DEFAULT_GPU):
+    if server is None or values.get("hardware.gpu") not in (None, "", DEFAULT_GPU):
         return values
     return {**values, "hardware.gpu": server.gpu_id}

@@ -29,85 +29,17 @@ its energy. Money is in US dollars, energy in kWh, power in W or kW as named.
 
 from __future__ import annotations
 
-from estimator.rack import node_average_power_w, node_power_at_load_w, resolve_server
-from estimator.tco.assumptions import (
-    HOURS_PER_MONTH,
-    HOURS_PER_YEAR,
-    AssumptionRow,
-    TcoAssumptions,
-    assumption_table,
-)
-from estimator.tco.costs import (
-    annual_opex,
-    break_even_month,
-    capex,
-    cloud_cost_usd,
-    cloud_offers_for,
-    cloud_tco,
-    compare_job,
-    cumulative_costs,
-    job_cost_cloud,
-    job_cost_owned,
-    offer_name,
-    own_vs_cloud,
-    own_vs_cloud_headline,
-    own_vs_cloud_or_note,
-    ownership_tco,
-    ownership_tco_option,
-    power_cost_usd,
-    server_price,
-    tco_options,
-)
-from estimator.tco.results import (
-    MAX_TIME_TO_TRAIN_S,
-    CapexBreakdown,
-    CumulativeCost,
-    JobCost,
-    OpexBreakdown,
-    OwnershipTco,
-    OwnVsCloud,
-    RunCost,
-    TcoOption,
-)
-from estimator.tco.upgrade import UpgradeAnswer, compare_upgrade
+from estimator.rack import node_average_power_w as node_average_power_w
+from estimator.rack import node_power_at_load_w as node_power_at_load_w
+from estimator.rack import resolve_server as resolve_server
+from estimator.tco import assumptions, costs, results, upgrade
+from estimator.tco.assumptions import *  # noqa: F403 (the names are said once, in each submodule's __all__)
+from estimator.tco.costs import *  # noqa: F403
+from estimator.tco.results import *  # noqa: F403
+from estimator.tco.upgrade import *  # noqa: F403
 
-__all__ = [
-    "HOURS_PER_MONTH",
-    "HOURS_PER_YEAR",
-    "MAX_TIME_TO_TRAIN_S",
-    "AssumptionRow",
-    "CapexBreakdown",
-    "CumulativeCost",
-    "JobCost",
-    "OpexBreakdown",
-    "OwnVsCloud",
-    "OwnershipTco",
-    "RunCost",
-    "TcoAssumptions",
-    "TcoOption",
-    "UpgradeAnswer",
-    "annual_opex",
-    "assumption_table",
-    "break_even_month",
-    "capex",
-    "cloud_cost_usd",
-    "cloud_offers_for",
-    "cloud_tco",
-    "compare_job",
-    "compare_upgrade",
-    "cumulative_costs",
-    "job_cost_cloud",
-    "job_cost_owned",
-    "node_average_power_w",
-    "node_power_at_load_w",
-    "offer_name",
-    "own_vs_cloud",
-    "own_vs_cloud_headline",
-    "own_vs_cloud_or_note",
-    "ownership_tco",
-    "ownership_tco_option",
-    "power_cost_usd",
-    "resolve_server",
-    "server_price",
-    "tco_options",
-]
+#: every public name of the submodules (each says its own in ``__all__``), and the rack's power helpers
+__all__ = sorted({
+    *assumptions.__all__, *costs.__all__, *results.__all__, *upgrade.__all__,
+    "node_average_power_w", "node_power_at_load_w", "resolve_server",
+})

@@ -31,6 +31,29 @@ from estimator.tco.results import (
 )
 from hardware_catalog import Catalog, CloudOffer, Gpu, Server, UnknownCatalogIdError
 
+__all__ = [
+    "NoCloudOfferError",
+    "annual_opex",
+    "break_even_month",
+    "capex",
+    "cloud_cost_usd",
+    "cloud_offers_for",
+    "cloud_tco",
+    "compare_job",
+    "cumulative_costs",
+    "job_cost_cloud",
+    "job_cost_owned",
+    "offer_name",
+    "own_vs_cloud",
+    "own_vs_cloud_headline",
+    "own_vs_cloud_or_note",
+    "ownership_tco",
+    "ownership_tco_option",
+    "power_cost_usd",
+    "server_price",
+    "tco_options",
+]
+
 P = ParamSpec("P")
 
 # The public names are listed once, in estimator/tco/__init__.py.

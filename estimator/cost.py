@@ -62,7 +62,9 @@ class CostChoice(_Frozen):
 
     ``basis``: ``auto`` follows the request (a server means own, else rent). ``offer_id`` names one cloud offer
     (rent). ``provider_class`` and ``pricing`` choose the offer when none is named: the cheapest of that class
-    with that price. ``utilisation`` is the owned fleet's share of useful hours (default: the TCO default).
+    with that price. ``utilisation`` is the owned fleet's share of useful hours, ``electricity_usd_per_kwh`` and
+    ``pue`` the power price and the data centre's PUE (own; each defaults to the TCO default, the same field of
+    :class:`estimator.tco.TcoAssumptions`, so the TCO page with the same three values prices the run the same).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -72,6 +74,15 @@ class CostChoice(_Frozen):
     provider_class: ProviderClass = "hyperscaler"
     pricing: Pricing = "on-demand"
     utilisation: float | None = Field(default=None, ge=0.01, le=1)
+    electricity_usd_per_kwh: float | None = Field(default=None, ge=0, le=10, description="own: $/kWh of power")
+    pue: float | None = Field(default=None, ge=1.0, le=3.0, description="own: the data centre's power usage "
+                              "effectiveness")
+
+    def tco_assumptions(self) -> TcoAssumptions:
+        """The TCO assumptions of an owned basis: the defaults, with the fields this choice sets."""
+        given = {k: getattr(self, k) for k in ("utilisation", "electricity_usd_per_kwh", "pue")
+                 if getattr(self, k) is not None}
+        return TcoAssumptions(**given)
 
 
 class CostBasis(_Frozen):
@@ -187,7 +198,7 @@ def _cheapest_server(catalog: Catalog, gpu_id: str) -> Server | None:
 def _own_basis(
     server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Catalog, flags: list[str]
 ) -> CostBasis:
-    a = TcoAssumptions() if choice.utilisation is None else TcoAssumptions(utilisation=choice.utilisation)
+    a = choice.tco_assumptions()
     gpn = min(gpus_per_node, server.gpu_count)
     own = ownership_tco(server.id, num_nodes, a, catalog, gpn)
     uncertain = "price_usd" in tuple(getattr(server, "uncertain", ()) or ())

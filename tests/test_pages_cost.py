@@ -58,3 +58,23 @@ def test_the_nvl_gaps_are_said_plainly(client: TestClient) -> None:
     catalog = _text(client.get("/catalog/gpus").text)
     assert "no purchase price in the catalog" in catalog
     assert "$15,000-$15,000" not in catalog and "$32,000-$32,000" not in catalog
+
+
+def test_server_choices_name_their_gpus_never_by_id(client: TestClient) -> None:
+    """The server dropdown (/estimate), the server checkboxes (/compare, /plan) and the TCO server select show
+    "8x NVIDIA H100 SXM5 80GB", never a catalog GPU id such as ``h100-sxm5-80gb``."""
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    for url in ("/estimate", "/compare?model=llama-3.1-8b&training.method=lora", "/plan", "/tco"):
+        html = client.get(url).text
+        options = [_text(o) for o in re.findall(r"<option[^>]*data-gpu=[^>]*>(.*?)</option>", html, re.S)]
+        boxes = re.findall(r'<label><input type="checkbox" name="(?:constraints\.)?servers"[^>]*>(.*?)</label>',
+                           html, re.S)
+        labels = options + [_text(o) for o in boxes]
+        assert labels, url
+        for label in labels:
+            assert not any(g in label for g in catalog.gpus), (url, label)
+        server = catalog.servers["nvidia-dgx-h100"]
+        if options:  # a select says what each server holds, by name
+            assert any(f"{server.gpu_count}x {catalog.gpus[server.gpu_id].name}" in o for o in options), url

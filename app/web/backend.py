@@ -50,7 +50,7 @@ def gpu_options(catalog: Catalog) -> list[Option]:
 
 def server_options(catalog: Catalog) -> list[Option]:
     servers = catalog.servers.values()
-    return [Option(s.id, s.name, f"{s.gpu_count}x {s.gpu_id}", gpu=s.gpu_id)
+    return [Option(s.id, s.name, f"{s.gpu_count}x {gpu_name(catalog, s.gpu_id)}", gpu=s.gpu_id)
             for s in sorted(servers, key=lambda s: s.name)]
 
 

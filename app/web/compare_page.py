@@ -19,7 +19,7 @@ from app.services.compare import common_basis, option_request
 from app.web import backend
 from app.web.costing import Cost, cost_to_train
 from app.web.estimate_page import Verdict, verdict_of
-from app.web.forms import parse_form, request_to_query
+from app.web.forms import COST_SECTION, field_specs, parse_form, request_to_query
 from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -117,6 +117,10 @@ def _context(catalog: Catalog, params: Any) -> tuple[dict[str, Any], bool]:
         "all_gpus": backend.gpu_options(catalog), "all_servers": backend.server_options(catalog),
         "chosen_gpus": [o.gpu for o in options if o.gpu], "chosen_servers": [o.server for o in options if o.server],
         "active": "compare", "charts": True, "job": form.request, "rows": [], "figs": {},
+        "values": form.values, "cost_specs": _cost_specs(),
+        "cost_open": any(s.name in form.errors.messages or form.values.get(s.name) not in (s.default, None)
+                         for s in _cost_specs()),
+        "labels": {s.name: s.label for s in field_specs()},
     }
     if form.request is None:
         return base, False
@@ -151,8 +155,14 @@ def _cost_flags(rows: list[Row]) -> list[str]:
     return flags
 
 
+def _cost_specs() -> list[Any]:
+    """The form's own controls for the cost basis (``cost.*``), shown on the page rather than carried hidden."""
+    return [s for s in field_specs() if s.name.startswith(COST_SECTION + ".")]
+
+
 def _job_fields(query: str) -> list[tuple[str, str]]:
-    return parse_qsl(query)
+    """The job's fields carried as hidden inputs (the cost basis has its own controls)."""
+    return [(k, v) for k, v in parse_qsl(query) if not k.startswith(COST_SECTION + ".")]
 
 
 def _model_name(rows: list[Row], job: EstimateRequest) -> str:

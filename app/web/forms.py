@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
+from estimator.cost import CostChoice
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 
 __all__ = [
@@ -36,6 +37,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "training": Training,
     "parallelism": Parallelism,
     "hardware": Hardware,
+    "cost": CostChoice,
 }
 
 #: Fields shown in the main part of the form; every other contract field goes in "Advanced".
@@ -81,7 +83,21 @@ LABELS: dict[str, tuple[str, str]] = {
                                                                        "auto: on for Megatron with sequence parallel")),
     "parallelism.first_stage_layers": (N_("Layers on the first pipeline stage"), N_("Empty: the framework's split")),
     "parallelism.last_stage_layers": (N_("Layers on the last pipeline stage"), N_("Empty: the framework's split")),
+    "cost.basis": (N_("Cost basis"), N_("auto: a chosen server is owned, no server is rented; own or rent to say")),
+    "cost.offer_id": (N_("Cloud offer"), N_("Optional: one catalog cloud offer id to rent (rent)")),
+    "cost.provider_class": (N_("Provider class"), N_("Whose cloud offers rent the GPU: hyperscalers or GPU clouds "
+                                                     "(neoclouds)")),
+    "cost.pricing": (N_("Cloud pricing"), N_("On-demand, reserved (committed term) or spot price of the offer")),
+    "cost.utilisation": (N_("Utilisation"), N_("Owned: share of hours doing useful work, 0.01 to 1; empty: the TCO "
+                                               "default")),
+    "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh)"), N_("Owned: price of power; empty: the TCO "
+                                                                  "default")),
+    "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
 }
+
+#: The cost section of the form (``cost.*`` of the estimate request): sent only when a field differs from its
+#: default, so that an untouched form is the API's ``cost: null``.
+COST_SECTION = "cost"
 
 
 @dataclass(frozen=True)
@@ -265,9 +281,11 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
     sections: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     for spec in specs:
         value = values[spec.name]
-        if value is not None:
+        if value is not None and not (spec.name.startswith(COST_SECTION + ".") and value == spec.default):
             section, name = spec.name.split(".", 1)
             sections[section][name] = value
+    if not sections[COST_SECTION]:
+        del sections[COST_SECTION]
     request = _validate(model_raw, sections, errors)
     if request is not None:
         values = {**request_to_values(request), "model": values["model"], "model_json": values["model_json"]}
@@ -302,7 +320,8 @@ def request_to_values(request: EstimateRequest) -> dict[str, Any]:
         values["model_json"] = json.dumps(arch, indent=2)
     for spec in field_specs():
         section, name = spec.name.split(".", 1)
-        values[spec.name] = getattr(getattr(request, section), name)
+        part = getattr(request, section)
+        values[spec.name] = getattr(CostChoice() if part is None and section == COST_SECTION else part, name)
     return values
 
 

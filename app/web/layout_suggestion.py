@@ -18,9 +18,11 @@ from fastapi.responses import HTMLResponse
 
 from app.core.i18n import gettext as _
 from app.deps import CatalogDep
+from app.web.costing import cost_to_train
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
+from estimator.cost import CostChoice
 from estimator.planner.contract import Constraints
 from estimator.planner.plan import Plan, PlanRequest, plan
 from estimator.request import Hardware, Training
@@ -28,7 +30,8 @@ from estimator.request import Hardware, Training
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_request_for", "plan_url_for", "router", "same_layout"]
+__all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_pricing", "plan_request_for", "plan_url_for", "router",
+           "same_layout"]
 
 router = APIRouter()
 
@@ -95,11 +98,26 @@ def plan_url_for(req: EstimateRequest) -> str:
         ("global_batch_size", str(gbs)),
         ("constraints.max_nodes", str(hw.num_nodes)),
         ("constraints.servers" if hw.server else "constraints.gpus", hw.server or hw.gpu),
+        *plan_pricing(req),
         ("from_estimate", request_to_query(req)),
     ]
     if "training.method" not in job:
         pairs.append(("training.method", req.training.method))
     return "/plan?" + urlencode(pairs)
+
+
+def plan_pricing(req: EstimateRequest) -> list[tuple[str, str]]:
+    """The plan form's ``pricing`` and ``cost.*`` that price a plan on the estimate's own cost basis: owned when
+    the estimate owns its server (a chosen server, or ``cost.basis=own``), else the cloud at the estimate's
+    on-demand or reserved price; the utilisation, $/kWh, PUE and provider class go along."""
+    cost = req.cost or CostChoice()
+    own = cost.basis == "own" or (cost.basis == "auto" and cost.offer_id is None and req.hardware.server is not None)
+    pricing = "owned" if own else ("reserved" if cost.pricing == "reserved" else "on-demand")
+    refine = [(f"cost.{k}", str(getattr(cost, k))) for k in ("utilisation", "electricity_usd_per_kwh", "pue")
+              if getattr(cost, k) is not None]
+    if "provider_class" in cost.model_fields_set:
+        refine.append(("cost.provider_class", cost.provider_class))
+    return [("pricing", pricing), *refine]
 
 
 @router.get("/estimate/layout", response_class=HTMLResponse, name="estimate_layout")
@@ -151,5 +169,6 @@ def plan_vs_estimate(params: Any, response: Any, catalog: Catalog) -> dict[str, 
         "estimate_batch": req.training.micro_batch_size * req.training.gradient_accumulation_steps * req.dp,
         "plan_batch": winner.layout.global_batch_size,
         "plan_ttt": winner.time_to_train_s, "plan_step": winner.step_time_s,
+        "estimate_cost": cost_to_train(catalog, mine), "plan_cost": winner.cost,
     }}
 

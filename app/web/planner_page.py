@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from app.charts.planner import axes_for, time_cost_figure
 from app.charts.style import figure_json
+from app.core.i18n import N_
 from app.deps import CatalogDep
 from app.services.budget import request_budget
 from app.web import backend
@@ -37,6 +38,7 @@ from app.web.forms import FormErrors, _build_model, _model_input, plain_message,
 from app.web.layout_suggestion import plan_vs_estimate
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
+from estimator.cost import CostChoice
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
 from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
@@ -70,7 +72,15 @@ FIELDS: dict[str, tuple[str, str]] = {
     "constraints.budget_usd": ("Budget (USD)", "Cost of the whole run; needs tokens to train on"),
     "constraints.deadline_days": ("Deadline (days)", "Time to train; needs tokens to train on"),
     "question": ("Question", "Empty for ranked plans"),
+    "cost.utilisation": (N_("Utilisation (owned)"), N_("Share of hours doing useful work, 0.01 to 1; empty: the "
+                                                       "TCO default")),
+    "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh, owned)"), N_("Empty: the TCO default")),
+    "cost.pue": (N_("PUE (owned)"), N_("Power usage effectiveness, 1 to 3; empty: the TCO default")),
+    "cost.provider_class": (N_("Provider class (rented)"), N_("Whose cloud offers: hyperscalers or GPU clouds")),
 }
+#: the cost settings of the form (``cost`` of the plan request, refining ``pricing``), sent only when filled in
+COST_FIELDS = ("cost.utilisation", "cost.electricity_usd_per_kwh", "cost.pue", "cost.provider_class")
+PROVIDER_CLASSES: tuple[str, ...] = tuple(get_args(CostChoice.model_fields["provider_class"].annotation))
 QUESTION_LABELS: dict[str, tuple[str, str]] = {
     "fewest-gpus": ("Fewest GPUs", "the smallest GPU and node count that runs this job"),
     "largest-model": ("Largest model", "which models fit one node (or the pinned node count)"),
@@ -91,6 +101,7 @@ FORM_DEFAULTS: dict[str, str] = {
     "constraints.budget_usd": "",
     "constraints.deadline_days": "",
     "question": "",
+    **dict.fromkeys(COST_FIELDS, ""),
 }
 
 _ROOT_ERRORS = (  # model-level validator messages -> (field, plain words)
@@ -187,6 +198,7 @@ class PlanForm:
     errors: FormErrors = field(default_factory=FormErrors)
     sort: str = "rank"
     direction: str = "asc"
+    from_estimate: str = ""  # the estimate query this search came from (its layout is shown beside the winner)
 
     def query(self, **override: str) -> str:
         """The query string of this form (every field, so a shared link is the same search)."""
@@ -194,8 +206,10 @@ class PlanForm:
         for name in FIELDS:
             if name in LIST_FIELDS:
                 pairs += [(name, v) for v in self.values[name]]
-            elif name not in ("model_json", "question") or self.values[name]:
+            elif name not in ("model_json", "question", *COST_FIELDS) or self.values[name]:
                 pairs.append((name, self.values[name]))
+        if self.from_estimate:
+            pairs.append(("from_estimate", self.from_estimate))
         sort, direction = override.get("sort", self.sort), override.get("dir", self.direction)
         if sort != "rank" or direction != "asc":
             pairs += [("sort", sort), ("dir", direction)]
@@ -222,7 +236,7 @@ def _error_name(loc: tuple[Any, ...], values: dict[str, Any]) -> str:
         return "form"
     if parts[0] == "model":
         return "model_json" if values["model_json"] else "model"
-    name = ".".join(parts[:2]) if parts[0] in ("training", "constraints") else parts[0]
+    name = ".".join(parts[:2]) if parts[0] in ("training", "constraints", "cost") else parts[0]
     return name if name in FIELDS else "form"
 
 
@@ -273,7 +287,7 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
     sort = sort if sort in COLUMN_KEYS else "rank"
     direction = _text(params, "dir") or "asc"
     direction = direction if direction in ("asc", "desc") else "asc"
-    form = PlanForm(values, None, FormErrors(), sort, direction)
+    form = PlanForm(values, None, FormErrors(), sort, direction, _text(params, "from_estimate") or "")
     if values["question"] and values["question"] not in QUESTIONS:
         form.errors.add("question", "Choose one of " + ", ".join(repr(q) for q in QUESTIONS))
     model_raw = _model_input(values, form.errors)
@@ -287,7 +301,7 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
             where = ".".join(str(p) for p in err.get("loc", ()))
             form.errors.add("model_json", f"{where}: {plain_message(err)}" if where else plain_message(err))
         return form
-    data: dict[str, Any] = {"model": model, "training": {}, "constraints": {}}
+    data: dict[str, Any] = {"model": model, "training": {}, "constraints": {}, "cost": {}}
     for name in FIELDS:
         value = values[name]
         if name in ("model", "model_json") or value in ("", []):
@@ -297,6 +311,8 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
             data[head][tail] = value
         else:
             data[head] = value
+    if not data["cost"]:
+        del data["cost"]
     try:
         form.request = (ReverseRequest if values["question"] else PlanRequest).model_validate(data)
     except ValidationError as exc:
@@ -465,6 +481,10 @@ def form_context(form: PlanForm, catalog: Catalog) -> dict[str, Any]:
         "methods": METHODS,
         "objectives": OBJECTIVES,
         "pricings": PRICINGS,
+        "cost_fields": COST_FIELDS,
+        "cost_open": any(n in form.errors.messages or form.values.get(n) for n in COST_FIELDS),
+        "provider_classes": PROVIDER_CLASSES,
+        "from_estimate": form.from_estimate,
         "questions": QUESTION_LABELS,
         "columns": COLUMNS,
         "sort": form.sort,

@@ -94,10 +94,18 @@ def _read(params: Any, catalog: Catalog, job: EstimateRequest | None) -> TcoForm
         nodes=params.get("nodes") or (str(job.hardware.num_nodes) if job is not None else "1"),
         server_price_usd=(params.get("server_price_usd") or "").strip(),
         offer=params.get("offer") or "",
-        assumptions={n: (params.get(_PREFIX + n) or "").strip() for n in TcoAssumptions.model_fields},
+        assumptions={n: (params.get(_PREFIX + n) or "").strip() or _job_cost_setting(job, n)
+                     for n in TcoAssumptions.model_fields},
         up_current=params.get("up.current") or DEFAULT_CURRENT,
         up_candidate=params.get("up.candidate") or DEFAULT_CANDIDATE,
     )
+
+
+def _job_cost_setting(job: EstimateRequest | None, name: str) -> str:
+    """The job's own cost setting for an assumption the form leaves empty (``cost.utilisation``, ``cost.pue``,
+    ``cost.electricity_usd_per_kwh`` of the estimate), so that the owned run here is priced as on /estimate."""
+    value = getattr(job.cost, name, None) if job is not None and job.cost is not None else None
+    return "" if value is None else f"{value:g}"
 
 
 def _default_server(catalog: Catalog) -> str:

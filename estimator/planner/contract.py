@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from estimator.cost import CostChoice
 from estimator.host_options import HostInput
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
@@ -78,6 +79,20 @@ class PlanRequest(_Frozen):
     objective: Objective = "time"
     pricing: Pricing = Field(default="on-demand", description="cloud on-demand, cloud reserved, or owned servers")
     top_k: int = Field(default=10, ge=1, le=200, description="plans returned besides the Pareto front")
+    cost: CostChoice | None = Field(
+        default=None, description="refines `pricing` as in the estimate contract: `utilisation`, "
+        "`electricity_usd_per_kwh` and `pue` of owned servers, `provider_class` of cloud offers; `pricing` "
+        "chooses the basis, so `cost.basis`, `cost.pricing` and `cost.offer_id` are refused here")
+
+    @field_validator("cost")
+    @classmethod
+    def _cost_refines_pricing(cls, cost: CostChoice | None) -> CostChoice | None:
+        taken = [f"cost.{k}" for k in ("basis", "pricing", "offer_id")
+                 if cost is not None and k in cost.model_fields_set]
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: the planner prices every option by `pricing` "
+                             "(on-demand, reserved or owned); leave it out")
+        return cost
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:

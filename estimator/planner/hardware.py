@@ -70,12 +70,15 @@ class HourlyPrice:
     basis: CostBasis | None = None
 
 
-def cost_choice(pricing: str) -> CostChoice:
+def cost_choice(pricing: str, cost: CostChoice | None = None) -> CostChoice:
     """The cost basis of a plan request's ``pricing``: owned servers, or the cloud on its on-demand / reserved
-    price (the same basis :func:`estimator.estimate` then reports as the plan estimate's ``cost``)."""
+    price (the same basis :func:`estimator.estimate` then reports as the plan estimate's ``cost``), refined by
+    the request's ``cost`` (utilisation, $/kWh and PUE when owned, the provider class when rented)."""
+    refine = {} if cost is None else cost.model_dump(
+        include={"provider_class", "utilisation", "electricity_usd_per_kwh", "pue"}, exclude_unset=True)
     if pricing == "owned":
-        return CostChoice(basis="own")
-    return CostChoice(basis="rent", pricing="reserved" if pricing == "reserved" else "on-demand")
+        return CostChoice(basis="own", **refine)
+    return CostChoice(basis="rent", pricing="reserved" if pricing == "reserved" else "on-demand", **refine)
 
 
 def _pinned(model: Any | None, field: str) -> bool:
@@ -157,9 +160,10 @@ def worlds_for(req: PlanRequest, hw: HwOption) -> list[World]:
 class PriceBook:
     """$/GPU-hour of each world under the request's pricing (``None`` when the catalog has no price), cached."""
 
-    def __init__(self, pricing: str, catalog: Catalog) -> None:
+    def __init__(self, pricing: str, catalog: Catalog, cost: CostChoice | None = None) -> None:
         self.pricing = pricing
         self.catalog = catalog
+        self.choice = cost_choice(pricing, cost)
         self._cache: dict[tuple[str, int, int], HourlyPrice | None] = {}
 
     def price(self, world: World) -> HourlyPrice | None:
@@ -172,7 +176,7 @@ class PriceBook:
         """The world's cost basis (:func:`estimator.cost.choose_basis`, as the plan's estimate reports it)."""
         hw = world.hw
         basis, _notes = choose_basis(self.catalog, hw.gpu.id, hw.server.id if hw.server is not None else None,
-                                     world.num_nodes, world.gpus_per_node, cost_choice(self.pricing), strict=True)
+                                     world.num_nodes, world.gpus_per_node, self.choice, strict=True)
         if basis is None:
             return None
         return HourlyPrice(basis.usd_per_gpu_hour, basis.pricing, basis.label, basis.date, basis)

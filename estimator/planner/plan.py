@@ -151,7 +151,7 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Cat
     """The full estimate, cost and exports of one scored layout."""
     budget.check_time()
     f = s.found
-    request = f.request.model_copy(update={"cost": cost_choice(req.pricing)})
+    request = f.request.model_copy(update={"cost": cost_choice(req.pricing, req.cost)})
     resp = estimate(request, catalog)
     if resp.time is None:  # the step-time model is optional in estimate(); the planner always has it
         resp = resp.model_copy(update={"time": f.time})
@@ -236,7 +236,7 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()
     ctx, found, total = search(req, catalog, progress)
-    prices = PriceBook(req.pricing, catalog)
+    prices = PriceBook(req.pricing, catalog, req.cost)
     scored = [score(req, f, prices) for f in found]
     kept = [s for s in scored if _meets(req, s)]
     plans, front = plans_for(req, kept, catalog)

@@ -104,7 +104,7 @@ def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Cata
     found = ctx.search_world(world)
     if not found:
         return None
-    scored: Scored = score(req, found[0], PriceBook(req.pricing, catalog))
+    scored: Scored = score(req, found[0], PriceBook(req.pricing, catalog, req.cost))
     return make_plan(req, scored, 1, False, catalog)
 
 

@@ -104,6 +104,52 @@ def test_bad_basis_input_is_a_422_naming_the_field(client: TestClient, cost: dic
     assert_problem(r, 422, field)
 
 
+QUOTE_HW = {"gpu": "h100-sxm5-80gb", "server": "dell-xe9680-h100"}
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/api/v1/compare", {"request": {**JOB, "cost": {"basis": "lease"}}, "options": [{"gpu": "h100-sxm5-80gb"}]},
+     "request.cost.basis"),
+    ("/api/v1/compare", {"request": {**JOB, "cost": {"utilisation": 2}}, "options": [{"server": "nvidia-dgx-h100"}]},
+     "request.cost.utilisation"),
+    ("/api/v1/compare", {"request": {**JOB, "cost": {"offer_id": "aws-p4d-24xlarge"}},
+                         "options": [{"gpu": "h100-sxm5-80gb"}]}, "request.cost.offer_id"),
+    ("/api/v1/plans", {**JOB, "pricing": "owned", "cost": {"utilisation": 0}}, "cost.utilisation"),
+    ("/api/v1/plans", {**JOB, "pricing": "owned", "cost": {"pue": 9}}, "cost.pue"),
+    ("/api/v1/plans", {**JOB, "pricing": "owned", "cost": {"basis": "rent"}}, "cost"),
+    ("/api/v1/plans", {**JOB, "pricing": "bargain"}, "pricing"),
+    ("/api/v1/quotes", {"name": "q", "inputs": {**JOB, "hardware": QUOTE_HW, "cost": {"pricing": "bargain"}},
+                        "chosen_option": "dell-xe9680-h100", "server_count": 1, "price": "1.00"},
+     "inputs.cost.pricing"),
+    ("/api/v1/quotes", {"name": "q", "inputs": {**JOB, "hardware": QUOTE_HW, "cost": {"electricity_usd_per_kwh": -1}},
+                        "chosen_option": "dell-xe9680-h100", "server_count": 1, "price": "1.00"},
+     "inputs.cost.electricity_usd_per_kwh"),
+])
+def test_bad_basis_input_is_a_422_naming_the_field_in_every_request_kind(
+    client: TestClient, auth: dict[str, str], path: str, body: dict[str, Any], field: str,
+) -> None:
+    assert_problem(client.post(path, json=body, headers=auth), 422, field)
+
+
+def test_the_owned_basis_takes_power_price_pue_and_utilisation(client: TestClient, catalog: Any) -> None:
+    """``cost.electricity_usd_per_kwh``, ``cost.pue`` and ``cost.utilisation`` price the owned server as the TCO
+    model does with the same three assumptions; the plan's ``cost`` takes them too and its estimate agrees."""
+    from estimator.tco import TcoAssumptions, ownership_tco
+
+    hw = {"gpu": "h100-sxm5-80gb", "server": "nvidia-dgx-h100", "num_nodes": 1, "gpus_per_node": 8}
+    setting = {"electricity_usd_per_kwh": 0.25, "pue": 1.6, "utilisation": 0.6}
+    cost = client.post("/api/v1/estimates", json={**JOB, "hardware": hw, "cost": setting}).json()["cost"]
+    tco = ownership_tco("nvidia-dgx-h100", 1, TcoAssumptions(**setting), catalog, 8)
+    assert cost["usd_per_gpu_hour"] == pytest.approx(tco.usd_per_gpu_hour) and cost["utilisation"] == 0.6
+    default = _estimate(client, **hw)["cost"]["usd_per_gpu_hour"]
+    assert cost["usd_per_gpu_hour"] > default  # dearer power, worse PUE, fewer useful hours
+    plan = client.post("/api/v1/plans", json={**JOB, "hardware": hw, "pricing": "owned", "cost": setting,
+                                              "global_batch_size": 64, "top_k": 1}).json()["plans"][0]
+    assert plan["cost"]["usd_per_gpu_hour"] == pytest.approx(tco.usd_per_gpu_hour)
+    again = client.post("/api/v1/estimates", json=plan["request"]).json()["cost"]
+    assert round(again["total_usd"], 2) == round(plan["cost"]["cost_usd"], 2)
+
+
 def test_compare_prices_every_option_on_one_basis(client: TestClient) -> None:
     gpus = client.post("/api/v1/compare", json={"request": JOB, "options": [{"gpu": g} for g in SERVERS]}).json()
     assert gpus["cost_basis"]["basis"] == "rent"

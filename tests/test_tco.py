@@ -1,7 +1,8 @@
 """TCO: hand-computed goldens (arithmetic in the comments), break-even math, invariants, the upgrade answer.
 
 The goldens use round-number assumptions (GOLDEN) on catalog hardware: NVIDIA DGX H100 = 8x H100 SXM5 at
-700 W TDP, $270,000 (SemiAnalysis 2023, catalog); Lambda gpu_8x_h100_sxm5 at $2.99/GPU-hour (catalog).
+700 W TDP, $270,000 (SemiAnalysis 2023, catalog); Lambda gpu_8x_h100_sxm5 at $3.99/GPU-hour (catalog, lambda.ai
+2026-09-20).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def test_run_cost_golden_owned() -> None:
 def test_run_cost_golden_cloud_and_given_energy() -> None:
     offer = load_catalog().cloud_offer("lambda-gpu-8x-h100-sxm5")
     run = job_cost_cloud(H100_DAY.model_copy(update={"energy_kwh": 120.0}), offer, "on-demand", GOLDEN)
-    assert run.cost_usd == pytest.approx(2.99 * 8 * 24)  # $574.08
+    assert run.cost_usd == pytest.approx(3.99 * 8 * 24)  # $766.08
     assert run.energy_kwh == 120.0 and run.facility_energy_kwh == pytest.approx(180.0)
     assert run.offer_id == "lambda-gpu-8x-h100-sxm5" and run.kind == "cloud-on-demand"
 
@@ -195,12 +196,12 @@ def test_cumulative_costs_without_break_even() -> None:
 
 def test_own_vs_cloud_golden() -> None:
     ov = own_vs_cloud(ownership_tco("nvidia-dgx-h100", 2, GOLDEN), "lambda-gpu-8x-h100-sxm5", GOLDEN)
-    # cloud on demand pays for used hours: 2.99 x 16 GPUs x 730 h x 0.5 = 17,461.60 a month
-    assert ov.cloud_monthly_usd == pytest.approx(2.99 * 16 * 730 * 0.5)
+    # cloud on demand pays for used hours: 3.99 x 16 GPUs x 730 h x 0.5 = 23,301.60 a month
+    assert ov.cloud_monthly_usd == pytest.approx(3.99 * 16 * 730 * 0.5)
     assert ov.own_monthly_opex_usd == pytest.approx(105_966.40 / 12)  # 8,830.53
-    exact = 643_000 / (2.99 * 16 * 730 * 0.5 - 105_966.40 / 12)  # 74.5 months
+    exact = 643_000 / (3.99 * 16 * 730 * 0.5 - 105_966.40 / 12)  # 44.4 months
     assert ov.cumulative.break_even_month_exact == pytest.approx(exact)
-    assert ov.cumulative.break_even_month == 75
+    assert ov.cumulative.break_even_month == 45
 
 
 def test_reserved_cloud_is_billed_for_every_hour() -> None:
@@ -211,7 +212,8 @@ def test_reserved_cloud_is_billed_for_every_hour() -> None:
 
 def test_own_vs_cloud_picks_the_cheapest_offer_by_default() -> None:
     ov = own_vs_cloud(ownership_tco("nvidia-dgx-a100-320gb", 1, GOLDEN), None, GOLDEN)
-    prices = [o.on_demand_usd_per_gpu_hour for o in load_catalog().offers_for("a100-sxm4-40gb")]
+    prices = [o.on_demand_usd_per_gpu_hour for o in load_catalog().offers_for("a100-sxm4-40gb")
+              if o.offer_kind == "on-demand"]  # a capacity block is a reservation, not an on-demand price
     assert ov.cloud_usd_per_gpu_hour == min(p for p in prices if p is not None)
 
 
@@ -258,7 +260,7 @@ def test_tco_options_own_bar_sums_and_cloud_bars_scale_with_gpus() -> None:
     parts = own.capex_usd + own.power_usd + own.colocation_usd + own.maintenance_usd + own.staff_usd
     assert own.kind == "own" and parts == pytest.approx(own.total_usd) == 960_899.20
     lambda_bar = next(o for o in clouds if o.label.startswith("Lambda gpu_8x_h100_sxm5"))
-    assert lambda_bar.cloud_usd == pytest.approx(2.99 * 16 * HOURS_PER_YEAR * 3 * 0.5)  # used hours only
+    assert lambda_bar.cloud_usd == pytest.approx(3.99 * 16 * HOURS_PER_YEAR * 3 * 0.5)  # used hours only
     assert all(o.kind.startswith("cloud") and o.total_usd == o.cloud_usd for o in clouds)
 
 

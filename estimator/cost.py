@@ -29,7 +29,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo
 from estimator.tco import TcoAssumptions, ownership_tco
-from estimator.tco.offers import Confidence, Pricing, age_confidence, offer_confidence, price_field
+from estimator.tco.offers import (
+    HYPERSCALERS,
+    Confidence,
+    Pricing,
+    ProviderClass,
+    age_confidence,
+    offer_confidence,
+    price_field,
+    provider_class,
+)
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server
@@ -46,11 +55,6 @@ __all__ = [
 ]
 
 Basis = Literal["own", "rent"]
-ProviderClass = Literal["hyperscaler", "neocloud"]
-
-#: The public clouds counted as hyperscalers (their own regions, list prices on their pricing pages); every
-#: other provider (Lambda, CoreWeave, Spheron, MosaicML, ...) is a "neocloud" (GPU cloud specialist).
-HYPERSCALERS = frozenset({"AWS", "Azure", "GCP", "Oracle"})
 
 
 class _Frozen(BaseModel):
@@ -119,10 +123,6 @@ class CostResult(CostBasis):
 
 
 # ------------------------------------------------------------------------------------------------ offers
-
-
-def provider_class(provider: str) -> ProviderClass:
-    return "hyperscaler" if provider in HYPERSCALERS else "neocloud"
 
 
 def _offer_rate(offer: Any, pricing: Pricing) -> float | None:

@@ -286,6 +286,23 @@ def test_a_job_faster_on_h100_says_upgrade() -> None:
     assert u.cloud_a is not None and u.cloud_b is not None
 
 
+def test_the_upgrade_prices_both_cloud_runs_from_one_provider_class() -> None:
+    """Like for like (issue 16): both cloud runs come from the same provider class, the cheapest of that class for
+    each GPU, never a neocloud A100 against a hyperscaler H100."""
+    from estimator.cost import provider_class
+
+    catalog = load_catalog()
+    u = compare_upgrade(A100_10D, _job("nvidia-dgx-h100", "h100-sxm5-80gb", 4 * DAY), GOLDEN)
+    assert u.cloud_a is not None and u.cloud_b is not None and u.cloud_provider_class == "hyperscaler"
+    for run, gpu in ((u.cloud_a, "a100-sxm4-80gb"), (u.cloud_b, "h100-sxm5-80gb")):
+        offer = catalog.cloud_offer(str(run.offer_id))
+        assert provider_class(offer.provider) == "hyperscaler"
+        rivals = [o.on_demand_usd_per_gpu_hour for o in catalog.offers_for(gpu) if o.offer_kind == "on-demand"
+                  and o.on_demand_usd_per_gpu_hour and provider_class(o.provider) == "hyperscaler"]
+        assert run.usd_per_gpu_hour == min(rivals)
+    assert "cheapest on-demand hyperscaler offers" in u.summary
+
+
 def test_payback_runs_follow_the_opex_saving() -> None:
     dear_h100 = _job("nvidia-dgx-h100", "h100-sxm5-80gb", 4 * DAY, server_price_usd=400_000)
     u = compare_upgrade(A100_10D, dear_h100, GOLDEN)

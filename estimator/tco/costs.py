@@ -18,7 +18,7 @@ from estimator.tco.assumptions import (
     TcoAssumptions,
     resolve_inputs,
 )
-from estimator.tco.offers import offer_confidence
+from estimator.tco.offers import ProviderClass, offer_confidence, provider_class
 from estimator.tco.results import (
     CapexBreakdown,
     CumulativeCost,
@@ -475,9 +475,13 @@ def compare_job(
     return sorted(runs, key=lambda r: r.cost_usd)
 
 
-def _cheapest_cloud_run(job: JobCost, a: TcoAssumptions, cat: Catalog) -> RunCost | None:
+def _cheapest_cloud_run(
+    job: JobCost, a: TcoAssumptions, cat: Catalog, klass: ProviderClass | None = None
+) -> RunCost | None:
+    """The cheapest on-demand run of the job's GPU, of one provider class (``None``: any class)."""
     offers = _not_capacity_blocks(_priced_offers(cat, job.gpu_id, "on-demand"))
-    runs = [job_cost_cloud(job, o, "on-demand", a, cat) for o in offers]
+    runs = [job_cost_cloud(job, o, "on-demand", a, cat) for o in offers
+            if klass is None or provider_class(o.provider) == klass]
     return min(runs, key=lambda r: r.cost_usd) if runs else None
 
 

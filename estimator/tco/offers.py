@@ -12,10 +12,29 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["Confidence", "Pricing", "age_confidence", "offer_confidence", "price_field"]
+__all__ = [
+    "HYPERSCALERS",
+    "Confidence",
+    "Pricing",
+    "ProviderClass",
+    "age_confidence",
+    "offer_confidence",
+    "price_field",
+    "provider_class",
+]
 
 Pricing = Literal["on-demand", "reserved", "spot"]
 Confidence = Literal["high", "medium", "low"]
+ProviderClass = Literal["hyperscaler", "neocloud"]
+
+#: The public clouds counted as hyperscalers (their own regions, list prices on their pricing pages); every
+#: other provider (Lambda, CoreWeave, Spheron, MosaicML, ...) is a "neocloud" (GPU cloud specialist).
+HYPERSCALERS = frozenset({"AWS", "Azure", "GCP", "Oracle"})
+
+
+def provider_class(provider: str) -> ProviderClass:
+    """``hyperscaler`` or ``neocloud``: prices of one class are compared with each other, like for like."""
+    return "hyperscaler" if provider in HYPERSCALERS else "neocloud"
 
 #: a price older than this (years before the newest price in the catalog) is "medium" confidence at best
 _STALE_YEARS = 2

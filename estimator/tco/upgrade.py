@@ -9,6 +9,7 @@ from pydantic import Field
 
 from estimator.tco.assumptions import HOURS_PER_YEAR, TcoAssumptions, Verdict, _Frozen, resolve_inputs
 from estimator.tco.costs import _cheapest_cloud_run, job_cost_owned, ownership_tco
+from estimator.tco.offers import ProviderClass
 from estimator.tco.results import JobCost, RunCost
 from hardware_catalog import Catalog
 
@@ -41,9 +42,25 @@ class UpgradeAnswer(_Frozen):
     usd_per_hour_saved: float | None
     verdict: Verdict
     summary: str
+    cloud_provider_class: ProviderClass | None = Field(
+        default=None, description="the one provider class both cloud runs are priced from (like for like); null "
+        "when no class rents both GPUs on demand, and then the cloud runs are the cheapest of any class")
 
 
 # ---------------------------------------------------------------------------------------------- upgrade
+
+
+def _cloud_pair(
+    job_a: JobCost, job_b: JobCost, a: TcoAssumptions, cat: Catalog
+) -> tuple[RunCost | None, RunCost | None, ProviderClass | None]:
+    """The cheapest on-demand cloud run of each side from one provider class (hyperscalers first), so that the
+    two are like for like; the cheapest of any class when no class rents both GPUs."""
+    klass: ProviderClass
+    for klass in ("hyperscaler", "neocloud"):
+        run_a, run_b = _cheapest_cloud_run(job_a, a, cat, klass), _cheapest_cloud_run(job_b, a, cat, klass)
+        if run_a is not None and run_b is not None:
+            return run_a, run_b, klass
+    return _cheapest_cloud_run(job_a, a, cat), _cheapest_cloud_run(job_b, a, cat), None
 
 
 def _payback_runs(capex_a: float, capex_b: float, opex_run_a: float, opex_run_b: float) -> float | None:
@@ -88,11 +105,13 @@ def compare_upgrade(
     per_year = HOURS_PER_YEAR * a.utilisation / job_on_b.hours  # back-to-back runs on B at the utilisation
     months, months_owned = _months(runs, per_year), _months(runs_owned, per_year)
     life_months = a.depreciation_years * 12
+    cloud_a, cloud_b, klass = _cloud_pair(job_on_a, job_on_b, a, cat)
     answer = UpgradeAnswer(
         own_a=own_a,
         own_b=own_b,
-        cloud_a=_cheapest_cloud_run(job_on_a, a, cat),
-        cloud_b=_cheapest_cloud_run(job_on_b, a, cat),
+        cloud_a=cloud_a,
+        cloud_b=cloud_b,
+        cloud_provider_class=klass,
         time_saved_s=saved,
         speedup=job_on_a.time_to_train_s / job_on_b.time_to_train_s,
         cost_difference_usd_per_run=diff,
@@ -142,7 +161,7 @@ def _summary(u: UpgradeAnswer, a: TcoAssumptions, cat: Catalog) -> str:
     name_a, name_b = _hardware(u.own_a, cat), _hardware(u.own_b, cat)
     parts = [_time_sentence(u, name_a, name_b), _own_sentence(u, a), _payback_sentence(u, name_a, name_b)]
     if u.cloud_a and u.cloud_b:
-        parts.append(_cloud_sentence(u.cloud_a, u.cloud_b))
+        parts.append(_cloud_sentence(u.cloud_a, u.cloud_b, u.cloud_provider_class))
     parts.append(_verdict_sentence(u))
     return " ".join(parts)
 
@@ -195,9 +214,11 @@ def _payback_sentence(u: UpgradeAnswer, name_a: str, name_b: str) -> str:
     return f"{new}; if you already own the {name_a}, replacing them {owned}."
 
 
-def _cloud_sentence(cloud_a: RunCost, cloud_b: RunCost) -> str:
+def _cloud_sentence(cloud_a: RunCost, cloud_b: RunCost, klass: ProviderClass | None) -> str:
+    offers = (f"cheapest on-demand {klass} offers" if klass is not None
+              else "cheapest on-demand offers, not of one provider class")
     return (
-        f"In the cloud (cheapest on-demand offers) a run costs {_usd(cloud_b.cost_usd)} on {cloud_b.label} "
+        f"In the cloud ({offers}) a run costs {_usd(cloud_b.cost_usd)} on {cloud_b.label} "
         f"instead of {_usd(cloud_a.cost_usd)} on {cloud_a.label}."
     )
 

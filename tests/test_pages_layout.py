@@ -73,6 +73,17 @@ def test_plan_from_an_estimate_says_which_layout_differs_and_links_both(client: 
     assert re.search(rf'id="kpi-ttt">{re.escape(ttt)}<', client.get(plan_url).text)
 
 
+def test_the_users_layout_row_goes_when_the_job_on_plan_changes(client: TestClient) -> None:
+    """The estimate is "your layout" of its own job only: /plan with the job changed (a shorter sequence) no
+    longer shows it, while from_estimate stays in the form and the share link."""
+    card = client.get(f"/estimate/layout?{JOB}").text
+    url = _links(card, "layout-plan-link")
+    assert 'id="pve-estimate"' in client.get(url).text
+    changed = client.get(url + "&training.seq_len=2048").text
+    assert 'id="plan-vs-estimate"' not in changed and 'id="plan-winner"' in changed
+    assert 'name="from_estimate"' in changed
+
+
 def _plan(**constraints: object) -> list:  # type: ignore[type-arg]
     """Llama 3.1 8B full fine-tuning on 8x A100 40GB: without a margin its three best plans sit at 98.9-99.2 % of
     the GPU (0.0-0.4 GiB headroom), the "Fits, tight" winners the issue saw."""

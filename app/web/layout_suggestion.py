@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
 __all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_pricing", "plan_request_for", "plan_url_for", "router",
-           "same_layout"]
+           "same_job", "same_layout"]
 
 router = APIRouter()
 
@@ -140,15 +140,24 @@ def estimate_layout(request: Request, catalog: CatalogDep) -> HTMLResponse:
     return render(request, "_layout_suggestion.html", context)
 
 
-def plan_vs_estimate(params: Any, response: Any, catalog: Catalog) -> dict[str, Any]:
+def same_job(estimate: EstimateRequest, search: PlanRequest) -> bool:
+    """The plan searches the estimate's own job (model, method, sequence length, tokens): the user may have
+    changed the job on /plan since, and then the estimate is no longer "your layout" of it."""
+    a, b = estimate.training, search.training
+    return estimate.model == search.model and (a.method, a.seq_len, a.train_tokens) == (
+        b.method, b.seq_len, b.train_tokens)
+
+
+def plan_vs_estimate(params: Any, response: Any, catalog: Catalog, search: PlanRequest | None = None
+                     ) -> dict[str, Any]:
     """For ``/plan?...&from_estimate=<estimate query>``: how the planner's winner differs from that estimate
-    (layout, global batch, time to train), with the estimate of each. Empty without ``from_estimate``, or when
-    that query is not a valid estimate."""
+    (layout, global batch, time to train, cost on the same basis), with the estimate of each. Empty without
+    ``from_estimate``, when that query is not a valid estimate, or when ``search`` is no longer its job."""
     text = params.get("from_estimate") if hasattr(params, "get") else None
     if not text or not response.plans:
         return {}
     form = parse_form(dict(parse_qsl(str(text), keep_blank_values=True)))
-    if form.request is None:
+    if form.request is None or (search is not None and not same_job(form.request, search)):
         return {}
     from app.web import backend
 

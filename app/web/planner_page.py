@@ -511,7 +511,7 @@ def run_plan_form(params: Mapping[str, Any], catalog: Catalog, progress_id: str 
             form.errors.add(_field_of(exc, form.values), exc.message)
         else:
             context.update(result_context(form, response, catalog))
-            context.update(plan_vs_estimate(params, response, catalog))
+            context.update(plan_vs_estimate(params, response, catalog, form.request))
     return {**form_context(form, catalog), **context}
 
 

@@ -84,6 +84,15 @@ def test_the_users_layout_row_goes_when_the_job_on_plan_changes(client: TestClie
     assert 'name="from_estimate"' in changed
 
 
+def test_an_estimate_without_tokens_plans_the_same_job_without_tokens(client: TestClient) -> None:
+    """The plan form defaults to 1e9 tokens; the link from an estimate without any sends the field empty, so
+    the search is still the estimate's job and its layout keeps its row."""
+    job = "model=llama-3.1-70b&training.method=lora&hardware.gpu=a100-sxm4-80gb"
+    url = _links(client.get(f"/estimate/layout?{job}").text, "layout-plan-link")
+    assert "training.train_tokens=&" in url
+    assert 'id="pve-estimate"' in client.get(url).text
+
+
 def _plan(**constraints: object) -> list:  # type: ignore[type-arg]
     """Llama 3.1 8B full fine-tuning on 8x A100 40GB: without a margin its three best plans sit at 98.9-99.2 % of
     the GPU (0.0-0.4 GiB headroom), the "Fits, tight" winners the issue saw."""

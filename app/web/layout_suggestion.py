@@ -103,6 +103,8 @@ def plan_url_for(req: EstimateRequest) -> str:
     ]
     if "training.method" not in job:
         pairs.append(("training.method", req.training.method))
+    if "training.train_tokens" not in job:  # sent empty: the plan form's "none", not its 1e9 default
+        pairs.append(("training.train_tokens", ""))
     return "/plan?" + urlencode(pairs)
 
 

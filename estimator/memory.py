@@ -414,14 +414,22 @@ _RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embe
           "last": "last pipeline stage (LM head and loss)"}
 
 
-def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
-             act: ActivationModel) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+_StageStates = tuple[tuple[str, ParamPlacement, _States], ...]
+
+
+def _all_stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout) -> _StageStates:
+    """(stage, placement, model states) of every stage whose peak may be the largest (:func:`_stages`)."""
+    return tuple((stage, *_stage_states(req, shape, layout, stage)) for stage in _stages(layout))
+
+
+def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+             states: _StageStates | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
-    pipeline stage (the first stage with the largest peak)."""
+    pipeline stage (the first stage with the largest peak). ``states``: :func:`_all_stage_states`, when the
+    caller evaluates several micro-batches of one request (they do not depend on it)."""
     best: tuple[int, tuple[_Row, ...], str, ParamPlacement, _States] | None = None
     best_bytes = -1
-    for stage in _stages(layout):
-        place, st = _stage_states(req, shape, layout, stage)
+    for stage, place, st in states or _all_stage_states(req, shape, layout):
         rows = _phases(req, layout, st, act, place, stage)
         sizes = [_allocated(row) for row in rows]
         top = max(sizes)
@@ -432,9 +440,10 @@ def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return best_bytes, index, rows, stage, _overhead_input(req, shape, layout, best_bytes, act, stage, place, st)
 
 
-def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel) -> tuple[int, int, int]:
+def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+                states: _StageStates | None = None) -> tuple[int, int, int]:
     """(allocated at the peak, soft overhead, hard overhead) of :func:`_peak_memory`."""
-    allocated, _, _, _, inp = _busiest(req, shape, layout, act)
+    allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
     return allocated, overhead_bytes(inp), hard_overhead_bytes(inp)
 
 
@@ -469,10 +478,12 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     if known is not None:
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
+    states = _all_stage_states(req, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
-            allocated, _, hard = _peak_bytes(req, shape, layout, activation_model(req, shape, layout, m, rates))
+            act = activation_model(req, shape, layout, m, rates)
+            allocated, _, hard = _peak_bytes(req, shape, layout, act, states)
             memo[m] = allocated + hard
         return memo[m]
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
-from estimator.host_options import GIB, HostOptions, host_defaults, options_for
+from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
@@ -565,16 +565,35 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
 
+_POWER: dict[tuple[int, int, int, float], tuple[Gpu, Server | None, _PowerStep, list[str], str]] = {}
+
+
 def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
-    """Power at load and on average, and how many nodes a rack's power budget takes."""
-    peak_w, avg_w, power_source = _power(layout, gpu, server)
+    """Power at load and on average, and how many nodes a rack's power budget takes; memoised per GPU and
+    server object (the entry keeps both, so a reused ``id`` cannot match others), GPUs per node and budget."""
     rack_kw = float(o.rack_kw_budget or 40.0)
+    key = (id(gpu), id(server), layout.gpus_per_node, rack_kw)
+    found = _POWER.get(key)
+    if found is None or found[0] is not gpu or found[1] is not server:
+        if len(_POWER) > 1024:
+            _POWER.clear()
+        found = _POWER[key] = (gpu, server, *_power_step_uncached(layout, gpu, server, rack_kw))
+    _, _, step, warnings, note = found
+    out.warnings.extend(warnings)
+    out.notes.append(note)
+    return step
+
+
+def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
+                         rack_kw: float) -> tuple[_PowerStep, list[str], str]:
+    peak_w, avg_w, power_source = _power(layout, gpu, server)
     per_rack = _nodes_per_rack(peak_w, server, rack_kw)
+    warnings = []
     if per_rack < 1:
-        out.warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
-    out.notes.append(f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
-                      f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
-    return _PowerStep(peak_w, avg_w, per_rack)
+        warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
+    note = (f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
+            f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+    return _PowerStep(peak_w, avg_w, per_rack), warnings, note
 
 
 # --------------------------------------------------------------------------------------------------- main
@@ -583,7 +602,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
                 options: HostOptions | None = None) -> HostSizing:
     """Size the rest of the node for one training layout, step by step: RAM, storage, network, power (see the
     module docstring). Each step adds its warnings and notes in that order."""
-    o = (options or options_for(req)).resolved()
+    o = options.resolved() if options is not None else resolved_options_for(req)
     out = _Messages()
     ckpt = checkpoint_size(req, shape, layout)
     ram = _ram_step(req, shape, layout, gpu, server, o, ckpt, out)

@@ -471,7 +471,8 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     those grow piecewise linearly with it, so the total is increasing and (nearly) convex in it: the model
     states are computed once (:func:`_stage_states`), a line through the totals at 1 and 2 sequences guesses
     the boundary, and secant steps between the largest size known to fit and the smallest known not to
-    (with the next size up checked after each fit) close in on it, usually in 3 to 6 evaluations."""
+    (with the next size up checked after each guess that fits) close in on it, usually in 3 to 5 evaluations.
+    The total being increasing in the micro-batch, any such search finds the same, largest size that fits."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
     known = _PEAKS.get((req.training, req.parallelism, shape, layout, cap))  # the request's own micro-batch
@@ -498,9 +499,11 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
             hi = probe
         else:
             lo = probe
-            if lo + 1 < hi and total(lo + 1) > cap:
-                return lo
-            lo = min(lo + 1, hi - 1) if lo + 1 < hi else lo
+            # after a guess (not the first step up from 1, which only gives the slope), the next size up
+            if probe > 2 and lo + 1 < hi:
+                if total(lo + 1) > cap:
+                    return lo
+                lo += 1
         probe = _secant(lo, total(lo), hi, memo.get(hi), cap, memo.get(lo - 1))
     return lo
 

@@ -27,6 +27,7 @@ from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
+from estimator.memo import ObjectMemo
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
@@ -455,11 +456,30 @@ class _PowerStep:
     nodes_per_rack: int
 
 
+_RAM_STEPS: ObjectMemo[tuple[_RamStep, list[str], list[str]]] = ObjectMemo(1024)
+
+
 def _ram_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               o: HostOptions, ckpt: CheckpointSize, out: _Messages) -> _RamStep:
-    """Host RAM against the server (or the default ceiling) and the usual DIMM configurations."""
-    d = host_defaults()
+    """Host RAM against the server (or the default ceiling) and the usual DIMM configurations. Memoised on the
+    objects it reads (the memoised :func:`host_ram` result, the GPU, the server, the shape), the GPUs per node
+    and the model loading; the messages it adds are replayed."""
     ram = host_ram(req, shape, layout, ckpt, o)
+
+    def compute() -> tuple[_RamStep, list[str], list[str]]:
+        step = _Messages()
+        return _ram_step_uncached(ram, shape, layout, gpu, server, o, step), step.warnings, step.notes
+
+    result, warnings, notes = _RAM_STEPS.get_or_compute((ram, gpu, server, shape),
+                                                        (layout.gpus_per_node, o.model_loading), compute)
+    out.warnings.extend(warnings)
+    out.notes.extend(notes)
+    return result
+
+
+def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                       o: HostOptions, out: _Messages) -> _RamStep:
+    d = host_defaults()
     limit = ram_limit(server)
     max_ram = limit.bytes if limit.known else None
     dimms = recommend_dimms(ram.per_node, server)
@@ -565,20 +585,15 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
 
-_POWER: dict[tuple[int, int, int, float], tuple[Gpu, Server | None, _PowerStep, list[str], str]] = {}
+_POWER: ObjectMemo[tuple[_PowerStep, list[str], str]] = ObjectMemo(1024)
 
 
 def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
     """Power at load and on average, and how many nodes a rack's power budget takes; memoised per GPU and
-    server object (the entry keeps both, so a reused ``id`` cannot match others), GPUs per node and budget."""
+    server object, GPUs per node and budget (the messages it adds are replayed)."""
     rack_kw = float(o.rack_kw_budget or 40.0)
-    key = (id(gpu), id(server), layout.gpus_per_node, rack_kw)
-    found = _POWER.get(key)
-    if found is None or found[0] is not gpu or found[1] is not server:
-        if len(_POWER) > 1024:
-            _POWER.clear()
-        found = _POWER[key] = (gpu, server, *_power_step_uncached(layout, gpu, server, rack_kw))
-    _, _, step, warnings, note = found
+    step, warnings, note = _POWER.get_or_compute(
+        (gpu, server), (layout.gpus_per_node, rack_kw), lambda: _power_step_uncached(layout, gpu, server, rack_kw))
     out.warnings.extend(warnings)
     out.notes.append(note)
     return step

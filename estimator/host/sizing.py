@@ -255,9 +255,17 @@ def _dimm_options_uncached(server: Server | None) -> tuple[DimmConfig, ...]:
     return tuple(o for o in out if o.total_gib * GIB <= limit.bytes)
 
 
+_DIMMS: ObjectMemo[DimmConfig | None] = ObjectMemo(4096)
+_NVMES: ObjectMemo[NvmeConfig | None] = ObjectMemo(4096)
+
+
 def recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
     """The smallest usual DIMM set (of the server's memory type) holding the need plus the headroom; for a
-    fixed-configuration server its own RAM, when that is enough."""
+    fixed-configuration server its own RAM, when that is enough. Memoised per server object and need."""
+    return _DIMMS.get_or_compute((server,), (need_bytes,), lambda: _recommend_dimms(need_bytes, server))
+
+
+def _recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
     d = host_defaults()
     need_gib = need_bytes * (1 + d.num("ram", "headroom_fraction")) / GIB
     limit = ram_limit(server)
@@ -324,7 +332,14 @@ def _nvme_options(bays: int, sizes_tb: tuple[float, ...]) -> tuple[tuple[int, in
 
 def recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | None,
                    catalog: Catalog) -> NvmeConfig | None:
-    """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``."""
+    """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``;
+    memoised per server and catalog object and need."""
+    return _NVMES.get_or_compute((server, catalog), (need_bytes, need_write_bps),
+                                 lambda: _recommend_nvme(need_bytes, need_write_bps, server, catalog))
+
+
+def _recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | None,
+                    catalog: Catalog) -> NvmeConfig | None:
     d = host_defaults()
     bays = int(_attr(server, "nvme_bays", default=8) or 8)
     each = _nvme_write_bps(server, catalog)

@@ -365,10 +365,13 @@ def recommend_nics(need_gbps: float, gpus_per_node: int, pcie_gen: int = 5) -> N
     """Smallest standard GPU-fabric NIC set with at least ``need_gbps``: 1, 2, 4 or 8 NICs (at most one per
     GPU), each no faster than its PCIe x16 slot carries (Gen4 x16 ~ 256 Gb/s, Gen5 ~ 512 Gb/s: 800 Gb/s needs
     Gen6, ConnectX-8); ties go to fewer, faster NICs (fewer switch ports and cables)."""
-    ok = [o for o in _nic_options(gpus_per_node, pcie_gen) if o.count * o.gbps >= need_gbps]
-    if not ok:
-        return None
-    return min(ok, key=lambda o: (o.total_gbps, o.count))
+    # the options in (total Gb/s, count) order, stably sorted: the first that is enough is the minimum
+    return next((o for o in _nic_options_by_size(gpus_per_node, pcie_gen) if o.count * o.gbps >= need_gbps), None)
+
+
+@lru_cache(maxsize=256)
+def _nic_options_by_size(gpus_per_node: int, pcie_gen: int) -> tuple[NicConfig, ...]:
+    return tuple(sorted(_nic_options(gpus_per_node, pcie_gen), key=lambda o: (o.total_gbps, o.count)))
 
 
 @lru_cache(maxsize=256)

@@ -484,8 +484,8 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     def total(m: int) -> int:
         if m not in memo:
             act = activation_model(req, shape, layout, m, rates)
-            allocated, _, hard = _peak_bytes(req, shape, layout, act, states)
-            memo[m] = allocated + hard
+            allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
+            memo[m] = allocated + hard_overhead_bytes(inp)
         return memo[m]
 
     if total(1) > cap:

@@ -24,7 +24,7 @@ from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.ratelimit import RateLimiter
 from app.core.request_id import RequestIdMiddleware
 from app.core.settings import Settings, get_settings
-from app.core.startup import load_source_catalog, prepare_database
+from app.core.startup import frozen_heap, load_source_catalog, prepare_database
 from app.errors import install_error_handlers
 from app.http_security import install_http_security
 from app.openapi import install_openapi, operation_id
@@ -64,7 +64,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        yield
+        with frozen_heap(settings.gc_freeze):
+            yield
     finally:
         engine.dispose()
 

@@ -14,6 +14,7 @@ from estimator.explain import assumptions_for, warnings_for
 from estimator.host.bom import bill_of_materials, choose_server
 from estimator.host.sizing import host_result
 from estimator.layout import Layout, build_layout
+from estimator.memo import BoundedMemo
 from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.modelspec import CachedShape, ModelShape, resolve_model
 from estimator.optimizers import OPTIMIZERS
@@ -168,7 +169,17 @@ def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> Layout
                          pipeline_split=layout.pipeline_split)
 
 
+_SUMMARIES: BoundedMemo[tuple[object, ...], ModelSummary] = BoundedMemo(1024)
+
+
 def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
+    """Memoised (a frozen model, shared) on the shape and what :func:`_trainable` reads."""
+    t = req.training
+    key = (shape, t.method, t.lora_rank, t.lora_targets)
+    return _SUMMARIES.get_or_compute(key, lambda: _model_summary_uncached(req, shape))
+
+
+def _model_summary_uncached(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
     a = shape.arch
     return ModelSummary(name=a.name, total_params=shape.total_params(), active_params=shape.active_params(),
                         trainable_params=_trainable(req, shape), published_params=a.published_params,

@@ -11,7 +11,7 @@ kept, how the model is loaded, the rack's power budget, ...); its defaults come 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from estimator.errors import InvalidRequestError
 
 __all__ = ["GIB", "HostDefaults", "HostInput", "HostOptions", "ModelLoading", "default_options", "host_defaults",
-           "options_for"]
+           "options_for", "resolved_options_for"]
 
 GIB = 1 << 30
 
@@ -161,3 +161,17 @@ def options_for(req: Any) -> HostOptions:
     """The request's ``host`` choices as options (the defaults when it has none)."""
     host = getattr(req, "host", None)
     return host.options() if isinstance(host, HostInput) else HostOptions()
+
+
+@lru_cache(maxsize=1024)
+def _resolved_for(host: HostInput | None) -> HostOptions:
+    return (host.options() if host is not None else HostOptions()).resolved()
+
+
+def resolved_options_for(req: Any) -> HostOptions:
+    """``options_for(req).resolved()``, memoised on the request's (frozen) ``host`` input: every estimate asks.
+    The options are frozen; their ``extra`` dict is empty and nothing writes to it."""
+    host = getattr(req, "host", None)
+    if not isinstance(host, HostInput):
+        host = None
+    return _resolved_for(host)

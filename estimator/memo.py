@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["BoundedMemo"]
+__all__ = ["BoundedMemo", "ObjectMemo"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -48,3 +48,25 @@ class BoundedMemo(Generic[K, V]):
         if found is _MISSING:
             return self.remember(key, compute())
         return found  # type: ignore[return-value]
+
+
+class ObjectMemo(Generic[V]):
+    """A memo keyed on objects by identity (catalog GPUs and servers, memoised sub-results: hashing them by value
+    costs more than the work saved) plus hashable extras. The entry keeps the objects, so an ``id`` reused after
+    one was freed cannot match another object; at most ``max_entries`` entries (emptied when full)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._data: dict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = {}
+
+    def get_or_compute(self, objects: tuple[object, ...], extra: tuple[Hashable, ...],
+                       compute: Callable[[], V]) -> V:
+        key = (*map(id, objects), *extra)
+        found = self._data.get(key)
+        if found is not None and all(a is b for a, b in zip(found[0], objects, strict=True)):
+            return found[1]
+        if len(self._data) >= self.max_entries:
+            self._data.clear()
+        value = compute()
+        self._data[key] = (objects, value)
+        return value

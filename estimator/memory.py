@@ -414,14 +414,22 @@ _RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embe
           "last": "last pipeline stage (LM head and loss)"}
 
 
-def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
-             act: ActivationModel) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+_StageStates = tuple[tuple[str, ParamPlacement, _States], ...]
+
+
+def _all_stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout) -> _StageStates:
+    """(stage, placement, model states) of every stage whose peak may be the largest (:func:`_stages`)."""
+    return tuple((stage, *_stage_states(req, shape, layout, stage)) for stage in _stages(layout))
+
+
+def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+             states: _StageStates | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
-    pipeline stage (the first stage with the largest peak)."""
+    pipeline stage (the first stage with the largest peak). ``states``: :func:`_all_stage_states`, when the
+    caller evaluates several micro-batches of one request (they do not depend on it)."""
     best: tuple[int, tuple[_Row, ...], str, ParamPlacement, _States] | None = None
     best_bytes = -1
-    for stage in _stages(layout):
-        place, st = _stage_states(req, shape, layout, stage)
+    for stage, place, st in states or _all_stage_states(req, shape, layout):
         rows = _phases(req, layout, st, act, place, stage)
         sizes = [_allocated(row) for row in rows]
         top = max(sizes)
@@ -432,9 +440,10 @@ def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return best_bytes, index, rows, stage, _overhead_input(req, shape, layout, best_bytes, act, stage, place, st)
 
 
-def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel) -> tuple[int, int, int]:
+def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+                states: _StageStates | None = None) -> tuple[int, int, int]:
     """(allocated at the peak, soft overhead, hard overhead) of :func:`_peak_memory`."""
-    allocated, _, _, _, inp = _busiest(req, shape, layout, act)
+    allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
     return allocated, overhead_bytes(inp), hard_overhead_bytes(inp)
 
 
@@ -462,18 +471,21 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     those grow piecewise linearly with it, so the total is increasing and (nearly) convex in it: the model
     states are computed once (:func:`_stage_states`), a line through the totals at 1 and 2 sequences guesses
     the boundary, and secant steps between the largest size known to fit and the smallest known not to
-    (with the next size up checked after each fit) close in on it, usually in 3 to 6 evaluations."""
+    (with the next size up checked after each guess that fits) close in on it, usually in 3 to 5 evaluations.
+    The total being increasing in the micro-batch, any such search finds the same, largest size that fits."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
     known = _PEAKS.get((req.training, req.parallelism, shape, layout, cap))  # the request's own micro-batch
     if known is not None:
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
+    states = _all_stage_states(req, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
-            allocated, _, hard = _peak_bytes(req, shape, layout, activation_model(req, shape, layout, m, rates))
-            memo[m] = allocated + hard
+            act = activation_model(req, shape, layout, m, rates)
+            allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
+            memo[m] = allocated + hard_overhead_bytes(inp)
         return memo[m]
 
     if total(1) > cap:
@@ -487,9 +499,11 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
             hi = probe
         else:
             lo = probe
-            if lo + 1 < hi and total(lo + 1) > cap:
-                return lo
-            lo = min(lo + 1, hi - 1) if lo + 1 < hi else lo
+            # after a guess (not the first step up from 1, which only gives the slope), the next size up
+            if probe > 2 and lo + 1 < hi:
+                if total(lo + 1) > cap:
+                    return lo
+                lo += 1
         probe = _secant(lo, total(lo), hi, memo.get(hi), cap, memo.get(lo - 1))
     return lo
 

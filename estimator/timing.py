@@ -38,6 +38,7 @@ from estimator.comm import Fabric, Group, collective_time, fabric_for, place_gro
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
 from estimator.layout import Layout
+from estimator.memo import ObjectMemo
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.params import ParamPlacement, place_params
@@ -661,6 +662,11 @@ def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
     return float(gpu.bf16_tflops_dense) * 1e12
 
 
+# rates and fabric are pure functions of the catalog objects (and the precision, the GPUs per node): once each
+_RATES: ObjectMemo[Rates] = ObjectMemo(1024)
+_FABRICS: ObjectMemo[Fabric] = ObjectMemo(1024)
+
+
 def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               catalog: Catalog, constants: Constants = H200_FIT) -> TimeResult:
     """Seconds per optimizer step and throughput of ``req`` on ``gpu`` (and ``server``, if any).
@@ -669,9 +675,10 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     """
     del catalog
     t = req.training
-    r = rates_for(gpu, t.precision, constants)
+    r = _RATES.get_or_compute((gpu, constants), (t.precision,), lambda: rates_for(gpu, t.precision, constants))
     style = style_for(req, layout)
-    fabric = fabric_for(gpu, server, layout.gpus_per_node)
+    fabric = _FABRICS.get_or_compute((gpu, server), (layout.gpus_per_node,),
+                                     lambda: fabric_for(gpu, server, layout.gpus_per_node))
     last = workload(req, shape, layout)
     stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
               for stage in _time_stages(layout)]

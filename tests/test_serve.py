@@ -70,3 +70,30 @@ def test_complete_requests_on_a_kept_alive_connection_are_unaffected(server: int
         for _ in range(3):
             assert client.get("/healthz").status_code == 200
             time.sleep(0.6)  # idle between requests: the keep-alive timeout (5 s) applies, not the header one
+
+
+def test_serve_runs_the_httptools_protocol_with_the_header_timeout() -> None:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from app.core.serve import uvicorn_options
+    from app.core.settings import Settings
+
+    protocol = uvicorn_options(Settings(header_timeout_s=3))["http"]
+    assert issubclass(protocol, HttpToolsProtocol)
+    assert protocol.header_timeout_s == 3
+    fallback = uvicorn_options(Settings(header_timeout_s=3), h11=True)["http"]
+    assert issubclass(fallback, H11Protocol) and fallback.header_timeout_s == 3
+
+
+def test_the_heap_is_frozen_while_serving_and_unfrozen_after() -> None:
+    import gc
+
+    from app.core.startup import frozen_heap
+
+    before = gc.get_freeze_count()
+    with frozen_heap():
+        assert gc.get_freeze_count() > before
+    assert gc.get_freeze_count() == 0
+    with frozen_heap(False):
+        assert gc.get_freeze_count() == 0

@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="largest request body (413 beyond)")
     body_timeout_s: float = Field(default=15.0, gt=0, description="longest wait for the next chunk of a body (408)")
     header_timeout_s: float = Field(default=10.0, gt=0, description="`capplan serve`: time to send the headers")
+    gc_freeze: bool = Field(default=True, description="move the objects alive at start-up out of the garbage "
+                            "collector's reach while serving (gc.freeze; no full-collection stalls)")
     keep_alive_timeout_s: int = Field(default=5, ge=1, description="`capplan serve`: idle keep-alive connections")
     max_concurrent_requests: int = Field(default=16, ge=1, description="requests computed at once (the rest queue)")
     max_queued_requests: int = Field(default=1024, ge=0, description="requests waiting their turn; 503 beyond")

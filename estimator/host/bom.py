@@ -29,6 +29,7 @@ from estimator.host.sizing import (
 )
 from estimator.host_options import host_defaults
 from estimator.layout import Layout
+from estimator.memo import ObjectMemo
 from estimator.request import EstimateRequest
 from estimator.response import HostResult
 from hardware_catalog import Catalog, Gpu, Server
@@ -57,8 +58,17 @@ def choose_server(req: EstimateRequest, server: Server | None, gpu: Gpu | None, 
     if server is not None:
         return server
     gpu_id = getattr(gpu, "id", req.hardware.gpu)
+    gpn = req.hardware.gpus_per_node
+    return _SUGGESTED.get_or_compute((catalog,), (gpu_id, gpn), lambda: _cheapest_server(catalog, gpu_id, gpn))
+
+
+#: the suggested server per catalog object (an effective catalog with overrides is a new object), GPU and count
+_SUGGESTED: ObjectMemo[Server | None] = ObjectMemo(1024)
+
+
+def _cheapest_server(catalog: Catalog, gpu_id: str, gpus_per_node: int) -> Server | None:
     servers = getattr(catalog, "servers", {}) or {}
-    fits = [s for s in servers.values() if s.gpu_id == gpu_id and s.gpu_count >= req.hardware.gpus_per_node
+    fits = [s for s in servers.values() if s.gpu_id == gpu_id and s.gpu_count >= gpus_per_node
             and not getattr(s, "placeholder", False)]
     if not fits:
         return None

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from estimator.host.tensors import local_tensors, stages
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 
@@ -77,6 +78,26 @@ def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: 
     return {k: v * slots for k, v in out.items()}
 
 
+_RANK_PARAMS: BoundedMemo[tuple[object, ...], tuple[int, int]] = BoundedMemo(4096)
+
+
+def _rank_params(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
+    """(trainable, total) parameters of one model-parallel rank of the busiest stage, memoised on what
+    :func:`local_tensors` reads (not the batch shape)."""
+    t = req.training
+    key = (t.method, t.lora_rank, t.lora_targets, shape, layout)
+    return _RANK_PARAMS.get_or_compute(key, lambda: _rank_params_uncached(req, shape, layout))
+
+
+def _rank_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
+    trainable = total = 0
+    for stage in stages(layout):
+        ts = local_tensors(req, shape, layout, stage)
+        trainable = max(trainable, sum(x.numel * x.count for x in ts if x.trainable))
+        total = max(total, sum(x.numel * x.count for x in ts))
+    return trainable, total
+
+
 def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) -> NetworkTraffic:
     t, p = req.training, req.parallelism
     g = layout.gpus_per_node
@@ -85,11 +106,7 @@ def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) 
     m = t.gradient_accumulation_steps
     grad_bytes = 2 if p.framework == "deepspeed" or t.precision == "bf16-true" else 4
     param_bytes = 4 if t.precision == "fp32" else 2
-    trainable = total = 0  # one model-parallel rank's parameters (busiest stage)
-    for stage in stages(layout):
-        ts = local_tensors(req, shape, layout, stage)
-        trainable = max(trainable, sum(x.numel * x.count for x in ts if x.trainable))
-        total = max(total, sum(x.numel * x.count for x in ts))
+    trainable, total = _rank_params(req, shape, layout)
     kinds = _data_parallel(req, layout, trainable * grad_bytes, total * param_bytes, trainable * param_bytes)
     act = t.micro_batch_size * t.seq_len * shape.arch.hidden_size * 2 / layout.cp  # one rank's boundary tensor
     if layout.pp > 1:

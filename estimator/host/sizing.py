@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
-from estimator.host_options import GIB, HostOptions, host_defaults, options_for
+from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
+from estimator.memo import ObjectMemo
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
@@ -254,9 +255,17 @@ def _dimm_options_uncached(server: Server | None) -> tuple[DimmConfig, ...]:
     return tuple(o for o in out if o.total_gib * GIB <= limit.bytes)
 
 
+_DIMMS: ObjectMemo[DimmConfig | None] = ObjectMemo(4096)
+_NVMES: ObjectMemo[NvmeConfig | None] = ObjectMemo(4096)
+
+
 def recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
     """The smallest usual DIMM set (of the server's memory type) holding the need plus the headroom; for a
-    fixed-configuration server its own RAM, when that is enough."""
+    fixed-configuration server its own RAM, when that is enough. Memoised per server object and need."""
+    return _DIMMS.get_or_compute((server,), (need_bytes,), lambda: _recommend_dimms(need_bytes, server))
+
+
+def _recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
     d = host_defaults()
     need_gib = need_bytes * (1 + d.num("ram", "headroom_fraction")) / GIB
     limit = ram_limit(server)
@@ -323,7 +332,14 @@ def _nvme_options(bays: int, sizes_tb: tuple[float, ...]) -> tuple[tuple[int, in
 
 def recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | None,
                    catalog: Catalog) -> NvmeConfig | None:
-    """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``."""
+    """The smallest drive set (most drives at equal size) holding ``need_bytes`` and writing ``need_write_bps``;
+    memoised per server and catalog object and need."""
+    return _NVMES.get_or_compute((server, catalog), (need_bytes, need_write_bps),
+                                 lambda: _recommend_nvme(need_bytes, need_write_bps, server, catalog))
+
+
+def _recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | None,
+                    catalog: Catalog) -> NvmeConfig | None:
     d = host_defaults()
     bays = int(_attr(server, "nvme_bays", default=8) or 8)
     each = _nvme_write_bps(server, catalog)
@@ -349,10 +365,13 @@ def recommend_nics(need_gbps: float, gpus_per_node: int, pcie_gen: int = 5) -> N
     """Smallest standard GPU-fabric NIC set with at least ``need_gbps``: 1, 2, 4 or 8 NICs (at most one per
     GPU), each no faster than its PCIe x16 slot carries (Gen4 x16 ~ 256 Gb/s, Gen5 ~ 512 Gb/s: 800 Gb/s needs
     Gen6, ConnectX-8); ties go to fewer, faster NICs (fewer switch ports and cables)."""
-    ok = [o for o in _nic_options(gpus_per_node, pcie_gen) if o.count * o.gbps >= need_gbps]
-    if not ok:
-        return None
-    return min(ok, key=lambda o: (o.total_gbps, o.count))
+    # the options in (total Gb/s, count) order, stably sorted: the first that is enough is the minimum
+    return next((o for o in _nic_options_by_size(gpus_per_node, pcie_gen) if o.count * o.gbps >= need_gbps), None)
+
+
+@lru_cache(maxsize=256)
+def _nic_options_by_size(gpus_per_node: int, pcie_gen: int) -> tuple[NicConfig, ...]:
+    return tuple(sorted(_nic_options(gpus_per_node, pcie_gen), key=lambda o: (o.total_gbps, o.count)))
 
 
 @lru_cache(maxsize=256)
@@ -455,11 +474,30 @@ class _PowerStep:
     nodes_per_rack: int
 
 
+_RAM_STEPS: ObjectMemo[tuple[_RamStep, list[str], list[str]]] = ObjectMemo(1024)
+
+
 def _ram_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               o: HostOptions, ckpt: CheckpointSize, out: _Messages) -> _RamStep:
-    """Host RAM against the server (or the default ceiling) and the usual DIMM configurations."""
-    d = host_defaults()
+    """Host RAM against the server (or the default ceiling) and the usual DIMM configurations. Memoised on the
+    objects it reads (the memoised :func:`host_ram` result, the GPU, the server, the shape), the GPUs per node
+    and the model loading; the messages it adds are replayed."""
     ram = host_ram(req, shape, layout, ckpt, o)
+
+    def compute() -> tuple[_RamStep, list[str], list[str]]:
+        step = _Messages()
+        return _ram_step_uncached(ram, shape, layout, gpu, server, o, step), step.warnings, step.notes
+
+    result, warnings, notes = _RAM_STEPS.get_or_compute((ram, gpu, server, shape),
+                                                        (layout.gpus_per_node, o.model_loading), compute)
+    out.warnings.extend(warnings)
+    out.notes.extend(notes)
+    return result
+
+
+def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                       o: HostOptions, out: _Messages) -> _RamStep:
+    d = host_defaults()
     limit = ram_limit(server)
     max_ram = limit.bytes if limit.known else None
     dimms = recommend_dimms(ram.per_node, server)
@@ -565,16 +603,30 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
 
+_POWER: ObjectMemo[tuple[_PowerStep, list[str], str]] = ObjectMemo(1024)
+
+
 def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
-    """Power at load and on average, and how many nodes a rack's power budget takes."""
-    peak_w, avg_w, power_source = _power(layout, gpu, server)
+    """Power at load and on average, and how many nodes a rack's power budget takes; memoised per GPU and
+    server object, GPUs per node and budget (the messages it adds are replayed)."""
     rack_kw = float(o.rack_kw_budget or 40.0)
+    step, warnings, note = _POWER.get_or_compute(
+        (gpu, server), (layout.gpus_per_node, rack_kw), lambda: _power_step_uncached(layout, gpu, server, rack_kw))
+    out.warnings.extend(warnings)
+    out.notes.append(note)
+    return step
+
+
+def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
+                         rack_kw: float) -> tuple[_PowerStep, list[str], str]:
+    peak_w, avg_w, power_source = _power(layout, gpu, server)
     per_rack = _nodes_per_rack(peak_w, server, rack_kw)
+    warnings = []
     if per_rack < 1:
-        out.warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
-    out.notes.append(f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
-                      f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
-    return _PowerStep(peak_w, avg_w, per_rack)
+        warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
+    note = (f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
+            f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+    return _PowerStep(peak_w, avg_w, per_rack), warnings, note
 
 
 # --------------------------------------------------------------------------------------------------- main
@@ -583,7 +635,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
                 options: HostOptions | None = None) -> HostSizing:
     """Size the rest of the node for one training layout, step by step: RAM, storage, network, power (see the
     module docstring). Each step adds its warnings and notes in that order."""
-    o = (options or options_for(req)).resolved()
+    o = options.resolved() if options is not None else resolved_options_for(req)
     out = _Messages()
     ckpt = checkpoint_size(req, shape, layout)
     ram = _ram_step(req, shape, layout, gpu, server, o, ckpt, out)

@@ -42,3 +42,19 @@ def test_a_key_can_carry_its_own_limit(client: TestClient, make_key: Callable[..
 
 def test_health_and_metrics_are_not_limited(client: TestClient) -> None:
     assert all(client.get("/healthz").status_code == 200 for _ in range(10))
+
+
+def test_the_in_process_moving_window_counts_the_last_expiry_seconds() -> None:
+    from limits import parse
+
+    from app.core.ratelimit import MovingWindows
+
+    windows, item = MovingWindows(sweep_every=3), parse("2/minute")
+    assert windows.hit(item, "a", now=0.0) == (True, 1, 60.0)
+    assert windows.hit(item, "a", now=10.0) == (True, 0, 60.0)
+    assert windows.hit(item, "a", now=59.9) == (False, 0, 60.0)  # two hits in the last 60 s: refused
+    assert windows.hit(item, "b", now=59.9)[0]  # another identity has its own window
+    assert windows.hit(item, "a", now=60.0)[0] is False  # a hit exactly 60 s old still counts (as in limits)
+    assert windows.hit(item, "a", now=60.5) == (True, 0, 70.0)  # the hit at 0 has left the window
+    windows.hit(item, "c", now=500.0)  # a sweep drops the windows that have emptied ("a", "b")
+    assert windows.hit(item, "a", now=500.0) == (True, 1, 560.0)

@@ -10,7 +10,7 @@ from estimator.inference.engines import engine_profile, vllm_batch_defaults
 from estimator.inference.kv import kv_layout
 from estimator.inference.memory import longest_request, plan_memory
 from estimator.inference.request import InferenceRequest
-from estimator.inference.response import CostResult, CurvePoint, InferenceResponse, MemoryBudget, SpeedResult
+from estimator.inference.response import ServingCostResult, CurvePoint, InferenceResponse, MemoryBudget, SpeedResult
 from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, WorkloadPoint
 from estimator.inference.weights import weight_bytes_per_gpu
 from estimator.modelspec import ModelShape, resolve_model
@@ -255,7 +255,7 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
             usd_s = c.node_usd_per_hour / 3600
             out_cost = usd_s * (1 - main.prefill_share) / node_out * 1e6
             in_cost = usd_s * main.prefill_share / node_in * 1e6
-            cost = CostResult(basis=c.basis, node_usd_per_hour=c.node_usd_per_hour,
+            cost = ServingCostResult(basis=c.basis, node_usd_per_hour=c.node_usd_per_hour,
                               usd_per_million_output_tokens=out_cost, usd_per_million_input_tokens=in_cost,
                               yearly_output_tokens=yearly_tokens(node_out, c.utilisation),
                               yearly_input_tokens=yearly_tokens(node_in, c.utilisation),

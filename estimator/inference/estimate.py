@@ -10,7 +10,7 @@ from estimator.inference.engines import engine_profile, vllm_batch_defaults
 from estimator.inference.kv import kv_layout
 from estimator.inference.memory import longest_request, plan_memory
 from estimator.inference.request import InferenceRequest
-from estimator.inference.response import ServingCostResult, CurvePoint, InferenceResponse, MemoryBudget, SpeedResult
+from estimator.inference.response import CurvePoint, InferenceResponse, MemoryBudget, ServingCostResult, SpeedResult
 from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, WorkloadPoint
 from estimator.inference.weights import weight_bytes_per_gpu
 from estimator.modelspec import ModelShape, resolve_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ServingCostResult", "CurvePoint", "InferenceResponse", "MemoryBudget", "SpeedResult"]
+__all__ = ["CurvePoint", "InferenceResponse", "MemoryBudget", "ServingCostResult", "SpeedResult"]
 
 
 class _Frozen(BaseModel):

@@ -83,6 +83,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 #: SQLite does, so a stored quote reads back, and exports, the same on both (migration 0003 made the change).
 #: The ``json`` type has no equality operator on PostgreSQL: compare these columns in Python, never in SQL.
 PortableJSON = JSON()
+#: the same for optional documents: Python ``None`` is stored as SQL NULL, not as the JSON text ``null``
+NullableJSON = JSON(none_as_null=True)
 
 
 class Base(DeclarativeBase):
@@ -196,7 +198,8 @@ class SavedItem(Base):
 
 
 class SavedRevision(Base):
-    """One immutable version of a quote or plan: the inputs, the full result and the versions used."""
+    """One immutable version of a quote or plan: the inputs, the full result and the versions used; a quote's
+    revision may also hold a serving line (``serving_inputs`` + ``serving_result``, migration 0004)."""
 
     __tablename__ = "saved_revisions"
     __table_args__ = (UniqueConstraint("item_id", "number"),)
@@ -213,6 +216,10 @@ class SavedRevision(Base):
     currency: Mapped[str | None] = mapped_column(String(3))
     notes: Mapped[str | None] = mapped_column(String(2000))
     result: Mapped[dict[str, Any]]
+    serving_inputs: Mapped[dict[str, Any] | None] = mapped_column(
+        NullableJSON, comment="the inference request of the serving line (null: none)")
+    serving_result: Mapped[dict[str, Any] | None] = mapped_column(
+        NullableJSON, comment="its inference response, as computed then")
     estimator_version: Mapped[str] = mapped_column(String(50))
     catalog_version: Mapped[str] = mapped_column(String(100))
     diff: Mapped[list[Any] | None] = mapped_column(PortableJSON, comment="changes from the previous revision")

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -56,3 +57,23 @@ def postgres_url(postgres_server_url: str) -> Iterator[str]:
     """A throwaway PostgreSQL database shared by this test session."""
     with fresh_postgres_database(postgres_server_url) as url:
         yield url
+
+
+@pytest.fixture
+def cli_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh SQLite file for one CLI test (``CAPPLAN_DATABASE_URL``), the settings cache cleared around it;
+    CLI test modules take it with ``pytestmark = pytest.mark.usefixtures("cli_database")``."""
+    path = tmp_path / "cli.db"
+    monkeypatch.setenv("CAPPLAN_DATABASE_URL", f"sqlite:///{path}")
+    from app.core.settings import get_settings
+
+    get_settings.cache_clear()
+    yield path
+    get_settings.cache_clear()
+
+
+def write_input(tmp_path: Path, content: str, name: str = "input.json") -> str:
+    """``content`` written to ``tmp_path / name``; the path, for ``--input``."""
+    path = tmp_path / name
+    path.write_text(content)
+    return str(path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,34 +12,22 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.settings import get_settings
+from tests.conftest import write_input
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("cli_database")
 SMALL = {"model": "llama-3.2-1b", "training": {"seq_len": 1024}}
 
 
-@pytest.fixture(autouse=True)
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "cli.db"
-    monkeypatch.setenv("CAPPLAN_DATABASE_URL", f"sqlite:///{path}")
-    get_settings.cache_clear()
-    yield path
-    get_settings.cache_clear()
-
-
-def _write(tmp_path: Path, content: str) -> str:
-    path = tmp_path / "input.json"
-    path.write_text(content)
-    return str(path)
-
 
 def test_estimate_one_request(tmp_path: Path) -> None:
-    result = runner.invoke(cli, ["estimate", "--input", _write(tmp_path, json.dumps(SMALL))])
+    result = runner.invoke(cli, ["estimate", "--input", write_input(tmp_path, json.dumps(SMALL))])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["memory"]["fits"] is True
 
 
 def test_estimate_a_list(tmp_path: Path) -> None:
-    result = runner.invoke(cli, ["estimate", "-i", _write(tmp_path, json.dumps([SMALL, SMALL]))])
+    result = runner.invoke(cli, ["estimate", "-i", write_input(tmp_path, json.dumps([SMALL, SMALL]))])
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)) == 2
 
@@ -57,7 +44,7 @@ def test_estimate_from_stdin() -> None:
     (json.dumps({"model": "no-such-model"}), "model: unknown model preset"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str, message: str) -> None:
-    result = runner.invoke(cli, ["estimate", "--input", _write(tmp_path, content)])
+    result = runner.invoke(cli, ["estimate", "--input", write_input(tmp_path, content)])
     assert result.exit_code == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -94,7 +81,7 @@ def test_api_keys_errors() -> None:
     assert unknown.stdout == ""
 
 
-def test_db_upgrade_and_catalog_show(database: Path) -> None:
+def test_db_upgrade_and_catalog_show(cli_database: Path) -> None:
     upgraded = runner.invoke(cli, ["db", "upgrade"])
     assert upgraded.exit_code == 0, upgraded.output
     assert "database at revision" in upgraded.stdout and "added" in upgraded.stdout
@@ -118,7 +105,7 @@ def test_bad_settings_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_installed_command_runs_in_a_subprocess(tmp_path: Path) -> None:
     capplan = Path(sys.executable).with_name("capplan")
-    good = subprocess.run([str(capplan), "estimate", "--input", _write(tmp_path, json.dumps(SMALL))],
+    good = subprocess.run([str(capplan), "estimate", "--input", write_input(tmp_path, json.dumps(SMALL))],
                           capture_output=True, text=True, timeout=120, check=False)
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["model"]["name"]

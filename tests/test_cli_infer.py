@@ -3,36 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.settings import get_settings
+from tests.conftest import write_input
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("cli_database")
 
-
-@pytest.fixture(autouse=True)
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "cli.db"
-    monkeypatch.setenv("CAPPLAN_DATABASE_URL", f"sqlite:///{path}")
-    get_settings.cache_clear()
-    yield path
-    get_settings.cache_clear()
-
-
-def _write(tmp_path: Path, content: str) -> str:
-    path = tmp_path / "infer.json"
-    path.write_text(content)
-    return str(path)
 
 
 def test_infer_one_request(tmp_path: Path) -> None:
     body = {"model": "llama-3.1-70b", "serving": {"tensor_parallel_size": 4, "weights": "fp8"}}
-    result = runner.invoke(cli, ["infer", "--input", _write(tmp_path, json.dumps(body))])
+    result = runner.invoke(cli, ["infer", "--input", write_input(tmp_path, json.dumps(body))])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["starts"] is True
@@ -52,7 +38,7 @@ def test_infer_a_list_from_stdin() -> None:
     (json.dumps([{}, {"hardware": {"gpu": "nope"}}]), "1.hardware.gpu: unknown GPU 'nope'"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str, message: str) -> None:
-    result = runner.invoke(cli, ["infer", "--input", _write(tmp_path, content)])
+    result = runner.invoke(cli, ["infer", "--input", write_input(tmp_path, content)])
     assert result.exit_code == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

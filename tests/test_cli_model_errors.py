@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.settings import get_settings
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("cli_database")
 HEAD = {"num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000}
 
-
-@pytest.fixture(autouse=True)
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "cli.db"
-    monkeypatch.setenv("CAPPLAN_DATABASE_URL", f"sqlite:///{path}")
-    get_settings.cache_clear()
-    yield path
-    get_settings.cache_clear()
 
 
 @pytest.mark.parametrize(("hf_config", "message"), [

@@ -119,3 +119,56 @@ def test_engine_layer_overhead_is_kernels_times_the_graph_floor() -> None:
     floor = json.loads((RAW / "kernels_launch.json").read_text())["per_kernel_s"]
     assert abs(GRAPH_KERNEL_S - floor) / floor < 0.01
     assert ENGINES["vllm"].layer_overhead_s == 12 * GRAPH_KERNEL_S
+
+
+# Device call 3 (benchmarks/serving/measure_sustained.py): an engine-like Llama-3.1-8B decode step in one CUDA
+# graph (fp8 GEMMs with their activation casts, SDPA enable_gqa over a bf16 KV cache of B x CTX, optionally one
+# causal prefill chunk of C tokens in the same step: in-flight batching's mixed batch), replayed back to back for
+# 12 s. The vllm profile (its constants are the kernel measurements of calls 1-2, nothing fitted here) must give
+# its step within 15 %: decode step + (with C) one prefill of C tokens, step overhead left out (no scheduler ran).
+SUSTAINED = sorted(RAW.glob("sustained_step_*.json"))
+
+
+def _sustained_s(d: dict[str, Any]) -> float:
+    windows = d["windows_s"]
+    return float(statistics.mean(windows[len(windows) // 2:]))
+
+
+def _engine_like_step(batch: int, ctx: int, chunk: int) -> float:
+    from estimator.inference.speed import SpeedModel
+    from estimator.modelspec import ModelShape, preset
+
+    shape = ModelShape(preset("llama-3.1-8b"))
+    m = SpeedModel(engine=ENGINES["vllm"], shape=shape, weights=weight_bytes_per_gpu(shape, "fp8", 128, True, 1),
+                   kv=kv_layout(shape, "auto", "fp8", 1), hbm_bytes_per_s=H200_HBM, peak_flops=2 * H200_BF16, tp=1,
+                   pp=1, link=None, block_size=16, gemm_efficiency=GEMM_EFFICIENCY["fp8"],
+                   attention_peak_flops=H200_BF16)
+    overhead = m.engine.step_overhead_s
+    t = m.step_s(batch, ctx) - overhead
+    return t + (m.prefill_s(chunk) - overhead if chunk else 0.0)
+
+
+@pytest.mark.parametrize("path", SUSTAINED, ids=lambda p: p.stem)
+def test_engine_like_cuda_graph_step_within_15_percent(path: Path) -> None:
+    d = json.loads(path.read_text())
+    assert "error" not in d, d.get("error")
+    measured = _sustained_s(d)
+    assert abs(_engine_like_step(d["batch"], d["ctx"], d["chunk"]) - measured) / measured < 0.15
+
+
+@pytest.mark.parametrize("path", SUSTAINED, ids=lambda p: p.stem)
+def test_a_decode_step_does_not_slow_down_under_sustained_load(path: Path) -> None:
+    """Back to back for 12 s at the 700 W limit the step stays within 2 % of its 30-replay burst: the memory-bound
+    attention keeps the clocks up (median SM clock 1800-1965 MHz), so burst kernel rates stand for serving."""
+    d = json.loads(path.read_text())
+    assert _sustained_s(d) / d["burst_s"] < 1.02
+
+
+def test_pure_fp8_gemms_do_slow_down_under_sustained_load() -> None:
+    """The contrast: fp8 GEMMs alone, back to back, drop to ~1.3-1.4 GHz at 700 W and run ~20 % slower than their
+    burst; only a sustained load that is nearly all GEMM (long prefills) would see it (not modelled)."""
+    d = json.loads((RAW / "sustained_gemm.json").read_text())
+    for row in d["rows"]:
+        ratio = _sustained_s(row) / row["burst_s"]
+        assert 1.10 < ratio < 1.30, (row["shape"], ratio)
+        assert statistics.median(s[0] for s in row["smi"]) < 1500  # SM clock, MHz

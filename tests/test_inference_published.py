@@ -131,3 +131,103 @@ def test_speed_error_bar_covers_the_published_throughput_p90() -> None:
 
     errors = [abs(trtllm_error(*row)) * 100 for row in TRTLLM_0_14]
     assert p90(errors) <= SPEED_ERROR_BAR_PCT
+
+
+# --- held out: nothing below was used to set any constant (the engine constants come from the H200 kernel
+# measurements, tests/test_inference_measured.py). docs/accuracy.md "Serving" lists every row and its error. ---
+
+# NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md at 00f37686 (the v1.0 table: trtllm-bench
+# throughput, PyTorch backend, CUDA graphs up to batch 8192, FP8 weights and FP8 KV cache, uniform ISL/OSL; "In
+# many cases ... kv_cache_free_gpu_mem_fraction 0.95"). Llama 3.3 70B has Llama 3.1 70B's shape.
+_V1_LENGTHS = [(128, 128), (128, 2048), (128, 4096), (500, 2000), (1000, 1000), (1000, 2000), (2048, 128),
+               (2048, 2048), (5000, 500), (20000, 2000)]
+_V1_COLUMNS = {
+    ("llama-3.1-8b", "h200-sxm-141gb", 1): [27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804],
+    ("llama-3.1-8b", "h100-sxm5-80gb", 1): [28312, 22714, 14325, 17660, 15220, 13899, 3450, 9305, 3459, 1351],
+    ("llama-3.1-70b", "h200-sxm-141gb", 1): [3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283],
+    ("llama-3.1-70b", "h100-sxm5-80gb", 2): [6378, 6651, 4199, 5222, 4205, 4146, 762, 3082, 898, 437],
+}
+TRTLLM_1_0 = [(m, g, tp, i, o, float(v)) for (m, g, tp), vals in _V1_COLUMNS.items()
+              for (i, o), v in zip(_V1_LENGTHS, vals, strict=True)]
+TRTLLM_1_0_TOLERANCE = 0.30  # measured: median 12.7 %, worst 24.3 % (40 rows)
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "isl", "osl", "published"), TRTLLM_1_0)
+def test_tensorrt_llm_1_0_throughput(model: str, gpu: str, tp: int, isl: int, osl: int, published: float) -> None:
+    assert abs(trtllm_error(model, gpu, tp, isl, osl, published)) < TRTLLM_1_0_TOLERANCE
+
+
+# MLPerf Inference v4.1, closed division, NVIDIA, system H200-SXM-141GBx8_TRT, benchmark llama2-70b-99
+# (mlcommons/inference_results_v4.1 at a2f5d66, closed/NVIDIA/results/H200-SXM-141GBx8_TRT/llama2-70b-99/
+# {Offline,Server}/performance/run_1/mlperf_log_summary.txt): Offline "Tokens per second: 31302.7" at 107.477
+# samples/s; Server "Completed tokens per second: 29228.22" at 100.35 samples/s under TTFT <= 2 s and TPOT <=
+# 200 ms (p99). Output tokens a sample = 31302.7 / 107.477 = 291.3 (both logs). The mean input length is not in
+# the logs: taken equal to the output (the reference's "Tokens per sample: 294.45", language/llama2-70b/README.md
+# of mlcommons/inference). The check leans on that: the offline error is +33 % at 150 input tokens and -29 % at
+# 600 (the KV pool, hence the batch, depends on input + output), so it holds the model to within 25 % only
+# given that assumption (docs/accuracy.md).
+# Modelled as TensorRT-LLM, FP8 weights and KV cache, TP1 x 8 replicas (70B in FP8 fits one H200), context 2048.
+MLPERF_TOLERANCE = 0.25
+MLPERF_TOKENS = 291
+
+
+def mlperf_error(published: float, targets: dict[str, float] | None = None) -> float:
+    r = estimate_inference(InferenceRequest.model_validate({
+        "model": "llama-2-70b", "engine": "tensorrt-llm", "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": 8},
+        "serving": {"tensor_parallel_size": 1, "weights": "fp8", "kv_cache_dtype": "fp8", "max_model_len": 2048},
+        "workload": {"input_tokens": MLPERF_TOKENS, "output_tokens": MLPERF_TOKENS, **(targets or {})}}))
+    assert r.starts and r.speed is not None
+    return (r.speed.output_tokens_per_s_per_node - published) / published
+
+
+def test_mlperf_v4_1_llama2_70b_offline_8x_h200() -> None:
+    assert abs(mlperf_error(31302.7)) < MLPERF_TOLERANCE
+
+
+def test_mlperf_v4_1_llama2_70b_server_8x_h200_within_its_latency_bounds() -> None:
+    assert abs(mlperf_error(29228.22, {"ttft_target_s": 2.0, "tpot_target_s": 0.2})) < MLPERF_TOLERANCE
+
+
+# sgl-project/sglang benchmark/benchmark_vllm_060/README.md (SGLang v0.3.0 against vLLM v0.6.0, "Offline benchmark
+# results": sglang.bench_serving, ShareGPT, 5000 prompts, request rate inf, bf16): Llama 3.1 8B Instruct on 1x
+# A100 80G, SGLang 4281.51 / vLLM 4132.37 output tokens/s (22.03 / 21.27 requests/s); Llama 3.1 70B Instruct on 4x
+# H100 80G (TP4), SGLang 3856.01 / vLLM 3700.64 (19.84 / 19.04 requests/s). Output tokens a request = 194
+# (4281.51 / 22.03); the ShareGPT input mean is not in the table: taken equal to the output. vLLM 0.6.0's
+# max_num_seqs default was 256 (EngineArgs); the model uses that for both; max_model_len 4096 as launched.
+# Tolerance 45 %: ShareGPT's lengths are spread (the model takes their mean), and these 2024 engines, like
+# TensorRT-LLM 0.14, run below their kernels (docs/accuracy.md).
+ENGINE_BENCH = [
+    ("sglang", "llama-3.1-8b", "a100-sxm4-80gb", 1, 4281.51),
+    ("vllm", "llama-3.1-8b", "a100-sxm4-80gb", 1, 4132.37),
+    ("sglang", "llama-3.1-70b", "h100-sxm5-80gb", 4, 3856.01),
+    ("vllm", "llama-3.1-70b", "h100-sxm5-80gb", 4, 3700.64),
+]
+ENGINE_BENCH_TOLERANCE = 0.45
+SHAREGPT_TOKENS = 194
+
+
+def engine_bench_error(engine: str, model: str, gpu: str, tp: int, published: float) -> float:
+    r = estimate_inference(InferenceRequest.model_validate({
+        "model": model, "engine": engine, "hardware": {"gpu": gpu, "gpus_per_node": tp},
+        "serving": {"tensor_parallel_size": tp, "max_model_len": 4096, "max_num_seqs": 256},
+        "workload": {"input_tokens": SHAREGPT_TOKENS, "output_tokens": SHAREGPT_TOKENS}}))
+    assert r.starts and r.speed is not None
+    return (r.speed.output_tokens_per_s_per_node - published) / published
+
+
+@pytest.mark.parametrize(("engine", "model", "gpu", "tp", "published"), ENGINE_BENCH)
+def test_sglang_and_vllm_published_offline_throughput(engine: str, model: str, gpu: str, tp: int,
+                                                      published: float) -> None:
+    assert abs(engine_bench_error(engine, model, gpu, tp, published)) < ENGINE_BENCH_TOLERANCE
+
+
+def test_the_speed_error_bar_covers_the_held_out_published_throughput() -> None:
+    """At least 80 % of every held-out published figure (TensorRT-LLM 1.0's table, MLPerf v4.1, SGLang / vLLM)
+    within the bar each response carries."""
+    from estimator.inference.estimate import SPEED_ERROR_BAR_PCT
+
+    errors = [trtllm_error(*row) for row in TRTLLM_1_0]
+    errors += [mlperf_error(31302.7), mlperf_error(29228.22, {"ttft_target_s": 2.0, "tpot_target_s": 0.2})]
+    errors += [engine_bench_error(*row) for row in ENGINE_BENCH]
+    covered = sum(abs(e) * 100 <= SPEED_ERROR_BAR_PCT for e in errors)
+    assert covered >= 0.8 * len(errors)

@@ -43,7 +43,8 @@ def _header(item: SavedItem, rev: SavedRevision) -> list[tuple[str, Any]]:
 
 
 def csv_document(item: SavedItem, rev: SavedRevision) -> str:
-    """``field,value`` rows: the quote, then ``inputs.*`` and ``result.*`` flattened; formula-like cells
+    """``field,value`` rows: the quote, then ``inputs.*`` and ``result.*`` flattened (then ``serving_inputs.*`` and
+    ``serving_result.*`` when the quote has a serving line); formula-like cells
     neutralised (:mod:`app.exports.csv_safe`)."""
     out = io.StringIO()
     writer = safe_writer(out, lineterminator="\n")
@@ -51,6 +52,9 @@ def csv_document(item: SavedItem, rev: SavedRevision) -> str:
     writer.writerows(_header(item, rev))
     writer.writerows(flatten(rev.inputs, "inputs"))
     writer.writerows(flatten(rev.result, "result"))
+    if rev.serving_inputs is not None:  # only quotes with a serving line get these rows
+        writer.writerows(flatten(rev.serving_inputs, "serving_inputs"))
+        writer.writerows(flatten(rev.serving_result, "serving_result"))
     return out.getvalue()
 
 

@@ -3,7 +3,8 @@ as printable HTML and as a PDF (WeasyPrint, on Debian's Pango).
 
 What it says: the job (model, method, tokens, sequence length, batch), the layout (nodes x GPUs, parallelism),
 per-GPU memory and whether it fits (with its error bar), time to train (with its error bar), GPU-hours,
-energy, the cost basis and total, the quoted price, the date it is valid until, and the assumptions.
+energy, the cost basis and total, the quoted price, the date it is valid until, and the assumptions; with a
+serving line, the engine, workload, tokens/s, latency, $ per million tokens and the node's yearly capacity.
 Money, counts and percentages come from :mod:`app.formatting` (Babel), as on the pages.
 """
 
@@ -19,7 +20,7 @@ from app.formatting import count, money, percent, price, rate
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections"]
+__all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections", "serving_lines"]
 
 #: a quote is valid for this many days from the revision's date (prices in the catalog move)
 QUOTE_VALID_DAYS = 30
@@ -139,6 +140,55 @@ def _time_and_cost(result: dict[str, Any], fits: bool) -> list[Line]:
     return lines
 
 
+def _big(value: Any) -> str:
+    """A yearly token count in words a customer reads ("3.1 trillion", "850 billion")."""
+    if not isinstance(value, int | float):
+        return "n/a"
+    for size, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if value >= size:
+            return f"{value / size:,.1f} {word}"
+    return count(value)
+
+
+def serving_lines(inputs: dict[str, Any] | None, result: dict[str, Any] | None,
+                  names: dict[str, str]) -> list[Line]:
+    """The quote's serving line (an inference estimate stored with it): engine and layout, the workload, speed,
+    $ per million tokens and the node's yearly capacity, each with its error bar; ``[]`` when it has none."""
+    if not inputs or not result:
+        return []
+    s, w = inputs.get("serving") or {}, inputs.get("workload") or {}
+    gpu = names.get(str(result.get("gpu")), str(result.get("gpu")))
+    server = names.get(str(result.get("server")), "") if result.get("server") else ""
+    engine = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}.get(str(result.get("engine")),
+                                                                                      str(result.get("engine")))
+    tp, pp = s.get("tensor_parallel_size", 1), s.get("pipeline_parallel_size", 1)
+    where = f"{server}: " if server else ""
+    lines = [Line("Engine", f"{engine}, {where}{gpu}, tensor parallel {tp}"
+                            + (f" x pipeline parallel {pp}" if pp > 1 else "")
+                            + f", weights {s.get('weights', 'bf16')}, KV cache {s.get('kv_cache_dtype', 'auto')}"),
+             Line("Workload", f"{count(w.get('input_tokens'))} input + {count(w.get('output_tokens'))} output "
+                              f"tokens a request, context up to {count(s.get('max_model_len'))}")]
+    if not result.get("starts"):
+        why = "; ".join(str(e) for e in result.get("errors", [])) or "it does not fit"
+        return [*lines, Line("Starts", f"no: {named(why, names)}")]
+    speed, cost = result.get("speed") or {}, result.get("cost") or {}
+    bar = f" (± {percent((speed.get('error_bar_pct') or 0) / 100)})"
+    lines += [Line("Requests in flight", f"{count(speed.get('concurrency'))} per replica, "
+                                         f"{count(speed.get('replicas_per_node'))} replica(s) per node"),
+              Line("Output tokens/s per node", f"{count(speed.get('output_tokens_per_s_per_node'))}{bar}"),
+              Line("Latency", f"first token {speed.get('ttft_s', 0):.2f} s, then {1000 * speed.get('tpot_s', 0):.0f} "
+                              f"ms a token")]
+    if cost:
+        cbar = f" (± {percent((cost.get('error_bar_pct') or 0) / 100)})"
+        lines += [Line("Price per million tokens", f"{rate(cost.get('usd_per_million_output_tokens'))} output, "
+                                                   f"{rate(cost.get('usd_per_million_input_tokens'))} input{cbar}"),
+                  Line("Yearly capacity of the node", f"{_big(cost.get('yearly_output_tokens'))} output tokens "
+                                                      f"at {percent(cost.get('utilisation'))} utilisation"),
+                  Line("Serving cost basis", f"{rate(cost.get('node_usd_per_hour'))} per node-hour "
+                                             f"({cost.get('basis')})")]
+    return lines
+
+
 def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
     """The quote's sections (label, value lines) and notes, with display names only."""
     result, inputs = rev.result or {}, rev.inputs or {}
@@ -164,4 +214,5 @@ def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
         "assumptions": [named(a, names) for a in dict.fromkeys(assumptions)],
         "notes": [named(n, names) for n in dict.fromkeys(notes)],
         "suggestions": [named(s.get("summary", ""), names) for s in result.get("suggestions", [])] if not fits else [],
+        "serving": serving_lines(getattr(rev, "serving_inputs", None), getattr(rev, "serving_result", None), names),
     }

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from app.models import SavedItem, SavedRevision
 from estimator import EstimateRequest
+from estimator.inference import InferenceRequest
 
 __all__ = [
     "Change",
@@ -41,6 +42,10 @@ class QuoteCreate(BaseModel):
                            description="the quoted price, in `currency`")
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     notes: str | None = Field(default=None, max_length=2000)
+    serving: InferenceRequest | None = Field(
+        default=None, description="an optional serving line: the inference request (as POST "
+        "/api/v1/inference-estimates takes it) for serving the model after training; the quote stores it with its "
+        "result ($ per million tokens, tokens/s, yearly capacity) and re-computes both on recompute")
 
 
 class PlanCreate(BaseModel):
@@ -76,13 +81,19 @@ class RevisionOut(RevisionSummary):
     currency: str | None
     notes: str | None
     result: dict[str, Any] = Field(description="the full estimate response, as computed then")
-    diff: list[Change] | None = Field(description="what changed from the previous revision")
+    serving_inputs: dict[str, Any] | None = Field(
+        default=None, description="the serving line's inference request (null: the quote has no serving line)")
+    serving_result: dict[str, Any] | None = Field(
+        default=None, description="the serving line's inference response, as computed then")
+    diff: list[Change] | None = Field(description="what changed from the previous revision (serving line changes "
+                                      "under serving.*)")
 
     @classmethod
     def of(cls, rev: SavedRevision) -> RevisionOut:
         return cls(**_summary_fields(rev), input_kind=rev.input_kind, inputs=rev.inputs,
                    chosen_option=rev.chosen_option, server_count=rev.server_count, price=rev.price,
                    currency=rev.currency, notes=rev.notes, result=rev.result,
+                   serving_inputs=rev.serving_inputs, serving_result=rev.serving_result,
                    diff=[Change(**c) for c in rev.diff] if rev.diff is not None else None)
 
 

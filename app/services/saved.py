@@ -17,6 +17,7 @@ from app.schemas.saved import PlanCreate, QuoteCreate
 from app.services.diff import json_diff
 from app.services.estimates import prefix_error
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
+from estimator.inference import InferenceRequest, estimate_inference
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -47,8 +48,20 @@ def _computed(request: EstimateRequest, catalog: Catalog) -> dict[str, Any]:
     }
 
 
+def _serving_computed(request: InferenceRequest | None, catalog: Catalog) -> dict[str, Any]:
+    """The serving line of a quote: the inference request (defaults filled in) and its response; both null
+    when the quote has none."""
+    if request is None:
+        return {"serving_inputs": None, "serving_result": None}
+    try:
+        result = estimate_inference(request, catalog)
+    except EstimatorError as exc:
+        raise prefix_error(exc, "serving") from exc
+    return {"serving_inputs": request.model_dump(mode="json"), "serving_result": result.model_dump(mode="json")}
+
+
 def save_quote(*, session: Session, catalog: Catalog, body: QuoteCreate, actor: str) -> SavedItem:
-    revision = _computed(body.inputs, catalog) | {
+    revision = _computed(body.inputs, catalog) | _serving_computed(body.serving, catalog) | {
         "chosen_option": body.chosen_option, "server_count": body.server_count, "price": body.price,
         "currency": body.currency, "notes": body.notes,
     }
@@ -89,17 +102,31 @@ def _still_valid(latest: SavedRevision) -> EstimateRequest:
         raise Conflict("the saved inputs are no longer valid for the current estimator", errors) from None
 
 
+def _serving_still_valid(latest: SavedRevision) -> InferenceRequest | None:
+    if latest.serving_inputs is None:
+        return None
+    try:
+        return InferenceRequest.model_validate(latest.serving_inputs)
+    except ValidationError as exc:
+        errors = field_errors_from_locs({**e, "loc": ("serving", *e["loc"])} for e in exc.errors())
+        raise Conflict("the saved serving line is no longer valid for the current estimator", errors) from None
+
+
 def recompute(*, session: Session, catalog: Catalog, item: SavedItem, actor: str, store: bool = True) -> Recomputed:
-    """Re-run the latest revision's inputs on the current estimator and catalog. With ``store`` the result
-    becomes a new revision (the old ones are kept as they were); without, nothing is written."""
+    """Re-run the latest revision's inputs (and its serving line, if any) on the current estimator and catalog.
+    With ``store`` the result becomes a new revision (the old ones are kept as they were); without, nothing is
+    written. Changes to the serving line's result are in the diff under ``serving.``."""
     latest = item.revisions[-1]
     request = _still_valid(latest)
+    serving = _serving_still_valid(latest)
     try:
-        fresh = _computed(request, catalog)
+        fresh = _computed(request, catalog) | _serving_computed(serving, catalog)
     except EstimatorError as exc:
         errors = [field_error((exc.field or "inputs").split("."), exc.message, "recompute-failed")]
         raise Conflict(f"the saved inputs no longer compute: {exc.message}", errors) from None
     changes = json_diff(latest.result, fresh["result"])
+    if serving is not None:
+        changes += json_diff(latest.serving_result, fresh["serving_result"], "serving")
     if not store:
         return Recomputed(item, latest, None, changes)
     carried = {"chosen_option": latest.chosen_option, "server_count": latest.server_count,

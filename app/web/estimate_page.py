@@ -102,7 +102,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "query": query,
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
-        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server)}",
+        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query)}",
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),

@@ -25,6 +25,7 @@ from app.services.saved import SAVERS, find_revision, find_saved, recompute_save
 from app.web import backend
 from app.web.estimate_page import estimate_context, run_form
 from app.web.forms import request_to_query
+from app.web.serve_page import serving_request
 from app.web.templating import render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
 
@@ -53,14 +54,23 @@ def _plural(kind: Kind) -> str:
 
 
 def _save(request: Request, session: Session, catalog: Catalog, metrics: Metrics, kind: Kind, query: str,
-          submitted: dict[str, str]) -> Response:
-    """Save the result that ``query`` reproduces as a quote or a plan, then show it (303 to its page); on bad
+          submitted: dict[str, str], serve: str = "") -> Response:
+    """Save the result that ``query`` reproduces as a quote or a plan, then show it (303 to its page); a quote
+    saved from the Serve page also carries the serving line that ``serve`` (its query) reproduces. On bad
     input, the result page again (422) with the message next to the save field."""
     context, errors = run_form(catalog, QueryParams(query))
     inputs: EstimateRequest | None = context.get("inputs")
     if errors or inputs is None:
         return render(request, "estimate.html", {**context, "charts": True, "active": "home"}, status_code=422)
     text = {k: v.strip() for k, v in submitted.items()}
+    serving = None
+    if kind == "quote" and serve.strip():
+        try:
+            serving = serving_request(serve)
+        except ValueError as exc:
+            ctx = {**context, "charts": True, "active": "home", "save_errors": {"serving": str(exc)},
+                   "save_values": submitted}
+            return render(request, "estimate.html", ctx, status_code=422)
     try:
         body: BaseModel
         if kind == "quote":
@@ -68,6 +78,7 @@ def _save(request: Request, session: Session, catalog: Catalog, metrics: Metrics
                 name=text["name"], customer=text["customer"], inputs=inputs, price=text["price"] or "0",
                 currency=text["currency"].upper() or "USD", notes=text["notes"] or None,
                 server_count=inputs.hardware.num_nodes, chosen_option=inputs.hardware.server or inputs.hardware.gpu,
+                serving=serving,
             )
         else:
             body = PlanCreate(name=text["name"], inputs=inputs, notes=text["notes"] or None)
@@ -93,13 +104,14 @@ def _save_page(kind: Kind) -> Callable[..., Response]:
         price: Annotated[str, Form()] = "",
         currency: Annotated[str, Form()] = "USD",
         notes: Annotated[str, Form()] = "",
+        serve_query: Annotated[str, Form(max_length=20_000)] = "",
     ) -> Response:
         """Save the result that ``query`` reproduces as a named quote or plan, then show it (303 to its page). A
         plan has no customer, price or currency: the shared form sends them along, and they are kept only to
         show them again on an error."""
         submitted = {"name": name, "customer": customer, "price": price,
                      "currency": currency if kind == "quote" else "USD", "notes": notes}
-        return _save(request, session, catalog, metrics, kind, query, submitted)
+        return _save(request, session, catalog, metrics, kind, query, submitted, serve_query)
 
     return save_page
 

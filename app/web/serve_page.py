@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 from typing import Any, get_args
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
+from starlette.datastructures import QueryParams
 
 from app.charts.serving import serving_curve_figure
 from app.charts.style import figure_json
@@ -22,7 +24,7 @@ from estimator.inference import InferenceRequest, estimate_inference
 from estimator.inference.request import Engine, KvCacheDtype, WeightsFormat
 from estimator.modelspec import list_presets
 
-__all__ = ["router", "serve_query"]
+__all__ = ["router", "serve_query", "serving_request"]
 
 router = APIRouter()
 
@@ -49,10 +51,9 @@ FIELDS: dict[str, tuple[str | None, str]] = {
 _PATH_TO_PARAM = {(sec or "", f): p for p, (sec, f) in FIELDS.items()}
 
 
-def serve_query(model: Any, gpu: str | None, server: str | None) -> str:
-    """The ``/serve`` query string for a model (preset id, or its shape as JSON) on a GPU / server."""
-    from urllib.parse import urlencode
-
+def serve_query(model: Any, gpu: str | None, server: str | None, train: str | None = None) -> str:
+    """The ``/serve`` query string for a model (preset id, or its shape as JSON) on a GPU / server; ``train`` is
+    the training estimate's own query, carried so that the Serve page can save both as one quote."""
     params: dict[str, str] = {}
     if isinstance(model, str):
         params["model"] = model
@@ -62,7 +63,23 @@ def serve_query(model: Any, gpu: str | None, server: str | None) -> str:
         params["gpu"] = gpu
     if server:
         params["server"] = server
+    if train:
+        params["train"] = train
     return urlencode(params)
+
+
+def serving_request(query: str) -> InferenceRequest:
+    """The inference request a ``/serve`` query string stands for (the Serve page's own reading of it); raises
+    ``ValueError`` with the first problem, named by its form field."""
+    errors: dict[str, str] = {}
+    body = _payload(QueryParams(query), errors)
+    if errors:
+        raise ValueError("; ".join(f"{k}: {v}" for k, v in errors.items()))
+    try:
+        return InferenceRequest.model_validate(body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"{_param_of(tuple(err.get('loc', ())))}: {plain_message(err)}") from None
 
 
 def _payload(params: Any, errors: dict[str, str]) -> dict[str, Any]:
@@ -115,7 +132,7 @@ def serve_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
         except EstimatorError as exc:
             field = (exc.field or "form").split(".")
             errors[_param_of(tuple(field))] = exc.message
-    values = {k: params.get(k, "") for k in (*FIELDS, "model", "model_json")}
+    values = {k: params.get(k, "") for k in (*FIELDS, "model", "model_json", "train")}
     if not values["model"] and not values["model_json"]:
         values["model"] = "llama-3.1-8b"
     fig = (figure_json(serving_curve_figure(result.speed, req.workload.tpot_target_s))
@@ -128,5 +145,8 @@ def serve_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
         "servers": sorted(catalog.servers.values(), key=lambda s: s.id),
         "engines": get_args(Engine), "weights_formats": get_args(WeightsFormat),
         "kv_dtypes": get_args(KvCacheDtype),
+        # the training estimate this page was opened from: with it, "Save as quote" saves both lines
+        "train_query": values["train"],
+        "serve_query": urlencode([(k, v) for k, v in params.multi_items() if k != "train"]),
     }
     return render(request, "serve.html", context, status_code=422 if errors else 200)

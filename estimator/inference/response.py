@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CostResult", "CurvePoint", "InferenceResponse", "MemoryBudget", "SpeedResult"]
+__all__ = ["CurvePoint", "InferenceResponse", "MemoryBudget", "ServingCostResult", "SpeedResult"]
 
 
 class _Frozen(BaseModel):
@@ -62,7 +62,10 @@ class SpeedResult(_Frozen):
     error_bar_pct: float
 
 
-class CostResult(_Frozen):
+class ServingCostResult(_Frozen):
+    """$ per million tokens and yearly capacity of the node (the OpenAPI component `ServingCostResult`; the
+    training estimate's cost is `CostResult`)."""
+
     basis: str
     node_usd_per_hour: float
     usd_per_million_output_tokens: float
@@ -86,6 +89,6 @@ class InferenceResponse(_Frozen):
     command: str
     memory: MemoryBudget
     speed: SpeedResult | None
-    cost: CostResult | None
+    cost: ServingCostResult | None
     assumptions: list[str]
     estimator_version: str

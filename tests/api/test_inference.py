@@ -88,3 +88,13 @@ def test_operation_id_follows_the_tag_function_style(client: TestClient) -> None
     op = spec["paths"]["/api/v1/inference-estimates"]["post"]
     assert op["operationId"] == "inference-estimates-create_inference_estimates"
     assert "InferenceRequest" in spec["components"]["schemas"]
+
+
+def test_both_cost_results_get_clean_component_names(client: TestClient) -> None:
+    """The training estimate's ``CostResult`` and the serving ``ServingCostResult`` are two models; with one name
+    for both, FastAPI fell back to module-path names (``estimator__cost__CostResult``)."""
+    schemas = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert {"CostResult", "ServingCostResult"} <= set(schemas)
+    assert not [name for name in schemas if "__" in name]
+    assert "usd_per_million_output_tokens" in schemas["ServingCostResult"]["properties"]
+    assert "usd_per_million_output_tokens" not in schemas["CostResult"]["properties"]

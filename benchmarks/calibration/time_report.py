@@ -170,6 +170,27 @@ def model_family(case_id: str) -> str:
     return case_id.split("-")[1]
 
 
+def _held_out_table(t: Tables, b: dict[str, Any]) -> list[str]:
+    """Per class and held-out group: rows, median and worst error, and the share inside the class's shipped bar."""
+    published = [r for v in t.published.values() for r in v]
+    classes = (("single_gpu", single_held_out()), ("multi_gpu", _grouped(published, "multi_gpu")),
+               ("megatron", _grouped(published, "megatron")), ("multi_gpu_long", _long_by_gpu(published)),
+               ("unmeasured_floor", _grouped(t.short)))
+    out = [_fill("Errors per held-out group (the single-GPU groups are errors under constants no fit on them saw; "
+                 "the published groups are sources, each also held out of `fused_ratio`'s fit above):"), "",
+           "| class | held-out group | rows | median abs. error | worst | inside the shipped bar |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for klass, groups in classes:
+        bar = float(b["bars"][klass]) / 100.0
+        for g, errs in sorted(groups.items()):
+            if not errs:
+                continue
+            inside = sum(1 for e in errs if abs(e) <= bar)
+            out.append(f"| {klass} | {g} | {len(errs)} | {100 * statistics.median(abs(e) for e in errs):.1f}% | "
+                       f"{_pct(max(errs, key=abs))} | {inside} of {len(errs)} |")
+    return out
+
+
 def _by_framework(t: Tables) -> dict[str, list[float]]:
     _, pub = _tests()
     fw = {c.id: c.request["parallelism"]["framework"] for c in pub._cases()}
@@ -325,6 +346,7 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
                        ("megatron_by_family", {model_family(r.case): [] for v in t.published.values() for r in v
                                                if r.klass == "megatron"}),
                        ("unmeasured_floor", _grouped(t.short)))], "",
+        *_held_out_table(t, b), "",
         _fill("The single-GPU class's errors are those of each model family under the five fitted constants "
               "refitted without it (`benchmarks/calibration/fit_single.py`, stored in "
               "`tests/data/time_held_out_h200.json`): held-out median |error| "

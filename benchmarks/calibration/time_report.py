@@ -229,8 +229,12 @@ def _families_section(h: str) -> list[str]:
                   "peft's Python adapter path costs 0.14-0.19 ms per adapter and forward on this host "
                   "(`phases_median.cpu_fwd_s`, LoRA minus full) against the 46 us priced; raising it alone turns the "
                   "8B cases to +30%, since the model issues backward at twice the forward's CPU time while the "
-                  "measured backward is GPU-bound; pricing forward and backward issue per phase needs the "
-                  "CPU constants refitted (not done). The 1B full steps spread 50-68 ms for the same work on the "
+                  "measured backward is GPU-bound. Tried and not shipped: each phase at the longer of its GPU time "
+                  "and its CPU issue time, the measured backward / forward CPU ratio (1.25, median of the six "
+                  "CPU-bound cases) and the 0.18 ms adapter cost, with the five fitted constants and "
+                  "`cpu_qlora_linear_s` refitted: the short LoRA cases +10..+11%, the 1B LoRA -17%, but the "
+                  "calibration set's worst case grows to +23% (4 beyond 15%) and `lora_bytes`, `autocast_extra` "
+                  "and `cpu_layer_fwd_s` move by 17-34%. The 1B full steps spread 50-68 ms for the same work on the "
                   "measuring host (-4%, +29%, +7%)."), "",
             "| case | measured s | estimated s | error | on the parent commit |", "| --- | --- | --- | --- | --- |",
             *rows, ""]
@@ -409,7 +413,7 @@ RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step ti
 | `eager_bytes_scale` (eager attention's score kernels / their bytes) | 1.58 | 4 eager steps, device call 4 |
 | `adam8bit_fp32_bytes`, `adam8bit_tensor_s` (AdamW8bit) | 115 B/param, 110 us/tensor | 4 8-bit AdamW steps, call 4 |
 | `cpu_qlora_linear_s` (Python path of one 4-bit linear's forward) | 0.97 ms | 9 QLoRA steps, device call 4 |
-| `attn_wide_fwd_ratio`, `attn_wide_bwd_ratio` (attention rate per head-dim doubling above 128) | 0.40, 0.32 | measured: cuDNN SDPA kernel times of the Gemma 2 vs Llama 3.1 8-layer steps (families call) |
+| `attn_wide_fwd/bwd_ratio` (per head-dim doubling above 128) | 0.40, 0.32 | measured: Gemma 2 / Llama SDPA kernels |
 
 Physically counted for device call 4's kinds (not fitted): eager attention's GEMMs (`Q K^T`, `P V` and their
 gradients per head through the GEMM roofline) and its score kernels, 28 B per score forward and 40 backward (the

@@ -82,8 +82,10 @@ def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> boo
     megatron = p.framework == "megatron"
     precisions = ("bf16-mixed", "bf16-true", "fp8-mixed") if megatron and layout.world_size > 1 else (
         "bf16-mixed", "bf16-true")
+    # fused LoRA kernels outside Megatron (AutoModel's triton adapters) were checked on published rows only
     common = (t.precision in precisions and t.optimizer in MEASURED_OPTIMIZERS
-              and p.offload == "none" and (layout.cp == 1 or megatron) and layout.ep == 1)
+              and p.offload == "none" and (layout.cp == 1 or megatron) and layout.ep == 1
+              and (megatron or t.lora_kernel != "fused"))
     if layout.world_size <= 1:
         return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention in ("sdpa", "eager")
                 and p.framework == "pytorch")

@@ -90,6 +90,13 @@ class Constants:
     attn_bwd_eff: float = 0.62
     attn_bwd_s0: float = 1400.0
     attn_dim_exp: float = 0.62
+    # Head dims above 128 (Gemma 2's 256): cuDNN's Hopper SDPA kernels (what transformers' "sdpa" runs on the H200,
+    # ``cudnn_generated_fort_native_sdpa_sm90_flash_{fprop,bprop}_wgmma_f16_knob_*_64x{128,64}x256``) reach this
+    # fraction of their head-dim-128 rate per head-dim doubling: the same-FLOP attention of Gemma 2 9B (16 heads x
+    # 256) and Llama 3.1 8B (32 x 128) at s = 4096 took 5.10 vs 2.02 ms forward and 17.2 vs 5.55 ms backward over 8
+    # layers (kernel times of the profiled steps, tests/data/families_h200_raw, 2026-12-04).
+    attn_wide_fwd_ratio: float = 0.40
+    attn_wide_bwd_ratio: float = 0.32
     # The flash-attn library's FlashAttention-2 kernels predate Hopper's wgmma/TMA: 35% utilisation on an H100
     # against 75% for FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, abstract), i.e. 0.47 of the
     # Hopper-native kernel that PyTorch SDPA runs on the H200 (measured above). Applied to ``attention: flash``
@@ -265,20 +272,24 @@ class Rates:
 
     def attn_fwd_time(self, flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
         c = self.k
-        eff = c.attn_fwd_eff * seq / max(seq + c.attn_s0, 1e-9) * _dim_factor(head_dim, c.attn_dim_exp)
+        eff = (c.attn_fwd_eff * seq / max(seq + c.attn_s0, 1e-9)
+               * _dim_factor(head_dim, c.attn_dim_exp, c.attn_wide_fwd_ratio))
         return flops / max(self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0), 1e-9)
 
     def attn_bwd_time(self, fwd_flops: float, seq: float, head_dim: int, fa2: bool = False) -> float:
         c = self.k
-        eff = c.attn_bwd_eff * seq / max(seq + c.attn_bwd_s0, 1e-9) * _dim_factor(head_dim, c.attn_dim_exp)
+        eff = (c.attn_bwd_eff * seq / max(seq + c.attn_bwd_s0, 1e-9)
+               * _dim_factor(head_dim, c.attn_dim_exp, c.attn_wide_bwd_ratio))
         return 2.5 * fwd_flops / max(self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0), 1e-9)
 
     def mem_time(self, nbytes: float) -> float:
         return nbytes / self.hbm_bytes
 
 
-def _dim_factor(head_dim: int, exp: float) -> float:
-    return min(1.0, math.pow(max(head_dim, 1) / 128.0, exp))
+def _dim_factor(head_dim: int, exp: float, wide_ratio: float = 1.0) -> float:
+    """Attention efficiency against head dim 128: ``(d/128)^exp`` below, ``wide_ratio`` per doubling above."""
+    d = max(head_dim, 1) / 128.0
+    return math.pow(d, exp) if d <= 1.0 else math.pow(wide_ratio, math.log2(d))
 
 
 def _peak_flops(gpu: GpuSpec, precision: str) -> float:

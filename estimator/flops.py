@@ -29,7 +29,7 @@ from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
 from estimator.request import EstimateRequest
 
-__all__ = ["Gemm", "LayerWork", "Workload", "model_flops_per_step", "workload"]
+__all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
 
 _ROW_PARALLEL = {"o_proj", "down_proj"}
 _REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
@@ -72,6 +72,7 @@ class LayerWork:
     topk: int  # experts per token (0 for a dense layer)
     attn_batch_heads: float = 0.0  # sequences x local heads: the batch of eager attention's per-head GEMMs
     attn_query_len: float = 0.0  # query positions per sequence on this GPU (eager attention's GEMM rows)
+    qk_norm: bool = False  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
 
     @property
     def gemm_flops(self) -> float:
@@ -129,6 +130,17 @@ def fused_linears(lins: list[Linear]) -> list[Linear]:
         merged[key] = Linear(name, lin.in_features, lin.out_features + (prev.out_features if prev else 0),
                              lin.count, lin.kind)
     return list(merged.values()) + out
+
+
+def lora_fused(req: EstimateRequest) -> bool:
+    """Whether the LoRA adapters run fused (``training.lora_kernel``; Megatron's always are): one adapter per combined
+    QKV / gate-up projection (:func:`fused_linears`) and the adapter path's elementwise work inside its kernels
+    (NeMo AutoModel ``PeftConfig(use_triton=True)``: ``components/_peft/lora_kernel.py`` fuses ``x A``, ``B``,
+    the scale and the add into the base output, forward and backward; its Llama / Qwen2 models combine
+    ``qkv_proj`` and ``gate_up_proj``, ``components/models/common/combined_projection.py``)."""
+    if req.parallelism.framework == "megatron":
+        return True
+    return req.training.lora_kernel == "fused"
 
 
 def _lora_gemms(lins: list[Linear], m: float, tp: int, rank: int) -> list[Gemm]:
@@ -201,7 +213,7 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
     gemms += _mlp_gemms(shape, layout, m, moe, frozen, fp8)
     if frozen:
         adapted = _adapted(shape, t.lora_targets, moe)
-        if req.parallelism.framework == "megatron":
+        if lora_fused(req) or a.fused_projections:
             adapted = fused_linears(adapted)
         gemms += _lora_gemms(adapted, m, layout.tp, t.lora_rank)
     attn, seq = attention_flops(shape, req, layout)
@@ -218,7 +230,7 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
                      a.norm == "layernorm", a.learned_position_embeddings == 0, a.gated_mlp, lora, experts,
                      a.experts_per_token if moe else 0,
                      attn_batch_heads=float(t.micro_batch_size) * a.num_attention_heads / layout.tp,
-                     attn_query_len=float(t.seq_len) / layout.cp)
+                     attn_query_len=float(t.seq_len) / layout.cp, qk_norm=a.qk_norm)
 
 
 def _stage_layers(shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int]:

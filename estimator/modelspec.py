@@ -158,6 +158,10 @@ def _as_int(key: str, value: Any) -> int:
 _TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "opt", "bloom", "gpt_neox_japanese"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl"}
 _LAYERNORM = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
+# q_norm / k_norm on each head (transformers ``Qwen3Attention``, ``Gemma3Attention``, ``Olmo2Attention``)
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
+# one qkv_proj and one gate_up_proj linear (transformers ``Phi3Attention`` / ``Phi3MLP``)
+_FUSED_PROJECTIONS = {"phi3"}
 _NON_GATED = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
 
 
@@ -212,6 +216,8 @@ def _hf_fields(c: _Config) -> dict[str, Any]:
         "gated_mlp": model_type not in _NON_GATED,
         "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
         "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
+        "fused_projections": model_type in _FUSED_PROJECTIONS,
+        "qk_norm": model_type in _QK_NORM or c.flag("use_qk_norm", False),
         "learned_position_embeddings": (c.int("learned_position_embeddings", "n_positions", default=0)
                                         if model_type == "gpt2" else 0),
         "final_logit_softcapping": c.number("final_logit_softcapping", "final_logit_softcapping"),

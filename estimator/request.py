@@ -112,6 +112,10 @@ class ModelArch(_Frozen):
     v_head_dim: OptInt = Field(default=None, gt=0, le=4096)
     sliding_window: OptInt = Field(default=None, gt=0, le=10_000_000)
     norms_per_layer: Int = Field(default=2, ge=0, le=8)
+    fused_projections: bool = Field(default=False, description="q, k and v are one qkv_proj linear and the gate "
+                                    "and up projections one gate_up_proj (Phi-3): one LoRA adapter each")
+    qk_norm: bool = Field(default=False, description="an RMSNorm on every query and key head before the rotary "
+                          "embedding (Qwen3, Gemma 3, OLMo 2: q_norm / k_norm)")
     final_logit_softcapping: OptFloat = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
                                               description="Gemma 2: tanh cap on logits")
     attn_logit_softcapping: OptFloat = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,
@@ -178,6 +182,13 @@ class Training(_Frozen):
                                 description="dropout on the LoRA adapters' input (peft LoraConfig.lora_dropout; "
                                 "0.05 is common): above 0, every adapted linear keeps its own dropout mask and "
                                 "output for backward")
+    lora_kernel: Literal["peft", "fused"] | None = Field(
+        default=None, description="how the LoRA adapters run: \"peft\" (Hugging Face peft lora.Linear on each "
+        "linear: its own A and B GEMMs, the dropout, scale and add as separate kernels) or \"fused\" (one adapter on "
+        "the combined QKV and gate/up projections, the adapter's matmuls, scale and add in fused kernels: NeMo "
+        "AutoModel's use_triton LoRA, Megatron-Bridge / NeMo LoRA inside Transformer Engine layers); null: the "
+        "framework's default (megatron fused, pytorch and deepspeed peft). Step time only: the activation memory is "
+        "peft's either way")
 
     @model_validator(mode="after")
     def _check_schedule(self) -> Training:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
-from estimator.flops import Gemm, LayerWork, Workload, model_flops_per_step, workload
+from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
 from estimator.memo import ObjectMemo
 from estimator.modelspec import ModelShape
@@ -68,6 +68,7 @@ class Style:
     grad_bytes: float  # dtype of the gradients that are reduced
     param_bytes: float  # dtype of all-gathered parameters
     master_copy: bool  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
+    fused_lora: bool = False  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
 
 
 def style_for(req: EstimateRequest, layout: Layout) -> Style:
@@ -83,7 +84,7 @@ def style_for(req: EstimateRequest, layout: Layout) -> Style:
         grad = 4.0
     master = p.framework in ("deepspeed", "megatron") and not fp32
     return Style(fused=p.framework == "megatron", autocast=autocast, grad_bytes=grad,
-                 param_bytes=4.0 if fp32 else 2.0, master_copy=master)
+                 param_bytes=4.0 if fp32 else 2.0, master_copy=master, fused_lora=lora_fused(req))
 
 
 @dataclass(frozen=True)
@@ -162,11 +163,15 @@ def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants,
     seq_share = 1.0 / layout.tp if layout.sequence_parallel else 1.0
     per_token = (w.norms * norm + k.resid_bytes) * work.hidden * seq_share + act * w.ffn_local
     per_token += k.rope_bytes * w.qk_local if w.rotary else 0.0
+    # Qwen3-style q_norm / k_norm: the same eager RMSNorm on every query and key head (transformers
+    # ``Qwen3RMSNorm`` over head_dim), i.e. ``norm_bytes`` per q and k element
+    per_token += norm * w.qk_local if w.qk_norm else 0.0
     per_token *= k.elem_scale * (k.fused_ratio if style.fused else 1.0)
     if style.autocast:
         per_token *= 1.0 + k.autocast_extra
-    # Megatron-Bridge / NeMo LoRA adapters inside the TE layer move ``lora_fused_ratio`` of the eager PEFT bytes
-    per_token += k.lora_bytes * w.lora_elems * (k.lora_fused_ratio if style.fused else 1.0)
+    # fused LoRA adapters (Megatron-Bridge / NeMo inside the TE layer, AutoModel's triton kernels) move
+    # ``lora_fused_ratio`` of the eager PEFT bytes
+    per_token += k.lora_bytes * w.lora_elems * (k.lora_fused_ratio if style.fused_lora else 1.0)
     per_token += k.moe_dispatch_bytes * work.hidden * w.topk
     return per_token * work.tokens
 

@@ -221,7 +221,10 @@ _NEMO_MODELS: dict[str, Any] = {
     "LLAMA3-70B": "llama-3.1-70b", "LLAMA3_70B": "llama-3.1-70b", "LLAMA3.1_405B": "llama-3.1-405b",
     "Nemotron-8B": _nemotron("nemotron-8b", 4096, 32, 32, 32),
     "Nemotron-340B": _nemotron("nemotron-4-340b", 18432, 96, 8, 96),
-    "Llama3": "llama-3.1-70b"}
+    "Llama3": "llama-3.1-70b", "Qwen2.5": "qwen2.5-7b"}
+# AutoModel's rows name the model as "<family> <size>": the preset of each
+_AUTOMODEL_MODELS = {("Llama3", "70B"): "llama-3.1-70b", ("Llama3", "8B"): "llama-3.1-8b",
+                     ("Qwen2.5", "7B"): "qwen2.5-7b", ("Qwen2.5", "32B"): "qwen2.5-32b"}
 SQUAD_TOKENS = 256
 _NEMO_SOURCES = {"NeMo performance summary": "NeMo", "Megatron-Bridge performance summary": "Megatron-Bridge",
                  "NeMo AutoModel performance summary": "AutoModel"}
@@ -239,20 +242,26 @@ def nemo() -> list[PublishedCase]:
         if source is None or r["metric"] != "tokens_per_s_per_gpu":
             continue
         name = r["model"].split()[0]
+        model = (_AUTOMODEL_MODELS[(name, r["model"].split()[1])] if source == "AutoModel" else _NEMO_MODELS[name])
         task = re.search(r"task=(\w+)", r["notes"]).group(1)  # type: ignore[union-attr]
         vp = int(re.search(r"VP=(\d+)", r["notes"]).group(1))  # type: ignore[union-attr]
         gpus, tp, pp, cp = int(r["num_gpus"]), int(r["tp"]), int(r["pp"]), int(r["cp"])
         seq, mbs, gbs = int(r["seq_len"]), int(r["micro_batch"]), int(r["global_batch"])
         dp = gpus // (tp * pp * cp)
         megatron = source != "AutoModel"
-        req = _request(_NEMO_MODELS[name], "h100-sxm5-80gb", gpus, mbs=mbs, seq=seq, ga=max(1, gbs // (mbs * dp)),
-                       ckpt="none", sharding="zero1" if megatron else "none", tp=tp, pp=pp, cp=cp,
+        req = _request(model, "h100-sxm5-80gb", gpus, mbs=mbs, seq=seq, ga=max(1, gbs // (mbs * dp)),
+                       ckpt="full" if r["recompute"] == "full" else "none",
+                       sharding="zero1" if megatron else ("fsdp" if dp > 1 else "none"), tp=tp, pp=pp, cp=cp,
                        sp=tp > 1 and megatron,
                        vp=vp, framework="megatron" if megatron else "pytorch",
                        attention="flash" if megatron else "sdpa",
                        precision="fp8-mixed" if r["precision"].startswith("FP8") else "bf16-mixed")
         if task == "lora":
             req["training"]["method"] = "lora"
+        if task == "lora" and not megatron:
+            # AutoModel's LoRA recipes: PeftConfig(match_all_linear, dim 16, use_triton=True) on its own Llama / Qwen2
+            # with combined qkv_proj / gate_up_proj (the citation's config file): fused adapters
+            req["training"].update(lora_rank=16, lora_kernel="fused")
         if task == "lora" and megatron:
             # NeMo 1.x's default LoRA (megatron_gpt_finetuning_config.yaml: target_modules ['attention_qkv'],
             # adapter_dim 32) and Megatron-Bridge's LoRA perf recipe (peft.target_modules = ["linear_qkv"], dim 32)
@@ -262,7 +271,8 @@ def nemo() -> list[PublishedCase]:
             # a SQuAD prompt (context, question, answer: ~150 words) is ~256 tokens -- an assumption
             req["training"]["packed_document_tokens"] = SQUAD_TOKENS
         rel = re.search(r"release ([\d.]+)", r["notes"])
-        cid = f"{source.lower()}-{name.lower()}-{task}-g{gpus}-tp{tp}pp{pp}cp{cp}vp{vp}-gbs{gbs}"
+        tag = name.lower().replace(".", "") + (r["model"].split()[1].lower() if source == "AutoModel" else "")
+        cid = f"{source.lower()}-{tag}-{task}-g{gpus}-tp{tp}pp{pp}cp{cp}vp{vp}-gbs{gbs}"
         cid += f"-{rel.group(1)}" if rel else ""
         out.append(PublishedCase(cid, source, req, float(r["value"]), "h100-sxm5-80gb"))
     return out

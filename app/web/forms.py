@@ -75,6 +75,8 @@ LABELS: dict[str, tuple[str, str]] = {
                                                                          "one document per sequence")),
     "training.lora_dropout": (N_("LoRA dropout"), N_("peft lora_dropout, e.g. 0.05; each adapter then keeps a mask "
                                                      "and its own input copy")),
+    "training.lora_kernel": (N_("LoRA kernels"), N_("peft (one adapter per linear) or fused (NeMo AutoModel's triton "
+                                                    "LoRA, Megatron); empty: the framework's default; step time only")),
     "parallelism.tp_plan": (N_("Tensor-parallel plan"), N_("vocab-parallel (Megatron, torchtitan) or "
                                                            "replicated-embeddings (Hugging Face tp_plan=\"auto\", "
                                                            "accelerate, DeepSpeed AutoTP); empty: the framework's "

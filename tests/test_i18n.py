@@ -27,7 +27,7 @@ DGX320 = ("/estimate?model=llama-3.1-70b&training.method=full&training.activatio
 
 def _extracted() -> set[str]:
     method_map, options_map = parse_mapping_cfg(io.StringIO((ROOT / "babel.cfg").read_text()))
-    keywords = {"_": None, "gettext": None, "ngettext": (1, 2), "N_": None, "_gettext": None}
+    keywords = {"_": None, "gettext": None, "ngettext": (1, 2), "N_": None, "_gettext": None, "Text": None}
     found = set()
     for _filename, _lineno, message, _comments, _context in extract_from_dir(
             str(ROOT), method_map, options_map, keywords=keywords):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.messages import Message
+
 __all__ = ["CostResult", "CurvePoint", "InferenceResponse", "MemoryBudget", "SpeedResult"]
 
 
@@ -16,7 +18,7 @@ class MemoryBudget(_Frozen):
 
     total_bytes: int = Field(description="torch.cuda.mem_get_info() total")
     fraction: float = Field(description="gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction")
-    fraction_source: str
+    fraction_source: Message
     budget_bytes: int
     weights_bytes: int
     activation_peak_bytes: int = Field(description="torch peak increase of the profile run")
@@ -70,7 +72,7 @@ class CostResult(_Frozen):
     yearly_output_tokens: float
     yearly_input_tokens: float
     utilisation: float
-    source: str
+    source: Message
     price_date: str | None
     error_bar_pct: float
 
@@ -81,11 +83,11 @@ class InferenceResponse(_Frozen):
     gpu: str
     server: str | None
     starts: bool
-    errors: list[str] = Field(description="the engine's own start-up error when it will not start")
-    warnings: list[str]
+    errors: list[Message] = Field(description="the engine's own start-up error when it will not start")
+    warnings: list[Message]
     command: str
     memory: MemoryBudget
     speed: SpeedResult | None
     cost: CostResult | None
-    assumptions: list[str]
+    assumptions: list[Message]
     estimator_version: str

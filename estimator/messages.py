@@ -15,6 +15,7 @@ the reader's locale (``app/core/i18n.py``); the estimator itself knows nothing o
 - a parameter may be another ``Text`` (a clause), translated in its turn; any other value (a GPU name, an
   option id) is shown as it is;
 - :func:`join` strings messages together (a paragraph of sentences) and keeps each one translatable;
+  :func:`capitalized` upper-cases the first letter of one, in whatever language it is shown;
 - :func:`N_` marks a constant message where it is defined (``gettext_noop``); it is translated where it is shown.
 
 :data:`Message` is the type of a response field that holds one: a ``str`` in the JSON schema and on the wire,
@@ -29,7 +30,7 @@ from typing import Annotated, Any
 
 from pydantic import ValidatorFunctionWrapHandler, WrapValidator
 
-__all__ = ["N_", "Message", "Num", "Text", "join"]
+__all__ = ["N_", "Message", "Money", "Num", "Text", "capitalized", "join"]
 
 
 def N_(message: str) -> str:
@@ -62,31 +63,41 @@ class Money:
 class Text(str):
     """An English message that keeps its template and parameters (or, from :func:`join`, its parts)."""
 
-    __slots__ = ("params", "parts", "sep", "template")
+    __slots__ = ("params", "parts", "sep", "template", "upper_first")
     template: str
     params: dict[str, Any]
     parts: tuple[str, ...]
     sep: str
+    upper_first: bool
 
     def __new__(cls, template: str, /, **params: Any) -> Text:
         english = template % {k: str(v) for k, v in params.items()} if params else template
         self = super().__new__(cls, english)
-        self.template, self.params, self.parts, self.sep = template, params, (), ""
+        self.template, self.params, self.parts, self.sep, self.upper_first = template, params, (), "", False
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.template, self.params, self.parts, self.sep))
+        return (_rebuild, (self.template, self.params, self.parts, self.sep, self.upper_first))
 
 
-def _rebuild(template: str, params: dict[str, Any], parts: tuple[str, ...], sep: str) -> Text:
-    return join(parts, sep) if parts else Text(template, **params)
+def _rebuild(template: str, params: dict[str, Any], parts: tuple[str, ...], sep: str, upper_first: bool) -> Text:
+    if not parts:
+        return Text(template, **params)
+    return capitalized(join(parts, sep)) if upper_first else join(parts, sep)
 
 
 def join(parts: Iterable[str], sep: str = " ") -> Text:
     """``sep.join(parts)`` as one message whose parts are each translated."""
     kept = tuple(parts)
     self = str.__new__(Text, sep.join(kept))
-    self.template, self.params, self.parts, self.sep = "", {}, kept, sep
+    self.template, self.params, self.parts, self.sep, self.upper_first = "", {}, kept, sep, False
+    return self
+
+
+def capitalized(message: str) -> Text:
+    """``message`` with its first letter upper-case, in English and in the language it is shown in."""
+    self = str.__new__(Text, message[:1].upper() + message[1:])
+    self.template, self.params, self.parts, self.sep, self.upper_first = "", {}, (message,), "", True
     return self
 
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from estimator.errors import EstimatorError
 from estimator.layout import layout_or_none
 from estimator.memory import peak_total
-from estimator.messages import N_, Text, join
+from estimator.messages import N_, Text, capitalized, join
 from estimator.modelspec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
@@ -153,7 +153,7 @@ def _combine(levers: tuple[_Candidate, ...]) -> _Candidate | None:
             return None
         changes.update(lever)
     summary = join((name for name, _ in levers), N_(" and "))
-    return summary[0].upper() + summary[1:], changes
+    return capitalized(summary), changes
 
 
 def _candidates(req: EstimateRequest) -> tuple[_Candidate, ...]:

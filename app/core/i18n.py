@@ -80,14 +80,14 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     return str(_translations(locale).ngettext(singular, plural, n))
 
 
-def localize_number(text: str) -> str:
+def localize_number(text: object) -> str:
     """An English-formatted number (``1,157.5``) with the request's locale's separators (Babel's CLDR symbols:
     ``1.157,5`` in pt-BR); other characters are kept."""
     locale = _current.get()
     if locale == DEFAULT:
-        return text
+        return str(text)
     group, decimal = get_group_symbol(locale), get_decimal_symbol(locale)
-    return "".join(group if c == "," else decimal if c == "." else c for c in text)
+    return "".join(group if c == "," else decimal if c == "." else c for c in str(text))
 
 
 def _param(value: Any) -> str:
@@ -110,7 +110,9 @@ def translate(message: str) -> str:
         return str(message)
     if isinstance(message, Text):
         if message.parts:
-            return gettext(message.sep).join(translate(p) for p in message.parts)
+            sep = gettext(message.sep) if message.sep else ""
+            shown = sep.join(translate(p) for p in message.parts)
+            return shown[:1].upper() + shown[1:] if message.upper_first else shown
         template = gettext(message.template)
         return template % {k: _param(v) for k, v in message.params.items()} if message.params else template
     return gettext(message)

@@ -39,6 +39,7 @@ from app.web.forms import FormErrors, _build_model, _model_input, plain_message,
 from app.web.layout_suggestion import plan_vs_estimate
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
+from estimator.messages import Text
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
 from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
@@ -430,6 +431,14 @@ def result_context(form: PlanForm, response: PlanResponse, catalog: Catalog) -> 
     }
 
 
+def _answer_words(sentence: str) -> str:
+    """The answer without its hardware (shown in the row's first cell): the estimator's ``answer`` clause."""
+    if isinstance(sentence, Text) and "answer" in sentence.params:
+        return str(sentence.params["answer"]) if not isinstance(sentence.params["answer"], Text) else \
+            sentence.params["answer"]
+    return sentence.split(": ", 1)[-1]
+
+
 def reverse_context(reverse: ReverseResponse | None, catalog: Catalog) -> dict[str, Any]:
     """Rows of a reverse answer: per hardware option, its sentence and the plan to open in the estimator."""
     if reverse is None:
@@ -439,7 +448,7 @@ def reverse_context(reverse: ReverseResponse | None, catalog: Catalog) -> dict[s
     for item, sentence in zip(items, reverse.answers, strict=True):
         p: Plan | None = getattr(item, "plan", None)
         rows.append({"hardware": backend.server_name(catalog, item.server) if item.server
-                     else backend.gpu_name(catalog, item.gpu), "answer": sentence.split(": ", 1)[-1],
+                     else backend.gpu_name(catalog, item.gpu), "answer": _answer_words(sentence),
                      "url": "/estimate?" + request_to_query(p.request) if p is not None else None})
     title = QUESTION_LABELS[reverse.question][0]
     return {"reverse_rows": rows, "reverse_title": title}

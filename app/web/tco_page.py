@@ -25,7 +25,7 @@ from app.charts.tco import (
     tco_stacked_bar_figure,
     upgrade_payback_figure,
 )
-from app.core.i18n import N_, localize_number
+from app.core.i18n import N_, localize_number, translate
 from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.schemas.tco import DEFAULT_CANDIDATE, DEFAULT_CURRENT, UpgradeRequest, UpgradeResponse, UpgradeSide
@@ -305,7 +305,7 @@ def tco_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
     context["labels"] = {
         "server": _("Server"), "nodes": _("Servers (nodes)"), "server_price_usd": _("Server price"),
         "offer": _("Cloud offer"), "up.current": _("Upgrade from"), "up.candidate": _("Upgrade to"),
-        **{_PREFIX + r.name: _(r.description) for r in context["defaults"].values()},
+        **{_PREFIX + r.name: translate(r.description) for r in context["defaults"].values()},
     }
     ok = not context["errors"]
     if is_htmx(request):

@@ -159,6 +159,7 @@ templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
     datetime=datetime_, tr=translate, num_text=localize_number, web_url=web_url, rate=rate, count=count,
     money_range=money_range, percent=percent, money3=money3,
+    upper_first=lambda text: str(text)[:1].upper() + str(text)[1:],
 )
 
 

@@ -113,10 +113,11 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | Non
         items.append(_item(Text("GPU: %(gpu)s (no catalog server carries it)", gpu=gpu.name), gpu.id,
                            layout.world_size, price, _price_source(gpu, "price_usd_low")))
     if dimms is not None and not dimms.fixed:  # a fixed configuration's RAM is part of the server's price
-        items.append(_item(Text("System memory: %(dimms)s per node", dimms=dimms), _dimm_sku(dimms),
+        items.append(_item(Text("System memory: %(dimms)s per node", dimms=str(dimms)), _dimm_sku(dimms),
                            dimms.count * nodes, None, _RECOMMENDED))
     if nvme is not None:
-        items.append(_item(Text("NVMe: %(nvme)s per node", nvme=nvme), f"nvme-{nvme.size_tb:g}tb", nvme.count * nodes,
+        items.append(_item(Text("NVMe: %(nvme)s per node", nvme=str(nvme)), f"nvme-{nvme.size_tb:g}tb",
+                           nvme.count * nodes,
                            None, _RECOMMENDED))
     if nodes > 1:
         count = nic.count if nic else layout.gpus_per_node

@@ -59,9 +59,9 @@ def node_cost(catalog: Catalog, server_id: str, gpu_id: str, gpus: int, basis: s
         raise InvalidRequestError(f"no on-demand cloud price for {gpu_id} in the catalog", "cost.basis")
     o = offers[0]
     price = float(o.on_demand_usd_per_gpu_hour or 0.0)
-    return NodeCost("cloud", price * gpus, 1.0, Text("%(offer)s on demand, %(price)s/GPU-h",
-                                                     offer=f"{o.provider} {o.instance}", price=Money(price, ".2f")),
-                    o.date)
+    offer = f"{o.provider} {o.instance}"
+    return NodeCost("cloud", price * gpus, 1.0, Text("%(offer)s on demand, %(price)s/GPU-h", offer=offer,
+                                                     price=Money(price, ".2f")), o.date)
 
 
 def yearly_tokens(tokens_per_s: float, utilisation: float) -> float:

@@ -69,7 +69,7 @@ class TcoResponse(BaseModel):
     job: JobCost | None = Field(description="the job as costed (null without `job`)")
     runs: list[RunCost] = Field(description="the job's cost per run on each option, cheapest first")
     estimate: EstimateResponse | None = Field(description="the job's estimate on the owned servers")
-    notes: list[str] = Field(default_factory=list, description="what was left out, and why")
+    notes: list[Message] = Field(default_factory=list, description="what was left out, and why")
 
 
 class UpgradeSide(BaseModel):
@@ -129,4 +129,4 @@ class UpgradeResponse(BaseModel):
     horizon: UpgradeHorizon
     verdict: Message = Field(description="the answer in plain words (`answer.summary`)")
     assumptions: list[AssumptionRow]
-    notes: list[str] = Field(default_factory=list)
+    notes: list[Message] = Field(default_factory=list)

@@ -42,7 +42,7 @@ def test_pages_link_hashed_assets_served_immutable_and_gzipped(client: TestClien
         r = client.get(link, headers={"Accept-Encoding": "gzip"})
         assert r.status_code == 200, link
         assert r.headers["cache-control"] == IMMUTABLE
-    r = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate, br"})
+    r = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate"})
     assert r.headers["content-encoding"] == "gzip" and r.headers["vary"] == "Accept-Encoding"
     raw = (STATIC / PLOTLY_JS).read_bytes()
     assert r.content == raw  # httpx decodes; the body on the wire is smaller:
@@ -64,6 +64,23 @@ def test_etag_of_the_gzipped_body_revalidates(client: TestClient) -> None:
     assert etag.endswith('-gzip"')
     again = client.get("/static/css/app.css", headers={"Accept-Encoding": "gzip", "If-None-Match": etag})
     assert again.status_code == 304
+
+
+def test_brotli_when_accepted_smaller_than_gzip_and_revalidated(client: TestClient) -> None:
+    from app.web.assets import _encoded
+
+    raw = (STATIC / PLOTLY_JS).read_bytes()
+    _encoded(STATIC / PLOTLY_JS, "br")  # what precompress does at start-up for the large bundles
+    br = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate, br"})
+    gz = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate"})
+    assert br.headers["content-encoding"] == "br" and br.content == raw  # httpx decodes brotli
+    assert int(br.headers["content-length"]) < int(gz.headers["content-length"])
+    small = client.get("/static/css/app.css", headers={"Accept-Encoding": "br;q=1, gzip;q=0.5"})
+    assert small.headers["content-encoding"] == "br" and small.headers["etag"].endswith('-br"')
+    again = client.get("/static/css/app.css", headers={"Accept-Encoding": "br", "If-None-Match": small.headers["etag"]})
+    assert again.status_code == 304
+    refused = client.get("/static/css/app.css", headers={"Accept-Encoding": "br;q=0, gzip"})
+    assert refused.headers["content-encoding"] == "gzip"
 
 
 def test_no_gzip_when_not_accepted_or_binary(client: TestClient) -> None:

@@ -1,9 +1,11 @@
 """Page timings in a real browser: first paint of ``/estimate`` (and other chart pages) on a cold and a warm cache.
 
     PYTHONPATH=. .venv/bin/python benchmarks/page_speed.py --runs 5 [--json out.json] [--root OTHER_CHECKOUT]
+        [--lang pt-BR]
 
 ``--root`` serves another checkout of the app (an older commit, say, from ``git archive``) with this script,
 so a before/after comparison runs under the same machine load (run them alternately on a shared machine).
+``--lang`` sends that ``Accept-Language`` (``pt-BR``: the pages and the estimator's messages in Portuguese).
 
 The app runs under uvicorn in a subprocess on a free loopback port (throwaway SQLite); Debian's chromium
 (``/usr/bin/chromium``, as in the browser tests) is driven by Playwright. Every cold run is a fresh browser
@@ -91,7 +93,7 @@ def _measure(page: Any, url: str, has_chart: bool) -> dict[str, Any]:
     return dict(page.evaluate(_TIMINGS))
 
 
-def run(runs: int, root: Path = ROOT) -> dict[str, Any]:
+def run(runs: int, root: Path = ROOT, lang: str = "en") -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,14 +106,16 @@ def run(runs: int, root: Path = ROOT) -> dict[str, Any]:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 # one throwaway visit so the server's own first-request costs (imports, catalog) are not counted
-                warmup = browser.new_context()
+                headers = {"Accept-Language": lang}
+                warmup = browser.new_context(extra_http_headers=headers)
                 warmup.new_page().goto(base + PAGES["estimate"])
                 warmup.close()
                 for name, path in PAGES.items():
                     has_chart = name != "home"
                     cold, warm = [], []
                     for _ in range(runs):
-                        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                        context = browser.new_context(viewport={"width": 1400, "height": 1000},
+                                                      extra_http_headers=headers)
                         context.add_init_script(f"({_CHART_WATCH})()")
                         page = context.new_page()
                         cold.append(_measure(page, base + path, has_chart))
@@ -136,8 +140,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
+    parser.add_argument("--lang", default="en", help="the Accept-Language of every visit (en, pt-BR)")
     args = parser.parse_args()
-    result = run(args.runs, args.root.resolve())
+    result = run(args.runs, args.root.resolve(), args.lang)
     print(f"{'page':<9} {'cache':<5} {'FCP ms':>8} {'DCL ms':>8} {'load ms':>8} {'chart ms':>9} {'bytes':>10}")
     for name, by_cache in result.items():
         for cache, m in by_cache.items():

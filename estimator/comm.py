@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from estimator.messages import Num, Text
 from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
 
@@ -170,13 +171,15 @@ def network_warnings(gpu: Gpu, server: Server | None, num_nodes: int, gpus_per_n
     nics = node_nics(gpu, server, gpus_per_node)
     name = str(_field(server, "name", None) or _field(server, "id", "the server"))
     if nics.source == "frontend":
-        return [f"Multi-node: {name} lists no compute-fabric NICs, so the {num_nodes} nodes talk over its frontend "
-                f"NICs ({nics.gbits:g} Gb/s per node in all); inter-node communication will be very slow. Add "
-                "InfiniBand or RoCE NICs (one 200-400 Gb/s NIC per GPU is usual)."]
+        return [Text("Multi-node: %(server)s lists no compute-fabric NICs, so the %(nodes)s nodes talk over its "
+                     "frontend NICs (%(gbits)s Gb/s per node in all); inter-node communication will be very slow. "
+                     "Add InfiniBand or RoCE NICs (one 200-400 Gb/s NIC per GPU is usual).", server=name,
+                     nodes=num_nodes, gbits=Num(nics.gbits, "g"))]
     if nics.source == "assumed":
-        return [f"Multi-node: {name} lists no NICs; the step time assumes {nics.gbits:g} Gb/s per node "
-                f"({nics.gbits / gpus_per_node:g} Gb/s per GPU, DGX-class). Without such NICs inter-node "
-                "communication will be much slower."]
+        return [Text("Multi-node: %(server)s lists no NICs; the step time assumes %(gbits)s Gb/s per node "
+                     "(%(per_gpu)s Gb/s per GPU, DGX-class). Without such NICs inter-node communication will be "
+                     "much slower.", server=name, gbits=Num(nics.gbits, "g"),
+                     per_gpu=Num(nics.gbits / gpus_per_node, "g"))]
     return []
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo
+from estimator.messages import Message, Text
 from estimator.tco import TcoAssumptions, ownership_tco
 from estimator.tco.offers import (
     HYPERSCALERS,
@@ -106,7 +107,7 @@ class CostBasis(_Frozen):
     server_id: str | None = None
     utilisation: float | None = Field(default=None, description="own: the share of hours that do useful work")
     assumptions: list[str] = Field(default_factory=list)
-    flags: list[str] = Field(default_factory=list, description="why this option is priced differently, if it is")
+    flags: list[Message] = Field(default_factory=list, description="why this option is priced differently, if it is")
     priced_another_way: bool = Field(
         default=False,
         description="true when the chosen basis had no price and the "
@@ -365,9 +366,9 @@ def cost_of_run(basis: CostBasis, gpu_hours: float | None, fits: bool = True) ->
     total = basis.usd_per_gpu_hour * gpu_hours if gpu_hours is not None and fits else None
     flags = list(basis.flags)
     if not fits:
-        flags.append("Does not fit in GPU memory: no time or cost for this setup (see the suggestions).")
+        flags.append(Text("Does not fit in GPU memory: no time or cost for this setup (see the suggestions)."))
     if basis.confidence == "low":
-        flags.append(f"Low-confidence price ({basis.label}): treat the total as indicative.")
+        flags.append(Text("Low-confidence price (%(label)s): treat the total as indicative.", label=basis.label))
     return CostResult(
         **{**basis.model_dump(), "flags": flags},
         gpu_hours=gpu_hours if fits else None,

@@ -16,6 +16,7 @@ from estimator.host.sizing import host_result
 from estimator.layout import Layout, build_layout
 from estimator.memo import BoundedMemo
 from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
+from estimator.messages import N_, Num, Text, join
 from estimator.modelspec import CachedShape, ModelShape, resolve_model
 from estimator.optimizers import OPTIMIZERS
 from estimator.params import lora_params_per_layer
@@ -127,27 +128,29 @@ def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]
     """What of this set-up no H200 memory measurement covered (empty: a measured kind, see
     :func:`_measured_kind`)."""
     p, t = req.parallelism, req.training
-    out = []
-    for name, degree in (("pipeline", layout.pp), ("context", layout.cp), ("expert", layout.ep)):
+    out: list[str] = []
+    for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
+                         (N_("expert parallelism"), layout.ep)):
         if degree > 1:
-            out.append(f"{name} parallelism")
+            out.append(Text(name))
     if layout.tp > 1:
         if t.method != "full":
-            out.append(f"tensor parallelism with {t.method.upper()}")
+            out.append(Text("tensor parallelism with %(method)s", method=t.method.upper()))
         elif layout.dp > 1 and layout.sharding != "zero3":
-            out.append("tensor parallelism with data parallelism other than FSDP2")
+            out.append(Text("tensor parallelism with data parallelism other than FSDP2"))
         elif layout.tp_plan == "replicated-embeddings" and (layout.sequence_parallel or layout.dp > 1):
-            out.append("the replicated-embeddings TP plan with sequence parallelism or FSDP2")
+            out.append(Text("the replicated-embeddings TP plan with sequence parallelism or FSDP2"))
     if not (p.offload == "none" or (p.offload == "optimizer+params" and layout.sharding == "zero3")):
-        out.append(f"CPU offload \"{p.offload}\" with sharding {layout.sharding}")
+        out.append(Text("CPU offload \"%(offload)s\" with sharding %(sharding)s", offload=p.offload,
+                        sharding=layout.sharding))
     if p.framework != "pytorch":
-        out.append(f"the {p.framework} runtime")
+        out.append(Text("the %(framework)s runtime", framework=p.framework))
     if t.method == "qlora" and layout.world_size > 1:
-        out.append("QLoRA on several GPUs")
+        out.append(Text("QLoRA on several GPUs"))
     if t.optimizer not in _MEASURED_OPTIMIZERS:
-        out.append(f"the {t.optimizer} optimizer")
+        out.append(Text("the %(optimizer)s optimizer", optimizer=t.optimizer))
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
-        out.append(f"sharding {layout.sharding}")
+        out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
     return out
 
 
@@ -155,8 +158,8 @@ def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
     reasons = unmeasured_memory_reasons(req, layout)
     if not reasons:
         return []
-    return [f"Memory error bar: no H200 measurement covered {', '.join(reasons)}; the bar is at least "
-            f"{UNMEASURED_MEMORY_ERROR_PCT:.0f} % (docs/accuracy.md)."]
+    return [Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least %(pct)s %% "
+                 "(docs/accuracy.md).", what=join(reasons, ", "), pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f"))]
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:

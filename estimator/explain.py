@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from estimator.layout import Layout
+from estimator.messages import N_, Num, Text
 from estimator.modelspec import ModelShape
-from estimator.request import EstimateRequest
+from estimator.request import EstimateRequest, Parallelism, Training
 from estimator.response import MemoryResult, Suggestion
 
 __all__ = ["assumptions_for", "warnings_for"]
@@ -14,62 +15,89 @@ __all__ = ["assumptions_for", "warnings_for"]
 GIB = 1 << 30
 
 _PRECISION = {
-    "bf16-mixed": "fp32 trainable parameters, gradients and optimizer states; bf16 compute (autocast / FSDP "
-                  "MixedPrecisionPolicy)",
-    "bf16-true": "parameters, gradients and optimizer states all in bf16",
-    "fp32": "everything in fp32 (TF32 matmuls)",
-    "fp8-mixed": "as bf16-mixed, plus fp8 weight copies for the fp8 GEMMs (Transformer Engine)",
+    "bf16-mixed": N_("fp32 trainable parameters, gradients and optimizer states; bf16 compute (autocast / FSDP "
+                     "MixedPrecisionPolicy)"),
+    "bf16-true": N_("parameters, gradients and optimizer states all in bf16"),
+    "fp32": N_("everything in fp32 (TF32 matmuls)"),
+    "fp8-mixed": N_("as bf16-mixed, plus fp8 weight copies for the fp8 GEMMs (Transformer Engine)"),
 }
+
+
+def _layout_line(layout: Layout, framework: str) -> Text:
+    common = dict(world=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
+                  sharding=layout.sharding, group=layout.shard_group, framework=framework)
+    if layout.ep > 1:
+        return Text("Layout: %(world)s GPU(s) = dp %(dp)s x tp %(tp)s x pp %(pp)s x cp %(cp)s; sharding "
+                    "%(sharding)s over %(group)s rank(s) (routed experts: split over ep %(ep)s, sharded over "
+                    "%(egroup)s); framework %(framework)s.", ep=layout.ep, egroup=layout.expert_shard_group,
+                    **common)
+    return Text("Layout: %(world)s GPU(s) = dp %(dp)s x tp %(tp)s x pp %(pp)s x cp %(cp)s; sharding %(sharding)s "
+                "over %(group)s rank(s); framework %(framework)s.", **common)
+
+
+def _adapter_lines(t: Training) -> list[str]:
+    base = (Text("in NF4 with double quantization.") if t.method == "qlora"
+            else Text("in fp32.") if t.precision == "fp32" else Text("in bf16."))
+    adapters = Text("%(method)s: rank %(rank)s adapters on %(targets)s projections, fp32 adapter weights and "
+                    "states; frozen base %(base)s", method=t.method.upper(), rank=t.lora_rank,
+                    targets=t.lora_targets, base=base)
+    if t.lora_dropout > 0:
+        dropout = Text("LoRA dropout %(p)s: each adapted linear keeps its own dropout output and a 1-byte mask per "
+                       "element for backward (peft nn.Dropout per adapter).", p=Num(t.lora_dropout, "g"))
+    else:
+        dropout = Text("LoRA dropout %(p)s: no dropout modules (peft's default); set training.lora_dropout (e.g. "
+                       "0.05) if your recipe uses it: each adapted linear then keeps a mask and its own input "
+                       "copy.", p=Num(t.lora_dropout, "g"))
+    return [adapters, dropout]
+
+
+def _tp_line(layout: Layout, p: Parallelism) -> Text:
+    plan = layout.tp_plan
+    how = (Text("embedding, LM head and logits split over the tp ranks, vocabulary-parallel loss (Megatron-LM, "
+                "torchtitan).") if plan == "vocab-parallel" else
+           Text("decoder projections split, the input embedding whole on every rank with its gradient and "
+                "optimizer states, the LM head's output gathered and the loss on the full logits (Hugging Face "
+                "transformers tp_plan=\"auto\", accelerate, DeepSpeed AutoTP)."))
+    if p.tp_plan is not None:
+        return Text("Tensor-parallel plan %(plan)s: %(how)s", plan=plan, how=how)
+    return Text("Tensor-parallel plan %(plan)s (the %(framework)s default; set parallelism.tp_plan to change): "
+                "%(how)s", plan=plan, framework=p.framework, how=how)
 
 
 def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
     t, p = req.training, req.parallelism
-    out = [
-        f"Precision {t.precision}: {_PRECISION[t.precision]}.",
-        f"Optimizer {t.optimizer} ({t.optimizer_impl} implementation); states appear at the first step, so the "
-        "peak is that of the second and later steps.",
-        f"Attention: {t.attention}; activation checkpointing: {t.activation_checkpointing}.",
-        f"Layout: {layout.world_size} GPU(s) = dp {layout.dp} x tp {layout.tp} x pp {layout.pp} x cp {layout.cp}"
-        f"; sharding {layout.sharding} over {layout.shard_group} rank(s)"
-        + (f" (routed experts: split over ep {layout.ep}, sharded over {layout.expert_shard_group})"
-           if layout.ep > 1 else "") + f"; framework {p.framework}.",
-        "The loss upcasts logits to fp32 (Hugging Face ForCausalLMLoss); the logits item holds the fp32 "
-        "log-probabilities and their gradient at the start of backward.",
-        "Overhead: CUDA context, caching-allocator reserve/fragmentation"
-        + (" and NCCL buffers" if layout.world_size > 1 else "") + ", as measured on an H200.",
-        f"Capacity: {hw.gpu.name} total memory as nvidia-smi reports it ({hw.gpu.memory_bytes / GIB:.1f} GiB).",
+    out: list[str] = [
+        Text("Precision %(precision)s: %(what)s.", precision=t.precision, what=Text(_PRECISION[t.precision])),
+        Text("Optimizer %(optimizer)s (%(impl)s implementation); states appear at the first step, so the peak is "
+             "that of the second and later steps.", optimizer=t.optimizer, impl=t.optimizer_impl),
+        Text("Attention: %(attention)s; activation checkpointing: %(ckpt)s.", attention=t.attention,
+             ckpt=t.activation_checkpointing),
+        _layout_line(layout, p.framework),
+        Text("The loss upcasts logits to fp32 (Hugging Face ForCausalLMLoss); the logits item holds the fp32 "
+             "log-probabilities and their gradient at the start of backward."),
+        Text("Overhead: CUDA context, caching-allocator reserve/fragmentation and NCCL buffers, as measured on an "
+             "H200.") if layout.world_size > 1 else
+        Text("Overhead: CUDA context, caching-allocator reserve/fragmentation, as measured on an H200."),
+        Text("Capacity: %(gpu)s total memory as nvidia-smi reports it (%(gib)s GiB).", gpu=hw.gpu.name,
+             gib=Num(hw.gpu.memory_bytes / GIB, ".1f")),
     ]
     if t.method != "full":
-        out.append(f"{t.method.upper()}: rank {t.lora_rank} adapters on {t.lora_targets} projections, fp32 "
-                   "adapter weights and states; frozen base "
-                   + ("in NF4 with double quantization." if t.method == "qlora"
-                      else "in fp32." if t.precision == "fp32" else "in bf16."))
-        out.append(f"LoRA dropout {t.lora_dropout:g}: "
-                   + ("each adapted linear keeps its own dropout output and a 1-byte mask per element for "
-                      "backward (peft nn.Dropout per adapter)." if t.lora_dropout > 0 else
-                      "no dropout modules (peft's default); set training.lora_dropout (e.g. 0.05) if your "
-                      "recipe uses it: each adapted linear then keeps a mask and its own input copy."))
+        out += _adapter_lines(t)
     if layout.tp > 1:
-        plan = layout.tp_plan
-        given = "" if p.tp_plan is not None else f" (the {p.framework} default; set parallelism.tp_plan to change)"
-        out.append(f"Tensor-parallel plan {plan}{given}: "
-                   + ("embedding, LM head and logits split over the tp ranks, vocabulary-parallel loss "
-                      "(Megatron-LM, torchtitan)." if plan == "vocab-parallel" else
-                      "decoder projections split, the input embedding whole on every rank with its gradient "
-                      "and optimizer states, the LM head's output gathered and the loss on the full logits "
-                      "(Hugging Face transformers tp_plan=\"auto\", accelerate, DeepSpeed AutoTP)."))
+        out.append(_tp_line(layout, p))
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
-        out.append("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
-                   "the default): one more gradient copy.")
+        out.append(Text("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
+                        "the default): one more gradient copy."))
     return out
 
 
 def _way_out(ways_out: list[Suggestion]) -> str:
     if not ways_out:
-        return "No single change among checkpointing, sharding, offload, LoRA/QLoRA or more nodes makes it fit."
+        return Text("No single change among checkpointing, sharding, offload, LoRA/QLoRA or more nodes makes it fit.")
     best = ways_out[0]
-    verdict = "fits" if best.fits else "still does not fit"
-    return f"{best.summary}: {best.total_bytes / GIB:.1f} GiB per GPU, {verdict} (see suggestions)."
+    verdict = Text("fits") if best.fits else Text("still does not fit")
+    return Text("%(change)s: %(gib)s GiB per GPU, %(verdict)s (see suggestions).", change=best.summary,
+                gib=Num(best.total_bytes / GIB, ".1f"), verdict=verdict)
 
 
 def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult,
@@ -77,14 +105,15 @@ def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: An
     out: list[str] = []
     if not memory.fits:
         need = (memory.total_bytes - memory.capacity_bytes) / GIB
-        out.append(f"Does not fit: {need:.1f} GiB over the {memory.capacity_bytes / GIB:.1f} GiB of one "
-                   f"{hw.gpu.name}. {_way_out(ways_out or [])}")
+        out.append(Text("Does not fit: %(need)s GiB over the %(capacity)s GiB of one %(gpu)s. %(way_out)s",
+                        need=Num(need, ".1f"), capacity=Num(memory.capacity_bytes / GIB, ".1f"), gpu=hw.gpu.name,
+                        way_out=_way_out(ways_out or [])))
     elif memory.headroom_bytes < memory.total_bytes * memory.error_bar_pct / 100:
-        out.append("Fits, but the headroom is within the error bar: it may run out of memory.")
+        out.append(Text("Fits, but the headroom is within the error bar: it may run out of memory."))
     if layout.tp > layout.gpus_per_node:
-        out.append("Tensor parallelism spans nodes: its all-reduces run over the network and will be slow.")
+        out.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network and will be slow."))
     if req.training.attention == "eager" and req.training.seq_len >= 4096:
-        out.append("Eager attention stores the seq_len x seq_len score matrix; use flash/SDPA attention.")
+        out.append(Text("Eager attention stores the seq_len x seq_len score matrix; use flash/SDPA attention."))
     if layout.sharding == "none" and layout.dp > 1 and shape.total_params() > 3e9:
-        out.append("Plain DDP replicates all model states on every GPU; ZeRO/FSDP sharding saves memory.")
+        out.append(Text("Plain DDP replicates all model states on every GPU; ZeRO/FSDP sharding saves memory."))
     return out

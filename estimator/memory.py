@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
+from estimator.messages import N_
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
@@ -409,9 +410,10 @@ def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memo
         *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
 
 
-_RANKS = {"only": "every rank (identical)", "first": "first pipeline stage (embeddings, most micro-batches in "
-          "flight)", "middle": "second pipeline stage (most decoder layers of an uneven split)",
-          "last": "last pipeline stage (LM head and loss)"}
+_RANKS = {"only": N_("every rank (identical)"),
+          "first": N_("first pipeline stage (embeddings, most micro-batches in flight)"),
+          "middle": N_("second pipeline stage (most decoder layers of an uneven split)"),
+          "last": N_("last pipeline stage (LM head and loss)")}
 
 
 _StageStates = tuple[tuple[str, ParamPlacement, _States], ...]

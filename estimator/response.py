@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.cost import CostResult
+from estimator.messages import Message
 
 __all__ = [
     "EstimateResponse",
@@ -46,7 +47,7 @@ class MemoryResult(_Frozen):
     max_micro_batch_size: int = Field(description="largest micro-batch that fits, 0 if none")
     error_bar_pct: float
     peak_phase: str = Field(description="forward, backward or optimizer: when the peak happens")
-    busiest_rank: str = Field(description="which GPU is the busiest, in words")
+    busiest_rank: Message = Field(description="which GPU is the busiest, in words")
 
 
 class TimeResult(_Frozen):
@@ -87,21 +88,21 @@ class HostResult(_Frozen):
     network_bytes_per_s_per_node: float
     power_w_per_node: float
     fits_server: bool
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[Message] = Field(default_factory=list)
     recommended_ram_gib: int = 0
-    recommended_nics: str = ""
+    recommended_nics: Message = ""
     ram_peak_phase: str = ""
-    recommended_dimms: str = ""
-    recommended_nvme: str = ""
+    recommended_dimms: Message = ""
+    recommended_nvme: Message = ""
     checkpoint_bytes_per_node: int = 0
     checkpoint_target: str = ""
     dataset_bytes: int = 0
     network_bytes_per_step_per_node: int = 0
-    fabric: str = ""
+    fabric: Message = ""
     power_w_average: float = 0.0
     power_btu_per_h: float = 0.0
     nodes_per_rack: int = 0
-    notes: list[str] = Field(default_factory=list)
+    notes: list[Message] = Field(default_factory=list)
 
 
 class ModelSummary(_Frozen):
@@ -138,7 +139,7 @@ class LayoutSummary(_Frozen):
 class Suggestion(_Frozen):
     """One change to the request that does not fit: ``changes`` maps dotted request fields to new values."""
 
-    summary: str
+    summary: Message
     changes: dict[str, object]
     total_bytes: int = Field(description="per-GPU total (as nvidia-smi would show it) with the change")
     fits: bool
@@ -152,8 +153,8 @@ class EstimateResponse(_Frozen):
     train: TrainResult | None = None
     host: HostResult | None = None
     bill_of_materials: list[dict[str, object]] = Field(default_factory=list)
-    assumptions: list[str] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
+    assumptions: list[Message] = Field(default_factory=list)
+    warnings: list[Message] = Field(default_factory=list)
     suggestions: list[Suggestion] = Field(default_factory=list,
                                           description="when it does not fit: changes that would make it fit")
     estimator_version: str

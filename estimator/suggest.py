@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from estimator.errors import EstimatorError
 from estimator.layout import layout_or_none
 from estimator.memory import peak_total
+from estimator.messages import N_, Text, capitalized, join
 from estimator.modelspec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
@@ -127,20 +128,20 @@ def _levers(req: EstimateRequest) -> list[_Candidate]:
     t, p = req.training, req.parallelism
     out: list[_Candidate] = []
     if t.activation_checkpointing != "full":
-        out.append(("full activation checkpointing", {"training.activation_checkpointing": "full"}))
+        out.append((Text("full activation checkpointing"), {"training.activation_checkpointing": "full"}))
     if req.hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
-        out.append(("ZeRO-3 / FSDP sharding", {"parallelism.sharding": "zero3"}))
+        out.append((Text("ZeRO-3 / FSDP sharding"), {"parallelism.sharding": "zero3"}))
     if t.method != "qlora" and p.offload == "none" and (req.hardware.world_size > 1
                                                            or p.normalized_sharding in ("zero2", "zero3")):
-        out.append(("optimizer states offloaded to CPU memory", {"parallelism.offload": "optimizer"}))
+        out.append((Text("optimizer states offloaded to CPU memory"), {"parallelism.offload": "optimizer"}))
     if t.micro_batch_size > 1:
         gas = t.gradient_accumulation_steps * t.micro_batch_size
-        out.append((f"micro-batch 1 with {gas} accumulation steps (same global batch)",
+        out.append((Text("micro-batch 1 with %(gas)s accumulation steps (same global batch)", gas=gas),
                     {"training.micro_batch_size": 1, "training.gradient_accumulation_steps": gas}))
     if t.method == "full":
-        out.append(("LoRA adapters instead of a full fine-tune", {"training.method": "lora"}))
+        out.append((Text("LoRA adapters instead of a full fine-tune"), {"training.method": "lora"}))
     if t.method in ("full", "lora") and t.precision != "fp8-mixed":
-        out.append(("QLoRA (4-bit base)", {"training.method": "qlora", "parallelism.offload": "none"}))
+        out.append((Text("QLoRA (4-bit base)"), {"training.method": "qlora", "parallelism.offload": "none"}))
     return out
 
 
@@ -151,8 +152,8 @@ def _combine(levers: tuple[_Candidate, ...]) -> _Candidate | None:
         if not changes.keys().isdisjoint(lever):
             return None
         changes.update(lever)
-    summary = " and ".join(name for name, _ in levers)
-    return summary[0].upper() + summary[1:], changes
+    summary = join((name for name, _ in levers), N_(" and "))
+    return capitalized(summary), changes
 
 
 def _candidates(req: EstimateRequest) -> tuple[_Candidate, ...]:
@@ -198,7 +199,8 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections
         base = {"training.activation_checkpointing": "full"}
     nodes = req.hardware.num_nodes * 2
     while nodes <= MAX_NODES_TRIED:
-        summary = f"{nodes} nodes ({nodes * req.hardware.gpus_per_node} GPUs), sharded and checkpointed"
+        summary = Text("%(nodes)s nodes (%(gpus)s GPUs), sharded and checkpointed", nodes=nodes,
+                       gpus=nodes * req.hardware.gpus_per_node)
         trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
         if trial is not None and trial.fits:
             return trial

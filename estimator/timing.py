@@ -39,6 +39,7 @@ from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
 from estimator.memo import ObjectMemo
+from estimator.messages import Num, Text
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.params import ParamPlacement, place_params
@@ -638,25 +639,28 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]
     if time_kind_measured(req, layout, gid):
         return []
     p = req.parallelism
-    what = {"deepspeed": "DeepSpeed's kernels and schedule"}.get(p.framework, "")
-    if not what and p.framework == "pytorch" and layout.pp > 1:
-        what = "PyTorch pipeline parallelism (torch.distributed.pipelining)"
-    what = what or "this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)"
+    if p.framework == "deepspeed":
+        what = Text("DeepSpeed's kernels and schedule")
+    elif p.framework == "pytorch" and layout.pp > 1:
+        what = Text("PyTorch pipeline parallelism (torch.distributed.pipelining)")
+    else:
+        what = Text("this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)")
     bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len)
-    return [f"Step time: {what} was never checked against a measured or published step time; the efficiency "
-            f"of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
-            f"(+-{bar:g}%)."]
+    return [Text("Step time: %(what)s was never checked against a measured or published step time; the efficiency "
+                 "of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
+                 "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
 
 
 def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
     peak = _gpu_peak(gpu, req.training.precision) / 1e12
     name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
     if req.training.precision == "fp8-mixed":
-        return [f"MFU (fp8-mixed) is model FLOPs over the {name}'s dense fp8 peak ({peak:,.0f} TFLOP/s), not its "
-                "bf16 peak: it reads about half the bf16-based MFU of the same step time."]
+        return [Text("MFU (fp8-mixed) is model FLOPs over the %(gpu)s's dense fp8 peak (%(peak)s TFLOP/s), not its "
+                     "bf16 peak: it reads about half the bf16-based MFU of the same step time.", gpu=name,
+                     peak=Num(peak, ",.0f"))]
     kind = "TF32" if req.training.precision == "fp32" else "bf16"
-    return ["MFU is model FLOPs (matmuls and attention, forward and backward, no recomputation) over the "
-            f"{name}'s dense {kind} peak ({peak:,.0f} TFLOP/s)."]
+    return [Text("MFU is model FLOPs (matmuls and attention, forward and backward, no recomputation) over the "
+                 "%(gpu)s's dense %(kind)s peak (%(peak)s TFLOP/s).", gpu=name, kind=kind, peak=Num(peak, ",.0f"))]
 
 
 def _gpu_peak(gpu: GpuSpec, precision: str) -> float:

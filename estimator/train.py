@@ -29,6 +29,7 @@ from typing import Any
 from estimator.host.checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_options import host_defaults
 from estimator.layout import Layout
+from estimator.messages import Num, Text
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult, TrainResult
@@ -122,9 +123,10 @@ def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:
     tokens_per_step = layout.tokens_per_step(t)
     if t.train_tokens >= tokens_per_step:
         return []
-    return [f"One optimizer step takes {tokens_per_step:,.0f} tokens, more than the {t.train_tokens:,.0f}-token "
-            f"budget: time_to_train_s covers {t.train_tokens / tokens_per_step:.2g} of a step; lower the "
-            "micro-batch, accumulation or data-parallel size to train on the budget."]
+    return [Text("One optimizer step takes %(step)s tokens, more than the %(budget)s-token budget: time_to_train_s "
+                 "covers %(share)s of a step; lower the micro-batch, accumulation or data-parallel size to train "
+                 "on the budget.", step=Num(tokens_per_step, ",.0f"), budget=Num(t.train_tokens, ",.0f"),
+                 share=Num(t.train_tokens / tokens_per_step, ".2g"))]
 
 
 def with_host_checkpoint(train: TrainResult | None, host: Any) -> TrainResult | None:

@@ -42,7 +42,7 @@ def test_pages_link_hashed_assets_served_immutable_and_gzipped(client: TestClien
         r = client.get(link, headers={"Accept-Encoding": "gzip"})
         assert r.status_code == 200, link
         assert r.headers["cache-control"] == IMMUTABLE
-    r = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate, br"})
+    r = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate"})
     assert r.headers["content-encoding"] == "gzip" and r.headers["vary"] == "Accept-Encoding"
     raw = (STATIC / PLOTLY_JS).read_bytes()
     assert r.content == raw  # httpx decodes; the body on the wire is smaller:
@@ -64,6 +64,36 @@ def test_etag_of_the_gzipped_body_revalidates(client: TestClient) -> None:
     assert etag.endswith('-gzip"')
     again = client.get("/static/css/app.css", headers={"Accept-Encoding": "gzip", "If-None-Match": etag})
     assert again.status_code == 304
+
+
+def test_brotli_when_accepted_smaller_than_gzip_and_revalidated(client: TestClient) -> None:
+    from app.web.assets import _built
+
+    raw = (STATIC / PLOTLY_JS).read_bytes()
+    assert _built(STATIC / PLOTLY_JS) is not None, "scripts/precompress-static wrote the bundle's .br"
+    br = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate, br"})
+    gz = client.get(asset_url(PLOTLY_JS), headers={"Accept-Encoding": "gzip, deflate"})
+    assert br.headers["content-encoding"] == "br" and br.content == raw  # httpx decodes brotli
+    assert int(br.headers["content-length"]) < int(gz.headers["content-length"])
+    small = client.get("/static/css/app.css", headers={"Accept-Encoding": "br;q=1, gzip;q=0.5"})
+    assert small.headers["content-encoding"] == "br" and small.headers["etag"].endswith('-br"')
+    again = client.get("/static/css/app.css", headers={"Accept-Encoding": "br", "If-None-Match": small.headers["etag"]})
+    assert again.status_code == 304
+    refused = client.get("/static/css/app.css", headers={"Accept-Encoding": "br;q=0, gzip"})
+    assert refused.headers["content-encoding"] == "gzip"
+
+
+def test_a_stale_build_time_brotli_file_is_not_served(tmp_path: Path) -> None:
+    import brotli
+
+    from app.web.assets import _built
+
+    f = tmp_path / "big.js"
+    f.write_text("var a = 1;" * 100)
+    (tmp_path / "big.js.br").write_bytes(brotli.compress(b"var a = 2;"))
+    assert _built(f) is None
+    (tmp_path / "big.js.br").write_bytes(brotli.compress(f.read_bytes()))
+    assert brotli.decompress(_built(f) or b"") == f.read_bytes()
 
 
 def test_no_gzip_when_not_accepted_or_binary(client: TestClient) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from app.charts.style import base_layout
+from app.core.i18n import N_
+from app.core.i18n import gettext as _
 from estimator.planner.contract import Plan
 
 __all__ = ["GPU_COLORS", "Axes", "PlanPoint", "axes_for", "plan_points", "time_cost_figure"]
@@ -29,11 +31,11 @@ class Axes:
 
     @property
     def x_title(self) -> str:
-        return "time to train (hours)" if self.per_run else "step time (s)"
+        return _("time to train (hours)") if self.per_run else _("step time (s)")
 
     @property
     def y_title(self) -> str:
-        return "cost of the run (USD)" if self.per_run else "USD per million tokens"
+        return _("cost of the run (USD)") if self.per_run else _("USD per million tokens")
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def plan_points(plans: Sequence[Plan], axes: Axes | None = None) -> list[PlanPoi
 
 def time_cost_figure(
     plans: Sequence[Plan], gpu_names: dict[str, str] | None = None, objective: str = "time",
-    title: str = "Time vs cost of the ranked plans",
+    title: str = N_("Time vs cost of the ranked plans"),
 ) -> go.Figure | None:
     """One marker trace per GPU type, the Pareto front as a line through its points (fastest first) and the
     winner (rank 1) as a star; ``None`` when no plan has a cost."""
@@ -98,7 +100,7 @@ def time_cost_figure(
     front = sorted((pt for pt in points if pt.pareto), key=lambda pt: (pt.x, pt.y))
     if front:
         fig.add_trace(go.Scatter(
-            name="Pareto front", x=[pt.x for pt in front], y=[pt.y for pt in front],
+            name=_("Pareto front"), x=[pt.x for pt in front], y=[pt.y for pt in front],
             text=[pt.label for pt in front], customdata=[pt.rank for pt in front], mode="lines+markers",
             line={"color": FRONT_COLOR, "width": 2, "shape": "hv"},
             marker={"color": FRONT_COLOR, "size": 12, "symbol": "circle-open", "line": {"width": 2}},
@@ -107,12 +109,12 @@ def time_cost_figure(
     best = min(points, key=lambda pt: pt.rank)
     if best.rank == 1:
         fig.add_trace(go.Scatter(
-            name=f"Best ({'fastest' if objective == 'time' else 'cheapest'})", x=[best.x], y=[best.y],
+            name=_("Best (fastest)") if objective == "time" else _("Best (cheapest)"), x=[best.x], y=[best.y],
             text=[best.label], customdata=[best.rank], mode="markers",
             marker={"color": "#ffc000", "size": 18, "symbol": "star", "line": {"color": "#1d2430", "width": 1}},
             hovertemplate=hover,
         ))
-    layout = base_layout(title, height=420)
+    layout = base_layout(_(title), height=420)
     layout.update(
         xaxis={"title": {"text": axes.x_title}, "gridcolor": "#eee", "rangemode": "tozero"},
         yaxis={"title": {"text": axes.y_title}, "tickformat": "$,.2f" if not axes.per_run else "$,.0f",

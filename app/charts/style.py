@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import plotly.graph_objects as go
+from babel.numbers import get_decimal_symbol, get_group_symbol
+
+from app.core.i18n import DEFAULT, current
 
 __all__ = ["GIB", "MEMORY_COLORS", "base_layout", "compact", "figure_json"]
 
@@ -23,7 +26,9 @@ MEMORY_COLORS: dict[str, str] = {
 
 
 def base_layout(title: str, height: int) -> dict[str, Any]:
-    return {
+    """The common layout; in a locale other than English, Plotly's number separators follow it (``,.`` for
+    pt-BR: decimal comma, thousands dot), so axis ticks read like the page's numbers."""
+    layout = {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "height": height,
         "margin": {"l": 10, "r": 20, "t": 44, "b": 96},
@@ -34,6 +39,9 @@ def base_layout(title: str, height: int) -> dict[str, Any]:
                    "traceorder": "normal"},
         "hoverlabel": {"font": {"size": 12}},
     }
+    if current() != DEFAULT:
+        layout["separators"] = get_decimal_symbol(current()) + get_group_symbol(current())
+    return layout
 
 
 def figure_json(fig: go.Figure) -> str:

@@ -13,6 +13,8 @@ from typing import Literal
 import plotly.graph_objects as go
 
 from app.charts.style import base_layout
+from app.core.i18n import N_, localize_number, translate
+from app.core.i18n import gettext as _
 from estimator.tco import CumulativeCost, RunCost, TcoOption, UpgradeAnswer
 
 __all__ = [
@@ -28,40 +30,41 @@ SERIES_COLOURS = ("#1f4e79", "#c55a11", "#548235", "#7030a0", "#bf9000", "#2e75b
 
 #: (TcoOption field, legend name, colour) in stacking order
 COMPONENTS: tuple[tuple[str, str, str], ...] = (
-    ("capex_usd", "Capex", "#1f4e79"),
-    ("power_usd", "Power", "#c55a11"),
-    ("colocation_usd", "Colocation", "#bf9000"),
-    ("maintenance_usd", "Maintenance", "#7f7f7f"),
-    ("staff_usd", "Staff", "#9dc3e6"),
-    ("cloud_usd", "Cloud", "#2e75b6"),
+    ("capex_usd", N_("Capex"), "#1f4e79"),
+    ("power_usd", N_("Power"), "#c55a11"),
+    ("colocation_usd", N_("Colocation"), "#bf9000"),
+    ("maintenance_usd", N_("Maintenance"), "#7f7f7f"),
+    ("staff_usd", N_("Staff"), "#9dc3e6"),
+    ("cloud_usd", N_("Cloud"), "#2e75b6"),
 )
 
 KIND_STYLE: dict[str, tuple[str, str]] = {
-    "own": ("Own", "#1f4e79"),
-    "cloud-on-demand": ("Cloud on-demand", "#2e75b6"),
-    "cloud-reserved": ("Cloud reserved", "#9dc3e6"),
-    "cloud-capacity-block": ("Cloud capacity block", "#bf9000"),
+    "own": (N_("Own"), "#1f4e79"),
+    "cloud-on-demand": (N_("Cloud on-demand"), "#2e75b6"),
+    "cloud-reserved": (N_("Cloud reserved"), "#9dc3e6"),
+    "cloud-capacity-block": (N_("Cloud capacity block"), "#bf9000"),
 }
 
 
-def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = "Total cost of ownership") -> go.Figure:
+def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = N_("Total cost of ownership")) -> go.Figure:
     """One stacked bar per option; each stack sums to the option's ``total_usd``."""
-    labels = [o.label for o in options]
+    labels = [translate(o.label) for o in options]
     fig = go.Figure()
     for field, name, colour in COMPONENTS:
         values = [float(getattr(o, field)) for o in options]
         if any(values):
             fig.add_trace(
                 go.Bar(
-                    name=name,
+                    name=_(name),
                     x=labels,
                     y=values,
                     marker={"color": colour},
-                    hovertemplate=f"{name}: $%{{y:,.0f}}<extra>%{{x}}</extra>",
+                    hovertemplate=f"{_(name)}: $%{{y:,.0f}}<extra>%{{x}}</extra>",
                 )
             )
     years = options[0].years if options else 0
-    layout = base_layout(f"{title} over {years:g} years", height=420)
+    heading = _("%(title)s over %(years)s years") % {"title": _(title), "years": localize_number(f"{years:g}")}
+    layout = base_layout(heading, height=420)
     layout.update(
         barmode="stack",
         yaxis={"title": {"text": "USD"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
@@ -73,23 +76,24 @@ def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = "Total cos
 
 def cumulative_cost_figure(
     cumulative: CumulativeCost,
-    own_label: str = "Own",
-    cloud_label: str = "Cloud",
-    title: str = "Cumulative cost: own vs cloud",
+    own_label: str = N_("Own"),
+    cloud_label: str = N_("Cloud"),
+    title: str = N_("Cumulative cost: own vs cloud"),
 ) -> go.Figure:
     """Cumulative spend by month for owning and renting, with the break-even month marked."""
     months = list(cumulative.months)
     fig = go.Figure(
         [
-            go.Scatter(name=own_label, x=months, y=list(cumulative.own_usd), mode="lines", line={"color": "#1f4e79"}),
+            go.Scatter(name=_(own_label), x=months, y=list(cumulative.own_usd), mode="lines",
+                       line={"color": "#1f4e79"}),
             go.Scatter(
-                name=cloud_label, x=months, y=list(cumulative.cloud_usd), mode="lines", line={"color": "#2e75b6"}
+                name=_(cloud_label), x=months, y=list(cumulative.cloud_usd), mode="lines", line={"color": "#2e75b6"}
             ),
         ]
     )
-    layout = base_layout(title, height=380)
+    layout = base_layout(_(title), height=380)
     layout.update(
-        xaxis={"title": {"text": "months"}, "gridcolor": "#eee"},
+        xaxis={"title": {"text": _("months")}, "gridcolor": "#eee"},
         yaxis={"title": {"text": "USD"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
@@ -104,7 +108,7 @@ def _mark_break_even(fig: go.Figure, cumulative: CumulativeCost) -> None:
     value = cumulative.own_usd[month]
     fig.add_trace(
         go.Scatter(
-            name=f"Break-even (month {month})",
+            name=_("Break-even (month %(month)s)") % {"month": month},
             x=[month],
             y=[value],
             mode="markers",
@@ -119,7 +123,7 @@ def _scatter(name: str, group: Sequence[RunCost], colour: str, symbol: str = "ci
         name=name,
         x=[r.time_to_train_h for r in group],
         y=[r.cost_usd for r in group],
-        text=[r.label for r in group],
+        text=[translate(r.label) for r in group],
         mode="markers",
         marker={"color": colour, "size": 11, "symbol": symbol},
         hovertemplate="%{text}<br>%{x:.1f} h, $%{y:,.2f}<extra></extra>",
@@ -127,7 +131,7 @@ def _scatter(name: str, group: Sequence[RunCost], colour: str, symbol: str = "ci
 
 
 def cost_vs_time_figure(
-    runs: Sequence[RunCost], title: str = "Cost vs time to train", by: Literal["kind", "label"] = "kind"
+    runs: Sequence[RunCost], title: str = N_("Cost vs time to train"), by: Literal["kind", "label"] = "kind"
 ) -> go.Figure:
     """One point per option for the same job: time to train (hours) against cost per run (USD). ``by="kind"``
     groups the options into one trace per kind (own, on-demand, ...); ``by="label"`` gives each option (e.g. each
@@ -136,17 +140,17 @@ def cost_vs_time_figure(
     if by == "label":
         for i, run in enumerate(runs):
             symbol = "circle" if run.kind == "own" else "diamond"
-            fig.add_trace(_scatter(run.label, [run], SERIES_COLOURS[i % len(SERIES_COLOURS)], symbol))
+            fig.add_trace(_scatter(translate(run.label), [run], SERIES_COLOURS[i % len(SERIES_COLOURS)], symbol))
     else:
         for kind, (name, colour) in KIND_STYLE.items():
             group = [r for r in runs if r.kind == kind]
             if group:
-                fig.add_trace(_scatter(name, group, colour))
-    layout = base_layout(title, height=400)
+                fig.add_trace(_scatter(_(name), group, colour))
+    layout = base_layout(_(title), height=400)
     layout.update(
-        xaxis={"title": {"text": "time to train (hours)"}, "gridcolor": "#eee", "rangemode": "tozero"},
+        xaxis={"title": {"text": _("time to train (hours)")}, "gridcolor": "#eee", "rangemode": "tozero"},
         yaxis={
-            "title": {"text": "cost per run (USD)"},
+            "title": {"text": _("cost per run (USD)")},
             "tickformat": "$,.0f",
             "gridcolor": "#eee",
             "rangemode": "tozero",
@@ -180,16 +184,18 @@ def upgrade_payback_figure(u: UpgradeAnswer, name_a: str, name_b: str, title: st
     )
     life_runs = u.runs_per_year * u.life_years
     fig.add_vline(x=life_runs, line={"color": "#c55a11", "dash": "dash", "width": 1},
-                  annotation_text=f"end of {u.life_years:g}-year life", annotation_position="top left")
+                  annotation_text=_("end of %(years)s-year life") % {"years": localize_number(f"{u.life_years:g}")},
+                  annotation_position="top left")
     be = u.break_even_runs
     if be is not None and be > 0 and be <= runs[-1] and math.isfinite(be):
         cost = u.capex_b_usd + be * u.opex_per_run_b_usd
-        fig.add_trace(go.Scatter(name=f"Break-even ({be:,.0f} runs)", x=[be], y=[cost], mode="markers",
+        name = _("Break-even (%(runs)s runs)") % {"runs": localize_number(f"{be:,.0f}")}
+        fig.add_trace(go.Scatter(name=name, x=[be], y=[cost], mode="markers",
                                  marker={"color": "#c00000", "size": 10, "symbol": "diamond"}))
-    layout = base_layout(title or "Owned cost against runs of this job", height=380)
+    layout = base_layout(title or _("Owned cost against runs of this job"), height=380)
     layout.update(
-        xaxis={"title": {"text": "runs of this job"}, "gridcolor": "#eee", "rangemode": "tozero"},
-        yaxis={"title": {"text": "USD (capex + running cost)"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
+        xaxis={"title": {"text": _("runs of this job")}, "gridcolor": "#eee", "rangemode": "tozero"},
+        yaxis={"title": {"text": _("USD (capex + running cost)")}, "tickformat": "$,.0f", "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     return fig

@@ -4,10 +4,12 @@ The locale of a request is the ``capplan_lang`` cookie when it names a known one
 page header, ``GET /lang/{code}``), else the best match of ``Accept-Language`` (``babel.negotiate_locale``),
 else English. :func:`use_locale` (a dependency of every page) puts it in a context variable that
 :func:`gettext`, the Jinja2 i18n extension and the number filters read. Only the pages are translated: the
-API's problem ``detail`` and the estimator's own messages stay English (a stable contract).
+API's problem ``detail`` and the JSON (the estimator's messages included) stay English (a stable contract).
 
 Catalogs: ``app/locale/<locale>/LC_MESSAGES/messages.po``, read with ``babel.messages.pofile`` and compiled in
-memory on first use (no ``.mo`` to keep in step); ``babel.cfg`` at the repository root says where the messages
+memory on first use (no ``.mo`` to keep in step). The estimator's own messages (``estimator.messages.Text``:
+English, with their template and parameters) are shown with :func:`translate`: the template through the
+catalog, the numbers with the locale's separators. ``babel.cfg`` at the repository root says where the messages
 are extracted from and ``scripts/i18n-update`` re-extracts and merges them; ``tests/test_i18n.py`` fails on
 any extracted message without a pt-BR translation.
 """
@@ -18,16 +20,20 @@ import contextvars
 import io
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from babel import negotiate_locale
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
+from babel.numbers import format_currency, get_decimal_symbol, get_group_symbol
 from babel.support import NullTranslations, Translations
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 
-__all__ = ["COOKIE", "DEFAULT", "LOCALES", "N_", "current", "gettext", "negotiate", "ngettext", "router",
-           "use_locale"]
+from estimator.messages import Money, Num, Text
+
+__all__ = ["COOKIE", "DEFAULT", "LOCALES", "N_", "current", "gettext", "localize_number", "negotiate", "ngettext",
+           "router", "translate", "use_locale"]
 
 DEFAULT = "en"
 LOCALES: dict[str, str] = {"en": "English", "pt_BR": "Português (Brasil)"}
@@ -72,6 +78,44 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     if locale == DEFAULT:
         return singular if n == 1 else plural
     return str(_translations(locale).ngettext(singular, plural, n))
+
+
+def localize_number(text: object) -> str:
+    """An English-formatted number (``1,157.5``) with the request's locale's separators (Babel's CLDR symbols:
+    ``1.157,5`` in pt-BR); other characters are kept."""
+    locale = _current.get()
+    if locale == DEFAULT:
+        return str(text)
+    group, decimal = get_group_symbol(locale), get_decimal_symbol(locale)
+    return "".join(group if c == "," else decimal if c == "." else c for c in str(text))
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, Text):
+        return translate(value)
+    if isinstance(value, Num):
+        return localize_number(str(value))
+    if isinstance(value, Money):
+        digits = value.spec.rsplit(".", 1)[-1].rstrip("f") if "." in value.spec else "0"
+        pattern = "¤ #,##0" + ("." + "0" * int(digits or 0) if int(digits or 0) else "")
+        return str(format_currency(value.value, "USD", format=pattern, locale=_current.get(), currency_digits=False))
+    return str(value)
+
+
+def translate(message: str) -> str:
+    """A message in the request's locale: an estimator ``Text`` through its template (its parameters formatted
+    for the locale, clauses translated in turn), a joined one part by part, any other string as a catalog
+    message id (itself when the catalog does not have it)."""
+    if _current.get() == DEFAULT:
+        return str(message)
+    if isinstance(message, Text):
+        if message.parts:
+            sep = gettext(message.sep) if message.sep else ""
+            shown = sep.join(translate(p) for p in message.parts)
+            return shown[:1].upper() + shown[1:] if message.upper_first else shown
+        template = gettext(message.template)
+        return template % {k: _param(v) for k, v in message.params.items()} if message.params else template
+    return gettext(message)
 
 
 def _accept_language(header: str) -> list[str]:

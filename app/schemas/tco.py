@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator import EstimateRequest, EstimateResponse
+from estimator.messages import Message
 from estimator.rack import RackPlan
 from estimator.tco import AssumptionRow, JobCost, OwnVsCloud, RunCost, TcoAssumptions, TcoOption, UpgradeAnswer
 
@@ -68,7 +69,7 @@ class TcoResponse(BaseModel):
     job: JobCost | None = Field(description="the job as costed (null without `job`)")
     runs: list[RunCost] = Field(description="the job's cost per run on each option, cheapest first")
     estimate: EstimateResponse | None = Field(description="the job's estimate on the owned servers")
-    notes: list[str] = Field(default_factory=list, description="what was left out, and why")
+    notes: list[Message] = Field(default_factory=list, description="what was left out, and why")
 
 
 class UpgradeSide(BaseModel):
@@ -126,6 +127,6 @@ class UpgradeResponse(BaseModel):
     candidate: UpgradeSideResult
     answer: UpgradeAnswer = Field(description="time saved, cost difference per run, payback and the verdict")
     horizon: UpgradeHorizon
-    verdict: str = Field(description="the answer in plain words (`answer.summary`)")
+    verdict: Message = Field(description="the answer in plain words (`answer.summary`)")
     assumptions: list[AssumptionRow]
-    notes: list[str] = Field(default_factory=list)
+    notes: list[Message] = Field(default_factory=list)

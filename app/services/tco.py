@@ -25,6 +25,7 @@ from estimator import (
     UnknownHardwareError,
     estimate,
 )
+from estimator.messages import Num, Text
 from estimator.rack import btu_per_hour, node_power_at_load_w, plan_rack_for_server, racks_needed
 from estimator.tco import (
     MAX_TIME_TO_TRAIN_S,
@@ -144,7 +145,8 @@ def compute_tco(body: TcoRequest, catalog: Catalog) -> TcoResponse:
         raise _refield(exc) from exc
     notes += [note] if note else []
     if rack.plan.nodes_per_rack == 0:
-        notes.append(f"One node ({rack.plan.kw_per_node:,.1f} kW) does not fit a {a.rack_kw:g} kW rack.")
+        notes.append(Text("One node (%(kw)s kW) does not fit a %(rack)s kW rack.",
+                          kw=Num(rack.plan.kw_per_node, ",.1f"), rack=Num(a.rack_kw, "g")))
     return TcoResponse(server=body.server, num_nodes=body.num_nodes, catalog_version=str(catalog.version),
                        options=options, own_vs_cloud=versus, rack=rack, assumptions=assumption_table(a, catalog),
                        job=costed[0] if costed else None, runs=runs, estimate=costed[1] if costed else None,
@@ -181,12 +183,14 @@ def _side(body: UpgradeRequest, side: UpgradeSide, name: str, catalog: Catalog
 
 
 def _notes(current: UpgradeSideResult, candidate: UpgradeSideResult, answer: UpgradeAnswer) -> list[str]:
-    notes = [f"The job does not fit the GPU memory of {side.server_name}; its time is that of a layout that "
-             "does not run." for side in (current, candidate) if not side.fits]
-    notes += [f"{side.server_name} has no catalog price: {side.server_price_source}." for side in (current, candidate)
-              if side.server_price_estimated]
+    notes: list[str] = [Text("The job does not fit the GPU memory of %(server)s; its time is that of a layout that "
+                             "does not run.", server=side.server_name)
+                        for side in (current, candidate) if not side.fits]
+    notes += [Text("%(server)s has no catalog price: %(source)s.", server=side.server_name,
+                   source=side.server_price_source) for side in (current, candidate) if side.server_price_estimated]
     if answer.break_even_runs and not answer.pays_back_within_life:
-        notes.append(f"Buying the candidate does not pay back within the {answer.life_years:g}-year life.")
+        notes.append(Text("Buying the candidate does not pay back within the %(life)s-year life.",
+                          life=Num(answer.life_years, "g")))
     return notes
 
 

@@ -13,6 +13,7 @@ from app.charts.compare import metric_bar_figure
 from app.charts.memory import memory_figure
 from app.charts.style import figure_json
 from app.core.i18n import gettext as _
+from app.core.i18n import translate
 from app.deps import CatalogDep
 from app.schemas.compare import CompareOption
 from app.services.compare import common_basis, option_request
@@ -141,16 +142,18 @@ def _context(catalog: Catalog, params: Any) -> tuple[dict[str, Any], bool]:
 
 def _basis_words(basis: CostChoice) -> str:
     if basis.offer_id is not None:
-        return f"every option rented from the offer {basis.offer_id}"
+        return _("every option rented from the offer %(offer)s") % {"offer": basis.offer_id}
     if basis.basis == "own":
-        return "every option owned (purchase amortised over its life + power, colocation and support)"
-    return f"every option rented from the cheapest {basis.provider_class} {basis.pricing} offer of its GPU"
+        return _("every option owned (purchase amortised over its life + power, colocation and support)")
+    return _("every option rented from the cheapest %(provider)s %(pricing)s offer of its GPU") % {
+        "provider": basis.provider_class, "pricing": _(basis.pricing)}
 
 
 def _cost_flags(rows: list[Row]) -> list[str]:
     """Options priced another way than the comparison's basis, or not at all, and why."""
-    flags = [f"{r.label}: {r.cost.flags[0]}" for r in rows if r.cost is not None and r.cost.another_way]
-    flags += [f"{r.label}: {r.result.warnings[-1]}" for r in rows if r.result is not None and r.result.cost is None
+    flags = [f"{r.label}: {translate(r.cost.flags[0])}" for r in rows if r.cost is not None and r.cost.another_way]
+    flags += [f"{r.label}: {translate(r.result.warnings[-1])}" for r in rows
+              if r.result is not None and r.result.cost is None
               and r.result.warnings]
     return flags
 

@@ -29,7 +29,8 @@ from pydantic import ValidationError
 
 from app.charts.planner import axes_for, time_cost_figure
 from app.charts.style import figure_json
-from app.core.i18n import N_
+from app.core.i18n import N_, localize_number
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.services.budget import request_budget
 from app.web import backend
@@ -39,6 +40,7 @@ from app.web.layout_suggestion import plan_vs_estimate
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
 from estimator.cost import CostChoice
+from estimator.messages import Text
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
 from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
@@ -58,20 +60,20 @@ PRICINGS: tuple[str, ...] = get_args(Pricing)
 
 #: Form field -> (label, help). Names are paths into PlanRequest.
 FIELDS: dict[str, tuple[str, str]] = {
-    "model": ("Model", "Published model shapes; or paste a config.json below"),
-    "model_json": ("config.json", ""),
-    "training.method": ("Training method", ""),
-    "training.seq_len": ("Sequence length", "Tokens per sequence"),
-    "global_batch_size": ("Global batch", "Sequences per optimizer step; empty for about 1M tokens"),
-    "training.train_tokens": ("Tokens to train on", "e.g. 1e9; empty for per-step figures only"),
-    "objective": ("Optimise for", ""),
-    "pricing": ("Pricing", "Cloud on-demand, cloud reserved, or owned servers"),
-    "constraints.gpus": ("GPUs", "None ticked: every GPU with a price"),
-    "constraints.servers": ("Servers", "Ticked servers are searched besides the GPUs"),
-    "constraints.max_nodes": ("Max nodes", "1 to this many servers are searched"),
-    "constraints.budget_usd": ("Budget (USD)", "Cost of the whole run; needs tokens to train on"),
-    "constraints.deadline_days": ("Deadline (days)", "Time to train; needs tokens to train on"),
-    "question": ("Question", "Empty for ranked plans"),
+    "model": (N_("Model"), N_("Published model shapes; or paste a config.json below")),
+    "model_json": (N_("config.json"), ""),
+    "training.method": (N_("Training method"), ""),
+    "training.seq_len": (N_("Sequence length"), N_("Tokens per sequence")),
+    "global_batch_size": (N_("Global batch"), N_("Sequences per optimizer step; empty for about 1M tokens")),
+    "training.train_tokens": (N_("Tokens to train on"), N_("e.g. 1e9; empty for per-step figures only")),
+    "objective": (N_("Optimise for"), ""),
+    "pricing": (N_("Pricing"), N_("Cloud on-demand, cloud reserved, or owned servers")),
+    "constraints.gpus": (N_("GPUs"), N_("None ticked: every GPU with a price")),
+    "constraints.servers": (N_("Servers"), N_("Ticked servers are searched besides the GPUs")),
+    "constraints.max_nodes": (N_("Max nodes"), N_("1 to this many servers are searched")),
+    "constraints.budget_usd": (N_("Budget (USD)"), N_("Cost of the whole run; needs tokens to train on")),
+    "constraints.deadline_days": (N_("Deadline (days)"), N_("Time to train; needs tokens to train on")),
+    "question": (N_("Question"), N_("Empty for ranked plans")),
     "cost.utilisation": (N_("Utilisation (owned)"), N_("Share of hours doing useful work, 0.01 to 1; empty: the "
                                                        "TCO default")),
     "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh, owned)"), N_("Empty: the TCO default")),
@@ -82,9 +84,9 @@ FIELDS: dict[str, tuple[str, str]] = {
 COST_FIELDS = ("cost.utilisation", "cost.electricity_usd_per_kwh", "cost.pue", "cost.provider_class")
 PROVIDER_CLASSES: tuple[str, ...] = tuple(get_args(CostChoice.model_fields["provider_class"].annotation))
 QUESTION_LABELS: dict[str, tuple[str, str]] = {
-    "fewest-gpus": ("Fewest GPUs", "the smallest GPU and node count that runs this job"),
-    "largest-model": ("Largest model", "which models fit one node (or the pinned node count)"),
-    "longest-sequence": ("Longest sequence", "the longest sequence that fits one node"),
+    "fewest-gpus": (N_("Fewest GPUs"), N_("the smallest GPU and node count that runs this job")),
+    "largest-model": (N_("Largest model"), N_("which models fit one node (or the pinned node count)")),
+    "longest-sequence": (N_("Longest sequence"), N_("the longest sequence that fits one node")),
 }
 LIST_FIELDS = ("constraints.gpus", "constraints.servers")
 #: Shown when the parameter is absent (a first visit); an empty field that was sent means "none".
@@ -106,7 +108,7 @@ FORM_DEFAULTS: dict[str, str] = {
 
 _ROOT_ERRORS = (  # model-level validator messages -> (field, plain words)
     ("budget_usd and deadline_days", "training.train_tokens", "A budget or a deadline needs the tokens to train on"),
-    ("global_batch_tokens is less", "global_batch_size", "The global batch is less than one sequence"),
+    ("global_batch_tokens is less", "global_batch_size", N_("The global batch is less than one sequence")),
 )
 
 
@@ -124,20 +126,20 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("rank", "#"),
-    Column("layout", "Layout", numeric=False),
+    Column("layout", N_("Layout"), numeric=False),
     Column("gpu", "GPU", numeric=False),
-    Column("nodes", "Nodes"),
-    Column("sharding", "Sharding", numeric=False),
+    Column("nodes", N_("Nodes")),
+    Column("sharding", N_("Sharding"), numeric=False),
     Column("tp", "TP"),
     Column("pp", "PP"),
-    Column("mbs", "Micro-batch"),
-    Column("ckpt", "Checkpointing"),
-    Column("headroom", "Fits / headroom", first_dir="desc"),
-    Column("step", "Step time"),
-    Column("tps", "Tokens/s", first_dir="desc"),
+    Column("mbs", N_("Micro-batch")),
+    Column("ckpt", N_("Checkpointing")),
+    Column("headroom", N_("Fits / headroom"), first_dir="desc"),
+    Column("step", N_("Step time")),
+    Column("tps", N_("Tokens/s"), first_dir="desc"),
     Column("mfu", "MFU", first_dir="desc"),
-    Column("ttt", "Time to train"),
-    Column("cost", "Cost"),
+    Column("ttt", N_("Time to train")),
+    Column("cost", N_("Cost")),
 )
 COLUMN_KEYS = {c.key: c for c in COLUMNS}
 _CKPT_ORDER = {"none": 0, "selective": 1, "full": 2}
@@ -182,9 +184,10 @@ _PROGRESS_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 def progress_text(state: tuple[int, int] | None) -> str:
     if state is None or state[1] <= 0:
-        return "Searching layouts…"
+        return _("Searching layouts…")
     done, total = state
-    return f"Searching {total:,} layouts… {100 * done // total}%"
+    return _("Searching %(total)s layouts… %(pct)s%%") % {"total": localize_number(f"{total:,}"),
+                                                         "pct": 100 * done // total}
 
 
 # --- the form -------------------------------------------------------------------------------------------------
@@ -248,7 +251,7 @@ def _add_validation_errors(exc: ValidationError, form: PlanForm) -> None:
         if not loc:
             for needle, where, words in _ROOT_ERRORS:
                 if needle in message:
-                    name, message = where, words
+                    name, message = where, _(words)
                     break
         form.errors.add(name, message)
 
@@ -270,7 +273,8 @@ def _check_ids(form: PlanForm, catalog: Catalog) -> None:
                                                                            "server")):
         unknown = [v for v in form.values[name] if v not in known]
         if unknown:
-            form.errors.add(name, f"Unknown {what} {', '.join(repr(u) for u in unknown)}")
+            form.errors.add(name, _("Unknown %(what)s %(names)s") % {
+                "what": _(what), "names": ", ".join(repr(u) for u in unknown)})
 
 
 def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
@@ -289,7 +293,8 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
     direction = direction if direction in ("asc", "desc") else "asc"
     form = PlanForm(values, None, FormErrors(), sort, direction, _text(params, "from_estimate") or "")
     if values["question"] and values["question"] not in QUESTIONS:
-        form.errors.add("question", "Choose one of " + ", ".join(repr(q) for q in QUESTIONS))
+        form.errors.add("question", _("Choose one of %(names)s") % {
+            "names": ", ".join(repr(q) for q in QUESTIONS)})
     model_raw = _model_input(values, form.errors)
     _check_ids(form, catalog)
     if form.errors:
@@ -306,7 +311,7 @@ def parse_plan_form(params: Mapping[str, Any], catalog: Catalog) -> PlanForm:
         value = values[name]
         if name in ("model", "model_json") or value in ("", []):
             continue
-        head, _, tail = name.partition(".")
+        head, _sep, tail = name.partition(".")
         if tail:
             data[head][tail] = value
         else:
@@ -403,22 +408,22 @@ def export_blocks(p: Plan) -> list[ExportBlock]:
     e = p.exports
     blocks = []
     if e.deepspeed_config is not None:
-        blocks.append(ExportBlock("deepspeed", "DeepSpeed config", "ds_config.json",
+        blocks.append(ExportBlock("deepspeed", N_("DeepSpeed config"), "ds_config.json",
                                   json.dumps(e.deepspeed_config, indent=2)))
     if e.accelerate_config_yaml:
-        blocks.append(ExportBlock("accelerate", "accelerate config", "accelerate_config.yaml",
+        blocks.append(ExportBlock("accelerate", N_("accelerate config"), "accelerate_config.yaml",
                                   e.accelerate_config_yaml.rstrip()))
-    blocks.append(ExportBlock("torchrun", "torchrun command", "run on every node",
+    blocks.append(ExportBlock("torchrun", N_("torchrun command"), N_("run on every node"),
                               _shell_lines(e.torchrun_argv) if e.torchrun_argv else e.torchrun))
     if e.megatron_args:
-        blocks.append(ExportBlock("megatron", "Megatron-LM arguments", "pretrain_gpt.py arguments",
+        blocks.append(ExportBlock("megatron", N_("Megatron-LM arguments"), N_("pretrain_gpt.py arguments"),
                                   " \\\n".join(shlex.quote(a) for a in e.megatron_args)))
     if e.environment:
         lines = []
         for var in e.environment:
             line = f"export {var.name}={shlex.quote(var.value)}"
             lines.append(line if var.when == "always" else f"# only {var.when}:\n# {line}")
-        blocks.append(ExportBlock("nccl", "NCCL environment", "set on every node", "\n".join(lines)))
+        blocks.append(ExportBlock("nccl", N_("NCCL environment"), N_("set on every node"), "\n".join(lines)))
     return blocks
 
 
@@ -441,6 +446,14 @@ def result_context(form: PlanForm, response: PlanResponse, catalog: Catalog) -> 
     }
 
 
+def _answer_words(sentence: str) -> str:
+    """The answer without its hardware (shown in the row's first cell): the estimator's ``answer`` clause."""
+    if isinstance(sentence, Text) and "answer" in sentence.params:
+        return str(sentence.params["answer"]) if not isinstance(sentence.params["answer"], Text) else \
+            sentence.params["answer"]
+    return sentence.split(": ", 1)[-1]
+
+
 def reverse_context(reverse: ReverseResponse | None, catalog: Catalog) -> dict[str, Any]:
     """Rows of a reverse answer: per hardware option, its sentence and the plan to open in the estimator."""
     if reverse is None:
@@ -450,9 +463,9 @@ def reverse_context(reverse: ReverseResponse | None, catalog: Catalog) -> dict[s
     for item, sentence in zip(items, reverse.answers, strict=True):
         p: Plan | None = getattr(item, "plan", None)
         rows.append({"hardware": backend.server_name(catalog, item.server) if item.server
-                     else backend.gpu_name(catalog, item.gpu), "answer": sentence.split(": ", 1)[-1],
+                     else backend.gpu_name(catalog, item.gpu), "answer": _answer_words(sentence),
                      "url": "/estimate?" + request_to_query(p.request) if p is not None else None})
-    title, _ = QUESTION_LABELS[reverse.question]
+    title = QUESTION_LABELS[reverse.question][0]
     return {"reverse_rows": rows, "reverse_title": title}
 
 

@@ -25,6 +25,8 @@ from app.charts.tco import (
     tco_stacked_bar_figure,
     upgrade_payback_figure,
 )
+from app.core.i18n import N_, localize_number, translate
+from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.schemas.tco import DEFAULT_CANDIDATE, DEFAULT_CURRENT, UpgradeRequest, UpgradeResponse, UpgradeSide
 from app.services.tco import compute_upgrade, job_on_server, rack_for
@@ -33,6 +35,7 @@ from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimatorError
 from estimator.cost import CostChoice, choose_basis, offer_confidence
+from estimator.messages import Text
 from estimator.tco import (
     JobCost,
     RunCost,
@@ -65,7 +68,7 @@ _MAX_PRICE = 1e10
 REFERENCE_JOB = EstimateRequest.model_validate({
     "model": "llama-3.1-8b", "training": {"method": "full", "train_tokens": 1e9}, "parallelism": {"sharding": "zero3"},
 })
-REFERENCE_JOB_WORDS = "Llama 3.1 8B, full fine-tune, ZeRO-3, 1B tokens"
+REFERENCE_JOB_WORDS = N_("Llama 3.1 8B, full fine-tune, ZeRO-3, 1B tokens")
 
 #: one server per GPU generation for the cost-vs-time chart (the chosen server is added when it is not one)
 CHART_SERVERS = ("dell-xe9680-a100", "dell-xe9680-h100", "dell-xe9680-h200", "nvidia-dgx-b200")
@@ -132,16 +135,16 @@ def _number(form: TcoForm, name: str, raw: str, minimum: float, maximum: float) 
     try:
         value = float(raw)
     except ValueError:
-        form.errors[name] = "Enter a number"
+        form.errors[name] = _("Enter a number")
         return None
     if not math.isfinite(value):
-        form.errors[name] = "Enter a finite number"
+        form.errors[name] = _("Enter a finite number")
         return None
     if value < minimum:
-        form.errors[name] = f"Must be at least {minimum:g}"
+        form.errors[name] = _("Must be at least %(n)s") % {"n": localize_number(f"{minimum:g}")}
         return None
     if value > maximum:
-        form.errors[name] = f"Must be at most {maximum:g}"
+        form.errors[name] = _("Must be at most %(n)s") % {"n": localize_number(f"{maximum:g}")}
         return None
     return value
 
@@ -176,7 +179,8 @@ def _server_runs(catalog: Catalog, job: EstimateRequest, form: TcoForm, nodes: i
         name = catalog.servers[server_id].name
         try:
             job_cost = job_on_server(job, server_id, nodes, None, catalog, whole=True)[0]
-            runs.append(job_cost_owned(job_cost.model_copy(update={"label": f"own {nodes}x {name}"}), a, catalog))
+            label = Text("own %(nodes)sx %(server)s", nodes=nodes, server=name)
+            runs.append(job_cost_owned(job_cost.model_copy(update={"label": label}), a, catalog))
             rented, _notes = choose_basis(catalog, job_cost.gpu_id, None, choice=CostChoice(basis="rent"))
             offer = next((o for o in catalog.cloud_offers if rented and o.id == rented.offer_id), None)
             if offer is not None and all(r.offer_id != offer.id for r in runs):
@@ -191,7 +195,7 @@ def _upgrade(catalog: Catalog, form: TcoForm, job: EstimateRequest | None, nodes
     """The upgrade answer for the page's job (or the reference job): (answer, chart JSON, error)."""
     for name, value in (("up.current", form.up_current), ("up.candidate", form.up_candidate)):
         if value not in catalog.servers:
-            form.errors[name] = f"unknown server {value!r}"
+            form.errors[name] = _("unknown server %(id)r") % {"id": value}
             return None, None, None
     body = UpgradeRequest(job=job or REFERENCE_JOB, current=UpgradeSide(server=form.up_current, num_nodes=nodes),
                           candidate=UpgradeSide(server=form.up_candidate, num_nodes=nodes), assumptions=a)
@@ -199,8 +203,8 @@ def _upgrade(catalog: Catalog, form: TcoForm, job: EstimateRequest | None, nodes
         answer = compute_upgrade(body, catalog)
     except EstimatorError as exc:
         return None, None, exc.message
-    fig = upgrade_payback_figure(answer.answer, f"buy {answer.current.server_name}",
-                                 f"buy {answer.candidate.server_name}")
+    fig = upgrade_payback_figure(answer.answer, _("buy %(server)s") % {"server": answer.current.server_name},
+                                 _("buy %(server)s") % {"server": answer.candidate.server_name})
     return answer, figure_json(fig), None
 
 
@@ -209,9 +213,9 @@ def _compute(catalog: Catalog, form: TcoForm, job: EstimateRequest | None) -> di
     nodes = _number(form, "nodes", form.nodes, 1, _MAX_NODES)
     price = _number(form, "server_price_usd", form.server_price_usd, 0.01, _MAX_PRICE)
     if form.server not in catalog.servers:
-        form.errors["server"] = f"unknown server {form.server!r}"
+        form.errors["server"] = _("unknown server %(id)r") % {"id": form.server}
     elif form.offer and form.offer not in {o.value for o in _offers(catalog, form.server)}:
-        form.errors["offer"] = f"no cloud offer {form.offer!r} for this server's GPU"
+        form.errors["offer"] = _("no cloud offer %(id)r for this server's GPU") % {"id": form.offer}
     if form.errors or assumptions is None:
         return {}
     n = int(nodes or 1)
@@ -232,10 +236,11 @@ def _compute(catalog: Catalog, form: TcoForm, job: EstimateRequest | None) -> di
     figs = {"tco": figure_json(tco_stacked_bar_figure(options))}
     if versus is not None:
         figs["cumulative"] = figure_json(
-            cumulative_cost_figure(versus.cumulative, "Own", f"Rent ({_offer_label(catalog, versus)})"))
+            cumulative_cost_figure(versus.cumulative, _("Own"),
+                                   _("Rent (%(offer)s)") % {"offer": _offer_label(catalog, versus)}))
     if chart_runs:
         figs["runs"] = figure_json(cost_vs_time_figure(
-            chart_runs, "The same job on each GPU: cost per run vs time to train", by="label"))
+            chart_runs, _("The same job on each GPU: cost per run vs time to train"), by="label"))
     if upgrade_fig:
         figs["upgrade"] = upgrade_fig
     headline = _headline(catalog, versus, assumptions)
@@ -306,9 +311,9 @@ def tco_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
         "active": "tco", "charts": True,
     }
     context["labels"] = {
-        "server": "Server", "nodes": "Servers (nodes)", "server_price_usd": "Server price", "offer": "Cloud offer",
-        "up.current": "Upgrade from", "up.candidate": "Upgrade to",
-        **{_PREFIX + r.name: r.description for r in context["defaults"].values()},
+        "server": _("Server"), "nodes": _("Servers (nodes)"), "server_price_usd": _("Server price"),
+        "offer": _("Cloud offer"), "up.current": _("Upgrade from"), "up.candidate": _("Upgrade to"),
+        **{_PREFIX + r.name: translate(r.description) for r in context["defaults"].values()},
     }
     ok = not context["errors"]
     if is_htmx(request):

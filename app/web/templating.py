@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from babel.dates import format_date, format_time
-from babel.numbers import format_currency, get_decimal_symbol, get_group_symbol
+from babel.numbers import format_currency
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
 from app.core.i18n import DEFAULT as DEFAULT_LOCALE
-from app.core.i18n import LOCALES, N_
+from app.core.i18n import LOCALES, N_, localize_number, translate
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _gettext
 from app.core.i18n import ngettext as _ngettext
@@ -41,14 +41,11 @@ NAV = [
 ]
 
 
-def _loc(text: str) -> str:
-    """An English-formatted number (``1,157.5``) in the request's locale's separators (Babel's CLDR symbols:
-    ``1.157,5`` in pt-BR); English text is returned as it is."""
-    locale = current_locale()
-    if locale == DEFAULT_LOCALE:
-        return text
-    group, decimal = get_group_symbol(locale), get_decimal_symbol(locale)
-    return "".join(group if c == "," else decimal if c == "." else c for c in text)
+_loc = localize_number
+
+#: a TCO option's kind (``estimator.tco`` OptionKind) for people
+OPTION_KINDS = {"own": N_("own"), "cloud-on-demand": N_("cloud on-demand"), "cloud-reserved": N_("cloud reserved"),
+                "cloud-capacity-block": N_("cloud capacity block")}
 
 
 def _na() -> str:
@@ -143,14 +140,26 @@ def money(value: float | None, currency: str = "USD") -> str:
     return _en_money(value, currency)
 
 
+def money3(value: float | None) -> str:
+    """A price per million tokens to a tenth of a cent: ``$0.123`` (``US$ 0,123`` in pt-BR)."""
+    if value is None:
+        return _na()
+    locale = current_locale()
+    if locale == DEFAULT_LOCALE:
+        return f"${value:.3f}"
+    return str(format_currency(value, "USD", format="¤ #,##0.000", locale=locale, currency_digits=False))
+
+
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.add_extension("jinja2.ext.i18n")
 templates.env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # type: ignore[attr-defined]
-templates.env.globals.update(PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url, LOCALES=LOCALES,
-                             current_locale=current_locale)
+templates.env.globals.update(KINDS=OPTION_KINDS, PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url,
+                             LOCALES=LOCALES, current_locale=current_locale)
 templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
-    datetime=datetime_, web_url=web_url, rate=rate, count=count, money_range=money_range, percent=percent,
+    datetime=datetime_, tr=translate, num_text=localize_number, web_url=web_url, rate=rate, count=count,
+    money_range=money_range, percent=percent, money3=money3,
+    upper_first=lambda text: str(text)[:1].upper() + str(text)[1:],
 )
 
 

@@ -30,6 +30,7 @@ from estimator.host.sizing import (
 from estimator.host_options import host_defaults
 from estimator.layout import Layout
 from estimator.memo import ObjectMemo
+from estimator.messages import Num, Text
 from estimator.request import EstimateRequest
 from estimator.response import HostResult
 from hardware_catalog import Catalog, Gpu, Server
@@ -37,6 +38,9 @@ from hardware_catalog import Catalog, Gpu, Server
 __all__ = ["bill_of_materials", "choose_server", "switch_counts"]
 
 Item = dict[str, object]
+
+
+_RECOMMENDED = Text("recommended by host sizing; no catalog price")
 
 
 def _item(item: str, sku: str, quantity: int, price: float | None, source: str) -> Item:
@@ -105,38 +109,45 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | Non
     dimms, nvme, nic = _configs(layout, chosen, catalog, host, sizing)
     items: list[Item] = []
     if chosen is not None:
-        label = f"{chosen.name}" + (" (suggested: the request names no server)" if server is None else "")
+        suggested = " (suggested: the request names no server)" if server is None else ""
         if dimms is not None and dimms.fixed:
-            label += f", with its {dimms.total_gib:,} GiB {dimms.memory_type} system memory"
-        items.append(_item(f"Server: {label}", chosen.id, nodes, chosen.price_usd,
-                           _price_source(chosen, "price_usd")))
+            label = Text("Server: %(server)s%(suggested)s, with its %(gib)s GiB %(type)s system memory",
+                         server=chosen.name, suggested=Text(suggested) if suggested else "",
+                         gib=Num(dimms.total_gib, ","), type=dimms.memory_type)
+        else:
+            label = Text("Server: %(server)s%(suggested)s", server=chosen.name,
+                         suggested=Text(suggested) if suggested else "")
+        items.append(_item(label, chosen.id, nodes, chosen.price_usd, _price_source(chosen, "price_usd")))
     elif gpu is not None:
         price = getattr(gpu, "price_usd_mid", None)
-        items.append(_item(f"GPU: {gpu.name} (no catalog server carries it)", gpu.id, layout.world_size, price,
-                           _price_source(gpu, "price_usd_low")))
+        items.append(_item(Text("GPU: %(gpu)s (no catalog server carries it)", gpu=gpu.name), gpu.id,
+                           layout.world_size, price, _price_source(gpu, "price_usd_low")))
     if dimms is not None and not dimms.fixed:  # a fixed configuration's RAM is part of the server's price
-        items.append(_item(f"System memory: {dimms} per node", _dimm_sku(dimms), dimms.count * nodes,
-                           None, "recommended by host sizing; no catalog price"))
+        items.append(_item(Text("System memory: %(dimms)s per node", dimms=str(dimms)), _dimm_sku(dimms),
+                           dimms.count * nodes, None, _RECOMMENDED))
     if nvme is not None:
-        items.append(_item(f"NVMe: {nvme} per node", f"nvme-{nvme.size_tb:g}tb", nvme.count * nodes, None,
-                           "recommended by host sizing; no catalog price"))
+        items.append(_item(Text("NVMe: %(nvme)s per node", nvme=str(nvme)), f"nvme-{nvme.size_tb:g}tb",
+                           nvme.count * nodes,
+                           None, _RECOMMENDED))
     if nodes > 1:
         count = nic.count if nic else layout.gpus_per_node
         gbps = nic.gbps if nic else 400
-        fabric = {400: "InfiniBand NDR or 400 GbE RoCE", 800: "InfiniBand XDR or 800 GbE",
-                  200: "InfiniBand HDR or 200 GbE RoCE"}.get(gbps, f"{gbps} GbE")
-        items.append(_item(f"GPU-fabric NIC: {gbps} Gb/s ({fabric}), {count} per node", f"nic-{gbps}g",
-                           count * nodes, None, "recommended by host sizing; no catalog price"))
+        fabric = {400: Text("InfiniBand NDR or 400 GbE RoCE"), 800: Text("InfiniBand XDR or 800 GbE"),
+                  200: Text("InfiniBand HDR or 200 GbE RoCE")}.get(gbps, f"{gbps} GbE")
+        items.append(_item(Text("GPU-fabric NIC: %(gbps)s Gb/s (%(fabric)s), %(count)s per node", gbps=gbps,
+                                fabric=fabric, count=count), f"nic-{gbps}g", count * nodes, None, _RECOMMENDED))
         ports = count * nodes
         leaves, spines = switch_counts(ports)
         radix = int(host_defaults().num("network", "switch_ports_400g"))
         src = host_defaults().source("network", "switch_ports_400g")
-        items.append(_item(f"Leaf switch: {radix}-port 400 Gb/s", f"switch-{radix}x400g", leaves, None, src))
+        items.append(_item(Text("Leaf switch: %(radix)s-port 400 Gb/s", radix=radix), f"switch-{radix}x400g",
+                           leaves, None, src))
         if spines:
-            items.append(_item(f"Spine switch: {radix}-port 400 Gb/s", f"switch-{radix}x400g", spines, None, src))
+            items.append(_item(Text("Spine switch: %(radix)s-port 400 Gb/s", radix=radix), f"switch-{radix}x400g",
+                               spines, None, src))
         uplinks = leaves * (radix // 2) if spines else 0
-        items.append(_item("Cables / transceivers (node-to-leaf and leaf-to-spine links)", "cable-400g",
-                           ports + uplinks, None, "one per link; no catalog price"))
+        items.append(_item(Text("Cables / transceivers (node-to-leaf and leaf-to-spine links)"), "cable-400g",
+                           ports + uplinks, None, Text("one per link; no catalog price")))
     return items
 
 

@@ -28,6 +28,7 @@ from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
 from estimator.memo import ObjectMemo
+from estimator.messages import Num, Text, join
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
@@ -65,8 +66,10 @@ class DimmConfig:
 
     def __str__(self) -> str:
         if self.fixed:
-            return f"{self.total_gib} GiB {self.memory_type} (fixed configuration of the server)"
-        return f"{self.count}x {self.size_gib} GB {self.memory_type} RDIMM ({self.total_gib} GiB)"
+            return Text("%(total)s GiB %(type)s (fixed configuration of the server)", total=self.total_gib,
+                        type=self.memory_type)
+        return Text("%(count)sx %(size)s GB %(type)s RDIMM (%(total)s GiB)", count=self.count, size=self.size_gib,
+                    type=self.memory_type, total=self.total_gib)
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,15 @@ class RamLimit:
         return need_bytes <= self.bytes
 
     def describe(self) -> str:
-        gib = self.bytes / GIB
+        gib = Num(self.bytes / GIB, ",.0f")
         if self.known:
-            what = "ships with" if self.fixed else "takes at most"
-            return f"the {self.server_name} {what} {gib:,.0f} GiB"
-        where = f"the catalog has no RAM maximum for the {self.server_name}" if self.server_name else \
-            "no server is chosen"
-        return f"{where}; the default ceiling is {gib:,.0f} GiB, 32x 128 GB, the largest common 2-socket configuration"
+            if self.fixed:
+                return Text("the %(server)s ships with %(gib)s GiB", server=self.server_name, gib=gib)
+            return Text("the %(server)s takes at most %(gib)s GiB", server=self.server_name, gib=gib)
+        where = Text("the catalog has no RAM maximum for the %(server)s", server=self.server_name) \
+            if self.server_name else Text("no server is chosen")
+        return Text("%(where)s; the default ceiling is %(gib)s GiB, 32x 128 GB, the largest common 2-socket "
+                    "configuration", where=where, gib=gib)
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class NvmeConfig:
         return int(self.count * self.size_tb * TB)
 
     def __str__(self) -> str:
-        return f"{self.count}x {self.size_tb:g} TB NVMe"
+        return Text("%(count)sx %(tb)s TB NVMe", count=self.count, tb=Num(self.size_tb, "g"))
 
 
 @dataclass(frozen=True)
@@ -219,7 +224,7 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     if peak <= 0:
         peak = 300.0
     compute = flops / (layout.world_size * peak * 1e12 * d.num("network", "fallback_mfu"))
-    return compute, compute, f"{d.num('network', 'fallback_mfu'):.0%} MFU (no step-time model)"
+    return compute, compute, Text("%(mfu)s MFU (no step-time model)", mfu=Num(d.num("network", "fallback_mfu"), ".0%"))
 
 
 # -------------------------------------------------------------------------------------------------------- RAM
@@ -388,27 +393,29 @@ def _nic_options(gpus_per_node: int, pcie_gen: int) -> tuple[NicConfig, ...]:
 def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, utilisation: float,
                  nics: NicConfig | None) -> str:
     if layout.num_nodes <= 1:
-        return "Single node: no inter-node fabric is needed for training (NVLink inside the node)."
+        return Text("Single node: no inter-node fabric is needed for training (NVLink inside the node).")
     d = host_defaults()
     ports = layout.num_nodes * (nics.count if nics else layout.gpus_per_node)
     switch_ports = int(d.num("network", "switch_ports_400g"))
-    parts = []
+    parts: list[str] = []
     if traffic.latency_sensitive:
-        parts.append("Tensor, context or expert parallelism crosses nodes: many small blocking messages, so "
-                     "InfiniBand NDR's lower latency and adaptive routing matter; prefer it over RoCE.")
+        parts.append(Text("Tensor, context or expert parallelism crosses nodes: many small blocking messages, so "
+                          "InfiniBand NDR's lower latency and adaptive routing matter; prefer it over RoCE."))
     allreduce = sum(v for k, v in traffic.by_kind.items() if "all-reduce" in k)
     if allreduce > 0.5 * traffic.bytes_per_step_per_node and utilisation > 0.5:
-        parts.append("Gradient all-reduce dominates and the links are busy: InfiniBand NDR with SHARP in-network "
-                     "reduction moves (n-1)/(n+1) instead of 2(n-1)/n of the buffer (nccl-tests "
-                     "PERFORMANCE.md), about half; RoCE has no equivalent.")
+        parts.append(Text("Gradient all-reduce dominates and the links are busy: InfiniBand NDR with SHARP "
+                          "in-network reduction moves (n-1)/(n+1) instead of 2(n-1)/n of the buffer (nccl-tests "
+                          "PERFORMANCE.md), about half; RoCE has no equivalent."))
     if ports > switch_ports:
-        parts.append(f"{ports} NIC ports need more than one {switch_ports}-port switch (a leaf-spine fabric): "
-                     "congestion control and adaptive routing matter; InfiniBand NDR, or a tuned RoCE fabric "
-                     "(Llama 3 trained on both, arXiv 2407.21783 Sec. 3.3.1).")
+        parts.append(Text("%(ports)s NIC ports need more than one %(switch)s-port switch (a leaf-spine fabric): "
+                          "congestion control and adaptive routing matter; InfiniBand NDR, or a tuned RoCE fabric "
+                          "(Llama 3 trained on both, arXiv 2407.21783 Sec. 3.3.1).", ports=ports,
+                          switch=switch_ports))
     if not parts:
-        parts.append(f"400 GbE RoCE and InfiniBand NDR are equivalent here (400 Gb/s per port either way); the "
-                     f"step uses about {utilisation:.0%} of the recommended NICs' budget.")
-    return " ".join(parts)
+        parts.append(Text("400 GbE RoCE and InfiniBand NDR are equivalent here (400 Gb/s per port either way); "
+                          "the step uses about %(share)s of the recommended NICs' budget.",
+                          share=Num(utilisation, ".0%")))
+    return join(parts)
 
 
 # --------------------------------------------------------------------------------------------------- power
@@ -417,7 +424,7 @@ def _power(layout: Layout, gpu: Gpu, server: Server | None) -> tuple[float, floa
     ratio = d.num("power", "server_watts_per_gpu_tdp")
     peak = node_peak_power_w(gpu, server, layout.gpus_per_node, ratio)  # estimator.rack, shared with the TCO
     source = "catalog max_power_kw" if _attr(server, "max_power_kw", default=None) else \
-        f"{ratio} x GPU TDP (DGX H100 ratio)"
+        Text("%(ratio)s x GPU TDP (DGX H100 ratio)", ratio=ratio)
     return peak, peak * d.num("power", "average_draw_fraction"), source
 
 
@@ -504,28 +511,29 @@ def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu
     ram_fits = limit.fits(ram.per_node)
     warnings, notes = out.warnings, out.notes
     if not ram_fits:
-        warnings.append(f"Host RAM: the node needs {ram.per_node / GIB:,.0f} GiB, more than it can hold "
-                        f"({limit.describe()}). Offload less, shard over more nodes, or load the model on the meta "
-                        "device.")
+        warnings.append(Text("Host RAM: the node needs %(gib)s GiB, more than it can hold (%(limit)s). Offload "
+                             "less, shard over more nodes, or load the model on the meta device.",
+                             gib=Num(ram.per_node / GIB, ",.0f"), limit=limit.describe()))
     else:
         if not limit.known:
-            warnings.append(f"Host RAM: {limit.describe()}; check the {ram.per_node / GIB:,.0f} GiB per node "
-                            "against the server's specification.")
+            warnings.append(Text("Host RAM: %(limit)s; check the %(gib)s GiB per node against the server's "
+                                 "specification.", limit=limit.describe(), gib=Num(ram.per_node / GIB, ",.0f")))
         if dimms is None:
             headroom = host_defaults().num("ram", "headroom_fraction")
-            warnings.append(f"Host RAM: no common {limit.memory_type} DIMM configuration holds "
-                            f"{ram.per_node / GIB:,.0f} GiB with the {headroom:.0%} headroom.")
+            warnings.append(Text("Host RAM: no common %(type)s DIMM configuration holds %(gib)s GiB with the "
+                                 "%(headroom)s headroom.", type=limit.memory_type, gib=Num(ram.per_node / GIB, ",.0f"),
+                                 headroom=Num(headroom, ".0%")))
     gpu_mem = int(_attr(gpu, "memory_bytes", default=0) or 0) * layout.gpus_per_node
     if gpu_mem and ram.per_node > d.num("ram", "nvidia_host_to_gpu_memory_ratio") * gpu_mem:
-        notes.append(f"Host RAM is more than {d.num('ram', 'nvidia_host_to_gpu_memory_ratio'):g}x the node's GPU "
-                     "memory (the DGX ratio): CPU offload is what needs it.")
+        notes.append(Text("Host RAM is more than %(ratio)sx the node's GPU memory (the DGX ratio): CPU offload is "
+                          "what needs it.", ratio=Num(d.num("ram", "nvidia_host_to_gpu_memory_ratio"), "g")))
     if ram.node_phase == "load":
-        notes.append(f"Host RAM peaks while the model loads ({o.model_loading}); training needs "
-                     f"{ram.train_phase_node_bytes / GIB:,.0f} GiB per node.")
+        notes.append(Text("Host RAM peaks while the model loads (%(loading)s); training needs %(gib)s GiB per "
+                          "node.", loading=o.model_loading, gib=Num(ram.train_phase_node_bytes / GIB, ",.0f")))
     if o.model_loading != "every-rank" and layout.gpus_per_node > 1:
         every = shape.total_params() * d.num("ram", "model_load_bytes_per_param") * layout.gpus_per_node
-        notes.append(f"Loading the full model in every process (plain from_pretrained per rank) would need "
-                     f"{every / GIB:,.0f} GiB per node for the weights alone.")
+        notes.append(Text("Loading the full model in every process (plain from_pretrained per rank) would need "
+                          "%(gib)s GiB per node for the weights alone.", gib=Num(every / GIB, ",.0f")))
     return _RamStep(ram, dimms, max_ram, ram_fits)
 
 
@@ -541,7 +549,7 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     need_write = per_node_ckpt / interval if o.async_checkpoint else per_node_ckpt / (share * interval)
     dataset, per_token = _dataset(req, shape, o)
     if not dataset:
-        notes.append("No dataset size: set training.train_tokens (or the dataset_bytes option) to size it.")
+        notes.append(Text("No dataset size: set training.train_tokens (or the dataset_bytes option) to size it."))
     dataset_local = dataset if o.dataset_on_local_nvme else 0
     kept = int(o.checkpoints_kept or 2)
     scratch = int(d.num("storage", "scratch_gib") * GIB)
@@ -549,10 +557,11 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     nvme = recommend_nvme(nvme_need, need_write if target == "local" else 0.0, server, catalog)
     if nvme is None:
         ckpt_local = kept * per_node_ckpt if target == "local" else 0
-        warnings.append(f"Local NVMe: {nvme_need / TB:,.1f} TB (dataset {dataset_local / TB:,.1f} TB, checkpoints "
-                        f"{ckpt_local / TB:,.1f} TB) at {need_write / 1e9:,.1f} GB/s does not fit the server's "
-                        f"{int(_attr(server, 'nvme_bays', default=8) or 8)} bays; stream the dataset or write the "
-                        "checkpoints to shared storage.")
+        warnings.append(Text("Local NVMe: %(tb)s TB (dataset %(data)s TB, checkpoints %(ckpt)s TB) at %(rate)s GB/s "
+                             "does not fit the server's %(bays)s bays; stream the dataset or write the checkpoints "
+                             "to shared storage.", tb=Num(nvme_need / TB, ",.1f"), data=Num(dataset_local / TB, ",.1f"),
+                             ckpt=Num(ckpt_local / TB, ",.1f"), rate=Num(need_write / 1e9, ",.1f"),
+                             bays=int(_attr(server, "nvme_bays", default=8) or 8)))
     if target == "local":
         write_bps = (nvme.count * nvme.write_bytes_per_s_each) if nvme else (
             int(_attr(server, "nvme_bays", default=8) or 8) * _nvme_write_bps(server, catalog))
@@ -561,9 +570,11 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     ckpt_write_s = per_node_ckpt / write_bps
     blocking = 0.0 if o.async_checkpoint else ckpt_write_s
     if blocking > share * interval:
-        warnings.append(f"Checkpointing: writing {per_node_ckpt / 1e9:,.0f} GB per node at {write_bps / 1e9:,.1f} "
-                        f"GB/s takes {ckpt_write_s:,.0f} s, over {share:.0%} of the {interval:,.0f} s interval; "
-                        f"it needs {need_write / 1e9:,.1f} GB/s, or asynchronous checkpointing.")
+        warnings.append(Text("Checkpointing: writing %(gb)s GB per node at %(rate)s GB/s takes %(s)s s, over "
+                             "%(share)s of the %(interval)s s interval; it needs %(need)s GB/s, or asynchronous "
+                             "checkpointing.", gb=Num(per_node_ckpt / 1e9, ",.0f"), rate=Num(write_bps / 1e9, ",.1f"),
+                             s=Num(ckpt_write_s, ",.0f"), share=Num(share, ".0%"), interval=Num(interval, ",.0f"),
+                             need=Num(need_write / 1e9, ",.1f")))
     tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
     if time is not None and _attr(time, "tokens_per_s", default=0):
         tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
@@ -586,20 +597,19 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     nics = recommend_nics(need_gbps, layout.gpus_per_node, pcie) if layout.num_nodes > 1 else None
     net_fits = True
     if layout.num_nodes > 1 and nics is None:
-        warnings.append(f"Network: the step needs {need_gbps:,.0f} Gb/s per node, more than the NICs a node takes: "
-                        "inter-node "
-                        "traffic will dominate the step. Use a layout that keeps it inside the node (HSDP, larger "
-                        "gradient accumulation).")
+        warnings.append(Text("Network: the step needs %(gbps)s Gb/s per node, more than the NICs a node takes: "
+                             "inter-node traffic will dominate the step. Use a layout that keeps it inside the node "
+                             "(HSDP, larger gradient accumulation).", gbps=Num(need_gbps, ",.0f")))
         net_fits = False
     server_gbps = _compute_nic_gbps(server)
     if layout.num_nodes > 1 and server_gbps is not None and server_gbps * eff < need_gbps * eff:
-        warnings.append(f"Network: the server's compute NICs give {server_gbps:,.0f} Gb/s, the step needs "
-                        f"{need_gbps:,.0f} Gb/s per node.")
+        warnings.append(Text("Network: the server's compute NICs give %(has)s Gb/s, the step needs %(gbps)s Gb/s "
+                             "per node.", has=Num(server_gbps, ",.0f"), gbps=Num(need_gbps, ",.0f")))
         net_fits = False
     utilisation = need_gbps / nics.total_gbps if nics else 0.0
     fabric = _fabric_note(req, layout, traffic, utilisation, nics)
     if layout.tp > layout.gpus_per_node:
-        warnings.append("Tensor parallelism spans nodes: its all-reduces run over the network.")
+        warnings.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network."))
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
 
@@ -621,11 +631,14 @@ def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
                          rack_kw: float) -> tuple[_PowerStep, list[str], str]:
     peak_w, avg_w, power_source = _power(layout, gpu, server)
     per_rack = _nodes_per_rack(peak_w, server, rack_kw)
-    warnings = []
+    warnings: list[str] = []
     if per_rack < 1:
-        warnings.append(f"Power: one node draws {peak_w / 1000:,.1f} kW, over the {rack_kw:g} kW rack budget.")
-    note = (f"Power at load {peak_w / 1000:,.1f} kW per node ({power_source}), about {avg_w / 1000:,.1f} "
-            f"kW on average while training; {per_rack} node(s) per {rack_kw:g} kW rack.")
+        warnings.append(Text("Power: one node draws %(kw)s kW, over the %(rack)s kW rack budget.",
+                             kw=Num(peak_w / 1000, ",.1f"), rack=Num(rack_kw, "g")))
+    note = Text("Power at load %(kw)s kW per node (%(source)s), about %(avg)s kW on average while "
+                "training; %(per_rack)s node(s) per %(rack)s kW rack.", kw=Num(peak_w / 1000, ",.1f"),
+                source=power_source, avg=Num(avg_w / 1000, ",.1f"), per_rack=per_rack,
+                rack=Num(rack_kw, "g"))
     return _PowerStep(peak_w, avg_w, per_rack), warnings, note
 
 
@@ -645,11 +658,11 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     net = _network_step(req, shape, layout, server, o, compute_s, steps_per_s, out)
     power = _power_step(layout, gpu, server, o, out)
     if server is None:
-        out.notes.append("No server chosen: sized for a generic node with the GPUs of the request.")
+        out.notes.append(Text("No server chosen: sized for a generic node with the GPUs of the request."))
     if train is not None and _attr(train, "checkpoint_bytes", default=None):
         # the response text keeps the module name of before the house move (responses stay byte-identical)
         source = "estimator.host_checkpoint"  # house-rewrite: keep
-        out.notes.append(f"Checkpoint bytes are those of {source} (per sharding layout).")
+        out.notes.append(Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=source))
     return HostSizing(
         ram=ram.ram, dimms=ram.dimms, server_max_ram_bytes=ram.server_max_ram_bytes, checkpoint=ckpt,
         checkpoint_target=storage.target, checkpoint_write_s=storage.write_s,
@@ -665,14 +678,15 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
 
 def _nic_words(sizing: HostSizing, layout: Layout) -> str:
     if layout.num_nodes <= 1:
-        return "none for training (single node); 1x 100-200 Gb/s for storage and management"
+        return Text("none for training (single node); 1x 100-200 Gb/s for storage and management")
     if sizing.nics is None:
-        return "more than a node can take (the network would dominate the step)"
-    per_gpu = ", one per GPU" if sizing.nics.count == layout.gpus_per_node else ""
-    kind = "InfiniBand NDR or 400 GbE RoCE" if sizing.nics.gbps == 400 else (
-        "InfiniBand XDR or 800 GbE" if sizing.nics.gbps == 800 else "InfiniBand HDR or 200 GbE RoCE"
+        return Text("more than a node can take (the network would dominate the step)")
+    kind = Text("InfiniBand NDR or 400 GbE RoCE") if sizing.nics.gbps == 400 else (
+        Text("InfiniBand XDR or 800 GbE") if sizing.nics.gbps == 800 else Text("InfiniBand HDR or 200 GbE RoCE")
         if sizing.nics.gbps == 200 else "100 GbE RoCE")
-    return f"{sizing.nics}{per_gpu} ({kind})"
+    if sizing.nics.count == layout.gpus_per_node:
+        return Text("%(nics)s, one per GPU (%(kind)s)", nics=sizing.nics, kind=kind)
+    return Text("%(nics)s (%(kind)s)", nics=sizing.nics, kind=kind)
 
 
 def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from estimator.errors import InvalidRequestError
+from estimator.messages import Money, Num, Text
 from estimator.tco import HOURS_PER_YEAR, TcoAssumptions, ownership_tco
 
 if TYPE_CHECKING:
@@ -43,8 +44,9 @@ def node_cost(catalog: Catalog, server_id: str, gpu_id: str, gpus: int, basis: s
     if basis == "own":
         t = ownership_tco(server_id, 1, a, catalog, gpus_per_node=gpus, server_price_usd=server_price_usd)
         return NodeCost("own", t.usd_per_gpu_hour * gpus, a.utilisation,
-                        f"own {t.server_name}: (capex / {a.depreciation_years:g} y + opex) / useful hours "
-                        f"(utilisation {a.utilisation:.0%}); price {t.server_price_source}", None)
+                        Text("own %(server)s: (capex / %(years)s y + opex) / useful hours (utilisation %(pct)s); "
+                             "price %(source)s", server=t.server_name, years=Num(a.depreciation_years, "g"),
+                             pct=Num(a.utilisation, ".0%"), source=t.server_price_source), None)
     offers = [o for o in catalog.offers_for(gpu_id) if o.on_demand_usd_per_gpu_hour is not None]
     if cloud_offer is not None:
         offers = [o for o in catalog.cloud_offers if o.id == cloud_offer]
@@ -57,8 +59,9 @@ def node_cost(catalog: Catalog, server_id: str, gpu_id: str, gpus: int, basis: s
         raise InvalidRequestError(f"no on-demand cloud price for {gpu_id} in the catalog", "cost.basis")
     o = offers[0]
     price = float(o.on_demand_usd_per_gpu_hour or 0.0)
-    return NodeCost("cloud", price * gpus, 1.0, f"{o.provider} {o.instance} on demand, ${price:.2f}/GPU-h",
-                    o.date)
+    offer = f"{o.provider} {o.instance}"
+    return NodeCost("cloud", price * gpus, 1.0, Text("%(offer)s on demand, %(price)s/GPU-h", offer=offer,
+                                                     price=Money(price, ".2f")), o.date)
 
 
 def yearly_tokens(tokens_per_s: float, utilisation: float) -> float:

@@ -13,6 +13,7 @@ from estimator.inference.request import InferenceRequest
 from estimator.inference.response import CurvePoint, InferenceResponse, MemoryBudget, ServingCostResult, SpeedResult
 from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, WorkloadPoint
 from estimator.inference.weights import weight_bytes_per_gpu
+from estimator.messages import Num, Text
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.version import ESTIMATOR_VERSION
 
@@ -148,8 +149,9 @@ def _concurrency_for_rate(model: SpeedModel, rate: float, max_work: int, i: int,
         return p.output_tokens_per_s / o
 
     if served(max_work) < rate:
-        return max_work, (f"{rate:.3g} requests/s per replica exceed what it completes at its most requests in "
-                          f"flight ({served(max_work):.3g}/s at {max_work}): the queue grows without bound")
+        return max_work, Text("%(rate)s requests/s per replica exceed what it completes at its most requests in "
+                              "flight (%(served)s/s at %(most)s): the queue grows without bound",
+                              rate=Num(rate, ".3g"), served=Num(served(max_work), ".3g"), most=max_work)
     lo, hi = 1, max_work
     while lo < hi:
         mid = (lo + hi) // 2
@@ -170,12 +172,12 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
     engine = engine_profile(req.engine)
     warnings: list[str] = []
     if s.weights in ("fp8", "int8") and not gpu.fp8_tflops_dense and s.weights == "fp8":
-        warnings.append(f"{gpu.name} has no fp8 tensor cores: vLLM runs fp8 checkpoints weight-only through "
-                        f"the Marlin kernel (weights still 1 byte; compute in 16-bit)")
+        warnings.append(Text("%(gpu)s has no fp8 tensor cores: vLLM runs fp8 checkpoints weight-only through the "
+                             "Marlin kernel (weights still 1 byte; compute in 16-bit)", gpu=gpu.name))
     if s.kv_cache_dtype.startswith("fp8") and not gpu.fp8_tflops_dense:
-        warnings.append(f"fp8 KV cache on {gpu.name}: stored in 1 byte, attention computed in 16-bit")
+        warnings.append(Text("fp8 KV cache on %(gpu)s: stored in 1 byte, attention computed in 16-bit", gpu=gpu.name))
     if shape.is_moe and not s.enable_expert_parallel and tp > 1:
-        warnings.append("experts are split by tensor parallelism (no --enable-expert-parallel)")
+        warnings.append(Text("experts are split by tensor parallelism (no --enable-expert-parallel)"))
     errors = _check_parallel(shape, tp, pp, req.engine)
     weights = weight_bytes_per_gpu(shape, s.weights, s.group_size, s.zero_points, tp, pp)
     kv = kv_layout(shape, s.kv_cache_dtype, s.weights, tp, pp, s.sliding_window_layers)
@@ -192,7 +194,7 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
     per_work = kv.request_bytes(w.input_tokens + w.output_tokens, bs)
     max_full = plan.kv_pool // per_full if per_full else 0
     max_work = min(mns, plan.kv_pool // per_work) if per_work else 0
-    fraction_source = engine.memory_fraction_source if s.gpu_memory_utilization is None else "request"
+    fraction_source = engine.memory_fraction_source if s.gpu_memory_utilization is None else Text("request")
     memory = MemoryBudget(
         total_bytes=plan.total, fraction=plan.fraction, fraction_source=fraction_source, budget_bytes=plan.budget,
         weights_bytes=plan.weights, activation_peak_bytes=plan.activation_peak, non_torch_bytes=plan.non_torch,
@@ -215,8 +217,9 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
                            attention_peak_flops=gpu.bf16_tflops_dense * 1e12)
         conc = min(w.concurrency or max_work, max_work)
         if w.concurrency and w.concurrency > max_work:
-            warnings.append(f"concurrency {w.concurrency} does not fit: the KV pool holds {max_work} requests of "
-                            f"{w.input_tokens + w.output_tokens} tokens (max_num_seqs {mns}); figures at {conc}")
+            warnings.append(Text("concurrency %(asked)s does not fit: the KV pool holds %(most)s requests of "
+                                 "%(tokens)s tokens (max_num_seqs %(mns)s); figures at %(conc)s", asked=w.concurrency,
+                                 most=max_work, tokens=w.input_tokens + w.output_tokens, mns=mns, conc=conc))
         if w.request_rate_per_s is not None:
             conc, note = _concurrency_for_rate(model, w.request_rate_per_s / replicas, max_work, w.input_tokens,
                                                w.output_tokens)
@@ -236,8 +239,8 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
                 if within >= 1:
                     conc = within  # with targets and no load given: the most the targets allow
                 else:
-                    warnings.append("no concurrency meets the latency targets, not even one request: figures at "
-                                    "one request in flight")
+                    warnings.append(Text("no concurrency meets the latency targets, not even one request: figures "
+                                         "at one request in flight"))
                     conc = 1
         main = model.point(conc, w.input_tokens, w.output_tokens)
         sizes = sorted({b for b in (2**i for i in range(0, 18)) if b <= max_work} | {max_work, conc})
@@ -263,19 +266,25 @@ def estimate_inference(req: InferenceRequest, catalog: Catalog | None = None) ->
                               utilisation=c.utilisation, source=c.source, price_date=c.price_date,
                               error_bar_pct=SPEED_ERROR_BAR_PCT)
         else:
-            warnings.append(f"no catalog server carries {req.hardware.gpus_per_node}x {gpu.name}: no cost")
+            warnings.append(Text("no catalog server carries %(n)sx %(gpu)s: no cost", n=req.hardware.gpus_per_node,
+                                 gpu=gpu.name))
     elif starts:
-        errors.append("no request of input + output tokens fits the KV pool")
+        errors.append(Text("no request of input + output tokens fits the KV pool"))
         starts = False
-    assumptions = [
-        f"{engine.name}: memory fraction {plan.fraction:g} ({fraction_source}); {engine.source}",
-        f"profile run at max_num_batched_tokens={mbt}, max_num_seqs={mns} (vLLM defaults for {gpu.name})",
-        f"KV cache {kv.bytes_per_token} bytes per token per GPU ({'MLA latent' if kv.mla else 'GQA'}, "
-        f"{kv.dtype_bytes}-byte elements, {kv.full_layers} full + {kv.sliding_layers} sliding-window layers), "
-        f"blocks of {bs} tokens",
-        f"{replicas} replica(s) of TP{tp} x PP{pp} per node of {req.hardware.gpus_per_node} GPUs",
-        "decode: weights + KV bytes per step over the achieved HBM bandwidth (a smooth roofline with the GEMMs' "
-        "measured rate); prefill at the measured GEMM rate; continuous batching at mean context input + output / 2",
+    assumptions: list[str] = [
+        Text("%(engine)s: memory fraction %(fraction)s (%(source)s); %(engine_source)s", engine=engine.name,
+             fraction=Num(plan.fraction, "g"), source=fraction_source, engine_source=engine.source),
+        Text("profile run at max_num_batched_tokens=%(mbt)s, max_num_seqs=%(mns)s (vLLM defaults for %(gpu)s)",
+             mbt=mbt, mns=mns, gpu=gpu.name),
+        Text("KV cache %(bytes)s bytes per token per GPU (%(kind)s, %(dtype)s-byte elements, %(full)s full + "
+             "%(sliding)s sliding-window layers), blocks of %(bs)s tokens", bytes=kv.bytes_per_token,
+             kind=Text("MLA latent") if kv.mla else "GQA", dtype=kv.dtype_bytes, full=kv.full_layers,
+             sliding=kv.sliding_layers, bs=bs),
+        Text("%(replicas)s replica(s) of TP%(tp)s x PP%(pp)s per node of %(gpus)s GPUs", replicas=replicas, tp=tp,
+             pp=pp, gpus=req.hardware.gpus_per_node),
+        Text("decode: weights + KV bytes per step over the achieved HBM bandwidth (a smooth roofline with the GEMMs' "
+             "measured rate); prefill at the measured GEMM rate; continuous batching at mean context input + "
+             "output / 2"),
     ]
     return InferenceResponse(engine=req.engine, model=arch.name, gpu=gpu.id, server=server.id if server else None,
                              starts=starts, errors=errors, warnings=warnings,

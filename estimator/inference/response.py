@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.messages import Message
+
 __all__ = ["CurvePoint", "InferenceResponse", "MemoryBudget", "ServingCostResult", "SpeedResult"]
 
 
@@ -16,7 +18,7 @@ class MemoryBudget(_Frozen):
 
     total_bytes: int = Field(description="torch.cuda.mem_get_info() total")
     fraction: float = Field(description="gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction")
-    fraction_source: str
+    fraction_source: Message
     budget_bytes: int
     weights_bytes: int
     activation_peak_bytes: int = Field(description="torch peak increase of the profile run")
@@ -73,7 +75,7 @@ class ServingCostResult(_Frozen):
     yearly_output_tokens: float
     yearly_input_tokens: float
     utilisation: float
-    source: str
+    source: Message
     price_date: str | None
     error_bar_pct: float
 
@@ -84,11 +86,11 @@ class InferenceResponse(_Frozen):
     gpu: str
     server: str | None
     starts: bool
-    errors: list[str] = Field(description="the engine's own start-up error when it will not start")
-    warnings: list[str]
+    errors: list[Message] = Field(description="the engine's own start-up error when it will not start")
+    warnings: list[Message]
     command: str
     memory: MemoryBudget
     speed: SpeedResult | None
     cost: ServingCostResult | None
-    assumptions: list[str]
+    assumptions: list[Message]
     estimator_version: str

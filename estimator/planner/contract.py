@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from estimator.cost import CostChoice
 from estimator.host_options import HostInput
+from estimator.messages import Message
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
 
@@ -124,8 +125,8 @@ class PlanRequest(_Frozen):
 class EnvVar(_Frozen):
     name: str
     value: str
-    reason: str
-    when: str = Field(default="always", description="'always', or the condition under which to set it")
+    reason: Message
+    when: Message = Field(default="always", description="'always', or the condition under which to set it")
 
 
 # A plan's launcher configs (estimator.planner.exports.launch builds them).
@@ -137,7 +138,7 @@ class Exports(_Frozen):
     accelerate_config_yaml: str | None
     megatron_args: list[str] | None = Field(description="Megatron-LM arguments of a Megatron plan")
     environment: list[EnvVar] = Field(description="NCCL (and CUDA) environment variables, each with its reason")
-    notes: list[str] = Field(default_factory=list)
+    notes: list[Message] = Field(default_factory=list)
 
 
 class PlanLayout(_Frozen):
@@ -190,19 +191,19 @@ class PlanCost(_Frozen):
     usd_per_million_tokens: float
     price_date: str | None = None
     basis: str | None = Field(default=None, description="own | rent: the cost basis (estimator.cost)")
-    label: str | None = Field(default=None, description="what is priced, in words (owned server or offer)")
+    label: Message | None = Field(default=None, description="what is priced, in words (owned server or offer)")
     confidence: str | None = Field(default=None, description="high | medium | low: the price's confidence")
     gpu_hours: float | None = None
     total_usd: float | None = Field(default=None, description="the whole run on this basis (= cost_usd)")
-    assumptions: list[str] = Field(default_factory=list)
-    flags: list[str] = Field(default_factory=list, description="why this option is priced another way, if it is")
+    assumptions: list[Message] = Field(default_factory=list)
+    flags: list[Message] = Field(default_factory=list, description="why this option is priced another way, if it is")
 
 
 class Plan(_Frozen):
     rank: int
     id: str = Field(description="stable key of the layout")
     layout: PlanLayout
-    label: str
+    label: Message
     request: EstimateRequest = Field(description="the estimate request of this plan (POST it to /estimates)")
     estimate: EstimateResponse
     cost: PlanCost | None
@@ -234,6 +235,6 @@ class PlanResponse(_Frozen):
     objective: Objective
     plans: list[Plan] = Field(description="ranked by the objective, then the other one")
     pareto_front: list[str] = Field(description="ids of the plans on the time-vs-cost front, fastest first")
-    explanation: list[str] = Field(description="why the winner beats the runner-up, in plain words")
-    notes: list[str] = Field(default_factory=list)
+    explanation: list[Message] = Field(description="why the winner beats the runner-up, in plain words")
+    notes: list[Message] = Field(default_factory=list)
     search: SearchStats

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from estimator.messages import N_, Money, Num, Text, join
 from estimator.planner.contract import Plan, PlanLayout, PlanRequest
 
 __all__ = ["explain", "explain_empty", "host_notes", "step_parts"]
@@ -46,60 +47,78 @@ def step_parts(p: Plan) -> dict[str, float]:
     }
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float) -> Text:
     if seconds >= 2 * 86400:
-        return f"{seconds / 86400:.1f} days"
+        return Text("%(n)s days", n=Num(seconds / 86400, ".1f"))
     if seconds >= 2 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds:.2f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+        return Text("%(n)s h", n=Num(seconds / 3600, ".1f"))
+    if seconds < 120:
+        return Text("%(n)s s", n=Num(seconds, ".2f"))
+    return Text("%(n)s min", n=Num(seconds / 60, ".0f"))
 
 
-def _summary(p: Plan) -> str:
+def _summary(p: Plan) -> Text:
     t = p.estimate.time
-    mfu = f", {t.mfu:.0%} MFU" if t is not None else ""
+    mfu = Text(", %(mfu)s MFU", mfu=Num(t.mfu, ".0%")) if t is not None else ""
     if p.time_to_train_s is not None:
-        money = f" for ${p.cost.cost_usd:,.0f}" if p.cost is not None and p.cost.cost_usd is not None else ""
-        return f"{p.label}: trains in {_duration(p.time_to_train_s)}{money}{mfu}"
-    money = f", ${p.cost.usd_per_million_tokens:.2f} per million tokens" if p.cost is not None else ""
-    return f"{p.label}: {p.step_time_s:.2f} s per step{money}{mfu}"
+        money = (Text(" for %(usd)s", usd=Money(p.cost.cost_usd)) if p.cost is not None
+                 and p.cost.cost_usd is not None else "")
+        return Text("%(plan)s: trains in %(time)s%(money)s%(mfu)s", plan=p.label, time=_duration(p.time_to_train_s),
+                    money=money, mfu=mfu)
+    money = (Text(", %(usd)s per million tokens", usd=Money(p.cost.usd_per_million_tokens, ".2f"))
+             if p.cost is not None else "")
+    return Text("%(plan)s: %(step)s s per step%(money)s%(mfu)s", plan=p.label, step=Num(p.step_time_s, ".2f"),
+                money=money, mfu=mfu)
 
 
-def _span(layout: PlanLayout, group: int) -> str:
+def _span(layout: PlanLayout, group: int) -> Text:
     """The link a group of ``group`` consecutive-stride ranks uses."""
-    return "the network (InfiniBand/RoCE)" if group > layout.gpus_per_node else "NVLink/PCIe inside the node"
+    return Text("the network (InfiniBand/RoCE)") if group > layout.gpus_per_node else \
+        Text("NVLink/PCIe inside the node")
 
 
-def _dp_words(layout: PlanLayout) -> str:
+def _dp_words(layout: PlanLayout) -> Text:
     group = layout.dp * layout.tp * layout.cp if layout.sharding != "hsdp" else layout.gpus_per_node
-    return f"{SHARDING.get(layout.sharding, layout.sharding)} over {_span(layout, group)}"
+    return Text("%(sharding)s over %(span)s", sharding=SHARDING.get(layout.sharding, layout.sharding),
+                span=_span(layout, group))
+
+
+def _pipeline_words(lay: PlanLayout) -> Text:
+    if lay.virtual_stages > 1:
+        return Text("the PP=%(pp)s pipeline bubble with %(gas)s micro-batches and %(vp)s virtual stages", pp=lay.pp,
+                    gas=lay.gradient_accumulation_steps, vp=lay.virtual_stages)
+    return Text("the PP=%(pp)s pipeline bubble with %(gas)s micro-batches", pp=lay.pp,
+                gas=lay.gradient_accumulation_steps)
 
 
 _WORDS: dict[str, Callable[[PlanLayout], str]] = {
-    "compute": lambda lay: f"compute (micro-batch {lay.micro_batch_size} on {lay.world_size} {lay.gpu})",
-    "recompute": lambda lay: f"recomputation ({lay.activation_checkpointing} activation checkpointing)",
-    "tensor_parallel": lambda lay: f"TP={lay.tp} collectives over {_span(lay, lay.tp)}",
-    "data_parallel": lambda lay: f"exposed data-parallel traffic of {_dp_words(lay)}",
-    "pipeline": lambda lay: f"the PP={lay.pp} pipeline bubble with {lay.gradient_accumulation_steps} micro-batches"
-                            + (f" and {lay.virtual_stages} virtual stages" if lay.virtual_stages > 1 else ""),
-    "context_parallel": lambda lay: f"CP={lay.cp} ring-attention exchanges",
-    "expert_parallel": lambda lay: f"EP={lay.ep} all-to-alls",
-    "optimizer": lambda lay: "the optimizer step",
-    "offload": lambda lay: f"CPU offload ({lay.offload}) over PCIe",
+    "compute": lambda lay: Text("compute (micro-batch %(mbs)s on %(world)s %(gpu)s)", mbs=lay.micro_batch_size,
+                                world=lay.world_size, gpu=lay.gpu),
+    "recompute": lambda lay: Text("recomputation (%(ckpt)s activation checkpointing)",
+                                  ckpt=lay.activation_checkpointing),
+    "tensor_parallel": lambda lay: Text("TP=%(tp)s collectives over %(span)s", tp=lay.tp, span=_span(lay, lay.tp)),
+    "data_parallel": lambda lay: Text("exposed data-parallel traffic of %(dp)s", dp=_dp_words(lay)),
+    "pipeline": _pipeline_words,
+    "context_parallel": lambda lay: Text("CP=%(cp)s ring-attention exchanges", cp=lay.cp),
+    "expert_parallel": lambda lay: Text("EP=%(ep)s all-to-alls", ep=lay.ep),
+    "optimizer": lambda lay: Text("the optimizer step"),
+    "offload": lambda lay: Text("CPU offload (%(offload)s) over PCIe", offload=lay.offload),
 }
 
 
 def _differences(win: Plan, run: Plan) -> list[str]:
     a, b = step_parts(win), step_parts(run)
     diffs = sorted(((b[k] - a[k], k) for k in a), reverse=True)
-    out = []
+    out: list[str] = []
     for delta, key in diffs[:2]:
         if delta > 0.02 * max(win.step_time_s, 1e-9):
-            out.append(f"The runner-up spends {b[key]:.2f} s per step on {_WORDS[key](run.layout)}, the winner "
-                       f"{a[key]:.2f} s on {_WORDS[key](win.layout)}.")
+            out.append(Text("The runner-up spends %(b)s s per step on %(run)s, the winner %(a)s s on %(win)s.",
+                            b=Num(b[key], ".2f"), run=_WORDS[key](run.layout), a=Num(a[key], ".2f"),
+                            win=_WORDS[key](win.layout)))
     delta, key = diffs[-1]
     if delta < -0.02 * max(win.step_time_s, 1e-9):
-        out.append(f"The winner pays {a[key] - b[key]:.2f} s per step more for {_WORDS[key](win.layout)}, "
-                   "which the savings above more than cover.")
+        out.append(Text("The winner pays %(s)s s per step more for %(what)s, which the savings above more than "
+                        "cover.", s=Num(a[key] - b[key], ".2f"), what=_WORDS[key](win.layout)))
     return out
 
 
@@ -107,10 +126,12 @@ def _hardware(win: Plan, run: Plan) -> list[str]:
     w, r = win.layout, run.layout
     if (w.gpu, w.server, w.world_size) == (r.gpu, r.server, r.world_size):
         return []
-    text = f"Hardware: {w.world_size}x {w.server or w.gpu} vs {r.world_size}x {r.server or r.gpu}"
     if win.cost is not None and run.cost is not None:
-        text += f" (${win.cost.usd_per_hour:,.0f}/h vs ${run.cost.usd_per_hour:,.0f}/h)"
-    return [text + "."]
+        return [Text("Hardware: %(wn)sx %(w)s vs %(rn)sx %(r)s (%(wc)s/h vs %(rc)s/h).", wn=w.world_size,
+                     w=w.server or w.gpu, rn=r.world_size, r=r.server or r.gpu, wc=Money(win.cost.usd_per_hour),
+                     rc=Money(run.cost.usd_per_hour))]
+    return [Text("Hardware: %(wn)sx %(w)s vs %(rn)sx %(r)s.", wn=w.world_size, w=w.server or w.gpu,
+                 rn=r.world_size, r=r.server or r.gpu)]
 
 
 def _key_time(p: Plan) -> float:
@@ -131,65 +152,74 @@ def _ties(win: Plan, other: Plan) -> bool:
 
 
 _LAYOUT_WORDS: tuple[tuple[str, str], ...] = (
-    ("gpu", "GPU"), ("server", "server"), ("num_nodes", "nodes"), ("gpus_per_node", "GPUs per node"),
-    ("framework", "framework"), ("sharding", "sharding"), ("offload", "offload"), ("tp", "TP"), ("pp", "PP"),
-    ("virtual_stages", "virtual stages"), ("cp", "CP"), ("ep", "EP"), ("micro_batch_size", "micro-batch"),
-    ("activation_checkpointing", "checkpointing"),
+    ("gpu", N_("GPU")), ("server", N_("server")), ("num_nodes", N_("nodes")),
+    ("gpus_per_node", N_("GPUs per node")), ("framework", N_("framework")), ("sharding", N_("sharding")),
+    ("offload", N_("offload")), ("tp", "TP"), ("pp", "PP"), ("virtual_stages", N_("virtual stages")), ("cp", "CP"),
+    ("ep", "EP"), ("micro_batch_size", N_("micro-batch")), ("activation_checkpointing", N_("checkpointing")),
 )
 
 
 def layout_difference(a: PlanLayout, b: PlanLayout) -> str:
     """What differs between two layouts, in words (``"offload optimizer+params vs optimizer"``)."""
-    parts = [f"{words} {getattr(b, name)} vs {getattr(a, name)}" for name, words in _LAYOUT_WORDS
-             if getattr(a, name) != getattr(b, name)]
-    return ", ".join(parts) or "nothing that the layout shows"
+    parts = [Text("%(what)s %(b)s vs %(a)s", what=Text(words), b=getattr(b, name), a=getattr(a, name))
+             for name, words in _LAYOUT_WORDS if getattr(a, name) != getattr(b, name)]
+    return join(parts, ", ") if parts else Text("nothing that the layout shows")
 
 
 def _fit_sentence(win: Plan) -> str:
     mem = win.estimate.memory
     need = win.memory_need_bytes or mem.peak_allocated_bytes
-    text = (f"It fits: it needs {need / GIB:.1f} of the {mem.capacity_bytes / GIB:.1f} GiB of the busiest GPU "
-            "(allocated at the peak plus the overhead the allocator cannot give back).")
+    text = Text("It fits: it needs %(need)s of the %(capacity)s GiB of the busiest GPU (allocated at the peak plus the "
+                "overhead the allocator cannot give back).", need=Num(need / GIB, ".1f"),
+                capacity=Num(mem.capacity_bytes / GIB, ".1f"))
     host = win.estimate.host
     if host is not None and win.host_ram_bytes_per_node:
-        text += f" The node needs {win.host_ram_bytes_per_node / GIB:,.0f} GiB of host RAM."
+        return join([text, Text("The node needs %(gib)s GiB of host RAM.",
+                                gib=Num(win.host_ram_bytes_per_node / GIB, ",.0f"))])
     return text
 
 
 def _margin(win: Plan, run: Plan, objective: str) -> str:
     tw, tr = win.time_to_train_s or win.step_time_s, run.time_to_train_s or run.step_time_s
-    faster = f"{(tr - tw) / tr:.0%} faster" if tr > tw else f"{(tw - tr) / tr:.0%} slower"
+    faster = Text("%(pct)s faster", pct=Num((tr - tw) / tr, ".0%")) if tr > tw else \
+        Text("%(pct)s slower", pct=Num((tw - tr) / tr, ".0%"))
     if win.cost is None or run.cost is None:
-        return f"The winner is {faster}."
+        return Text("The winner is %(faster)s.", faster=faster)
     cw, cr = win.cost.usd_per_million_tokens, run.cost.usd_per_million_tokens
-    cheaper = f"{(cr - cw) / cr:.0%} cheaper" if cr > cw else f"{(cw - cr) / cr:.0%} dearer"
+    cheaper = Text("%(pct)s cheaper", pct=Num((cr - cw) / cr, ".0%")) if cr > cw else \
+        Text("%(pct)s dearer", pct=Num((cw - cr) / cr, ".0%"))
     first, second = (cheaper, faster) if objective == "cost" else (faster, cheaper)
-    return f"The winner is {first} and {second} than the runner-up."
+    return Text("The winner is %(first)s and %(second)s than the runner-up.", first=first, second=second)
 
 
-def _tie_sentence(win: Plan, ties: list[Plan]) -> str:
-    which = "; ".join(f"plan {p.rank} ({layout_difference(win.layout, p.layout)})" for p in ties[:3])
-    more = f" and {len(ties) - 3} more" if len(ties) > 3 else ""
-    return (f"Tied with the winner (within {TIE_SHARE:.1%} on time and cost): {which}{more}; pick either, the "
-            "comparison below is with the first plan that differs materially.")
+def _tie_sentence(win: Plan, ties: list[Plan], short: bool = False) -> str:
+    which = join((Text("plan %(rank)s (%(diff)s)", rank=p.rank, diff=layout_difference(win.layout, p.layout))
+                  for p in ties[:3]), "; ")
+    more = Text(" and %(n)s more", n=len(ties) - 3) if len(ties) > 3 else ""
+    within = Num(TIE_SHARE, ".1%")
+    if short:
+        return Text("Tied with the winner (within %(within)s on time and cost): %(which)s%(more)s; pick either.",
+                    within=within, which=which, more=more)
+    return Text("Tied with the winner (within %(within)s on time and cost): %(which)s%(more)s; pick either, the "
+                "comparison below is with the first plan that differs materially.", within=within, which=which,
+                more=more)
 
 
 def explain(plans: list[Plan], objective: str) -> list[str]:
     """Sentences comparing plan 1 with the first materially different plan (or describing plan 1 alone)."""
     if not plans:
-        return ["No layout fits the constraints: allow more nodes or GPUs with more memory, LoRA/QLoRA, "
-                "or a shorter sequence."]
+        return [Text("No layout fits the constraints: allow more nodes or GPUs with more memory, LoRA/QLoRA, or a "
+                     "shorter sequence.")]
     win = plans[0]
     ties = [p for p in plans[1:] if _ties(win, p)]
     rest = [p for p in plans[1:] if not _ties(win, p)]
-    out = [f"Winner: {_summary(win)}."]
+    out: list[str] = [Text("Winner: %(summary)s.", summary=_summary(win))]
     if ties:
-        out.append(_tie_sentence(win, ties) if rest else _tie_sentence(win, ties).split("; pick")[0]
-                   + "; pick either.")
+        out.append(_tie_sentence(win, ties, short=not rest))
     if rest:
         run = rest[0]
-        out += [f"Runner-up: {_summary(run)}.", _margin(win, run, objective), *_hardware(win, run),
-                *_differences(win, run)]
+        out += [Text("Runner-up: %(summary)s.", summary=_summary(run)), _margin(win, run, objective),
+                *_hardware(win, run), *_differences(win, run)]
     return [*out, _fit_sentence(win)]
 
 
@@ -214,29 +244,34 @@ def _budget_and_deadline(req: PlanRequest, scored: list[Any]) -> list[str]:
     cheapest = min(priced, key=lambda s: s.cost_usd) if priced else None
     deadline_binds = deadline_s is not None and (fastest is None or fastest.time_to_train_s > deadline_s)
     budget_binds = c.budget_usd is not None and (cheapest is None or cheapest.cost_usd > c.budget_usd)
+    tokens = Num(req.training.train_tokens or 0, ",.0f")
     if deadline_binds and c.deadline_days is not None:
-        near = (f"the fastest layout that fits, on {_label(fastest)}, takes {_days(fastest.time_to_train_s)}"
-                if fastest is not None else "no layout has a time to train")
-        out.append(f"The deadline binds: nothing trains {req.training.train_tokens:,.0f} tokens within "
-                   f"{c.deadline_days:g} days; {near}. Allow more nodes or a later deadline, or train on fewer "
-                   "tokens.")
+        near = (Text("the fastest layout that fits, on %(on)s, takes %(time)s", on=_label(fastest),
+                     time=_days(fastest.time_to_train_s))
+                if fastest is not None else Text("no layout has a time to train"))
+        out.append(Text("The deadline binds: nothing trains %(tokens)s tokens within %(days)s days; %(near)s. Allow "
+                        "more nodes or a later deadline, or train on fewer tokens.", tokens=tokens,
+                        days=Num(c.deadline_days, "g"), near=near))
     if budget_binds and c.budget_usd is not None:
-        near = (f"the cheapest layout that fits, on {_label(cheapest)}, costs ${cheapest.cost_usd:,.0f}"
-                if cheapest is not None else "no layout that fits has a price for this pricing")
-        out.append(f"The budget binds: nothing trains {req.training.train_tokens:,.0f} tokens for "
-                   f"${c.budget_usd:,.0f}; {near}. Raise the budget, choose cheaper GPUs or pricing, or train on "
-                   "fewer tokens.")
+        near = (Text("the cheapest layout that fits, on %(on)s, costs %(usd)s", on=_label(cheapest),
+                     usd=Money(cheapest.cost_usd))
+                if cheapest is not None else Text("no layout that fits has a price for this pricing"))
+        out.append(Text("The budget binds: nothing trains %(tokens)s tokens for %(budget)s; %(near)s. Raise the "
+                        "budget, choose cheaper GPUs or pricing, or train on fewer tokens.", tokens=tokens,
+                        budget=Money(c.budget_usd), near=near))
     if not out and deadline_s is not None and c.budget_usd is not None:
         in_time = [s for s in priced if s.time_to_train_s is not None and s.time_to_train_s <= deadline_s]
         in_budget = [s for s in timed if s.cost_usd is not None and s.cost_usd <= c.budget_usd]
-        parts = ["The budget and the deadline bind together: each alone can be met, not both"]
+        parts: list[str] = [Text("The budget and the deadline bind together: each alone can be met, not both")]
         if in_time:
             best = min(in_time, key=lambda s: s.cost_usd)
-            parts.append(f"within the deadline the cheapest costs ${best.cost_usd:,.0f} ({_label(best)})")
+            parts.append(Text("within the deadline the cheapest costs %(usd)s (%(on)s)", usd=Money(best.cost_usd),
+                              on=_label(best)))
         if in_budget:
             best = min(in_budget, key=lambda s: s.time_to_train_s)
-            parts.append(f"within the budget the fastest takes {_days(best.time_to_train_s)} ({_label(best)})")
-        out.append("; ".join(parts) + ".")
+            parts.append(Text("within the budget the fastest takes %(time)s (%(on)s)",
+                              time=_days(best.time_to_train_s), on=_label(best)))
+        out.append(Text("%(parts)s.", parts=join(parts, "; ")))
     return out
 
 
@@ -246,16 +281,17 @@ def host_notes(misses: dict[Any, Any], empty_worlds: Iterable[tuple[Any, str]] =
     by_option: dict[str, list[Any]] = {}
     for key, miss in misses.items():
         by_option.setdefault(miss.world.hw.key, []).append((key, miss))
-    out = []
+    out: list[str] = []
     for items in by_option.values():
         least = min((m for _, m in items), key=lambda m: m.need_bytes)
         worlds = ", ".join(f"{m.world.num_nodes}x{m.world.gpus_per_node}" for _, m in items)
         empty = [k for k, _ in items if k in emptied]
-        left = (" Nothing is left there." if len(empty) == len(items) else
-                f" Nothing is left on {len(empty)} of them." if empty else "")
-        out.append(f"{least.world.hw.name}: layouts that fit in GPU memory on {worlds} nodes x GPUs need more host "
-                   f"RAM than the node holds (at least {least.need_bytes / GIB:,.0f} GiB per node; "
-                   f"{least.limit.describe()}).{left}")
+        left = (Text(" Nothing is left there.") if len(empty) == len(items) else
+                Text(" Nothing is left on %(n)s of them.", n=len(empty)) if empty else "")
+        out.append(Text("%(option)s: layouts that fit in GPU memory on %(worlds)s nodes x GPUs need more host RAM "
+                        "than the node holds (at least %(gib)s GiB per node; %(limit)s).%(left)s",
+                        option=least.world.hw.name, worlds=worlds, gib=Num(least.need_bytes / GIB, ",.0f"),
+                        limit=least.limit.describe(), left=left))
     return out
 
 
@@ -263,13 +299,13 @@ def explain_empty(req: PlanRequest, scored: list[Any], misses: dict[Any, Any]) -
     """Why no plan is left, naming the binding constraint and the nearest miss."""
     if scored:
         out = _budget_and_deadline(req, scored)
-        return out or ["No layout meets the constraints."]
+        return out or [Text("No layout meets the constraints.")]
     if misses:
         least = min(misses.values(), key=lambda m: m.need_bytes)
-        return [f"Host RAM binds: layouts fit in GPU memory only with CPU offload, and the lightest needs "
-                f"{least.need_bytes / GIB:,.0f} GiB of host RAM per node on {least.world.num_nodes}x"
-                f"{least.world.gpus_per_node} {least.world.hw.name}, more than the node holds "
-                f"({least.limit.describe()}). Allow more nodes (offloaded states shard over them), GPUs with more "
-                "memory, LoRA/QLoRA, or a shorter sequence."]
-    return ["GPU memory binds: no layout fits the GPUs: allow more nodes or GPUs with more memory, LoRA/QLoRA, "
-            "or a shorter sequence."]
+        return [Text("Host RAM binds: layouts fit in GPU memory only with CPU offload, and the lightest needs %(gib)s "
+                     "GiB of host RAM per node on %(nodes)sx%(gpus)s %(option)s, more than the node holds (%(limit)s). "
+                     "Allow more nodes (offloaded states shard over them), GPUs with more memory, LoRA/QLoRA, or a "
+                     "shorter sequence.", gib=Num(least.need_bytes / GIB, ",.0f"), nodes=least.world.num_nodes,
+                     gpus=least.world.gpus_per_node, option=least.world.hw.name, limit=least.limit.describe())]
+    return [Text("GPU memory binds: no layout fits the GPUs: allow more nodes or GPUs with more memory, LoRA/QLoRA, "
+                 "or a shorter sequence.")]

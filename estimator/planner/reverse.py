@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.messages import Message, Num, Text, join
 from estimator.modelspec import CachedShape, list_presets, preset, resolve_model
 from estimator.planner.contract import Plan, PlanRequest
 from estimator.planner.hardware import HwOption, PriceBook, World, hardware_options, worlds_for
@@ -228,7 +229,7 @@ class ReverseRequest(PlanRequest):
 
 class ReverseResponse(_Frozen):
     question: Question
-    answers: list[str] = Field(description="one sentence per hardware option")
+    answers: list[Message] = Field(description="one sentence per hardware option")
     fewest_gpus: list[MinimumHardware] | None = None
     largest_model: list[LargestModel] | None = None
     longest_sequence: list[LongestSequence] | None = None
@@ -238,32 +239,40 @@ def _where(gpu: str, server: str | None, nodes: int, gpn: int) -> str:
     return f"{nodes}x{gpn} {server or gpu}"
 
 
+def _answer(where: str, answer: Text) -> Text:
+    """``where: answer``; a page shows the answer beside the hardware (``params["answer"]``)."""
+    return Text("%(where)s: %(answer)s", where=where, answer=answer)
+
+
 def _fewest_words(a: MinimumHardware) -> str:
     if a.num_gpus is None or a.plan is None:
-        return f"{a.server or a.gpu}: nothing runs the job up to the allowed nodes."
+        return _answer(a.server or a.gpu, Text("nothing runs the job up to the allowed nodes."))
     host = a.plan.host_ram_bytes_per_node / 2**30
-    return (f"{a.server or a.gpu}: {a.num_gpus} GPU{'s' if a.num_gpus > 1 else ''} ({a.num_nodes} node"
-            f"{'s' if (a.num_nodes or 0) > 1 else ''} x {a.gpus_per_node}), fastest as {a.plan.label}; "
-            f"{host:,.0f} GiB of host RAM per node.")
+    gpus = Text("%(n)s GPUs", n=a.num_gpus) if a.num_gpus > 1 else Text("%(n)s GPU", n=a.num_gpus)
+    nodes = Text("%(n)s nodes", n=a.num_nodes) if (a.num_nodes or 0) > 1 else Text("%(n)s node", n=a.num_nodes)
+    return _answer(a.server or a.gpu, Text("%(gpus)s (%(nodes)s x %(gpn)s), fastest as %(plan)s; %(gib)s GiB of host "
+                                           "RAM per node.", gpus=gpus, nodes=nodes, gpn=a.gpus_per_node,
+                                           plan=a.plan.label, gib=Num(host, ",.0f")))
 
 
 def _largest_words(a: LargestModel) -> str:
     where = _where(a.gpu, a.server, a.num_nodes, a.gpus_per_node)
-    text = f"{where}: largest preset {a.largest_preset}" if a.largest_preset else f"{where}: no preset fits"
+    parts: list[str] = [Text("largest preset %(preset)s", preset=a.largest_preset) if a.largest_preset
+                        else Text("no preset fits")]
     if a.family is not None:
         if a.family.num_layers:
-            text += (f"; {a.family.base} grows to {a.family.num_layers} layers "
-                     f"({a.family.total_params / 1e9:,.0f}B parameters)")
+            parts.append(Text("; %(base)s grows to %(layers)s layers (%(params)sB parameters)", base=a.family.base,
+                              layers=a.family.num_layers, params=Num(a.family.total_params / 1e9, ",.0f")))
         else:
-            text += f"; not even {LAYER_STEP} layers of {a.family.base} fit"
-    return text + "."
+            parts.append(Text("; not even %(layers)s layers of %(base)s fit", layers=LAYER_STEP, base=a.family.base))
+    return _answer(where, Text("%(text)s.", text=join(parts, "")))
 
 
 def _longest_words(a: LongestSequence) -> str:
     where = _where(a.gpu, a.server, a.num_nodes, a.gpus_per_node)
     if not a.seq_len or a.plan is None:
-        return f"{where}: no sequence length fits."
-    return f"{where}: {a.seq_len:,} tokens, as {a.plan.label}."
+        return _answer(where, Text("no sequence length fits."))
+    return _answer(where, Text("%(n)s tokens, as %(plan)s.", n=Num(a.seq_len, ","), plan=a.plan.label))
 
 
 def answer(req: ReverseRequest, catalog: Catalog | None = None) -> ReverseResponse:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.messages import Money, Num, Text
 from estimator.rack import node_average_power_w, node_power_at_load_w, resolve_server
 from estimator.tco.assumptions import (
     HOURS_PER_MONTH,
@@ -81,9 +82,9 @@ def server_price(server: Server, gpu: Gpu, a: TcoAssumptions, override: float | 
     hardware.py: a server costs ~1.64x its GPUs).
     """
     if override is not None:
-        return override, False, "price override"
+        return override, False, Text("price override")
     if server.price_usd is not None:
-        return server.price_usd, False, f"catalog ({server.price_date})"
+        return server.price_usd, False, Text("catalog (%(date)s)", date=server.price_date)
     if gpu.price_usd_mid is None:
         raise InvalidRequestError(
             f"{server.name} has no price and {gpu.name} has none to estimate it from; pass server_price_usd",
@@ -93,7 +94,8 @@ def server_price(server: Server, gpu: Gpu, a: TcoAssumptions, override: float | 
     return (
         estimate,
         True,
-        f"estimated: {gpu.name} ${gpu.price_usd_mid:,.0f} x {server.gpu_count} x {a.server_cost_vs_gpu_price}",
+        Text("estimated: %(gpu)s %(price)s x %(count)s x %(ratio)s", gpu=gpu.name, price=Money(gpu.price_usd_mid),
+             count=server.gpu_count, ratio=a.server_cost_vs_gpu_price),
     )
 
 
@@ -188,7 +190,7 @@ def ownership_tco_option(t: OwnershipTco, label: str | None = None) -> TcoOption
     """The owned option as one TCO bar: capex plus ``years`` of each opex component (cash TCO)."""
     o, y = t.opex_per_year, t.years
     return TcoOption(
-        label=label or f"own {t.num_nodes}x {t.server_name}",
+        label=label or Text("own %(nodes)sx %(server)s", nodes=t.num_nodes, server=t.server_name),
         kind="own",
         years=y,
         capex_usd=t.capex.total_usd,
@@ -329,10 +331,9 @@ def _cheapest_offer(catalog: Catalog, gpu: Gpu, pricing: CloudPricing, offer_id:
         return _chosen_offer(catalog, gpu.id, pricing, offer_id)
     offers = _not_capacity_blocks(cloud_offers_for(catalog, gpu.id, pricing))
     if not offers:
-        note = (
-            f"No cloud offer in the catalog rents the {gpu.name} at a {pricing} price, so owning is "
-            "not set against renting (no break-even month); add an offer to the catalog to compare."
-        )
+        note = Text("No cloud offer in the catalog rents the %(gpu)s at a %(pricing)s price, so owning is not set "
+                    "against renting (no break-even month); add an offer to the catalog to compare.", gpu=gpu.name,
+                    pricing=pricing)
         raise NoCloudOfferError(f"no cloud offer with a {pricing} price for {gpu.id}", "offer_id", note)
     return offers[0]
 
@@ -417,7 +418,7 @@ def job_cost_owned(job: JobCost, assumptions: TcoAssumptions | None = None, cata
     server, gpu = resolve_server(cat, job.server_id)
     _check_job(job, server)
     own = ownership_tco(job.server_id, job.num_nodes, a, cat, job.gpus_per_node, job.server_price_usd)
-    label = job.label or f"own {job.num_nodes}x {server.name}"
+    label = job.label or Text("own %(nodes)sx %(server)s", nodes=job.num_nodes, server=server.name)
     return _run(
         job,
         gpu,
@@ -488,11 +489,11 @@ def _cheapest_cloud_run(
 # -------------------------------------------------------------------------------------------- the headline
 
 
-def _span(months: float) -> str:
+def _span(months: float) -> Text:
     years = months / 12
-    return (
-        f"{years:g} years" if years.is_integer() and years != 1 else ("1 year" if years == 1 else f"{months:g} months")
-    )
+    if years == 1:
+        return Text("1 year")
+    return Text("%(n)s years", n=Num(years, "g")) if years.is_integer() else Text("%(n)s months", n=Num(months, "g"))
 
 
 def offer_name(offer: CloudOffer, pricing: CloudPricing) -> str:
@@ -504,16 +505,13 @@ def own_vs_cloud_headline(ov: OwnVsCloud, offer: str, utilisation: float, horizo
     """The answer inside the horizon, in display names: which is cheaper over the horizon at this utilisation,
     and when (if ever) owning breaks even. ``offer`` is the offer's display name (:func:`offer_name`)."""
     months = round(horizon_years * 12)
-    span, server, pct = _span(months), ov.ownership.server_name, f"{utilisation:.0%}"
+    words = dict(span=_span(months), server=ov.ownership.server_name, pct=Num(utilisation, ".0%"), offer=offer)
     month = ov.cumulative.break_even_month
     if month is None:
-        return f"Renting {offer} is cheaper than owning {server} at {pct} utilisation: owning never breaks even."
+        return Text("Renting %(offer)s is cheaper than owning %(server)s at %(pct)s utilisation: owning never breaks "
+                    "even.", **words)
     if month <= months:
-        return (
-            f"Owning {server} is cheaper over {span} at {pct} utilisation: it breaks even with renting {offer} "
-            f"after {month} months."
-        )
-    return (
-        f"Renting {offer} is cheaper over {span} at {pct} utilisation; owning {server} breaks even only after "
-        f"{month} months."
-    )
+        return Text("Owning %(server)s is cheaper over %(span)s at %(pct)s utilisation: it breaks even with renting "
+                    "%(offer)s after %(month)s months.", month=month, **words)
+    return Text("Renting %(offer)s is cheaper over %(span)s at %(pct)s utilisation; owning %(server)s breaks even "
+                "only after %(month)s months.", month=month, **words)

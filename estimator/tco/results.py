@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from estimator.messages import Message
 from estimator.tco.assumptions import CloudPricing, OptionKind, _Frozen, _Input
 
 __all__ = [
@@ -41,7 +42,7 @@ class JobCost(_Input):
     train_tokens: float = Field(ge=1, le=1e16)
     energy_kwh: float | None = Field(default=None, ge=0, le=1e15)
     server_price_usd: float | None = Field(default=None, gt=0, le=1e10)
-    label: str | None = None
+    label: Message | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -89,7 +90,7 @@ class OwnershipTco(_Frozen):
     years: float
     server_price_usd: float
     server_price_estimated: bool
-    server_price_source: str
+    server_price_source: Message
     capex: CapexBreakdown
     opex_per_year: OpexBreakdown
     total_usd: float
@@ -102,7 +103,7 @@ class OwnershipTco(_Frozen):
 class RunCost(_Frozen):
     """The cost of one training run on one option (owned servers or a cloud offer)."""
 
-    label: str
+    label: Message
     kind: OptionKind
     gpu_id: str
     server_id: str | None
@@ -126,7 +127,7 @@ class RunCost(_Frozen):
 class TcoOption(_Frozen):
     """One bar of the TCO chart: cost components over ``years``; ``total_usd`` is their sum."""
 
-    label: str
+    label: Message
     kind: OptionKind
     years: float
     capex_usd: float = 0.0

@@ -7,6 +7,7 @@ import math
 
 from pydantic import Field
 
+from estimator.messages import Money, Num, Text, join
 from estimator.tco.assumptions import HOURS_PER_YEAR, TcoAssumptions, Verdict, _Frozen, resolve_inputs
 from estimator.tco.costs import _cheapest_cloud_run, job_cost_owned, ownership_tco
 from estimator.tco.offers import ProviderClass
@@ -143,14 +144,14 @@ def _months(runs: float | None, runs_per_year: float) -> float | None:
 # ------------------------------------------------------------------------------------------- plain words
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float) -> Text:
     hours = abs(seconds) / 3600
-    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} h"
+    return Text("%(n)s days", n=Num(hours / 24, ".1f")) if hours >= 48 else Text("%(n)s h", n=Num(hours, ".1f"))
 
 
-def _usd(x: float) -> str:
+def _usd(x: float) -> Money:
     """Whole dollars, with cents below $100 (so $0.08 is not shown as $0)."""
-    return f"${abs(x):,.2f}" if abs(x) < 100 else f"${abs(x):,.0f}"
+    return Money(abs(x), ",.2f") if abs(x) < 100 else Money(abs(x), ",.0f")
 
 
 def _hardware(run: RunCost, cat: Catalog) -> str:
@@ -163,77 +164,77 @@ def _summary(u: UpgradeAnswer, a: TcoAssumptions, cat: Catalog) -> str:
     if u.cloud_a and u.cloud_b:
         parts.append(_cloud_sentence(u.cloud_a, u.cloud_b, u.cloud_provider_class))
     parts.append(_verdict_sentence(u))
-    return " ".join(parts)
+    return join(parts)
 
 
 def _time_sentence(u: UpgradeAnswer, name_a: str, name_b: str) -> str:
     t_a, t_b = _duration(u.own_a.time_to_train_s), _duration(u.own_b.time_to_train_s)
-    head = f"On {name_b} this job trains in {t_b} instead of {t_a} on {name_a}"
+    words = dict(b=name_b, tb=t_b, ta=t_a, a=name_a, saved=_duration(u.time_saved_s), speedup=Num(u.speedup, ".2f"))
     if u.time_saved_s > 0:
-        return f"{head}: {_duration(u.time_saved_s)} saved per run ({u.speedup:.2f}x faster)."
-    return f"{head}: {_duration(u.time_saved_s)} slower per run ({u.speedup:.2f}x)."
+        return Text("On %(b)s this job trains in %(tb)s instead of %(ta)s on %(a)s: %(saved)s saved per run "
+                    "(%(speedup)sx faster).", **words)
+    return Text("On %(b)s this job trains in %(tb)s instead of %(ta)s on %(a)s: %(saved)s slower per run "
+                "(%(speedup)sx).", **words)
 
 
 def _own_sentence(u: UpgradeAnswer, a: TcoAssumptions) -> str:
-    cmp = "less" if u.cost_difference_usd_per_run <= 0 else "more"
-    return (
-        f"Owned ({a.depreciation_years:g}-year amortisation, {a.utilisation:.0%} utilisation), a run costs "
-        f"{_usd(u.own_b.cost_usd)} instead of {_usd(u.own_a.cost_usd)}: {_usd(u.cost_difference_usd_per_run)} "
-        f"{cmp} per run, and uses {u.own_b.energy_kwh:,.0f} kWh instead of {u.own_a.energy_kwh:,.0f} kWh."
-    )
+    words = dict(years=Num(a.depreciation_years, "g"), utilisation=Num(a.utilisation, ".0%"),
+                 b=_usd(u.own_b.cost_usd), a=_usd(u.own_a.cost_usd), diff=_usd(u.cost_difference_usd_per_run),
+                 kwh_b=Num(u.own_b.energy_kwh, ",.0f"), kwh_a=Num(u.own_a.energy_kwh, ",.0f"))
+    if u.cost_difference_usd_per_run <= 0:
+        return Text("Owned (%(years)s-year amortisation, %(utilisation)s utilisation), a run costs %(b)s instead of "
+                    "%(a)s: %(diff)s less per run, and uses %(kwh_b)s kWh instead of %(kwh_a)s kWh.", **words)
+    return Text("Owned (%(years)s-year amortisation, %(utilisation)s utilisation), a run costs %(b)s instead of "
+                "%(a)s: %(diff)s more per run, and uses %(kwh_b)s kWh instead of %(kwh_a)s kWh.", **words)
 
 
-def _whole_runs(runs: float) -> str:
+def _whole_runs(runs: float) -> Text:
     """Runs are whole: the payback comes after the run that completes it ("32,792 runs", "1 run")."""
     n = max(1, math.ceil(runs - 1e-9))
-    return f"{n:,} run" if n == 1 else f"{n:,} runs"
+    return Text("%(n)s run", n=Num(n, ",")) if n == 1 else Text("%(n)s runs", n=Num(n, ","))
 
 
-def _payback_words(runs: float | None, months: float | None, within: bool, life: float) -> str:
+def _payback_words(runs: float | None, months: float | None, within: bool, life: float) -> Text:
     """'pays back after N runs (M months)', or why it does not within the ``life``-year life."""
     if runs is None or months is None:
-        return "never pays back on running costs alone (the new option does not cost less to run per run)"
+        return Text("never pays back on running costs alone (the new option does not cost less to run per run)")
     if within:
-        return f"pays back after {_whole_runs(runs)} ({months:,.1f} months), within the {life:g}-year life"
-    return (
-        f"does not pay back within the {life:g}-year life: it would take {_whole_runs(runs)}, "
-        f"{months / 12:,.1f} years of back-to-back runs"
-    )
+        return Text("pays back after %(runs)s (%(months)s months), within the %(life)s-year life",
+                    runs=_whole_runs(runs), months=Num(months, ",.1f"), life=Num(life, "g"))
+    return Text("does not pay back within the %(life)s-year life: it would take %(runs)s, %(years)s years of "
+                "back-to-back runs", life=Num(life, "g"), runs=_whole_runs(runs), years=Num(months / 12, ",.1f"))
 
 
 def _payback_sentence(u: UpgradeAnswer, name_a: str, name_b: str) -> str:
-    buy = f"Buying {name_b} instead of {name_a}"
     if u.break_even_runs == 0:
-        new = f"{buy} costs no more up front"
+        new = Text("Buying %(b)s instead of %(a)s costs no more up front", b=name_b, a=name_a)
     else:
         words = _payback_words(u.break_even_runs, u.break_even_months, u.pays_back_within_life, u.life_years)
-        new = f"{buy} {words}"
+        new = Text("Buying %(b)s instead of %(a)s %(words)s", b=name_b, a=name_a, words=words)
     owned = _payback_words(
         u.break_even_runs_if_a_owned, u.break_even_months_if_a_owned, u.pays_back_within_life_if_a_owned, u.life_years
     )
-    return f"{new}; if you already own the {name_a}, replacing them {owned}."
+    return Text("%(new)s; if you already own the %(a)s, replacing them %(owned)s.", new=new, a=name_a, owned=owned)
 
 
 def _cloud_sentence(cloud_a: RunCost, cloud_b: RunCost, klass: ProviderClass | None) -> str:
-    offers = (f"cheapest on-demand {klass} offers" if klass is not None
-              else "cheapest on-demand offers, not of one provider class")
-    return (
-        f"In the cloud ({offers}) a run costs {_usd(cloud_b.cost_usd)} on {cloud_b.label} "
-        f"instead of {_usd(cloud_a.cost_usd)} on {cloud_a.label}."
-    )
+    offers = (Text("cheapest on-demand %(klass)s offers", klass=klass) if klass is not None
+              else Text("cheapest on-demand offers, not of one provider class"))
+    return Text("In the cloud (%(offers)s) a run costs %(b)s on %(label_b)s instead of %(a)s on %(label_a)s.",
+                offers=offers, b=_usd(cloud_b.cost_usd), label_b=cloud_b.label, a=_usd(cloud_a.cost_usd),
+                label_a=cloud_a.label)
 
 
 def _verdict_sentence(u: UpgradeAnswer) -> str:
     if u.verdict == "upgrade":
-        return "Verdict: move - the new option is faster and cheaper per run."
+        return Text("Verdict: move - the new option is faster and cheaper per run.")
     if u.verdict == "upgrade-if-time-matters" and u.usd_per_hour_saved is not None:
-        return f"Verdict: move if an hour of earlier results is worth more than {_usd(u.usd_per_hour_saved)}."
+        return Text("Verdict: move if an hour of earlier results is worth more than %(usd)s.",
+                    usd=_usd(u.usd_per_hour_saved))
     if u.verdict == "upgrade-if-time-matters":
-        return (
-            "Verdict: move if time matters, or if you will keep the new servers busy: amortised over a fully used "
-            f"{u.life_years:g}-year life it is cheaper per run, but for the same number of runs its extra cost "
-            "does not pay back within that life."
-        )
+        return Text("Verdict: move if time matters, or if you will keep the new servers busy: amortised over a fully "
+                    "used %(life)s-year life it is cheaper per run, but for the same number of runs its extra cost "
+                    "does not pay back within that life.", life=Num(u.life_years, "g"))
     if u.verdict == "upgrade-if-cost-matters":
-        return "Verdict: the new option is cheaper per run but slower; move only if cost matters more than time."
-    return "Verdict: stay - the new option is neither faster nor cheaper for this job."
+        return Text("Verdict: the new option is cheaper per run but slower; move only if cost matters more than time.")
+    return Text("Verdict: stay - the new option is neither faster nor cheaper for this job.")

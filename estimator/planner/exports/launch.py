@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from estimator.messages import Num, Text
 from estimator.planner.contract import EnvVar, Exports, PlanLayout
 from estimator.planner.exports.megatron import megatron_args
 from estimator.planner.exports.nccl import environment
@@ -144,39 +145,48 @@ def torchrun_argv(layout: PlanLayout, training: Training, arch: ModelArch) -> li
     return launcher + _script(layout, training, arch)
 
 
+def _peft_note(training: Training) -> Text:
+    targets = ('"all-linear"' if training.lora_targets == "all-linear"
+               else '["q_proj", "k_proj", "v_proj", "o_proj"]')
+    words = dict(rank=training.lora_rank, targets=targets, dropout=Num(training.lora_dropout, "g"))
+    if training.method == "qlora":
+        return Text("PEFT adapters as sized: LoraConfig(r=%(rank)s, target_modules=%(targets)s, "
+                    "lora_dropout=%(dropout)s) on a 4-bit base (BitsAndBytesConfig(load_in_4bit=True, "
+                    "bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True)); a different lora_dropout changes "
+                    "the activation memory.",
+                    **words)
+    return Text("PEFT adapters as sized: LoraConfig(r=%(rank)s, target_modules=%(targets)s, "
+                "lora_dropout=%(dropout)s); a different lora_dropout changes the activation memory.", **words)
+
+
 def _notes(layout: PlanLayout, training: Training) -> list[str]:
-    out = []
+    out: list[str] = []
     if layout.num_nodes > 1:
-        out.append("Replace MASTER_ADDR with the first node's address; run the same command on every node.")
+        out.append(Text("Replace MASTER_ADDR with the first node's address; run the same command on every node."))
     if layout.framework == "pytorch" and training.method != "full":
-        out.append("torchtitan trains full models: for LoRA/QLoRA launch a PEFT script with `accelerate launch "
-                   "--config_file` and the accelerate config (the same FSDP2 layout).")
+        out.append(Text("torchtitan trains full models: for LoRA/QLoRA launch a PEFT script with `accelerate launch "
+                        "--config_file` and the accelerate config (the same FSDP2 layout)."))
     if training.method != "full" and layout.framework != "megatron":
-        targets = ('"all-linear"' if training.lora_targets == "all-linear"
-                   else '["q_proj", "k_proj", "v_proj", "o_proj"]')
-        out.append(f"PEFT adapters as sized: LoraConfig(r={training.lora_rank}, target_modules={targets}, "
-                   f"lora_dropout={training.lora_dropout:g})"
-                   + (" on a 4-bit base (BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", "
-                      "bnb_4bit_use_double_quant=True))" if training.method == "qlora" else "")
-                   + "; a different lora_dropout changes the activation memory.")
+        out.append(_peft_note(training))
     if layout.framework == "megatron" and training.method != "full":
-        out.append("Megatron-LM itself has no LoRA: run these arguments through NeMo / Megatron-Bridge PEFT.")
+        out.append(Text("Megatron-LM itself has no LoRA: run these arguments through NeMo / Megatron-Bridge PEFT."))
     if layout.framework == "deepspeed":
-        out.append("`train.py` is your Hugging Face Trainer (or deepspeed.initialize) script; `--deepspeed "
-                   "ds_config.json` is the TrainingArguments flag.")
+        out.append(Text("`train.py` is your Hugging Face Trainer (or deepspeed.initialize) script; `--deepspeed "
+                        "ds_config.json` is the TrainingArguments flag."))
         if training.activation_checkpointing != "none" or layout.activation_checkpointing != "none":
-            out.append("Turn on activation checkpointing in the script (`--gradient_checkpointing`).")
+            out.append(Text("Turn on activation checkpointing in the script (`--gradient_checkpointing`)."))
     if layout.tp > 1 and layout.framework == "pytorch":
         if layout.tp_plan == "replicated-embeddings":
-            out.append("TP plan replicated-embeddings: launch with the accelerate config (parallelism_config_tp_size, "
-                       "the model loaded with Hugging Face tp_plan=\"auto\"); the torchtitan command splits the "
-                       "vocabulary instead (vocab-parallel), which needs less memory than this plan was sized for.")
+            out.append(Text("TP plan replicated-embeddings: launch with the accelerate config "
+                            "(parallelism_config_tp_size, the model loaded with Hugging Face tp_plan=\"auto\"); the "
+                            "torchtitan command splits the vocabulary instead (vocab-parallel), which needs less "
+                            "memory than this plan was sized for."))
         else:
-            out.append("TP plan vocab-parallel: the torchtitan command; Hugging Face tp_plan=\"auto\" under the "
-                       "accelerate config keeps the embedding whole on every rank and the logits gathered (more "
-                       "memory): size that with parallelism.tp_plan=\"replicated-embeddings\".")
+            out.append(Text("TP plan vocab-parallel: the torchtitan command; Hugging Face tp_plan=\"auto\" under the "
+                            "accelerate config keeps the embedding whole on every rank and the logits gathered (more "
+                            "memory): size that with parallelism.tp_plan=\"replicated-embeddings\"."))
     if training.precision == "fp8-mixed" and layout.framework != "megatron":
-        out.append("fp8 needs Transformer Engine or torchao float8 in the training script.")
+        out.append(Text("fp8 needs Transformer Engine or torchao float8 in the training script."))
     return out
 
 

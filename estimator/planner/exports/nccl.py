@@ -17,6 +17,7 @@ Variables and semantics from the NCCL user guide ("Environment Variables"); what
 from __future__ import annotations
 
 from estimator.comm import gpu_fabric
+from estimator.messages import Text
 from estimator.planner.contract import EnvVar, PlanLayout
 from hardware_catalog import Gpu, Server
 
@@ -29,14 +30,14 @@ def _intra(gpu: Gpu, fabric: str) -> list[EnvVar]:
     out = []
     if fabric == "nvswitch" and (getattr(gpu, "nvlink_gen", None) or 0) >= 4:
         out.append(EnvVar(name="NCCL_NVLS_ENABLE", value="1",
-                          reason="NVLink SHARP on this NVSwitch reduces inside the switch (~475 vs ~370 GB/s "
-                                 "all-reduce bus bandwidth on 8 GPUs); NCCL picks it when enabled (needs "
-                                 "nvidia-fabricmanager), so keep a container default of 0 from disabling it"))
+                          reason=Text("NVLink SHARP on this NVSwitch reduces inside the switch (~475 vs ~370 GB/s "
+                                      "all-reduce bus bandwidth on 8 GPUs); NCCL picks it when enabled (needs "
+                                      "nvidia-fabricmanager), so keep a container default of 0 from disabling it")))
     if fabric == "pcie":
         out.append(EnvVar(name="NCCL_P2P_DISABLE", value="1",
-                          reason="PCIe peer-to-peer is blocked by ACS/IOMMU on some hosts (VMs): NCCL then "
-                                 "hangs or fails instead of falling back to host memory",
-                          when="only if `nvidia-smi topo -p2p r` reports peer-to-peer unsupported"))
+                          reason=Text("PCIe peer-to-peer is blocked by ACS/IOMMU on some hosts (VMs): NCCL then "
+                                      "hangs or fails instead of falling back to host memory"),
+                          when=Text("only if `nvidia-smi topo -p2p r` reports peer-to-peer unsupported")))
     return out
 
 
@@ -52,30 +53,34 @@ def _rails(server: Server | None) -> tuple[int, str]:
 
 def _inter(server: Server | None) -> list[EnvVar]:
     rails, kind = _rails(server)
-    where = "no server chosen: assumed one InfiniBand NIC per GPU" if server is None else f"{server.name}"
+    where = Text("no server chosen: assumed one InfiniBand NIC per GPU") if server is None else f"{server.name}"
     out = [EnvVar(name="NCCL_SOCKET_IFNAME", value="^lo,docker0",
-                  reason="bootstrap and out-of-band traffic over the host's real interface, never loopback or "
-                         "a container bridge (name the frontend interface instead if there are several)")]
+                  reason=Text("bootstrap and out-of-band traffic over the host's real interface, never loopback or "
+                              "a container bridge (name the frontend interface instead if there are several)"))]
     if rails == 0 or kind == "ethernet":
         return [
             *out,
             EnvVar(name="NCCL_IB_DISABLE", value="1",
-                   reason=f"{where} has no RDMA NICs for GPU traffic: use TCP sockets"),
-            EnvVar(name="NCCL_SOCKET_NTHREADS", value="4", reason="more socket threads to fill a fast Ethernet link"),
-            EnvVar(name="NCCL_NSOCKS_PERTHREAD", value="4", reason="several sockets per thread for bandwidth"),
+                   reason=Text("%(where)s has no RDMA NICs for GPU traffic: use TCP sockets", where=where)),
+            EnvVar(name="NCCL_SOCKET_NTHREADS", value="4",
+                   reason=Text("more socket threads to fill a fast Ethernet link")),
+            EnvVar(name="NCCL_NSOCKS_PERTHREAD", value="4", reason=Text("several sockets per thread for bandwidth")),
         ]
     out.append(EnvVar(name="NCCL_IB_HCA", value="mlx5",
-                      reason=f"{where}: {rails} {kind} ports carry the GPU traffic (ConnectX mlx5_* HCAs); "
-                             "listing them keeps NCCL off frontend and storage ports"))
+                      reason=Text("%(where)s: %(rails)s %(kind)s ports carry the GPU traffic (ConnectX mlx5_* HCAs); "
+                                  "listing them keeps NCCL off frontend and storage ports", where=where, rails=rails,
+                                  kind=kind)))
     if kind == "roce":
-        out.append(EnvVar(name="NCCL_IB_GID_INDEX", value="3", reason="RoCE v2 (routable, IPv4) GID of the ports"))
+        out.append(EnvVar(name="NCCL_IB_GID_INDEX", value="3",
+                          reason=Text("RoCE v2 (routable, IPv4) GID of the ports")))
     if rails >= 2:
         out.append(EnvVar(name="NCCL_CROSS_NIC", value="0",
-                          reason=f"rail-optimised fabric: each of the {rails} rings stays on its own rail"))
+                          reason=Text("rail-optimised fabric: each of the %(rails)s rings stays on its own rail",
+                                      rails=rails)))
     if rails >= 4:
         out.append(EnvVar(name="NCCL_MIN_NCHANNELS", value=str(rails),
-                          reason=f"at least one channel per NIC so all {rails} rails carry traffic, also for the "
-                                 "smaller messages of bucketed gradient reductions"))
+                          reason=Text("at least one channel per NIC so all %(rails)s rails carry traffic, also for "
+                                      "the smaller messages of bucketed gradient reductions", rails=rails)))
     return out
 
 
@@ -88,6 +93,6 @@ def environment(layout: PlanLayout, gpu: Gpu, server: Server | None) -> list[Env
         out += _inter(server)
     if layout.framework == "megatron" and (layout.tp > 1 or layout.sequence_parallel):
         out.append(EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
-                          reason="Megatron requires it with tensor/sequence parallelism: its communication kernels "
-                                 "must be queued before the GEMMs they overlap"))
+                          reason=Text("Megatron requires it with tensor/sequence parallelism: its communication "
+                                      "kernels must be queued before the GEMMs they overlap")))
     return out

@@ -36,6 +36,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
 from estimator.efficiency import rates_for
@@ -47,8 +49,9 @@ from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
 from estimator.layout import Layout, build_layout
-from estimator.memory import peak_memory
+from estimator.memory import MemoryFloor, memory_floor, peak_memory
 from estimator.modelspec import CachedShape
+from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest
 from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
@@ -76,6 +79,8 @@ class Stats:
     memory_checks: int = 0
     time_evaluations: int = 0
     host_checks: int = 0
+    layouts_screened: int = 0
+    screened_out: int = 0
     empty_worlds: list[tuple[World, str]] = field(default_factory=list)
     host_misses: dict[tuple[str, int, int], HostMiss] = field(default_factory=dict)
 
@@ -120,7 +125,8 @@ ANY_FIT_COST = 3
 class SearchContext:
     """Caches and counters for one planner run."""
 
-    def __init__(self, req: PlanRequest, catalog: Catalog, shape: CachedShape, keep: int = DEFAULT_KEEP) -> None:
+    def __init__(self, req: PlanRequest, catalog: Catalog, shape: CachedShape, keep: int = DEFAULT_KEEP,
+                 screen: bool = True) -> None:
         self.catalog = catalog
         self.shape = shape
         self.training = req.training
@@ -147,6 +153,10 @@ class SearchContext:
         self._micro: dict[tuple[object, ...], float | None] = {}
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
         self._ram_limits: dict[tuple[str, int], RamLimit] = {}
+        self.screen = screen
+        self._floors: dict[tuple[int, int], tuple[scr.Floors, list[int]]] = {}
+        self._cannot_fit: dict[tuple[str, int, int, Structure], frozenset[int]] = {}
+        self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
 
     # ------------------------------------------------------------------------------------------ the space
     def structures(self, world: World) -> list[Structure]:
@@ -240,7 +250,12 @@ class SearchContext:
         return self._margins[key]
 
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
-        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need."""
+        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need.
+        A micro-batch the screen has shown cannot fit is answered without the exact estimate."""
+        if self._cannot_fit:
+            ruled_out = self._cannot_fit.get((world.hw.key, world.num_nodes, world.gpus_per_node, s))
+            if ruled_out is not None and mbs in ruled_out:
+                return False
         need = self.memory_need(world, s, ckpt, mbs, gas) * (1.0 + self.margin(world, s))
         return need <= world.hw.capacity_bytes * self.free_fraction
 
@@ -291,6 +306,57 @@ class SearchContext:
             lo, hi = (mid, hi) if self.fits(world, s, ckpt, *splits[mid]) else (lo, mid)
         return lo
 
+    # ------------------------------------------------------------------------------------------- screen
+    def _group_floors(self, world: World) -> tuple[scr.Floors, list[int]]:
+        """The memory floors of a group's structures (they do not depend on the GPU type) and each structure's
+        row among them (-1: no valid layout)."""
+        key = (world.num_nodes, world.gpus_per_node)
+        if key not in self._floors:
+            floors: list[MemoryFloor] = []
+            margins: list[float] = []
+            rows: list[int] = []
+            for s in self.structures(world):
+                layout = self.layout(world, s)
+                if layout is None or not self.variants(world, s):
+                    rows.append(-1)
+                    continue
+                rows.append(len(floors))
+                floors.append(memory_floor(self.request(world, s, self.ckpts[0], 1, 1), self.shape, layout))
+                margins.append(self.margin(world, s))
+            self._floors[key] = (scr.Floors.of(floors, margins), rows)
+        return self._floors[key]
+
+    def screen_world(self, world: World) -> set[int]:
+        """Screen every (structure, micro-batch) layout of ``world`` at once (:mod:`estimator.planner.screen`):
+        record the micro-batches each structure cannot fit, for :meth:`fits`, and return the indices of the
+        structures whose lightest layout cannot fit (or that have no valid layout): nothing of them can."""
+        structs = self.structures(world)
+        floors, rows = self._group_floors(world)
+        owner, micro = [], []
+        for i, s in enumerate(structs):
+            if rows[i] >= 0:
+                for mbs, _ in self.variants(world, s):
+                    owner.append(i)
+                    micro.append(mbs)
+        owners = np.asarray(owner, dtype=np.int64)
+        micro_batches = np.asarray(micro, dtype=np.int64)
+        row_of = np.asarray(rows, dtype=np.int64)
+        ok = scr.may_fit(floors, row_of[owners], micro_batches, self.training.seq_len,
+                         world.hw.capacity_bytes * self.free_fraction)
+        self.stats.layouts_screened += len(owner) * len(self.ckpts)
+        ruled: set[int] = {i for i, r in enumerate(rows) if r < 0}
+        bad_owner, bad_mbs = owners[~ok].tolist(), micro_batches[~ok].tolist()
+        cannot: dict[int, set[int]] = {}
+        for i, mbs in zip(bad_owner, bad_mbs, strict=True):
+            cannot.setdefault(i, set()).add(mbs)
+        wkey = (world.hw.key, world.num_nodes, world.gpus_per_node)
+        for i, ms in cannot.items():
+            s = structs[i]
+            self._cannot_fit[(*wkey, s)] = frozenset(ms)
+            if self.variants(world, s)[0][0] in ms:
+                ruled.add(i)
+        return ruled
+
     # --------------------------------------------------------------------------------------------- time
     def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> TimeResult:
         layout = self.layout(world, s)
@@ -319,8 +385,27 @@ class SearchContext:
         accumulation step (the fewest weight-gradient bytes): less than any variant's per-micro-batch time."""
         key = (world.hw.gpu.id, s.framework, s.sharding, s.tp, s.cp, s.pp, s.ep, mbs)
         if key not in self._micro:
-            self._micro[key] = _micro_batch_seconds(self, world, s, mbs)
+            # the first structure to ask prices it (its node count's layout): one the screen dropped may have
+            owner = self._micro_owner.get(key, (world, s))
+            self._micro[key] = _micro_batch_seconds(self, *owner, mbs)
         return self._micro[key]
+
+    def _claim_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> None:
+        """What :meth:`lower_bound` of a screened-out structure would have priced first: the micro-batch times
+        are shared across node counts, so the structure that asks first sets them, with or without the screen."""
+        def key(mbs: int) -> tuple[object, ...]:
+            return (world.hw.gpu.id, s.framework, s.sharding, s.tp, s.cp, s.pp, s.ep, mbs)
+
+        fewest = key(splits[-1][0])
+        if fewest in self._micro:
+            priced = self._micro[fewest] is not None
+        else:
+            owner = self._micro_owner.setdefault(fewest, (world, s))
+            priced = self.layout(*owner) is not None
+        if priced:  # lower_bound asks for the smallest micro-batch only then
+            smallest = key(splits[0][0])
+            if smallest not in self._micro:
+                self._micro_owner.setdefault(smallest, (world, s))
 
     def _tp_bound(self, world: World, s: Structure, split: tuple[int, int]) -> float:
         if s.tp <= 1:
@@ -407,9 +492,16 @@ class SearchContext:
         self.stats.worlds += 1
         self.stats.structures += len(structs)
         order = []
+        ruled = self.screen_world(world) if self.screen else set()
+        any_splits = False
         for i, s in enumerate(structs):
             splits = self.variants(world, s)
             if splits:
+                any_splits = True
+                if i in ruled:  # nothing of it fits: the exact search would only find that out
+                    self.stats.screened_out += 1
+                    self._claim_bound(world, s, splits)
+                    continue
                 order.append((self.lower_bound(world, s, splits), s.saving, i, s, splits))
         order.sort(key=lambda o: (o[0], o[1], o[2]))
         found: list[Found] = []
@@ -432,7 +524,7 @@ class SearchContext:
                 found.insert(pos, best)
         if not found:
             host = (world.hw.key, world.num_nodes, world.gpus_per_node) in self.stats.host_misses
-            reason = "no valid layout" if not order else "host ram" if host else "nothing fits"
+            reason = "no valid layout" if not any_splits else "host ram" if host else "nothing fits"
             self.stats.empty_worlds.append((world, reason))
         return found[: self.keep]
 

@@ -221,12 +221,16 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
     total, done = sum(sizes), 0
     budget.charge(total, _budget_field(req, len(worlds), len(options)))
     ctx.prepaid = True
+    # a callback with a ``detail(screened, exact)`` method also hears how much the screen did
+    detail = getattr(progress, "detail", None)
     if progress is not None:
         progress(0, total)
     found: list[Found] = []
     for world, size in zip(worlds, sizes, strict=True):
         found += ctx.search_world(world)
         done += size
+        if detail is not None:
+            detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
         if progress is not None:
             progress(done, total)
     return ctx, found, total

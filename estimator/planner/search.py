@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
@@ -155,7 +156,9 @@ class SearchContext:
         self._ram_limits: dict[tuple[str, int], RamLimit] = {}
         self.screen = screen
         self._floors: dict[tuple[int, int], tuple[scr.Floors, list[int]]] = {}
-        self._cannot_fit: dict[tuple[str, int, int, Structure], frozenset[int]] = {}
+        self._variants: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        self._rows: dict[tuple[int, int], _ScreenRows] = {}
+        self._screened: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
         self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
 
     # ------------------------------------------------------------------------------------------ the space
@@ -168,7 +171,11 @@ class SearchContext:
 
     def variants(self, world: World, s: Structure) -> list[tuple[int, int]]:
         dp = world.size // s.model_parallel
-        return micro_batches(self.gbs, dp, self.training.seq_len, s.pp, s.vp, self.pins)
+        key = (dp, s.pp, s.vp)
+        splits = self._variants.get(key)
+        if splits is None:
+            splits = self._variants[key] = micro_batches(self.gbs, dp, self.training.seq_len, s.pp, s.vp, self.pins)
+        return splits
 
     def space_size(self, world: World) -> int:
         """Layouts of one world: structures x micro-batch splits x checkpointing levels."""
@@ -252,10 +259,12 @@ class SearchContext:
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
         """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need.
         A micro-batch the screen has shown cannot fit is answered without the exact estimate."""
-        if self._cannot_fit:
-            ruled_out = self._cannot_fit.get((world.hw.key, world.num_nodes, world.gpus_per_node, s))
-            if ruled_out is not None and mbs in ruled_out:
-                return False
+        if self._screened:
+            ok = self._screened.get((world.hw.key, world.num_nodes, world.gpus_per_node))
+            if ok is not None:
+                row = self._rows[(world.num_nodes, world.gpus_per_node)].row(s, mbs)
+                if row is not None and not ok[row]:
+                    return False
         need = self.memory_need(world, s, ckpt, mbs, gas) * (1.0 + self.margin(world, s))
         return need <= world.hw.capacity_bytes * self.free_fraction
 
@@ -326,36 +335,39 @@ class SearchContext:
             self._floors[key] = (scr.Floors.of(floors, margins), rows)
         return self._floors[key]
 
+    def _screen_rows(self, world: World) -> _ScreenRows:
+        """The (structure, micro-batch) rows of a group, as arrays (they do not depend on the GPU type)."""
+        key = (world.num_nodes, world.gpus_per_node)
+        if key not in self._rows:
+            floors, rows = self._group_floors(world)
+            floor_row: list[int] = []
+            micro: list[int] = []
+            first: list[int] = []
+            start: dict[Structure, tuple[int, dict[int, int]]] = {}
+            for s, r in zip(self.structures(world), rows, strict=True):
+                if r < 0:
+                    first.append(-1)
+                    continue
+                splits = self.variants(world, s)
+                first.append(len(micro))
+                start[s] = len(micro), {mbs: j for j, (mbs, _) in enumerate(splits)}
+                floor_row += [r] * len(splits)
+                micro += [mbs for mbs, _ in splits]
+            self._rows[key] = _ScreenRows(floors, np.asarray(floor_row, dtype=np.int64),
+                                          np.asarray(micro, dtype=np.int64), np.asarray(first, dtype=np.int64), start)
+        return self._rows[key]
+
     def screen_world(self, world: World) -> set[int]:
         """Screen every (structure, micro-batch) layout of ``world`` at once (:mod:`estimator.planner.screen`):
-        record the micro-batches each structure cannot fit, for :meth:`fits`, and return the indices of the
-        structures whose lightest layout cannot fit (or that have no valid layout): nothing of them can."""
-        structs = self.structures(world)
-        floors, rows = self._group_floors(world)
-        owner, micro = [], []
-        for i, s in enumerate(structs):
-            if rows[i] >= 0:
-                for mbs, _ in self.variants(world, s):
-                    owner.append(i)
-                    micro.append(mbs)
-        owners = np.asarray(owner, dtype=np.int64)
-        micro_batches = np.asarray(micro, dtype=np.int64)
-        row_of = np.asarray(rows, dtype=np.int64)
-        ok = scr.may_fit(floors, row_of[owners], micro_batches, self.training.seq_len,
+        keep which micro-batches cannot fit, for :meth:`fits`, and return the indices of the structures whose
+        lightest layout cannot fit (or that have no valid layout): nothing of them can."""
+        rows = self._screen_rows(world)
+        ok = scr.may_fit(rows.floors, rows.floor_row, rows.micro, self.training.seq_len,
                          world.hw.capacity_bytes * self.free_fraction)
-        self.stats.layouts_screened += len(owner) * len(self.ckpts)
-        ruled: set[int] = {i for i, r in enumerate(rows) if r < 0}
-        bad_owner, bad_mbs = owners[~ok].tolist(), micro_batches[~ok].tolist()
-        cannot: dict[int, set[int]] = {}
-        for i, mbs in zip(bad_owner, bad_mbs, strict=True):
-            cannot.setdefault(i, set()).add(mbs)
-        wkey = (world.hw.key, world.num_nodes, world.gpus_per_node)
-        for i, ms in cannot.items():
-            s = structs[i]
-            self._cannot_fit[(*wkey, s)] = frozenset(ms)
-            if self.variants(world, s)[0][0] in ms:
-                ruled.add(i)
-        return ruled
+        self._screened[(world.hw.key, world.num_nodes, world.gpus_per_node)] = ok
+        self.stats.layouts_screened += len(rows.micro) * len(self.ckpts)
+        lightest = np.append(ok, True)[rows.first]  # a structure without rows (first = -1) reads False below
+        return set(np.flatnonzero(~lightest | (rows.first < 0)).tolist())
 
     # --------------------------------------------------------------------------------------------- time
     def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> TimeResult:
@@ -527,6 +539,26 @@ class SearchContext:
             reason = "no valid layout" if not any_splits else "host ram" if host else "nothing fits"
             self.stats.empty_worlds.append((world, reason))
         return found[: self.keep]
+
+
+@dataclass(frozen=True)
+class _ScreenRows:
+    """A group's screen rows: each (structure, micro-batch) as its structure's floor row and its micro-batch;
+    ``first`` the first row of each structure (-1: none), ``start`` each screened structure's first row and its
+    micro-batches' offsets."""
+
+    floors: scr.Floors
+    floor_row: npt.NDArray[np.int64]
+    micro: npt.NDArray[np.int64]
+    first: npt.NDArray[np.int64]
+    start: dict[Structure, tuple[int, dict[int, int]]]
+
+    def row(self, s: Structure, mbs: int) -> int | None:
+        entry = self.start.get(s)
+        if entry is None:
+            return None
+        offset = entry[1].get(mbs)
+        return None if offset is None else entry[0] + offset
 
 
 def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:

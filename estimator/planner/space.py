@@ -53,6 +53,15 @@ class Structure:
     hsdp_shard: int | None
     saving: int  # rank in its dominance chain: higher saves more memory and communicates more
 
+    def __hash__(self) -> int:
+        """The dataclass hash of the fields, computed once: structures key every cache of the search."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,
+                           self.sequence_parallel, self.hsdp_shard, self.saving))
+            object.__setattr__(self, "_hash", cached)
+        return int(cached)
+
     @property
     def model_parallel(self) -> int:
         return self.tp * self.pp * self.cp

@@ -53,12 +53,13 @@ class Floors:
 
     @classmethod
     def of(cls, floors: Sequence[MemoryFloor], margins: Sequence[float]) -> Floors:
-        def col(name: str) -> IntArray:
-            return np.fromiter((getattr(f, name) for f in floors), dtype=np.int64, count=len(floors))
+        table = np.array([(f.states, f.grads, f.residual_bytes_per_token, f.residual_div, f.layers, f.cp)
+                          for f in floors], dtype=np.int64).reshape(-1, 6)
+        def col(j: int) -> IntArray:
+            return np.ascontiguousarray(table[:, j])
 
-        return cls(states=col("states"), grads=col("grads"), residual_per_token=col("residual_bytes_per_token"),
-                   residual_div=col("residual_div"), layers=col("layers"), cp=col("cp"),
-                   margin=np.asarray(margins, dtype=np.float64))
+        return cls(states=col(0), grads=col(1), residual_per_token=col(2), residual_div=col(3), layers=col(4),
+                   cp=col(5), margin=np.asarray(margins, dtype=np.float64))
 
     def __len__(self) -> int:
         return int(self.states.shape[0])

@@ -32,6 +32,7 @@ def _answer(body: dict[str, Any], screen: bool) -> tuple[dict[str, Any], dict[st
     return out, stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(CASES)))
 def test_the_screen_never_changes_the_planners_answer(index: int) -> None:
     body = CASES[index]
@@ -43,6 +44,7 @@ def test_the_screen_never_changes_the_planners_answer(index: int) -> None:
     assert s_stats["memory_checks"] <= e_stats["memory_checks"]
 
 
+@pytest.mark.slow
 def test_the_screen_drops_work_on_a_large_model() -> None:
     body = next(c for c in CASES if c["model"] == "deepseek-v3")
     _, s_stats = _answer(body, screen=True)

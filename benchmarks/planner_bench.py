@@ -1,12 +1,22 @@
-"""Planner speed, and the cost of one estimate against one llm-analysis training analysis.
+"""Planner speed, the screen's rate, and the cost of one estimate against one llm-analysis training analysis.
 
 Run: ``.venv/bin/python benchmarks/planner_bench.py [--runs 7]``. Prints figures only (no pass/fail):
 
-1. The full search of issue 6: Llama 3.1 70B full fine-tune (bf16-mixed AdamW, 4k tokens, 2**20-token batch,
-   20B-token budget) over 4 GPU types (A100 80GB, H100, H200, B200) on 1 to 16 nodes: median wall time of
-   ``--runs`` searches (one warm-up first: imports and the catalog load are not counted), the search-space size
-   and layouts per second, and what the pruning left to the memory and step-time models.
-2. Per configuration: the median time of one ``estimator.estimate`` (memory, step time, time to train) against
+1. Three searches (issue 19's planner goals), each with the vectorised screen (``plan()``, the default) and
+   without it (``plan(..., screen=False)``: the exact per-layout path, the baseline), alternating in one run:
+   Llama 3.1 70B full fine-tune (bf16-mixed AdamW, 4k tokens, 2**20-token batch, 20B-token budget) over 4 GPU
+   types (A100 80GB, H100, H200, B200) on 1 to 16 nodes; Llama 3.1 405B (8k tokens) and DeepSeek-V3 (4k tokens)
+   over the same 4 GPU types on 1 to 128 nodes, every axis searched (TP, PP with virtual stages, CP, EP for the
+   MoE, sharding and offload, checkpointing, micro-batch). Median wall time of ``--runs`` searches each (one
+   warm-up of each first: imports and the catalog load are not counted), the speed-up, the search-space size,
+   what the screen removed and what was left to the memory and step-time models; the two answers (plans,
+   front, explanation, notes) are compared and must be the same.
+2. The screen's rate: :func:`estimator.planner.screen.may_fit` over the (structure, micro-batch) rows of the
+   405B search, tiled to about 2 million rows (median of ``--runs``), in rows per second and in layouts per
+   second (a row decides a layout at every checkpointing level); next to it, the exact path's layouts per
+   second (section 1) and one exact memory estimate (``estimator.memory._peak_memory``, past its memo) per
+   second.
+3. Per configuration: the median time of one ``estimator.estimate`` (memory, step time, time to train) against
    one ``llm_analysis.analysis.LLMAnalysis.training`` for the same model, GPU, layout and batch (PyPI
    ``llm-analysis``). Their step time and peak memory are printed beside ours for context. Without
    llm-analysis this section prints our times only and says how to install it.
@@ -22,25 +32,40 @@ site-packages on the path (docs/planner.md)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from estimator.estimate import estimate
 from estimator.modelspec import ModelShape, preset
-from estimator.planner.contract import PlanRequest
+from estimator.planner import screen as scr
+from estimator.planner.contract import PlanRequest, PlanResponse
 from estimator.planner.plan import plan
 from estimator.request import EstimateRequest
 from hardware_catalog import load_catalog
 
+FOUR_GPUS = ["a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-180gb"]
 SEARCH = {
     "model": "llama-3.1-70b",
     "training": {"method": "full", "precision": "bf16-mixed", "seq_len": 4096, "train_tokens": 2e10},
-    "constraints": {"gpus": ["a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-180gb"],
-                    "max_nodes": 16},
+    "constraints": {"gpus": FOUR_GPUS, "max_nodes": 16},
 }
+SEARCHES: list[tuple[str, dict[str, Any]]] = [
+    ("Llama 3.1 70B full, 4 GPU types x 1..16 nodes", SEARCH),
+    ("Llama 3.1 405B full, 8k, 4 GPU types x 1..128 nodes",
+     {"model": "llama-3.1-405b", "training": {"method": "full", "precision": "bf16-mixed", "seq_len": 8192,
+                                              "train_tokens": 2e11},
+      "constraints": {"gpus": FOUR_GPUS, "max_nodes": 128}}),
+    ("DeepSeek-V3 full, 4k, 4 GPU types x 1..128 nodes",
+     {"model": "deepseek-v3", "training": {"method": "full", "precision": "bf16-mixed", "seq_len": 4096,
+                                           "train_tokens": 2e11},
+      "constraints": {"gpus": FOUR_GPUS, "max_nodes": 128}}),
+]
 
 # (label, estimator request, llm-analysis GPU config name)
 CONFIGS: list[tuple[str, dict[str, Any], str]] = [
@@ -75,27 +100,89 @@ def _median_s(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times)
 
 
+def _answer(resp: PlanResponse) -> dict[str, Any]:
+    out = resp.model_dump(mode="json")
+    out.pop("search")
+    return out
+
+
 def bench_search(runs: int) -> None:
     catalog = load_catalog()
-    req = PlanRequest.model_validate(SEARCH)
-    plan(req, catalog)  # warm-up
-    walls, last = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        last = plan(req, catalog)
-        walls.append(time.perf_counter() - t0)
-    assert last is not None
-    s = last.search
-    median = statistics.median(walls)
-    print("== full search: Llama 3.1 70B full fine-tune, 4 GPU types x 1..16 nodes ==")
-    print(f"runs: {runs}; wall s: median {median:.3f}, min {min(walls):.3f}, max {max(walls):.3f}")
-    print(f"search space: {s.space_size} layouts ({s.structures} parallel structures over {s.worlds} "
-          f"hardware x node-count groups)")
-    print(f"candidates evaluated per second: {s.space_size / median:,.0f} (layouts covered / median wall time)")
-    print(f"work left after pruning: {s.structures_evaluated} structures priced, {s.memory_checks} memory "
-          f"estimates, {s.time_evaluations} step-time estimates, {s.full_estimates} full estimates; "
-          f"{s.pruned_by_bound} structures cut by the lower bound, {s.pruned_by_dominance} by dominance")
-    print(f"winner: {last.plans[0].label}" if last.plans else "no plan")
+    print("== searches: with the screen (plan()) and without it (the exact path), alternating ==")
+    for label, body in SEARCHES:
+        req = PlanRequest.model_validate(body)
+        plan(req, catalog)  # warm-up (and the memos of both paths)
+        plan(req, catalog, screen=False)
+        walls: dict[bool, list[float]] = {True: [], False: []}
+        cpus: dict[bool, list[float]] = {True: [], False: []}
+        last: dict[bool, PlanResponse] = {}
+        for _ in range(runs):
+            for screen in (True, False):
+                t0, c0 = time.perf_counter(), time.process_time()
+                last[screen] = plan(req, catalog, screen=screen)
+                walls[screen].append(time.perf_counter() - t0)
+                cpus[screen].append(time.process_time() - c0)
+        fast, slow = statistics.median(walls[True]), statistics.median(walls[False])
+        fast_cpu, slow_cpu = statistics.median(cpus[True]), statistics.median(cpus[False])
+        s, e = last[True].search, last[False].search
+        same = _answer(last[True]) == _answer(last[False])
+        print(f"\n-- {label} --")
+        print(f"wall s, median of {runs}: screen {fast:.3f} (min {min(walls[True]):.3f}), exact path {slow:.3f} "
+              f"(min {min(walls[False]):.3f}); speed-up {slow / fast:.2f}x; same answer: {same}")
+        print(f"CPU s of this process, median (less sensitive to a shared machine): screen {fast_cpu:.3f}, exact "
+              f"path {slow_cpu:.3f}; speed-up {slow_cpu / fast_cpu:.2f}x")
+        print(f"search space: {s.space_size:,} layouts ({s.structures:,} parallel structures over {s.worlds} "
+              f"hardware x node-count groups); layouts covered per second: {s.space_size / fast:,.0f} "
+              f"(exact path {s.space_size / slow:,.0f})")
+        print(f"screen: {s.layouts_screened:,} layouts screened, {s.screened_out:,} structures ruled out")
+        for name, st in (("screen", s), ("exact", e)):
+            print(f"  {name:6} {st.structures_evaluated} structures priced, {st.memory_checks} memory estimates, "
+                  f"{st.time_evaluations} step-time estimates, {st.full_estimates} full estimates; "
+                  f"{st.pruned_by_bound} cut by the lower bound, {st.pruned_by_dominance} by dominance")
+        print(f"winner: {last[True].plans[0].label}" if last[True].plans else "no plan")
+
+
+def bench_screen(runs: int) -> None:
+    """``screen.may_fit`` over real rows (the 405B search's), tiled; and one exact memory estimate, for scale."""
+    from estimator.memory import _peak_memory
+    from estimator.modelspec import CachedShape, resolve_model
+    from estimator.planner.hardware import hardware_options, worlds_for
+    from estimator.planner.search import SearchContext
+
+    catalog = load_catalog()
+    req = PlanRequest.model_validate(SEARCHES[1][1])
+    shape = CachedShape(resolve_model(req.model))
+    ctx = SearchContext(req, catalog, shape)
+    worlds = [w for hw in hardware_options(req, catalog) for w in worlds_for(req, hw)]
+    parts = [ctx._screen_rows(w) for w in worlds[: len(worlds) // 4]]  # one GPU type's groups
+    rows = [p for p in parts if len(p.micro)]
+    floors = scr.Floors(*(np.concatenate([getattr(p.floors, f.name) for p in rows])
+                          for f in dataclasses.fields(scr.Floors)))
+    offsets = np.cumsum([0] + [len(p.floors) for p in rows[:-1]])
+    floor_row = np.concatenate([p.floor_row + o for p, o in zip(rows, offsets, strict=True)])
+    micro = np.concatenate([p.micro for p in rows])
+    tiles = max(1, 2_000_000 // len(micro))
+    floor_row, micro = np.tile(floor_row, tiles), np.tile(micro, tiles)
+    usable = 80e9
+    kept = scr.may_fit(floors, floor_row, micro, req.training.seq_len, usable)
+    t = _median_s(lambda: scr.may_fit(floors, floor_row, micro, req.training.seq_len, usable), runs)
+    levels = len(ctx.ckpts)
+    print("\n== the screen: estimator.planner.screen.may_fit over the 405B search's rows ==")
+    print(f"{len(micro):,} rows ({tiles} x the {len(micro) // tiles:,} (structure, micro-batch) rows of one GPU "
+          f"type's 128 node counts; {kept.mean():.0%} may fit at 80 GB): median {t * 1e3:.1f} ms, "
+          f"{len(micro) / t:,.0f} rows/s = {len(micro) * levels / t:,.0f} layouts/s ({levels} checkpointing "
+          "levels a row)")
+    # the peer figure: one exact memory estimate at a time, memo cleared
+    world = next(w for w in worlds if w.num_nodes == 16)
+    s = next(s for s in ctx.structures(world) if ctx.variants(world, s) and ctx.layout(world, s) is not None)
+    exact_req = ctx.request(world, s, "selective", *ctx.variants(world, s)[0])
+    layout = ctx.layout(world, s)
+    assert layout is not None
+
+    per = _median_s(lambda: _peak_memory(exact_req, shape, layout, world.hw.capacity_bytes), runs * 50)
+    print(f"peer: one exact memory estimate (memory._peak_memory, its own memo bypassed) {per * 1e6:.0f} us = "
+          f"{1 / per:,.0f} "
+          f"layouts/s; the screen is {len(micro) * levels / t * per:,.0f}x that per layout")
 
 
 def _llm_analysis(req: EstimateRequest, gpu_name: str) -> Callable[[], dict[str, Any]]:
@@ -182,6 +269,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="timed searches (>= 5)")
     args = parser.parse_args()
     bench_search(max(5, args.runs))
+    bench_screen(max(5, args.runs))
     bench_configs(max(5, args.runs))
 
 

@@ -34,7 +34,7 @@ from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest, Parallelism, Training
 
-__all__ = ["MemoryPeak", "Phase", "max_micro_batch", "peak_memory", "peak_total"]
+__all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
 
 
 # Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
@@ -519,3 +519,31 @@ def _secant(lo: int, at_lo: int, hi: int, at_hi: int | None, cap: int, below_lo:
     if below_lo is not None and at_lo > below_lo:
         return lo + (cap - at_lo) // (at_lo - below_lo)
     return (lo + hi) // 2
+
+
+@dataclass(frozen=True)
+class MemoryFloor:
+    """What every micro-batch and checkpointing variant of one layout holds at least on its first pipeline stage:
+    a lower bound on ``peak_allocated`` for the planner's screen (:mod:`estimator.planner.screen`).
+
+    Every phase of :func:`_phases` holds the stored parameters, the optimizer states and the persistent gradient
+    buckets (``states``); ``backward-end`` adds every gradient (``grads``); ``forward`` adds at least, per decoder
+    layer of the stage, the residual stream of the micro-batch's tokens (``residual_bytes_per_token`` each: what
+    full checkpointing keeps; the other policies keep more)."""
+
+    states: int
+    grads: int
+    residual_bytes_per_token: int
+    residual_div: int
+    layers: int
+    cp: int
+
+
+def memory_floor(req: EstimateRequest, shape: ModelShape, layout: Layout) -> MemoryFloor:
+    """The :class:`MemoryFloor` of ``req``'s layout (its micro-batch and checkpointing do not matter)."""
+    stage = _stages(layout)[0]
+    _, st = _stage_states(req, shape, layout, stage)
+    rates = activation_rates(req, shape, layout)
+    return MemoryFloor(states=st.params + st.optimizer + st.grad_buckets, grads=st.grads,
+                       residual_bytes_per_token=rates.residual_dtype * shape.arch.hidden_size,
+                       residual_div=rates.residual_div, layers=layout.layers_on(stage), cp=layout.cp)

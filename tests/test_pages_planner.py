@@ -394,11 +394,15 @@ def test_the_progress_endpoint_reports_the_search(client: TestClient, expected: 
     client.get(f"/plan?{JOB_QUERY}&progress=progress-test-1", headers={"HX-Request": "true"})
     state = client.get("/plan/progress?id=progress-test-1")
     assert state.status_code == 200 and state.headers["cache-control"] == "no-store"
-    total = expected.search.space_size
-    assert state.json() == {"done": total, "total": total, "text": f"Searching {total:,} layouts… 100%"}
+    total, st = expected.search.space_size, expected.search
+    exact = st.memory_checks + st.time_evaluations
+    assert st.layouts_screened > 0 and exact > 0
+    assert state.json() == {"done": total, "total": total, "screened": st.layouts_screened, "exact": exact,
+                            "text": f"Searching {total:,} layouts… 100% · {st.layouts_screened:,} screened at once, "
+                                    f"{exact:,} estimated exactly"}
     assert client.get("/plan/progress?id=never-started").json()["total"] is None
-    assert client.get("/plan/progress?id=<bad>").json() == {"done": None, "total": None,
-                                                             "text": "Searching layouts…"}
+    assert client.get("/plan/progress?id=<bad>").json() == {"done": None, "total": None, "screened": None,
+                                                             "exact": None, "text": "Searching layouts…"}
 
 
 def test_progress_board_records_the_callbacks_and_expires_old_ones() -> None:
@@ -407,7 +411,11 @@ def test_progress_board_records_the_callbacks_and_expires_old_ones() -> None:
     report(0, 100)
     assert board.get("a") == (0, 100) and progress_text(board.get("a")) == "Searching 100 layouts… 0%"
     report(40, 100)
-    assert progress_text(board.get("a")) == "Searching 100 layouts… 40%"
+    assert progress_text(board.get("a")) == "Searching 100 layouts… 40%" and board.detail("a") is None
+    report.detail(2500, 31)
+    assert board.detail("a") == (2500, 31)
+    assert progress_text(board.get("a"), board.detail("a")) == ("Searching 100 layouts… 40% · 2,500 screened at "
+                                                                "once, 31 estimated exactly")
     board.update("b", 1, 2)
     board.update("c", 1, 2)
     assert board.get("c") == (1, 2) and len(board._items) <= 2

@@ -18,7 +18,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 from urllib.parse import urlencode
@@ -150,19 +150,18 @@ _FRAMEWORK = {"deepspeed": "DeepSpeed", "pytorch": "FSDP2", "megatron": "Megatro
 # --- progress -------------------------------------------------------------------------------------------------
 
 class ProgressBoard:
-    """``(evaluated, total)`` of running searches by id, for ``GET /plan/progress``; old entries expire."""
+    """``(evaluated, total)`` of running searches by id, for ``GET /plan/progress``, and how much of the work the
+    screen did (layouts screened at once, exact estimates); old entries expire."""
 
     def __init__(self, ttl_s: float = 600.0, capacity: int = 1000) -> None:
         self._lock = threading.Lock()
         self._items: dict[str, tuple[int, int, float]] = {}
+        self._details: dict[str, tuple[int, int]] = {}
         self._ttl_s = ttl_s
         self._capacity = capacity
 
-    def callback(self, key: str) -> Callable[[int, int], None]:
-        def report(done: int, total: int) -> None:
-            self.update(key, done, total)
-
-        return report
+    def callback(self, key: str) -> _Report:
+        return _Report(self, key)
 
     def update(self, key: str, done: int, total: int) -> None:
         now = time.monotonic()
@@ -171,23 +170,55 @@ class ProgressBoard:
             if len(self._items) > self._capacity:
                 for old in [k for k, v in self._items.items() if now - v[2] > self._ttl_s] or list(self._items)[:1]:
                     del self._items[old]
+                    self._details.pop(old, None)
+
+    def update_detail(self, key: str, screened: int, exact: int) -> None:
+        with self._lock:
+            self._details[key] = (screened, exact)
 
     def get(self, key: str) -> tuple[int, int] | None:
         with self._lock:
             item = self._items.get(key)
         return None if item is None else (item[0], item[1])
 
+    def detail(self, key: str) -> tuple[int, int] | None:
+        """``(layouts screened, exact estimates)`` so far, once the search has reported them."""
+        with self._lock:
+            return self._details.get(key)
+
+
+@dataclass(frozen=True)
+class _Report:
+    """``plan()``'s progress callback for one search: ``(done, total)`` per group of GPUs, and ``detail``
+    (``estimator.planner.plan.search`` calls it before each report when the callback has it)."""
+
+    board: ProgressBoard
+    key: str
+
+    def __call__(self, done: int, total: int) -> None:
+        self.board.update(self.key, done, total)
+
+    def detail(self, screened: int, exact: int) -> None:
+        self.board.update_detail(self.key, screened, exact)
+
 
 PROGRESS = ProgressBoard()
 _PROGRESS_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
-def progress_text(state: tuple[int, int] | None) -> str:
+def progress_text(state: tuple[int, int] | None, detail: tuple[int, int] | None = None) -> str:
     if state is None or state[1] <= 0:
         return _("Searching layouts…")
     done, total = state
-    return _("Searching %(total)s layouts… %(pct)s%%") % {"total": localize_number(f"{total:,}"),
-                                                         "pct": 100 * done // total}
+    text = _("Searching %(total)s layouts… %(pct)s%%") % {"total": _count(total), "pct": 100 * done // total}
+    if detail is not None:
+        text += " · " + _("%(screened)s screened at once, %(exact)s estimated exactly") % {
+            "screened": _count(detail[0]), "exact": _count(detail[1])}
+    return text
+
+
+def _count(n: int) -> str:
+    return localize_number(f"{n:,}")
 
 
 # --- the form -------------------------------------------------------------------------------------------------
@@ -555,9 +586,12 @@ def planner_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
 
 @router.get("/plan/progress", name="planner_progress")
 def planner_progress(id: str = "") -> JSONResponse:
-    """How far the search ``id`` has got: ``{"done", "total", "text"}`` (``done`` and ``total`` null until it
-    has started)."""
+    """How far the search ``id`` has got: ``{"done", "total", "screened", "exact", "text"}`` (null until it has
+    started; ``screened``: layouts the vectorised screen checked, ``exact``: memory and step-time estimates)."""
     state = PROGRESS.get(id) if _PROGRESS_ID.match(id) else None
+    detail = PROGRESS.detail(id) if state is not None else None
     done, total = state if state is not None else (None, None)
-    return JSONResponse({"done": done, "total": total, "text": progress_text(state)},
+    screened, exact = detail if detail is not None else (None, None)
+    return JSONResponse({"done": done, "total": total, "screened": screened, "exact": exact,
+                         "text": progress_text(state, detail)},
                         headers={"Cache-Control": "no-store"})

@@ -227,6 +227,10 @@ class SearchStats(_Frozen):
     memory_checks: int
     time_evaluations: int
     full_estimates: int
+    layouts_screened: int = Field(default=0, description="layouts the vectorised memory screen checked at once "
+                                  "(estimator/planner/screen.py)")
+    screened_out: int = Field(default=0, description="structures the screen showed cannot fit: never bounded "
+                              "nor estimated")
     candidates_per_s: float = Field(description="space_size / elapsed_s")
     elapsed_s: float
 

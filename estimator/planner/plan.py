@@ -208,11 +208,12 @@ def _budget_field(req: PlanRequest, worlds: int, options: int) -> str:
     return "constraints.max_nodes" if worlds > options and req.constraints.max_nodes > 1 else "constraints.gpus"
 
 
-def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None
+def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None, screen: bool = True
            ) -> tuple[SearchContext, list[Found], int]:
-    """Every world's fastest layouts; the context (stats, caches) and the search-space size."""
+    """Every world's fastest layouts; the context (stats, caches) and the search-space size. ``screen=False``
+    runs the exact path alone (:mod:`estimator.planner.screen`: the answer is the same)."""
     shape = CachedShape(resolve_model(req.model))
-    ctx = SearchContext(req, catalog, shape)
+    ctx = SearchContext(req, catalog, shape, screen=screen)
     options = hardware_options(req, catalog)
     ctx.stats.hardware_options = len(options)
     worlds = [w for hw in options for w in worlds_for(req, hw)]
@@ -220,22 +221,28 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None
     total, done = sum(sizes), 0
     budget.charge(total, _budget_field(req, len(worlds), len(options)))
     ctx.prepaid = True
+    # a callback with a ``detail(screened, exact)`` method also hears how much the screen did
+    detail = getattr(progress, "detail", None)
     if progress is not None:
         progress(0, total)
     found: list[Found] = []
     for world, size in zip(worlds, sizes, strict=True):
         found += ctx.search_world(world)
         done += size
+        if detail is not None:
+            detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
         if progress is not None:
             progress(done, total)
     return ctx, found, total
 
 
-def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | None = None) -> PlanResponse:
-    """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched."""
+def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | None = None,
+         screen: bool = True) -> PlanResponse:
+    """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched;
+    ``screen=False`` skips the vectorised screen (same answer, slower: the benchmarks' baseline)."""
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()
-    ctx, found, total = search(req, catalog, progress)
+    ctx, found, total = search(req, catalog, progress, screen)
     prices = PriceBook(req.pricing, catalog, req.cost)
     scored = [score(req, f, prices) for f in found]
     kept = [s for s in scored if _meets(req, s)]
@@ -254,6 +261,7 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
                         structures_evaluated=st.structures_evaluated, pruned_by_bound=st.pruned_by_bound,
                         pruned_by_dominance=st.pruned_by_dominance, memory_checks=st.memory_checks,
                         time_evaluations=st.time_evaluations, full_estimates=len(plans),
+                        layouts_screened=st.layouts_screened, screened_out=st.screened_out,
                         candidates_per_s=total / elapsed if elapsed > 0 else 0.0, elapsed_s=elapsed)
     explanation = explain(plans, req.objective) if plans else explain_empty(req, scored, ctx.stats.host_misses)
     return PlanResponse(objective=req.objective, plans=plans, pareto_front=front, explanation=explanation,

@@ -36,6 +36,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
 from estimator.efficiency import rates_for
@@ -47,8 +50,9 @@ from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
 from estimator.layout import Layout, build_layout
-from estimator.memory import peak_memory
+from estimator.memory import MemoryFloor, memory_floor, peak_memory
 from estimator.modelspec import CachedShape
+from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest
 from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
@@ -76,6 +80,8 @@ class Stats:
     memory_checks: int = 0
     time_evaluations: int = 0
     host_checks: int = 0
+    layouts_screened: int = 0
+    screened_out: int = 0
     empty_worlds: list[tuple[World, str]] = field(default_factory=list)
     host_misses: dict[tuple[str, int, int], HostMiss] = field(default_factory=dict)
 
@@ -120,7 +126,8 @@ ANY_FIT_COST = 3
 class SearchContext:
     """Caches and counters for one planner run."""
 
-    def __init__(self, req: PlanRequest, catalog: Catalog, shape: CachedShape, keep: int = DEFAULT_KEEP) -> None:
+    def __init__(self, req: PlanRequest, catalog: Catalog, shape: CachedShape, keep: int = DEFAULT_KEEP,
+                 screen: bool = True) -> None:
         self.catalog = catalog
         self.shape = shape
         self.training = req.training
@@ -147,6 +154,12 @@ class SearchContext:
         self._micro: dict[tuple[object, ...], float | None] = {}
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
         self._ram_limits: dict[tuple[str, int], RamLimit] = {}
+        self.screen = screen
+        self._floors: dict[tuple[int, int], tuple[scr.Floors, list[int]]] = {}
+        self._variants: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        self._rows: dict[tuple[int, int], _ScreenRows] = {}
+        self._screened: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
+        self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
 
     # ------------------------------------------------------------------------------------------ the space
     def structures(self, world: World) -> list[Structure]:
@@ -158,7 +171,11 @@ class SearchContext:
 
     def variants(self, world: World, s: Structure) -> list[tuple[int, int]]:
         dp = world.size // s.model_parallel
-        return micro_batches(self.gbs, dp, self.training.seq_len, s.pp, s.vp, self.pins)
+        key = (dp, s.pp, s.vp)
+        splits = self._variants.get(key)
+        if splits is None:
+            splits = self._variants[key] = micro_batches(self.gbs, dp, self.training.seq_len, s.pp, s.vp, self.pins)
+        return splits
 
     def space_size(self, world: World) -> int:
         """Layouts of one world: structures x micro-batch splits x checkpointing levels."""
@@ -240,7 +257,14 @@ class SearchContext:
         return self._margins[key]
 
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
-        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need."""
+        """``MemoryPeak.fits`` with ``min_headroom_pct`` of the GPU kept free and the safety margin on the need.
+        A micro-batch the screen has shown cannot fit is answered without the exact estimate."""
+        if self._screened:
+            ok = self._screened.get((world.hw.key, world.num_nodes, world.gpus_per_node))
+            if ok is not None:
+                row = self._rows[(world.num_nodes, world.gpus_per_node)].row(s, mbs)
+                if row is not None and not ok[row]:
+                    return False
         need = self.memory_need(world, s, ckpt, mbs, gas) * (1.0 + self.margin(world, s))
         return need <= world.hw.capacity_bytes * self.free_fraction
 
@@ -291,6 +315,60 @@ class SearchContext:
             lo, hi = (mid, hi) if self.fits(world, s, ckpt, *splits[mid]) else (lo, mid)
         return lo
 
+    # ------------------------------------------------------------------------------------------- screen
+    def _group_floors(self, world: World) -> tuple[scr.Floors, list[int]]:
+        """The memory floors of a group's structures (they do not depend on the GPU type) and each structure's
+        row among them (-1: no valid layout)."""
+        key = (world.num_nodes, world.gpus_per_node)
+        if key not in self._floors:
+            floors: list[MemoryFloor] = []
+            margins: list[float] = []
+            rows: list[int] = []
+            for s in self.structures(world):
+                layout = self.layout(world, s)
+                if layout is None or not self.variants(world, s):
+                    rows.append(-1)
+                    continue
+                rows.append(len(floors))
+                floors.append(memory_floor(self.request(world, s, self.ckpts[0], 1, 1), self.shape, layout))
+                margins.append(self.margin(world, s))
+            self._floors[key] = (scr.Floors.of(floors, margins), rows)
+        return self._floors[key]
+
+    def _screen_rows(self, world: World) -> _ScreenRows:
+        """The (structure, micro-batch) rows of a group, as arrays (they do not depend on the GPU type)."""
+        key = (world.num_nodes, world.gpus_per_node)
+        if key not in self._rows:
+            floors, rows = self._group_floors(world)
+            floor_row: list[int] = []
+            micro: list[int] = []
+            first: list[int] = []
+            start: dict[Structure, tuple[int, dict[int, int]]] = {}
+            for s, r in zip(self.structures(world), rows, strict=True):
+                if r < 0:
+                    first.append(-1)
+                    continue
+                splits = self.variants(world, s)
+                first.append(len(micro))
+                start[s] = len(micro), {mbs: j for j, (mbs, _) in enumerate(splits)}
+                floor_row += [r] * len(splits)
+                micro += [mbs for mbs, _ in splits]
+            self._rows[key] = _ScreenRows(floors, np.asarray(floor_row, dtype=np.int64),
+                                          np.asarray(micro, dtype=np.int64), np.asarray(first, dtype=np.int64), start)
+        return self._rows[key]
+
+    def screen_world(self, world: World) -> set[int]:
+        """Screen every (structure, micro-batch) layout of ``world`` at once (:mod:`estimator.planner.screen`):
+        keep which micro-batches cannot fit, for :meth:`fits`, and return the indices of the structures whose
+        lightest layout cannot fit (or that have no valid layout): nothing of them can."""
+        rows = self._screen_rows(world)
+        ok = scr.may_fit(rows.floors, rows.floor_row, rows.micro, self.training.seq_len,
+                         world.hw.capacity_bytes * self.free_fraction)
+        self._screened[(world.hw.key, world.num_nodes, world.gpus_per_node)] = ok
+        self.stats.layouts_screened += len(rows.micro) * len(self.ckpts)
+        lightest = np.append(ok, True)[rows.first]  # a structure without rows (first = -1) reads False below
+        return set(np.flatnonzero(~lightest | (rows.first < 0)).tolist())
+
     # --------------------------------------------------------------------------------------------- time
     def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> TimeResult:
         layout = self.layout(world, s)
@@ -319,8 +397,27 @@ class SearchContext:
         accumulation step (the fewest weight-gradient bytes): less than any variant's per-micro-batch time."""
         key = (world.hw.gpu.id, s.framework, s.sharding, s.tp, s.cp, s.pp, s.ep, mbs)
         if key not in self._micro:
-            self._micro[key] = _micro_batch_seconds(self, world, s, mbs)
+            # the first structure to ask prices it (its node count's layout): one the screen dropped may have
+            owner = self._micro_owner.get(key, (world, s))
+            self._micro[key] = _micro_batch_seconds(self, *owner, mbs)
         return self._micro[key]
+
+    def _claim_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> None:
+        """What :meth:`lower_bound` of a screened-out structure would have priced first: the micro-batch times
+        are shared across node counts, so the structure that asks first sets them, with or without the screen."""
+        def key(mbs: int) -> tuple[object, ...]:
+            return (world.hw.gpu.id, s.framework, s.sharding, s.tp, s.cp, s.pp, s.ep, mbs)
+
+        fewest = key(splits[-1][0])
+        if fewest in self._micro:
+            priced = self._micro[fewest] is not None
+        else:
+            owner = self._micro_owner.setdefault(fewest, (world, s))
+            priced = self.layout(*owner) is not None
+        if priced:  # lower_bound asks for the smallest micro-batch only then
+            smallest = key(splits[0][0])
+            if smallest not in self._micro:
+                self._micro_owner.setdefault(smallest, (world, s))
 
     def _tp_bound(self, world: World, s: Structure, split: tuple[int, int]) -> float:
         if s.tp <= 1:
@@ -407,9 +504,16 @@ class SearchContext:
         self.stats.worlds += 1
         self.stats.structures += len(structs)
         order = []
+        ruled = self.screen_world(world) if self.screen else set()
+        any_splits = False
         for i, s in enumerate(structs):
             splits = self.variants(world, s)
             if splits:
+                any_splits = True
+                if i in ruled:  # nothing of it fits: the exact search would only find that out
+                    self.stats.screened_out += 1
+                    self._claim_bound(world, s, splits)
+                    continue
                 order.append((self.lower_bound(world, s, splits), s.saving, i, s, splits))
         order.sort(key=lambda o: (o[0], o[1], o[2]))
         found: list[Found] = []
@@ -432,9 +536,29 @@ class SearchContext:
                 found.insert(pos, best)
         if not found:
             host = (world.hw.key, world.num_nodes, world.gpus_per_node) in self.stats.host_misses
-            reason = "no valid layout" if not order else "host ram" if host else "nothing fits"
+            reason = "no valid layout" if not any_splits else "host ram" if host else "nothing fits"
             self.stats.empty_worlds.append((world, reason))
         return found[: self.keep]
+
+
+@dataclass(frozen=True)
+class _ScreenRows:
+    """A group's screen rows: each (structure, micro-batch) as its structure's floor row and its micro-batch;
+    ``first`` the first row of each structure (-1: none), ``start`` each screened structure's first row and its
+    micro-batches' offsets."""
+
+    floors: scr.Floors
+    floor_row: npt.NDArray[np.int64]
+    micro: npt.NDArray[np.int64]
+    first: npt.NDArray[np.int64]
+    start: dict[Structure, tuple[int, dict[int, int]]]
+
+    def row(self, s: Structure, mbs: int) -> int | None:
+        entry = self.start.get(s)
+        if entry is None:
+            return None
+        offset = entry[1].get(mbs)
+        return None if offset is None else entry[0] + offset
 
 
 def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 
 from estimator.modelspec import ModelShape
 from estimator.request import MAX_ACCUMULATION_STEPS, Parallelism, Training
@@ -52,6 +53,15 @@ class Structure:
     sequence_parallel: bool
     hsdp_shard: int | None
     saving: int  # rank in its dominance chain: higher saves more memory and communicates more
+
+    def __hash__(self) -> int:
+        """The dataclass hash of the fields, computed once: structures key every cache of the search."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,
+                           self.sequence_parallel, self.hsdp_shard, self.saving))
+            object.__setattr__(self, "_hash", cached)
+        return int(cached)
 
     @property
     def model_parallel(self) -> int:
@@ -124,8 +134,9 @@ _STRATEGIES: tuple[tuple[str, str, tuple[str, ...], bool, int], ...] = (
 _OFFLOAD_RANK = {"none": 0, "optimizer": 10, "optimizer+params": 20}
 
 
-def _divisors(n: int, cap: int) -> list[int]:
-    return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
+@cache
+def _divisors(n: int, cap: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -163,13 +174,14 @@ def _splits(layers: int, chunks: int) -> bool:
     return layers % chunks == 0 or (layers + 2) % chunks == 0
 
 
-def _vp_options(layers: int, pp: int) -> list[int]:
+@cache
+def _vp_options(layers: int, pp: int) -> tuple[int, ...]:
     """1 and the most virtual stages (up to ``MAX_VP``): between them only the bubble's (p-1)/(v m) moves, and
     it shrinks with v while the extra send/recv stay small, so the in-between values are dominated."""
     if pp == 1:
-        return [1]
+        return (1,)
     most = max(v for v in range(1, MAX_VP + 1) if _splits(layers, pp * v) and pp * v <= layers)
-    return sorted({1, most})
+    return tuple(sorted({1, most}))
 
 
 def structures(shape: ModelShape, training: Training, world: int, num_nodes: int, gpn: int, gbs: int,

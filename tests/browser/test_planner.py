@@ -93,3 +93,30 @@ def test_the_planner_works_without_javascript(make_context) -> None:  # type: ig
     steps = _column(page, "step")
     assert steps == sorted(steps)
     assert page.locator("#plan-table thead th[data-key='step']").get_attribute("aria-sort") == "ascending"
+
+
+def test_a_large_search_shows_its_progress_then_the_plans(page) -> None:  # type: ignore[no-untyped-def]
+    """A DeepSeek-V3 full fine-tune on H200 over 1..128 nodes (15,171 layouts): while the request runs, the busy
+    line shows how far the search is and what the screen did (polled from /plan/progress); then the plans
+    replace it."""
+    page.goto("/plan")
+    page.select_option("#f-model", "deepseek-v3")
+    page.locator("label[for='f-training-method-full']").click()
+    page.locator("input[name='constraints.gpus'][value='h200-sxm-141gb']").check()
+    page.fill("#f-constraints-max-nodes", "128")
+    page.evaluate("""() => {
+      window.progressSeen = [];
+      const out = document.getElementById('plan-progress');
+      const busy = document.getElementById('plan-busy');
+      new MutationObserver(() => window.progressSeen.push(
+        [out.textContent, getComputedStyle(busy).display !== 'none'])
+      ).observe(out, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.get_by_role("button", name="Find plans").click()
+    page.wait_for_selector("#plan-results #plan-table tbody tr", timeout=60_000)
+    seen = page.evaluate("window.progressSeen")
+    shown = [text for text, visible in seen if visible]
+    progress = re.compile(r"^Searching [\d,]+ layouts… \d+% · [\d,]+ screened at once, [\d,]+ estimated exactly$")
+    assert any(progress.match(text) for text in shown), seen
+    assert not page.locator("#plan-busy").is_visible()  # the request is over: the line is gone
+    assert "megatron" in page.locator("#plan-table tbody").inner_text().lower()  # EP needs Megatron: the MoE plans

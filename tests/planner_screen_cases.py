@@ -1,0 +1,60 @@
+"""Planner searches whose answers the screen must leave unchanged (tests/test_planner_screen.py): several models
+(dense, MoE, MLA), GPU types, node counts, objectives, pricings, pins and constraints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FOUR = ["a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-180gb"]
+
+CASES: list[dict[str, Any]] = [
+    {"model": "llama-3.1-70b", "training": {"method": "full", "precision": "bf16-mixed", "seq_len": 4096,
+                                            "train_tokens": 2e10}, "constraints": {"gpus": FOUR, "max_nodes": 16}},
+    {"model": "llama-3.1-8b", "training": {"train_tokens": 1e10},
+     "constraints": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-80gb"], "max_nodes": 2}},
+    {"model": "llama-3.1-8b", "training": {"train_tokens": 1e10}, "objective": "cost",
+     "constraints": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-40gb", "l40s-48gb"], "max_nodes": 4}},
+    {"model": "llama-3.1-8b", "training": {"method": "lora", "train_tokens": 1e9}, "pricing": "owned",
+     "constraints": {"max_nodes": 1}},
+    {"model": "mixtral-8x7b", "training": {"train_tokens": 1e10}, "constraints": {"gpus": ["h200-sxm-141gb"],
+                                                                                  "max_nodes": 4}},
+    {"model": "mixtral-8x22b", "training": {"seq_len": 8192, "train_tokens": 1e10},
+     "constraints": {"gpus": ["h100-sxm5-80gb", "mi300x-192gb"], "max_nodes": 8}},
+    {"model": "mixtral-8x7b", "training": {"method": "qlora", "train_tokens": 1e9},
+     "constraints": {"gpus": ["a100-sxm4-40gb", "l40s-48gb"], "max_nodes": 2}},
+    {"model": "deepseek-v3", "training": {"train_tokens": 1e11}, "constraints": {"gpus": ["h200-sxm-141gb"],
+                                                                                 "max_nodes": 32}},
+    {"model": "deepseek-v3", "training": {"seq_len": 8192}, "objective": "cost",
+     "constraints": {"gpus": ["b200-sxm-180gb", "mi300x-192gb"], "max_nodes": 16, "min_headroom_pct": 10}},
+    {"model": "llama-3.1-405b", "training": {"seq_len": 8192, "train_tokens": 2e11},
+     "constraints": {"gpus": ["h100-sxm5-80gb", "h200-sxm-141gb"], "max_nodes": 32}},
+    {"model": "llama-3.1-405b", "training": {"seq_len": 8192}, "constraints": {"gpus": ["l40s-48gb"],
+                                                                               "max_nodes": 1}},
+    {"model": "llama-3.1-405b", "training": {"method": "lora"}, "constraints": {"gpus": ["a100-sxm4-80gb"],
+                                                                                "max_nodes": 4}},
+    {"model": "qwen2.5-32b", "training": {"method": "lora", "seq_len": 32768, "train_tokens": 1e9},
+     "constraints": {"gpus": ["h200-sxm-141gb", "mi300x-192gb", "b200-sxm-180gb"], "max_nodes": 2}},
+    {"model": "gemma-2-27b", "parallelism": {"sharding": "fsdp"}, "constraints": {"gpus": FOUR, "max_nodes": 4}},
+    {"model": "llama-3.1-70b", "parallelism": {"tp": 4}, "training": {"seq_len": 8192},
+     "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 8}},
+    {"model": "llama-3.1-70b", "training": {"activation_checkpointing": "full", "micro_batch_size": 1},
+     "constraints": {"gpus": ["a100-sxm4-80gb", "h200-sxm-141gb"], "max_nodes": 8}},
+    {"model": "llama-3.1-70b", "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 8, "memory_margin_pct": 0}},
+    {"model": "llama-3.1-70b", "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 8, "memory_margin_pct": 40,
+                                               "min_headroom_pct": 15}, "top_k": 3},
+    {"model": "llama-3.1-70b", "training": {"method": "qlora", "train_tokens": 1e9},
+     "constraints": {"servers": ["dell-xe9680-h100", "nvidia-dgx-a100-640gb"], "max_nodes": 2}},
+    {"model": "llama-3.1-8b", "hardware": {"gpu": "a100-sxm4-40gb", "gpus_per_node": 4},
+     "constraints": {"max_nodes": 4}},
+    {"model": "llama-3.1-8b", "training": {"train_tokens": 1e11},
+     "constraints": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-80gb"], "max_nodes": 4, "budget_usd": 5000,
+                     "deadline_days": 3}},
+    {"model": "llama-3.1-8b", "host": {"checkpoints_kept": 5, "model_loading": "every-rank"},
+     "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 2}},
+    {"model": "qwen2.5-72b", "training": {"precision": "fp8-mixed", "seq_len": 16384}, "global_batch_size": 128,
+     "constraints": {"gpus": ["h100-sxm5-80gb", "b200-sxm-180gb"], "max_nodes": 16}},
+    {"model": "gpt-3-175b", "training": {"precision": "bf16-true", "optimizer": "adafactor"},
+     "constraints": {"gpus": ["a100-sxm4-80gb", "h100-sxm5-80gb"], "max_nodes": 32}},
+    {"model": "llama-3.1-70b", "parallelism": {"framework": "deepspeed"},
+     "constraints": {"gpus": ["a100-sxm4-40gb", "h100-sxm5-80gb"], "max_nodes": 8}},
+]

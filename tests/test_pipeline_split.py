@@ -88,5 +88,5 @@ def test_planner_offers_megatron_accounted_pipeline_splits() -> None:
     from estimator.planner.space import _splits, _vp_options
 
     assert _splits(126, 16) and not _splits(126, 5)
-    assert _vp_options(126, 8) == [1, 8]
-    assert _vp_options(80, 4) == [1, 5]
+    assert _vp_options(126, 8) == (1, 8)
+    assert _vp_options(80, 4) == (1, 5)

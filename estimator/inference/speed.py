@@ -113,8 +113,16 @@ class SpeedModel:
         return smooth(t_w, t_c) + t_kv + layers * e.layer_overhead_s + t_ar
 
     def step_s(self, batch: int, context: int) -> float:
-        """A decode step through every stage (stages run one after another for one token)."""
-        return self.pp * self.stage_step_s(batch, context) + self.engine.step_overhead_s
+        """A decode step of every request in flight, through every stage.
+
+        With pipeline parallelism the engines split the running batch into ``pp`` micro-batches that occupy
+        the stages at once (vLLM's one scheduler per virtual engine, ``vllm/engine/llm_engine.py``
+        ``parallel_config.pipeline_parallel_size`` schedulers; TensorRT-LLM's pipelined micro-batches): in the
+        steady state each stage runs each micro-batch once per token, so every request advances one token in
+        ``pp`` stage steps of ``batch / pp`` requests each. A batch smaller than ``pp`` leaves stages idle: its
+        requests go through the stages one after another."""
+        micro = -(-batch // self.pp)
+        return self.pp * self.stage_step_s(micro, context) + self.engine.step_overhead_s
 
     def prefill_s(self, tokens: int) -> float:
         e, s, a = self.engine, self.shape, self.shape.arch

@@ -89,7 +89,7 @@
     var params = event.detail.parameters;
     if (params && typeof params.set === "function") { params.set("progress", id); } else if (params) { params.progress = id; }
     var out = document.getElementById("plan-progress");
-    if (out) { out.textContent = "Searching layouts…"; }
+    if (out) { out.textContent = out.getAttribute("data-start") || out.textContent; }  // the page's language
     stop();
     timer = window.setInterval(function () { poll(id); }, 250);
     window.setTimeout(function () { if (timer !== null) { poll(id); } }, 60);

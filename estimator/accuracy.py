@@ -93,11 +93,14 @@ def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> boo
             and (megatron or (p.framework == "pytorch" and layout.pp == 1)))
 
 
-def time_class(multi_gpu: bool, framework: str = "pytorch", seq_len: int = 0) -> str:
-    """The step-time error class: ``single_gpu`` (the H200 calibration set), ``megatron`` (published
-    Megatron-LM / Megatron-Core / NeMo / Megatron-Bridge runs), ``multi_gpu`` (published PyTorch runs below
-    ``LONG_SEQUENCE_TOKENS``), ``multi_gpu_long`` (published PyTorch runs at or above it: llm-foundry's 2023
-    long-sequence attention kernels, a known gap)."""
+def time_class(multi_gpu: bool, framework: str = "pytorch", seq_len: int = 0, host_bound: bool = False) -> str:
+    """The step-time error class: ``host_bound`` (the host's Python issue time, not the GPU, paces the step:
+    ``estimator.timing.Pass.host_bound``; the measured H200 steps of that regime), ``single_gpu`` (the H200
+    calibration set), ``megatron`` (published Megatron-LM / Megatron-Core / NeMo / Megatron-Bridge runs),
+    ``multi_gpu`` (published PyTorch runs below ``LONG_SEQUENCE_TOKENS``), ``multi_gpu_long`` (published PyTorch
+    runs at or above it: llm-foundry's 2023 long-sequence attention kernels, a known gap)."""
+    if host_bound:
+        return "host_bound"
     if not multi_gpu:
         return "single_gpu"
     if framework == "megatron":
@@ -106,12 +109,15 @@ def time_class(multi_gpu: bool, framework: str = "pytorch", seq_len: int = 0) ->
 
 
 def time_error_bar_pct(multi_gpu: bool, measured_kind: bool = True, framework: str = "pytorch",
-                       seq_len: int = 0) -> float:
+                       seq_len: int = 0, host_bound: bool = False) -> float:
     """The held-out-calibrated step-time error bar of the class (:func:`time_class`, :func:`held_out_bar`).
-    Kinds never measured (:func:`time_kind_measured`) get at least the ``unmeasured_floor`` class."""
+    Kinds never measured (:func:`time_kind_measured`) get at least the ``unmeasured_floor`` class; a launch-bound
+    step (``host_bound``) gets at least the ``host_bound`` class, never less than its own class would give."""
     klass = time_class(multi_gpu, framework, seq_len)
     bar = _class_pct("time_error_bar_pct", klass, _class_pct("time_error_bar_pct", "multi_gpu" if multi_gpu
                                                              else "single_gpu", DEFAULT_TIME_ERROR_PCT))
+    if host_bound:
+        bar = max(bar, _class_pct("time_error_bar_pct", "host_bound", bar))
     if measured_kind:
         return bar
     return max(bar, _class_pct("time_error_bar_pct", "unmeasured_floor", DEFAULT_TIME_ERROR_PCT))
@@ -165,7 +171,8 @@ def p90(values: Sequence[float]) -> float:
 def time_error_bars(single_gpu: Mapping[str, Sequence[float]], pytorch: Mapping[str, Sequence[float]],
                     megatron: Mapping[str, Sequence[float]], published_short: Mapping[str, Sequence[float]],
                     megatron_by_family: Mapping[str, Sequence[float]] | None = None,
-                    pytorch_long: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
+                    pytorch_long: Mapping[str, Sequence[float]] | None = None,
+                    host_bound: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
     """``time_error_bar_pct`` (and ``time_coverage``) of ``accuracy.json`` from the error tables, grouped for
     :func:`held_out_bar`:
 
@@ -178,6 +185,9 @@ def time_error_bars(single_gpu: Mapping[str, Sequence[float]], pytorch: Mapping[
       family one reported as ``megatron_by_family``;
     - ``unmeasured_floor``: every published run below ``LONG_SEQUENCE_TOKENS`` tokens, by source, and never
       below the single-GPU or the Megatron class: the error to expect of a set-up no measurement covers;
+    - ``host_bound`` (when given): the measured H200 steps the host paces (``estimator.timing.Pass.host_bound``),
+      by model family (held-out refit errors and the per-family device call's cases); never narrower than
+      ``single_gpu``;
     - ``all``: the widest class (the fallback).
 
     Returns ``{"bars": {class: pct}, "coverage": {class: held_out_bar(...)}}``."""
@@ -189,6 +199,9 @@ def time_error_bars(single_gpu: Mapping[str, Sequence[float]], pytorch: Mapping[
         by_family = held_out_bar(megatron_by_family)
         classes["megatron"] = max(classes["megatron"], by_family, key=lambda c: c["bar_pct"])
         classes["megatron_by_family"] = by_family
+    if host_bound:
+        classes["host_bound"] = held_out_bar(host_bound)
+        classes["host_bound"]["bar_pct"] = max(classes["host_bound"]["bar_pct"], classes["single_gpu"]["bar_pct"])
     floor = held_out_bar(published_short)
     widest = max(c["bar_pct"] for k, c in classes.items() if k != "megatron_by_family")
     # the floor is never narrower than a measured class, bar the long-sequence PyTorch one (llm-foundry's 2023

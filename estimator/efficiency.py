@@ -152,6 +152,14 @@ class Constants:
     # (short sequences, small models). 1000 tiny in-place adds from Python cost 9.2 us each on the H200 host
     # (``launch_s``, used for the LoRA adapters' extra ops).
     launch_s: float = 9.2e-6
+    # Measured, not priced (it only classifies host-bound steps for the error bar, ``timing.Pass.host_bound``):
+    # peft's Python path per LoRA adapter and forward on the measuring host, 0.14-0.19 ms (families call,
+    # ``tests/data/families_h200_raw``: ``phases_median.cpu_fwd_s`` of each LoRA case minus its full-fine-tuning
+    # twin, over the adapters of its layers; peft ``tuners/lora/layer.py`` ``Linear.forward``: the active-adapter
+    # loop, dropout, ``lora_A``, ``lora_B``, scaling and the add, each an eager op through the dispatcher),
+    # against the 5 x ``launch_s`` = 46 us the model prices. The lower end, so a step is flagged only when even
+    # the cheapest measured adapter path leaves the GPU waiting.
+    peft_adapter_fwd_s: float = 0.14e-3
     cpu_layer_fwd_s: float = 1.20e-3
     cpu_bwd_ratio: float = 2.0
     cpu_fused_layer_fwd_s: float = 0.25e-3

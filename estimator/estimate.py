@@ -32,7 +32,7 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.suggest import suggestions
-from estimator.timing import step_time, time_assumptions
+from estimator.timing import host_issue_ratio, step_time, time_assumptions
 from estimator.train import train_result, train_warnings, with_host_checkpoint
 from estimator.version import ESTIMATOR_VERSION
 
@@ -223,7 +223,8 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu, layout),
+                            + time_assumptions(req, hw.gpu, layout,
+                                               host_issue_ratio(req, shape, layout, hw.gpu, hw.server)),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout) + cost_notes,

@@ -47,7 +47,8 @@ from estimator.request import EstimateRequest
 from estimator.response import TimeResult
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["Style", "step_time", "style_for", "time_assumptions", "virtual_stages"]
+__all__ = ["HOST_BOUND_SHARE", "Style", "host_issue_ratio", "step_time", "style_for", "time_assumptions",
+           "virtual_stages"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -58,6 +59,8 @@ TORCH_CPU_ADAM_SLOWDOWN = 6.0
 PCIE_EFF = 0.80
 COMM_OVERLAP_PENALTY = 0.10
 DDP_BUCKET_BYTES = 25 * 1024**2
+# a forward the host takes at least this share of its GPU time to issue is launch-bound (``Pass.host_bound``)
+HOST_BOUND_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -100,10 +103,23 @@ class Pass:
     hw_flops: float
     gemm_fwd: float = 0.0  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
     gemm_bwd: float = 0.0
+    # the forward's CPU issue time with LoRA adapters at their measured peft cost, and its GPU time (unstretched):
+    # what :attr:`host_bound` compares (the error-bar class only; the step time does not use them)
+    host_fwd: float = 0.0
+    gpu_fwd: float = 0.0
 
     @property
     def total(self) -> float:
         return self.fwd + self.bwd + self.recompute
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether the host, not the GPU, paces the forward: issuing it from Python (the eager layer's
+        ``cpu_layer_fwd_s``, each LoRA adapter at peft's measured ``peft_adapter_fwd_s``, QLoRA's 4-bit path)
+        takes at least ``HOST_BOUND_SHARE`` of the GPU time it issues. The measured steps split there
+        (``phases_median`` of ``tests/data/families_h200_raw``: the launch-bound ones return from forward after
+        0.90-1.00 of its GPU time, every other one after 0.50 or less; ``docs/accuracy-time.md``)."""
+        return self.gpu_fwd > 0.0 and self.host_fwd >= HOST_BOUND_SHARE * self.gpu_fwd
 
 
 # ----------------------------------------------------------------------------------------------- compute
@@ -234,6 +250,15 @@ def _cpu_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> 
     return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
 
 
+def _host_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> float:
+    """CPU seconds to issue one layer's forward with each LoRA adapter at peft's measured Python cost
+    (:attr:`Constants.peft_adapter_fwd_s`) instead of the priced ``5 x launch_s``: for :attr:`Pass.host_bound`."""
+    if style.fused or req.training.method == "full":
+        return _cpu_fwd(w, req, style, k) + _cpu_qlora_fwd(w, req, k)
+    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0
+    return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, req, k)
+
+
 def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
     """CPU seconds of the 4-bit linears' Python path in one layer's forward (:attr:`Constants.cpu_qlora_linear_s`
     per adapted linear; their backward, bitsandbytes' ``MatMul4Bit.backward``, is a short function: not counted)."""
@@ -252,6 +277,7 @@ class _LayerTimes:
     hw_flops: float
     gemm_fwd: float = 0.0
     gemm_bwd: float = 0.0
+    host_fwd: float = 0.0
 
 
 def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
@@ -274,7 +300,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
-                       flops, g_fwd, g_bwd)
+                       flops, g_fwd, g_bwd, _host_fwd(w, req, style, k))
 
 
 def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
@@ -310,7 +336,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
                 style: Style) -> Pass:
     """Forward, backward and recomputation seconds of one micro-batch on the busiest stage. When issuing the
     kernels takes the CPU longer than the GPU needs to run them, the CPU time sets the pace."""
-    fwd = bwd = rec = attn = flops = cpu = 0.0
+    fwd = bwd = rec = attn = flops = cpu = host = 0.0
     layer_fwd = g_fwd = g_bwd = 0.0
     for w, n in ((work.dense, work.dense_layers), (work.moe, work.moe_layers)):
         if w is None or n == 0:
@@ -318,7 +344,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
         lt = _layer_times(w, req, layout, shape, work, r, style)
         fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
         attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
-        cpu += n * lt.cpu
+        cpu, host = cpu + n * lt.cpu, host + n * lt.host_fwd
         g_fwd, g_bwd = g_fwd + n * lt.gemm_fwd, g_bwd + n * lt.gemm_bwd
     h_fwd, h_bwd = _head_times(req, layout, work, r, style)
     h = work.head
@@ -327,7 +353,7 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     gpu = fwd + bwd + rec
     stretch = max(1.0, cpu / gpu) * r.k.compute_overhead if gpu > 0 else 1.0
     return Pass(fwd=fwd * stretch, bwd=bwd * stretch, recompute=rec * stretch, layer_fwd=layer_fwd * stretch,
-                attn_fwd=attn * stretch, hw_flops=flops, gemm_fwd=g_fwd, gemm_bwd=g_bwd)
+                attn_fwd=attn * stretch, hw_flops=flops, gemm_fwd=g_fwd, gemm_bwd=g_bwd, host_fwd=host, gpu_fwd=fwd)
 
 
 # ----------------------------------------------------------------------------------------- communication
@@ -627,14 +653,32 @@ def _time_stages(layout: Layout) -> tuple[str, ...]:
     return ("last",)
 
 
-def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None = None) -> list[str]:
+def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None = None,
+                     host_ratio: float = 0.0) -> list[str]:
     """Plain-words notes on how the step time and its MFU are to be read; with ``layout``, a line when the
-    set-up's kind was never checked against a measured step time (its error bar is the wide floor)."""
-    notes = _kind_notes(req, gpu, layout) if layout is not None else []
+    set-up's kind was never checked against a measured step time (its error bar is the wide floor); with
+    ``host_ratio`` (:func:`host_issue_ratio`) at ``HOST_BOUND_SHARE`` or more, a line that the host paces the
+    step."""
+    launch_bound = host_ratio >= HOST_BOUND_SHARE
+    notes = _kind_notes(req, gpu, layout, launch_bound) if layout is not None else []
+    if layout is not None and launch_bound:
+        notes += _host_bound_notes(req, gpu, layout, host_ratio)
     return notes + _mfu_notes(req, gpu)
 
 
-def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]:
+def _host_bound_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, ratio: float) -> list[str]:
+    gid = str(getattr(gpu, "id", "") or "")
+    bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(req, layout, gid), req.parallelism.framework,
+                             req.training.seq_len, True)
+    return [Text("Step time: launch-bound. Issuing each forward from Python (eager PyTorch and Hugging Face "
+                 "modules, one kernel launch at a time, and peft's per-adapter path) takes about %(ratio)sx the "
+                 "GPU time of the work it issues, so the host CPU, not the GPU, sets the pace. The model prices "
+                 "that CPU time only roughly and it varies from host to host, so the step time is uncertain: the "
+                 "error bar is that of the measured launch-bound steps (+-%(bar)s%%). Longer sequences or larger "
+                 "micro-batches make the step GPU-bound.", ratio=Num(ratio, ".1f"), bar=Num(bar, "g"))]
+
+
+def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound: bool = False) -> list[str]:
     gid = str(getattr(gpu, "id", "") or "")
     if time_kind_measured(req, layout, gid):
         return []
@@ -645,7 +689,7 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout) -> list[str]
         what = Text("PyTorch pipeline parallelism (torch.distributed.pipelining)")
     else:
         what = Text("this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)")
-    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len)
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len, launch_bound)
     return [Text("Step time: %(what)s was never checked against a measured or published step time; the efficiency "
                  "of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
@@ -683,16 +727,28 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.
     """
     del catalog
+    last = workload(req, shape, layout)
+    return _result(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
+
+
+def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                   constants: Constants, last: Workload) -> _StageStep:
     t = req.training
     r = _RATES.get_or_compute((gpu, constants), (t.precision,), lambda: rates_for(gpu, t.precision, constants))
     style = style_for(req, layout)
     fabric = _FABRICS.get_or_compute((gpu, server), (layout.gpus_per_node,),
                                      lambda: fabric_for(gpu, server, layout.gpus_per_node))
-    last = workload(req, shape, layout)
     stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
               for stage in _time_stages(layout)]
-    slowest = max(stages, key=lambda s: s.step)
-    return _result(req, shape, layout, gpu, last, slowest)
+    return max(stages, key=lambda s: s.step)
+
+
+def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None = None,
+                     constants: Constants = H200_FIT) -> float:
+    """How many times its forward's GPU time the host takes to issue it from Python, on the slowest stage: at
+    ``HOST_BOUND_SHARE`` or more the step is launch-bound (:attr:`Pass.host_bound`)."""
+    mb = _slowest_stage(req, shape, layout, gpu, server, constants, workload(req, shape, layout)).mb
+    return mb.host_fwd / mb.gpu_fwd if mb.gpu_fwd > 0.0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -747,5 +803,6 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len),
+                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
+                          mb.host_bound),
                       flops_per_step=model_flops, breakdown_s=breakdown)

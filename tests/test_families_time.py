@@ -47,3 +47,11 @@ def test_not_one_sign() -> None:
     """Issue 14: the families outside the calibration set read 9-22% fast, every one; now both signs."""
     gpu_bound = [e for cid, e in errors().items() if cid not in CPU_BOUND]
     assert min(gpu_bound) < 0 < max(gpu_bound)
+
+
+def test_the_cpu_bound_cases_are_the_launch_bound_class() -> None:
+    """The cases with a wider tolerance here are exactly those the estimator calls launch-bound (their error bar
+    is the ``host_bound`` class's, ``tests/test_host_bound_time.py``)."""
+    from benchmarks.calibration.time_report import host_bound_ids
+
+    assert set(CPU_BOUND) == {r["id"] for r in step_cases()} & host_bound_ids()

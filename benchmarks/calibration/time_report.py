@@ -17,10 +17,12 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from estimator.accuracy import LONG_SEQUENCE_TOKENS, p90, time_error_bars
+from estimator.accuracy import LONG_SEQUENCE_TOKENS, held_out_bar, p90, time_error_bars
+from estimator.timing import HOST_BOUND_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCURACY_JSON = ROOT / "estimator" / "data" / "accuracy.json"
@@ -127,17 +129,51 @@ def _grouped(rows: Sequence[Row], klass: str | None = None) -> dict[str, list[fl
 HELD_OUT_JSON = ROOT / "tests" / "data" / "time_held_out_h200.json"
 
 
-def single_held_out() -> dict[str, list[float]]:
+def single_held_out(host: bool | None = None) -> dict[str, list[float]]:
     """Family -> errors of the H200 single-GPU cases under constants refitted without that family
     (``benchmarks/calibration/fit_single.py --write``), and the per-family device call's cases
-    (:mod:`benchmarks.calibration.families`: no fit ever saw them) as groups of their own (``<family> (families)``)."""
+    (:mod:`benchmarks.calibration.families`: no fit ever saw them) as groups of their own (``<family> (families)``).
+    ``host``: None, every case; True, only the host-bound ones (:func:`host_bound_ids`); False, only the others."""
     from benchmarks.calibration.families import errors, family
 
     data = json.loads(HELD_OUT_JSON.read_text())
-    out = {f: [float(e) for e in v["errors"]] for f, v in data["families"].items()}
+    hb = host_bound_ids()
+    out: dict[str, list[float]] = {}
+    for f, v in data["families"].items():
+        for cid, e in zip(v["case_ids"], v["errors"], strict=True):
+            if host is None or (cid in hb) == host:
+                out.setdefault(f, []).append(float(e))
     for cid, e in errors().items():
-        out.setdefault(f"{family(cid)} (families)", []).append(e)
+        if host is None or (cid in hb) == host:
+            out.setdefault(f"{family(cid)} (families)", []).append(e)
     return out
+
+
+def host_bound_ids() -> frozenset[str]:
+    """The H200 single-GPU cases (calibration set and per-family call) whose step the host paces
+    (``estimator.timing.host_issue_ratio`` at ``HOST_BOUND_SHARE`` or more): the ``host_bound`` error class."""
+    return frozenset(cid for cid, x in _all_host_ratios().items() if x >= HOST_BOUND_SHARE)
+
+
+@cache
+def _all_host_ratios() -> dict[str, float]:
+    from benchmarks.calibration import families as fam
+
+    cal, _ = _tests()
+    requests = [(c["id"], c["request"]) for c in cal._single()] + [(r["id"], fam.request(r)) for r in fam.step_cases()]
+    return {cid: _host_ratio(req) for cid, req in requests}
+
+
+def _host_ratio(request: dict[str, Any]) -> float:
+    from estimator.layout import build_layout
+    from estimator.modelspec import ModelShape, resolve_model
+    from estimator.request import EstimateRequest
+    from estimator.timing import host_issue_ratio
+    from hardware_catalog import load_catalog
+
+    req = EstimateRequest.model_validate(request)
+    shape = ModelShape(resolve_model(req.model))
+    return host_issue_ratio(req, shape, build_layout(req, shape), load_catalog().gpus[req.hardware.gpu])
 
 
 def bars(t: Tables) -> dict[str, Any]:
@@ -149,7 +185,7 @@ def bars(t: Tables) -> dict[str, Any]:
         if r.klass == "megatron":
             by_family.setdefault(model_family(r.case), []).append(r.error)
     return time_error_bars(single_held_out(), _grouped(published, "multi_gpu"), _grouped(published, "megatron"),
-                           _grouped(t.short), by_family, _long_by_gpu(published))
+                           _grouped(t.short), by_family, _long_by_gpu(published), single_held_out(True))
 
 
 def _long_by_gpu(rows: Sequence[Row]) -> dict[str, list[float]]:
@@ -173,7 +209,8 @@ def model_family(case_id: str) -> str:
 def _held_out_table(t: Tables, b: dict[str, Any]) -> list[str]:
     """Per class and held-out group: rows, median and worst error, and the share inside the class's shipped bar."""
     published = [r for v in t.published.values() for r in v]
-    classes = (("single_gpu", single_held_out()), ("multi_gpu", _grouped(published, "multi_gpu")),
+    classes = (("single_gpu", single_held_out()), ("host_bound", single_held_out(True)),
+               ("multi_gpu", _grouped(published, "multi_gpu")),
                ("megatron", _grouped(published, "megatron")), ("multi_gpu_long", _long_by_gpu(published)),
                ("unmeasured_floor", _grouped(t.short)))
     out = [_fill("Errors per held-out group (the single-GPU groups are errors under constants no fit on them saw; "
@@ -189,6 +226,41 @@ def _held_out_table(t: Tables, b: dict[str, Any]) -> list[str]:
             out.append(f"| {klass} | {g} | {len(errs)} | {100 * statistics.median(abs(e) for e in errs):.1f}% | "
                        f"{_pct(max(errs, key=abs))} | {inside} of {len(errs)} |")
     return out
+
+
+def _host_bound_section(b: dict[str, Any]) -> list[str]:
+    """The ``host_bound`` class: its rule, its cases with their held-out errors, and what the GPU-bound rest gives."""
+    from benchmarks.calibration.families import errors, step_cases
+
+    hb = host_bound_ids()
+    ratios = _all_host_ratios()
+    phases = {r["id"]: r["measured"]["phases_median"] for r in step_cases()}
+    measured = {cid: p["cpu_fwd_s"] / p["gpu_fwd_s"] for cid, p in phases.items()}
+    m_in = [x for cid, x in measured.items() if cid in hb]
+    m_out = [x for cid, x in measured.items() if cid not in hb]
+    data = json.loads(HELD_OUT_JSON.read_text())
+    held = {c: float(e) for v in data["families"].values() for c, e in zip(v["case_ids"], v["errors"], strict=True)}
+    held.update(errors())
+    rest = held_out_bar(single_held_out(False))
+    c = b["coverage"]["host_bound"]
+    return [_fill("Launch-bound steps (`host_bound`): a step whose forward takes the host at least as long to issue "
+                  "from Python as the GPU takes to run it (`estimator.timing.Pass.host_bound`, "
+                  "`HOST_BOUND_SHARE` = 1: the eager layer's `cpu_layer_fwd_s`, each LoRA adapter at peft's "
+                  "measured 0.14 ms per adapter and forward, `Constants.peft_adapter_fwd_s`, from the families call's "
+                  "`phases_median.cpu_fwd_s`, LoRA minus full fine-tuning; QLoRA's 4-bit path) gets its own class "
+                  "and an assumption line. On the families call the rule splits the steps where their measured "
+                  "phases do: the host returns from the forward of the flagged ones after "
+                  f"{min(m_in):.2f}-{max(m_in):.2f} of its GPU time (the GPU waits on it), of every other one after "
+                  f"{max(m_out):.2f} or less. The model's issue / GPU ratio is "
+                  f"{min(x for c, x in ratios.items() if c in hb):.2f} or more for every flagged case, "
+                  f"{max(x for c, x in ratios.items() if c not in hb):.2f} or less for the rest. "
+                  "The step time itself is unchanged (the model still prices the adapters at "
+                  f"5 x `launch_s`). {int(c['rows'])} held-out cases in {int(c['groups'])} groups, held-out "
+                  f"coverage {100 * c['coverage']:.0f}% at {b['bars']['host_bound']:g}%. The single-GPU class keeps "
+                  "every case (its shipped bar unchanged); without the launch-bound ones it would be "
+                  f"{rest['bar_pct']:g}% at {100 * rest['coverage']:.0f}% held-out coverage."), "",
+            "| launch-bound case | held-out error |", "| --- | --- |",
+            *[f"| {cid} | {_pct(held[cid])} |" for cid in sorted(hb)]]
 
 
 def _by_framework(t: Tables) -> dict[str, list[float]]:
@@ -343,7 +415,7 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
         *[f"| {k} | {', '.join(sorted(g))} | {int(b['coverage'][k]['rows'])} | "
           f"{100 * b['coverage'][k]['coverage_raw']:.0f}% | {b['coverage'][k]['widening']:.2f} | "
           f"{100 * b['coverage'][k]['coverage']:.0f}% | **{b['bars'].get(k, b['coverage'][k]['bar_pct']):g}** |"
-          for k, g in (("single_gpu", single_held_out()),
+          for k, g in (("single_gpu", single_held_out()), ("host_bound", single_held_out(True)),
                        ("multi_gpu", _grouped([r for v in t.published.values() for r in v], "multi_gpu")),
                        ("megatron", _grouped([r for v in t.published.values() for r in v], "megatron")),
                        ("multi_gpu_long", _long_by_gpu([r for v in t.published.values() for r in v])),
@@ -351,6 +423,7 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
                                                if r.klass == "megatron"}),
                        ("unmeasured_floor", _grouped(t.short)))], "",
         *_held_out_table(t, b), "",
+        *_host_bound_section(b), "",
         _fill("The single-GPU class's errors are those of each model family under the five fitted constants "
               "refitted without it (`benchmarks/calibration/fit_single.py`, stored in "
               "`tests/data/time_held_out_h200.json`): held-out median |error| "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Engine, make_url
 
 POSTGRES_URL_ENV = "CAPPLAN_TEST_POSTGRES_URL"
 
@@ -50,6 +50,23 @@ def postgres_server_url() -> str:
     if not server_url:
         pytest.skip(f"{POSTGRES_URL_ENV} is not set")
     return server_url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def blank_database_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on an empty database: a SQLite file, and (marked postgres) a fresh PostgreSQL database; for
+    the migration tests, which build the schema of an older revision themselves."""
+    from app.core.db import make_engine
+
+    if request.param == "sqlite":
+        engine = make_engine(f"sqlite:///{tmp_path / 'capplan.db'}")
+        yield engine
+        engine.dispose()
+        return
+    with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
+        engine = make_engine(url)
+        yield engine
+        engine.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -4,20 +4,16 @@ value, and non-http(s) catalog source links are set to null with an audit row ho
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
 
-from app.core.db import make_engine
 from app.core.migrate import alembic_config, current_revision, head_revision, upgrade
 from app.models import CatalogAudit, CatalogEntry, SavedRevision
-from tests.conftest import fresh_postgres_database
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 GOOD = "https://vendor.example/datasheet.pdf"
@@ -33,17 +29,9 @@ INPUTS = {"model": "llama-3.2-1b", "training": {"seq_len": 4096, "micro_batch_si
 RESULT = {"memory": {"fits": True, "peak_bytes": 123}, "warnings": ["w"], "z": 1.5, "a": None}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'capplan.db'}")
-        yield engine
-        engine.dispose()
-        return
-    with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
-        engine = make_engine(url)
-        yield engine
-        engine.dispose()
+@pytest.fixture
+def engine(blank_database_engine: Engine) -> Engine:
+    return blank_database_engine
 
 
 def _rows_at_0002(engine: Engine) -> None:

@@ -3,10 +3,8 @@ reads back unchanged (no serving line), a new one keeps its line, and going down
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +12,8 @@ from alembic import command
 from sqlalchemy import Engine, MetaData, Table, inspect, select, update
 from sqlalchemy.orm import Session
 
-from app.core.db import make_engine
 from app.core.migrate import alembic_config, current_revision, head_revision, upgrade
 from app.models import SavedRevision
-from tests.conftest import fresh_postgres_database
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 INPUTS = {"model": "llama-3.2-1b", "training": {"seq_len": 4096}, "hardware": {"gpu": "a"}}
@@ -26,17 +22,9 @@ SERVING_INPUTS = {"model": "llama-3.1-8b", "engine": "vllm", "workload": {"input
 SERVING_RESULT = {"starts": True, "cost": {"usd_per_million_output_tokens": 0.12}}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'capplan.db'}")
-        yield engine
-        engine.dispose()
-        return
-    with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
-        engine = make_engine(url)
-        yield engine
-        engine.dispose()
+@pytest.fixture
+def engine(blank_database_engine: Engine) -> Engine:
+    return blank_database_engine
 
 
 def _quote_at_0003(engine: Engine) -> None:

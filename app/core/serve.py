@@ -29,14 +29,47 @@ __all__ = ["HeaderTimeoutProtocol", "HttpToolsHeaderTimeoutProtocol", "uvicorn_o
 _TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 
-class HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's h11 protocol, closing connections whose request headers do not arrive in time."""
+class _HeaderTimer:
+    """The header timer both protocols share: armed by the protocol while a request's headers are due,
+    disarmed when they are in (or the connection is lost); when it fires while the headers are still due
+    (:meth:`_headers_due`), a 408 and close."""
 
     header_timeout_s: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+    loop: Any
+    transport: Any
+    logger: Any
+
+    def _headers_due(self) -> bool:
+        raise NotImplementedError
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or not self._headers_due():
+            return
+        self.logger.info("closing a connection whose request headers did not arrive in %g s", self.header_timeout_s)
+        self.transport.write(_TIMEOUT_RESPONSE)
+        self.transport.close()
+
+
+class HeaderTimeoutProtocol(_HeaderTimer, H11Protocol):
+    """uvicorn's h11 protocol, closing connections whose request headers do not arrive in time."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -47,43 +80,21 @@ class HeaderTimeoutProtocol(H11Protocol):
         else:
             self._disarm()  # the headers are in (or the connection is done): the app's timeouts apply
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
     def _busy(self) -> bool:
         return self.cycle is not None and not self.cycle.response_complete
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if getattr(self, "_header_timer", None) is not None:
-            assert self._header_timer is not None
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.transport.is_closing() or self._busy() or self.conn.their_state is not h11.IDLE:
-            return
-        self.logger.info("closing a connection whose request headers did not arrive in %g s", self.header_timeout_s)
-        self.transport.write(_TIMEOUT_RESPONSE)
-        self.transport.close()
+    def _headers_due(self) -> bool:
+        return not self._busy() and self.conn.their_state is h11.IDLE
 
 
-class HttpToolsHeaderTimeoutProtocol(HttpToolsProtocol):
+class HttpToolsHeaderTimeoutProtocol(_HeaderTimer, HttpToolsProtocol):
     """uvicorn's httptools protocol with the same header timeout: armed when a connection opens, and when
     the parser has seen the first bytes of a request (``on_message_begin``) but a read ended before its
     headers did; disarmed when the headers are complete. A request that arrives whole in one read (the
     usual case) never creates a timer."""
 
-    header_timeout_s: float = 10.0
-
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer: asyncio.TimerHandle | None = None
         self._in_headers = True  # from a connection's first moment, the first request's headers must come
         self._arm()
 
@@ -101,28 +112,8 @@ class HttpToolsHeaderTimeoutProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_headers_complete()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if getattr(self, "_header_timer", None) is not None:
-            assert self._header_timer is not None
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.transport.is_closing() or not self._in_headers:
-            return
-        self.logger.info("closing a connection whose request headers did not arrive in %g s",
-                         self.header_timeout_s)
-        self.transport.write(_TIMEOUT_RESPONSE)
-        self.transport.close()
+    def _headers_due(self) -> bool:
+        return self._in_headers
 
 
 def uvicorn_options(settings: Settings, *, h11: bool = False) -> dict[str, Any]:

@@ -267,6 +267,10 @@ def test_a_deadline_too_short_leaves_no_plan_and_says_so(client: TestClient) -> 
     response = client.get("/plan?" + urlencode({**JOB, "constraints.deadline_days": "0.01"}))
     assert response.status_code == 200 and _rows(response.text) == []
     assert "miss the budget or deadline" in response.text
+    # the planner's own notes are estimator messages: in Portuguese on a pt-BR page
+    pt = client.get("/plan?" + urlencode({**JOB, "constraints.deadline_days": "0.01"}),
+                    headers={"Accept-Language": "pt-BR"})
+    assert "estouram o orçamento ou o prazo" in pt.text and "miss the budget or deadline" not in pt.text
 
 
 # --- reverse questions ------------------------------------------------------------------------------------------

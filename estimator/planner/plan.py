@@ -22,6 +22,7 @@ from typing import Any
 from estimator import budget
 from estimator.cost import CostResult
 from estimator.estimate import estimate
+from estimator.messages import Num, Text
 from estimator.modelspec import CachedShape, resolve_model
 from estimator.planner.contract import (
     Constraints,
@@ -193,13 +194,14 @@ def _empty_notes(ctx: SearchContext, gbs: int) -> list[str]:
     by_reason: dict[tuple[str, str], list[str]] = {}
     for world, reason in ctx.stats.empty_worlds:
         by_reason.setdefault((world.hw.name, reason), []).append(f"{world.num_nodes}x{world.gpus_per_node}")
-    out = []
+    out: list[str] = []
     for (name, reason), worlds in by_reason.items():
         if reason == "host ram":  # explained, with the numbers, by host_notes
             continue
-        why = (f"the global batch of {gbs} sequences does not split over their data-parallel degrees"
-               if reason == "no valid layout" else "no layout fits in GPU memory")
-        out.append(f"{name}: nothing on {', '.join(worlds)} nodes x GPUs ({why}).")
+        why = (Text("the global batch of %(gbs)s sequences does not split over their data-parallel degrees", gbs=gbs)
+               if reason == "no valid layout" else Text("no layout fits in GPU memory"))
+        out.append(Text("%(name)s: nothing on %(worlds)s nodes x GPUs (%(why)s).", name=name,
+                        worlds=", ".join(worlds), why=why))
     return out
 
 
@@ -249,11 +251,12 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
     plans, front = plans_for(req, kept, catalog)
     notes = _empty_notes(ctx, req.sequences_per_step) + host_notes(ctx.stats.host_misses, ctx.stats.empty_worlds)
     if len(kept) < len(scored):
-        notes.append(f"{len(scored) - len(kept)} of {len(scored)} candidate layouts miss the budget or deadline.")
+        notes.append(Text("%(missed)s of %(scored)s candidate layouts miss the budget or deadline.",
+                          missed=Num(len(scored) - len(kept), "d"), scored=Num(len(scored), "d")))
     if any(p.cost is None for p in plans):
-        notes.append("Some hardware has no price in the catalog for this pricing: those plans have no cost.")
+        notes.append(Text("Some hardware has no price in the catalog for this pricing: those plans have no cost."))
     if plans and all(p.cost is None for p in plans):
-        notes.append("No plan has a price, so the time-vs-cost front is by time alone: the fastest plan.")
+        notes.append(Text("No plan has a price, so the time-vs-cost front is by time alone: the fastest plan."))
     elapsed = time.perf_counter() - t0
     st = ctx.stats
     stats = SearchStats(space_size=total, hardware_options=st.hardware_options, worlds=st.worlds,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from estimator.inference.engines import EngineProfile, GiB, sglang_fraction
 from estimator.inference.kv import KvLayout
 from estimator.inference.weights import WeightBytes
+from estimator.messages import Text
 from estimator.modelspec import ModelShape
 
 if TYPE_CHECKING:
@@ -158,16 +159,17 @@ def plan_memory(engine: EngineProfile, shape: ModelShape, weights: WeightBytes, 
                               f"`gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
                               f"engine.")
             elif engine.id == "sglang":
-                warnings.append(f"SGLang starts, but its pool holds {kv_tokens} tokens, fewer than one request "
-                                f"at context-length {max_model_len}: requests that long wait forever")
+                warnings.append(Text("SGLang starts, but its pool holds %(tokens)s tokens, fewer than one request "
+                                     "at context-length %(len)s: requests that long wait forever",
+                                     tokens=kv_tokens, len=max_model_len))
             else:
                 errors.append(f"RuntimeError: the KV cache holds {kv_tokens} tokens, fewer than max_seq_len "
                               f"{max_model_len}")
     if headroom < 0 and not errors:
-        warnings.append(f"the CUDA graphs ({_gib(graphs)} GiB) and the CUDA context ({_gib(CUDA_CONTEXT_BYTES)} "
-                        f"GiB) do not fit in the memory left outside the budget ({_gib(total - budget)} GiB): "
-                        f"expect an out-of-memory error during graph capture; lower the memory fraction or use "
-                        f"--enforce-eager")
+        warnings.append(Text("the CUDA graphs (%(graphs)s GiB) and the CUDA context (%(context)s GiB) do not fit "
+                             "in the memory left outside the budget (%(left)s GiB): expect an out-of-memory error "
+                             "during graph capture; lower the memory fraction or use --enforce-eager",
+                             graphs=_gib(graphs), context=_gib(CUDA_CONTEXT_BYTES), left=_gib(total - budget)))
     return MemoryPlan(total=total, budget=budget, fraction=fraction, weights=weights.total,
                       activation_peak=act, non_torch=non_torch, cuda_graphs=graphs,
                       cuda_context=CUDA_CONTEXT_BYTES, kv_pool=max(0, kv_pool), num_blocks=num_blocks,

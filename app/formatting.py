@@ -23,21 +23,29 @@ def _finite(value: float | None) -> bool:
     return value is not None and not (isinstance(value, float) and not math.isfinite(value))
 
 
-def money(value: float | None, currency: str = "USD") -> str:
-    """Whole units from 100 up, cents below; ``n/a`` for a missing value."""
+def money(value: float | None, currency: str = "USD", locale: str = LOCALE) -> str:
+    """Whole units from 100 up, cents below; ``n/a`` for a missing value. ``locale``: the separators and the
+    symbol's spacing ("$2.09" in English, "US$ 2,09" in pt-BR)."""
     if not _finite(value):
         return "n/a"
     assert value is not None
-    pattern = "¤#,##0" if abs(value) >= 100 else "¤#,##0.00"
-    return str(format_currency(value, currency, format=pattern, locale=LOCALE, currency_digits=False))
+    return _currency(value, currency, 0 if abs(value) >= 100 else 2, locale)
 
 
-def rate(value: float | None, currency: str = "USD") -> str:
+def rate(value: float | None, currency: str = "USD", locale: str = LOCALE) -> str:
     """A price per unit (per GPU-hour): always with cents ("$2.23", "-$2.09")."""
     if not _finite(value):
         return "n/a"
     assert value is not None
-    return str(format_currency(value, currency, format="¤#,##0.00", locale=LOCALE, currency_digits=False))
+    return _currency(value, currency, 2, locale)
+
+
+def _currency(value: float, currency: str, digits: int, locale: str) -> str:
+    """``value`` in ``currency`` with ``digits`` decimals: the symbol against the number in English, a space
+    between them elsewhere (CLDR's own pattern for pt-BR)."""
+    symbol = "¤" if locale == LOCALE else "¤ "
+    pattern = symbol + "#,##0" + ("." + "0" * digits if digits else "")
+    return str(format_currency(value, currency, format=pattern, locale=locale, currency_digits=False))
 
 
 def price(value: float | None, currency: str = "USD") -> str:

@@ -19,7 +19,7 @@ from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _gettext
 from app.core.i18n import ngettext as _ngettext
 from app.formatting import count, money_range, percent, rate
-from app.formatting import money as _en_money
+from app.formatting import money as _money
 from app.web.assets import asset_url
 from hardware_catalog.urls import web_url
 
@@ -134,10 +134,7 @@ def money(value: float | None, currency: str = "USD") -> str:
     if value is None:
         return _na()
     locale = current_locale()
-    if locale != DEFAULT_LOCALE:
-        pattern = "¤ #,##0" if abs(value) >= 100 else "¤ #,##0.00"
-        return str(format_currency(value, currency, format=pattern, locale=locale, currency_digits=False))
-    return _en_money(value, currency)
+    return _money(value, currency) if locale == DEFAULT_LOCALE else _money(value, currency, locale=locale)
 
 
 def money3(value: float | None) -> str:

@@ -10,10 +10,15 @@ plotting imports. The entry points, their requests and responses, and the errors
 - TCO: :func:`tco_options`, :func:`ownership_tco`, :func:`own_vs_cloud`, :func:`compare_job`,
   :func:`compare_upgrade`, and rack planning :func:`plan_rack_for_server`.
 
-Everything else is reachable by its module (``docs/architecture.md`` maps them).
+Everything else is reachable by its module (``docs/architecture.md`` maps them). When a compiled build of the
+package matches its sources, its modules are the ones imported (:mod:`estimator.native`, docs/native.md).
 """
 
-from estimator.errors import (
+from estimator import native
+
+native.install()
+
+from estimator.errors import (  # noqa: E402 (after the compiled build's finder is in place)
     EstimatorError,
     InvalidRequestError,
     ModelConfigError,
@@ -21,15 +26,15 @@ from estimator.errors import (
     UnknownModelError,
     UnsupportedCombinationError,
 )
-from estimator.estimate import estimate
-from estimator.modelspec import list_presets
-from estimator.planner.contract import PlanRequest, PlanResponse
-from estimator.planner.plan import plan
-from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer
-from estimator.rack import RackPlan, plan_rack_for_server
-from estimator.request import EstimateRequest, Hardware, Parallelism, Training
-from estimator.response import EstimateResponse
-from estimator.tco import (
+from estimator.estimate import estimate  # noqa: E402
+from estimator.modelspec import list_presets  # noqa: E402
+from estimator.planner.contract import PlanRequest, PlanResponse  # noqa: E402
+from estimator.planner.plan import plan  # noqa: E402
+from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer  # noqa: E402
+from estimator.rack import RackPlan, plan_rack_for_server  # noqa: E402
+from estimator.request import EstimateRequest, Hardware, Parallelism, Training  # noqa: E402
+from estimator.response import EstimateResponse  # noqa: E402
+from estimator.tco import (  # noqa: E402
     JobCost,
     OwnershipTco,
     OwnVsCloud,
@@ -43,7 +48,7 @@ from estimator.tco import (
     ownership_tco,
     tco_options,
 )
-from estimator.version import ESTIMATOR_VERSION
+from estimator.version import ESTIMATOR_VERSION  # noqa: E402
 
 __all__ = [
     "ESTIMATOR_VERSION",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
@@ -35,9 +35,7 @@ from estimator.suggest import suggestions
 from estimator.timing import host_issue_ratio, step_time, time_assumptions
 from estimator.train import train_result, train_warnings, with_host_checkpoint
 from estimator.version import ESTIMATOR_VERSION
-
-if TYPE_CHECKING:
-    from hardware_catalog import Catalog, Gpu, Server
+from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["ResolvedHardware", "estimate", "estimate_memory", "resolve_hardware"]
 

@@ -19,7 +19,7 @@ Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.memo import BoundedMemo
@@ -53,16 +53,25 @@ class Layout:
     stage_layers: tuple[int, ...] = ()
     pipeline_split: str = "even"  # even | weighted | given (estimator.pipeline_split)
 
-    def __hash__(self) -> int:
-        """The dataclass hash of the fields, computed once: layouts key most of the estimator's memos."""
-        found: int | None = self.__dict__.get("_hash")
-        if found is None:
-            found = self.__dict__["_hash"] = hash(tuple(getattr(self, f.name) for f in fields(self)))
-        return found
+    # the hash of the fields above, computed once (layouts key most of the estimator's memos); a plain attribute
+    # set in ``__post_init__`` rather than an entry in ``__dict__``, so that the class also compiles as a native
+    # class (docs/native.md)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
-    def __getstate__(self) -> dict[str, object]:
-        """Pickled without the cached hash (string hashes differ between processes)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(self._key()))
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.world_size, self.dp, self.tp, self.pp, self.cp, self.ep, self.vp, self.sharding,
+                self.shard_group, self.expert_shard_group, self.gpus_per_node, self.num_nodes, self.layers_per_stage,
+                self.sequence_parallel, self.tp_plan, self.stage_layers, self.pipeline_split)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Layout], tuple[object, ...]]:
+        """Pickled as its fields (the hash is recomputed: string hashes differ between processes)."""
+        return Layout, self._key()
 
     def layers_on(self, stage: str) -> int:
         """Decoder layers on a stage: ``only`` (no pipeline), ``first``, ``middle`` (rank 1, the middle rank

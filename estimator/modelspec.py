@@ -375,40 +375,42 @@ T = TypeVar("T")
 class CachedShape(ModelShape):
     """Same answers as :class:`ModelShape`, memoised per instance."""
 
+    # the memo and the dataclass hash (of the architecture's fields, computed once: shapes key many memos) are
+    # plain attributes rather than entries in ``__dict__``, so that the class also compiles as a native class
+    _memo: dict[Any, Any]
+    _hash: int
+
     def __init__(self, arch: ModelArch) -> None:
         super().__init__(arch)
-        self.__dict__["_memo"] = {}
+        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_hash", ModelShape.__hash__(self))
 
     def _m(self, key: Any, compute: Callable[[], T]) -> T:
-        memo: dict[Any, Any] = self.__dict__["_memo"]
+        memo = self._memo
         if key not in memo:
             memo[key] = compute()
         value: T = memo[key]
         return value
 
     def __hash__(self) -> int:
-        """The dataclass hash (of the architecture's fields), computed once: shapes key many memos."""
-        found: int | None = self.__dict__.get("_hash")
-        if found is None:
-            found = self.__dict__["_hash"] = ModelShape.__hash__(self)
-        return found
+        return self._hash
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the cached hash (string hashes differ between processes)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    def __reduce__(self) -> tuple[type[CachedShape], tuple[ModelArch]]:
+        """Pickled as its architecture (memo and hash are rebuilt: string hashes differ between processes)."""
+        return CachedShape, (self.arch,)
 
     def attention_linears(self) -> list[Linear]:
         return list(self._m("attention_linears", super().attention_linears))
 
     def mlp_linears(self, ffn: int, count: int = 1, kind: str = "mlp") -> list[Linear]:
-        return list(self._m(("mlp_linears", ffn, count, kind), lambda: super(CachedShape, self).mlp_linears(
-            ffn, count, kind)))
+        return list(self._m(("mlp_linears", ffn, count, kind), lambda: ModelShape.mlp_linears(self, ffn, count,
+                                                                                                    kind)))
 
     def attention_params(self) -> int:
         return self._m("attention_params", super().attention_params)
 
     def mlp_params(self, ffn: int) -> int:
-        return self._m(("mlp_params", ffn), lambda: super(CachedShape, self).mlp_params(ffn))
+        return self._m(("mlp_params", ffn), lambda: ModelShape.mlp_params(self, ffn))
 
     def norm_params_per_layer(self) -> int:
         return self._m("norm_params_per_layer", super().norm_params_per_layer)

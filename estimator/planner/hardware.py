@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from estimator.cost import CostBasis, CostChoice, choose_basis
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from hardware_catalog import Catalog, Gpu, Server
 
 if TYPE_CHECKING:
     from estimator.planner.contract import PlanRequest
-    from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "cost_choice", "hardware_options", "worlds_for"]
 

@@ -23,7 +23,7 @@ context / expert degrees. Rules (each names the framework behaviour it follows):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from estimator.modelspec import ModelShape
@@ -54,14 +54,17 @@ class Structure:
     hsdp_shard: int | None
     saving: int  # rank in its dominance chain: higher saves more memory and communicates more
 
+    # the hash of the fields above, computed once (structures key every cache of the search); an attribute set in
+    # ``__post_init__``, so that the class also compiles as a native class (docs/native.md)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.framework, self.sharding, self.offload, self.tp, self.pp,
+                                                self.vp, self.cp, self.ep, self.sequence_parallel, self.hsdp_shard,
+                                                self.saving)))
+
     def __hash__(self) -> int:
-        """The dataclass hash of the fields, computed once: structures key every cache of the search."""
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash((self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,
-                           self.sequence_parallel, self.hsdp_shard, self.saving))
-            object.__setattr__(self, "_hash", cached)
-        return int(cached)
+        return self._hash
 
     @property
     def model_parallel(self) -> int:

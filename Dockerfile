@@ -12,8 +12,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CAPPLAN_DATABASE_URL=sqlite:////data/capplan.db \
     CAPPLAN_STATIC_DIR=/app/static
 
-# Pango for WeasyPrint (the quote PDF).
+# Pango for WeasyPrint (the quote PDF); gcc for the compiled estimator (docs/native.md), removed after the build.
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libpango-1.0-0 libpangoft2-1.0-0 \
+        gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
@@ -22,9 +23,13 @@ COPY pyproject.toml README.md ./
 COPY estimator/__init__.py estimator/__init__.py
 COPY hardware_catalog/__init__.py hardware_catalog/__init__.py
 COPY app/__init__.py app/__init__.py
-RUN pip install .
+RUN pip install '.[native]'
 COPY . .
-RUN pip install --no-deps --force-reinstall . \
+# compile the estimator into estimator/_native (package data: the installed package carries it and uses it while
+# its sources match the build's manifest; `capplan serve` logs which), then install
+RUN python scripts/build_native.py \
+    && pip install --no-deps --force-reinstall . \
+    && apt-get purge -y -qq gcc libc6-dev && apt-get autoremove -y -qq \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin capplan \
     && mkdir -p /data && chown capplan:capplan /data
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -33,12 +34,14 @@ from app.web import render_problem
 from app.web import router as web_router
 from app.web.assets import AssetFiles
 from app.web.templating import HTMX_JS, PLOTLY_JS
-from estimator import ESTIMATOR_VERSION
+from estimator import ESTIMATOR_VERSION, native
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("capplan.startup")
 
 DESCRIPTION = f"""Capacity planner for training and fine-tuning LLMs on multi-GPU servers
 (estimator {ESTIMATOR_VERSION}).
@@ -64,6 +67,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        build = native.status()
+        log.info("estimator: %s", f"compiled ({build.modules} modules)" if build.active else
+                 f"plain Python ({build.reason})")
         with frozen_heap(settings.gc_freeze):
             yield
     finally:

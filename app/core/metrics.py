@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from estimator import native
 
 __all__ = ["KNOWN_METHODS", "Metrics", "MetricsMiddleware"]
 
@@ -33,6 +35,10 @@ class Metrics:
             "capplan_estimates", "Estimates computed", ["endpoint"], registry=self.registry
         )
         self.saved = Counter("capplan_saved_items", "Quotes and plans saved", ["kind"], registry=self.registry)
+        self.compiled = Gauge("capplan_estimator_compiled", "1 when the estimator runs its compiled build "
+                              "(estimator.native, docs/native.md), 0 when it runs as plain Python",
+                              registry=self.registry)
+        self.compiled.set(1 if native.status().active else 0)
 
 
 def _route_template(scope: Scope) -> str:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.db import make_engine
 from app.deps import get_session
+from estimator import native
 
 EXTERNAL_URL = re.compile(r"""(?:src|href|url)\s*[=(:]\s*["']?\s*(?:https?:)?//(?!127\.0\.0\.1|localhost)""", re.I)
 
@@ -49,6 +50,11 @@ def test_metrics_count_requests_by_route_template(client: TestClient) -> None:
     assert 'capplan_http_requests_total{method="GET",route="/api/v1/quotes/{item_id}",status="404"} 1.0' in text
     assert 'capplan_estimates_total{endpoint="estimates"} 1.0' in text
     assert "12345" not in text
+
+
+def test_metrics_say_whether_the_estimator_runs_compiled(client: TestClient) -> None:
+    expected = "1.0" if native.status().active else "0.0"
+    assert f"\ncapplan_estimator_compiled {expected}\n" in client.get("/metrics").text
 
 
 @pytest.mark.parametrize("page", ["/api/v1/docs", "/api/v1/redoc"])

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, ClassVar, Final, Protocol, cast, final
 
 from estimator.messages import Num, Text
+from estimator.record import Record
 from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
 
@@ -79,12 +80,16 @@ class Fabric:
     gpus_per_node: int
 
 
-@dataclass(frozen=True)
-class Group:
+@final
+class Group(Record):
     """A process group: ``size`` ranks, ``per_node`` of them on each node it spans."""
 
-    size: int
-    per_node: int
+    __match_args__: ClassVar[tuple[str, ...]] = ("size", "per_node")
+    __slots__ = __match_args__
+
+    def __init__(self, size: int, per_node: int) -> None:
+        self.size: Final = size
+        self.per_node: Final = per_node
 
     @property
     def nodes(self) -> int:

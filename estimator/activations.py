@@ -43,41 +43,28 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, final
+from dataclasses import dataclass
 
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
-from estimator.record import Record
 from estimator.request import EstimateRequest
 
 __all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
 
 
-@final
-class ActivationModel(Record):
+@dataclass(frozen=True)
+class ActivationModel:
     """Per-rank activation bytes for one micro-batch."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "per_layer_bytes", "stored_per_layer_bytes", "recompute_layer_bytes", "logits_forward_bytes",
-        "logits_backward_bytes", "residual_bytes", "tokens", "attention_backward_bytes",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
-                 logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
-                 attention_backward_bytes: int = 0) -> None:
-        self.per_layer_bytes: Final = per_layer_bytes  # saved by one decoder layer without recomputation
-        # what one layer keeps between forward and backward under the chosen policy
-        self.stored_per_layer_bytes: Final = stored_per_layer_bytes
-        # transient: one layer's activations rebuilt during backward (0 if none)
-        self.recompute_layer_bytes: Final = recompute_layer_bytes
-        self.logits_forward_bytes: Final = logits_forward_bytes
-        self.logits_backward_bytes: Final = logits_backward_bytes
-        self.residual_bytes: Final = residual_bytes  # one residual-stream tensor (a layer's input)
-        self.tokens: Final = tokens
-        # transient of one layer's attention-core backward beyond what it stored
-        self.attention_backward_bytes: Final = attention_backward_bytes
+    per_layer_bytes: int  # saved by one decoder layer without recomputation
+    stored_per_layer_bytes: int  # what one layer keeps between forward and backward under the chosen policy
+    recompute_layer_bytes: int  # transient: one layer's activations rebuilt during backward (0 if none)
+    logits_forward_bytes: int
+    logits_backward_bytes: int
+    residual_bytes: int  # one residual-stream tensor (a layer's input)
+    tokens: int
+    attention_backward_bytes: int = 0  # transient of one layer's attention-core backward beyond what it stored
 
 
 def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
@@ -302,27 +289,17 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
-@final
-class ActivationRates(Record):
+@dataclass(frozen=True)
+class ActivationRates:
     """What :func:`activation_model` scales by the micro-batch's tokens: the per-token parts of one request."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "per_token", "recompute_per_token", "attention_backward_per_token", "residual_dtype", "residual_div",
-        "tokens_per_sequence", "full_checkpointing",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, per_token: float, recompute_per_token: float, attention_backward_per_token: float,
-                 residual_dtype: int, residual_div: int, tokens_per_sequence: int,
-                 full_checkpointing: bool) -> None:
-        self.per_token: Final = per_token  # one layer's saved bytes per token
-        self.recompute_per_token: Final = recompute_per_token  # selective recomputation's transient per token
-        # eager attention-core backward transient per token
-        self.attention_backward_per_token: Final = attention_backward_per_token
-        self.residual_dtype: Final = residual_dtype
-        self.residual_div: Final = residual_div
-        self.tokens_per_sequence: Final = tokens_per_sequence
-        self.full_checkpointing: Final = full_checkpointing
+    per_token: float  # one layer's saved bytes per token
+    recompute_per_token: float  # selective recomputation's transient per token
+    attention_backward_per_token: float  # eager attention-core backward transient per token
+    residual_dtype: int
+    residual_div: int
+    tokens_per_sequence: int
+    full_checkpointing: bool
 
 
 def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol, cast, final
+from typing import Any, Protocol, cast
 
 from estimator.messages import Num, Text
-from estimator.record import Record
 from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
 
@@ -80,16 +79,12 @@ class Fabric:
     gpus_per_node: int
 
 
-@final
-class Group(Record):
+@dataclass(frozen=True)
+class Group:
     """A process group: ``size`` ranks, ``per_node`` of them on each node it spans."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = ("size", "per_node")
-    __slots__ = __match_args__
-
-    def __init__(self, size: int, per_node: int) -> None:
-        self.size: Final = size
-        self.per_node: Final = per_node
+    size: int
+    per_node: int
 
     @property
     def nodes(self) -> int:

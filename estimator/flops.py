@@ -23,11 +23,10 @@ Counting (one multiply-add = 2 FLOPs):
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, final
+from dataclasses import dataclass
 
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
-from estimator.record import Record
 from estimator.request import EstimateRequest
 
 __all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
@@ -36,91 +35,62 @@ _ROW_PARALLEL = {"o_proj", "down_proj"}
 _REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
 
 
-@final
-class Gemm(Record):
+@dataclass(frozen=True)
+class Gemm:
     """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = ("m", "k", "n", "count", "trainable", "fp8")
-    __slots__ = __match_args__
-
-    def __init__(self, m: float, k: float, n: float, count: float = 1.0, trainable: bool = True,
-                 fp8: bool = False) -> None:
-        self.m: Final = m
-        self.k: Final = k
-        self.n: Final = n
-        self.count: Final = count
-        self.trainable: Final = trainable
-        self.fp8: Final = fp8
+    m: float
+    k: float
+    n: float
+    count: float = 1.0
+    trainable: bool = True
+    fp8: bool = False
 
     @property
     def flops(self) -> float:
         return 2.0 * self.m * self.k * self.n * self.count
 
 
-@final
-class LayerWork(Record):
+@dataclass(frozen=True)
+class LayerWork:
     """One decoder layer, one micro-batch, on one GPU."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "gemms", "attn_flops", "attn_seq", "eager_attention", "flash_library", "base_linear_params",
-        "ffn_local", "qk_local", "norms", "layernorm", "rotary", "gated", "lora_elems", "experts_local", "topk",
-        "attn_batch_heads", "attn_query_len", "qk_norm",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, gemms: tuple[Gemm, ...], attn_flops: float, attn_seq: float, eager_attention: bool,
-                 flash_library: bool, base_linear_params: float, ffn_local: float, qk_local: float, norms: int,
-                 layernorm: bool, rotary: bool, gated: bool, lora_elems: float, experts_local: float, topk: int,
-                 attn_batch_heads: float = 0.0, attn_query_len: float = 0.0, qk_norm: bool = False) -> None:
-        self.gemms: Final = gemms
-        self.attn_flops: Final = attn_flops  # forward attention core (causal-aware)
-        self.attn_seq: Final = attn_seq  # key length that sets flash-attention efficiency
-        self.eager_attention: Final = eager_attention
-        # the flash-attn package (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
-        self.flash_library: Final = flash_library
-        # local weights of the layer's linears (casts, dequantisation, FSDP copies)
-        self.base_linear_params: Final = base_linear_params
-        self.ffn_local: Final = ffn_local  # widest MLP intermediate per token (elementwise work)
-        self.qk_local: Final = qk_local  # q + k widths per token (rotary embedding)
-        self.norms: Final = norms  # norms per layer
-        self.layernorm: Final = layernorm  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
-        self.rotary: Final = rotary  # rotary position embedding applied to q and k
-        self.gated: Final = gated  # gated MLP (SwiGLU/GeGLU)
-        # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
-        self.lora_elems: Final = lora_elems
-        self.experts_local: Final = experts_local  # routed experts on this GPU (0 for a dense layer)
-        self.topk: Final = topk  # experts per token (0 for a dense layer)
-        # sequences x local heads: the batch of eager attention's per-head GEMMs
-        self.attn_batch_heads: Final = attn_batch_heads
-        # query positions per sequence on this GPU (eager attention's GEMM rows)
-        self.attn_query_len: Final = attn_query_len
-        # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
-        self.qk_norm: Final = qk_norm
+    gemms: tuple[Gemm, ...]
+    attn_flops: float  # forward attention core (causal-aware)
+    attn_seq: float  # key length that sets flash-attention efficiency
+    eager_attention: bool
+    flash_library: bool  # the flash-attn package (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
+    base_linear_params: float  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
+    ffn_local: float  # widest MLP intermediate per token (elementwise work)
+    qk_local: float  # q + k widths per token (rotary embedding)
+    norms: int  # norms per layer
+    layernorm: bool  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
+    rotary: bool  # rotary position embedding applied to q and k
+    gated: bool  # gated MLP (SwiGLU/GeGLU)
+    lora_elems: float  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
+    experts_local: float  # routed experts on this GPU (0 for a dense layer)
+    topk: int  # experts per token (0 for a dense layer)
+    attn_batch_heads: float = 0.0  # sequences x local heads: the batch of eager attention's per-head GEMMs
+    attn_query_len: float = 0.0  # query positions per sequence on this GPU (eager attention's GEMM rows)
+    qk_norm: bool = False  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
 
     @property
     def gemm_flops(self) -> float:
         return sum(g.flops for g in self.gemms)
 
 
-@final
-class Workload(Record):
+@dataclass(frozen=True)
+class Workload:
     """What one micro-batch costs the busiest GPU: layers by kind, the LM head and the embedding."""
 
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "dense", "moe", "dense_layers", "moe_layers", "head", "tokens", "hidden", "vocab_local",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, dense: LayerWork | None, moe: LayerWork | None, dense_layers: int, moe_layers: int, head: Gemm,
-                 tokens: float, hidden: int, vocab_local: float) -> None:
-        self.dense: Final = dense
-        self.moe: Final = moe
-        self.dense_layers: Final = dense_layers  # on the busiest pipeline stage
-        self.moe_layers: Final = moe_layers
-        self.head: Final = head  # LM head on the last stage
-        self.tokens: Final = tokens  # tokens per micro-batch on this GPU
-        self.hidden: Final = hidden
-        self.vocab_local: Final = vocab_local
+    dense: LayerWork | None
+    moe: LayerWork | None
+    dense_layers: int  # on the busiest pipeline stage
+    moe_layers: int
+    head: Gemm  # LM head on the last stage
+    tokens: float  # tokens per micro-batch on this GPU
+    hidden: int
+    vocab_local: float
 
 
 def _split(lin: Linear, tp: int) -> tuple[float, float]:

@@ -22,7 +22,6 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Final, final
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
@@ -33,7 +32,6 @@ from estimator.optimizers import optimizer_spec
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
-from estimator.record import Record
 from estimator.request import EstimateRequest, Parallelism, Training
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
@@ -44,22 +42,15 @@ __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floo
 FOREACH_TEMP_FRACTION = 1.0
 
 
-@final
-class Phase(Record):
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "name", "parameters", "gradients", "optimizer_states", "activations", "logits", "temporary",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, name: str, parameters: int, gradients: int, optimizer_states: int, activations: int, logits: int,
-                 temporary: int) -> None:
-        self.name: Final = name
-        self.parameters: Final = parameters
-        self.gradients: Final = gradients
-        self.optimizer_states: Final = optimizer_states
-        self.activations: Final = activations
-        self.logits: Final = logits
-        self.temporary: Final = temporary
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    parameters: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    logits: int
+    temporary: int
 
     @property
     def allocated(self) -> int:
@@ -67,21 +58,14 @@ class Phase(Record):
                 + self.temporary)
 
 
-@final
-class MemoryPeak(Record):
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "peak", "phases", "soft_overhead", "hard_overhead", "capacity", "busiest_rank",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, peak: Phase, phases: tuple[Phase, ...], soft_overhead: int, hard_overhead: int, capacity: int,
-                 busiest_rank: str) -> None:
-        self.peak: Final = peak
-        self.phases: Final = phases
-        self.soft_overhead: Final = soft_overhead
-        self.hard_overhead: Final = hard_overhead
-        self.capacity: Final = capacity
-        self.busiest_rank: Final = busiest_rank
+@dataclass(frozen=True)
+class MemoryPeak:
+    peak: Phase
+    phases: tuple[Phase, ...]
+    soft_overhead: int
+    hard_overhead: int
+    capacity: int
+    busiest_rank: str
 
     @property
     def peak_allocated(self) -> int:

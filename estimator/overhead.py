@@ -22,9 +22,7 @@ Fitted on the H200 measurements in ``tests/data/calibration_h200.json`` (``docs/
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, final
-
-from estimator.record import Record
+from dataclasses import dataclass
 
 __all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "hard_overhead_bytes", "overhead_bytes"]
 
@@ -40,25 +38,16 @@ NCCL_INTRA_NODE_BYTES = 640 * MIB
 NCCL_INTER_NODE_BYTES = 256 * MIB
 
 
-@final
-class OverheadInput(Record):
-    __match_args__: ClassVar[tuple[str, ...]] = (
-        "peak_allocated", "world_size", "num_nodes", "logits_fp32_bytes", "checkpointing", "foreach_temp_bytes",
-        "fsdp_buffer_bytes", "largest_block_bytes",
-    )
-    __slots__ = __match_args__
-
-    def __init__(self, peak_allocated: int, world_size: int, num_nodes: int, logits_fp32_bytes: int,
-                 checkpointing: bool, foreach_temp_bytes: int, fsdp_buffer_bytes: int,
-                 largest_block_bytes: int) -> None:
-        self.peak_allocated: Final = peak_allocated
-        self.world_size: Final = world_size
-        self.num_nodes: Final = num_nodes
-        self.logits_fp32_bytes: Final = logits_fp32_bytes
-        self.checkpointing: Final = checkpointing
-        self.foreach_temp_bytes: Final = foreach_temp_bytes
-        self.fsdp_buffer_bytes: Final = fsdp_buffer_bytes
-        self.largest_block_bytes: Final = largest_block_bytes
+@dataclass(frozen=True)
+class OverheadInput:
+    peak_allocated: int
+    world_size: int
+    num_nodes: int
+    logits_fp32_bytes: int
+    checkpointing: bool
+    foreach_temp_bytes: int
+    fsdp_buffer_bytes: int
+    largest_block_bytes: int
 
 
 def allocator_reserve_bytes(inp: OverheadInput) -> int:

@@ -32,7 +32,7 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.suggest import suggestions
-from estimator.timing import host_issue_ratio, step_time, time_assumptions
+from estimator.timing import StepTime, step_time_model, time_assumptions
 from estimator.train import train_result, train_warnings, with_host_checkpoint
 from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
@@ -213,7 +213,8 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     capacity = int(hw.gpu.memory_bytes)
     peak = estimate_memory(req, shape, layout, capacity)
     memory = _memory_result(req, shape, layout, capacity, peak)
-    timing, train = _time_and_train(req, shape, layout, hw, catalog)
+    model_time = step_time_model(req, shape, layout, hw.gpu, hw.server)
+    timing, train = _time_and_train(req, shape, layout, hw, catalog, model_time)
     host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
     train = with_host_checkpoint(train, host)  # one checkpoint write time per response: the host sizing's
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
@@ -221,8 +222,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu, layout,
-                                               host_issue_ratio(req, shape, layout, hw.gpu, hw.server)),
+                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout) + cost_notes,
@@ -243,8 +243,8 @@ def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: C
 
 
 def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware,
-                    catalog: Catalog) -> tuple[TimeResult, TrainResult | None]:
-    timing = step_time(req, shape, layout, hw.gpu, hw.server, catalog)
+                    catalog: Catalog, model_time: StepTime) -> tuple[TimeResult, TrainResult | None]:
+    timing = model_time.result()
     return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)
 
 

@@ -47,8 +47,8 @@ from estimator.request import EstimateRequest
 from estimator.response import TimeResult
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["HOST_BOUND_SHARE", "Style", "host_issue_ratio", "step_time", "style_for", "time_assumptions",
-           "virtual_stages"]
+__all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
+           "time_assumptions", "virtual_stages"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -727,8 +727,16 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.
     """
     del catalog
+    return step_time_model(req, shape, layout, gpu, server, constants).result()
+
+
+def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                    constants: Constants = H200_FIT) -> StepTime:
+    """The slowest stage's step (:class:`StepTime`), computed once: its seconds without the response's
+    :class:`TimeResult` (the planner's search), that result (:meth:`StepTime.result`) and the host-issue ratio
+    (:attr:`StepTime.host_ratio`) from the same stage."""
     last = workload(req, shape, layout)
-    return _result(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
+    return StepTime(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
 
 
 def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -747,8 +755,7 @@ def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
                      constants: Constants = H200_FIT) -> float:
     """How many times its forward's GPU time the host takes to issue it from Python, on the slowest stage: at
     ``HOST_BOUND_SHARE`` or more the step is launch-bound (:attr:`Pass.host_bound`)."""
-    mb = _slowest_stage(req, shape, layout, gpu, server, constants, workload(req, shape, layout)).mb
-    return mb.host_fwd / mb.gpu_fwd if mb.gpu_fwd > 0.0 else 0.0
+    return step_time_model(req, shape, layout, gpu, server, constants).host_ratio
 
 
 @dataclass(frozen=True)
@@ -763,6 +770,56 @@ class _StageStep:
     bubble: float
     opt: float
     off: float
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The step-time model's answer for one layout: the slowest stage's step (the others wait on it)."""
+
+    req: EstimateRequest
+    shape: ModelShape
+    layout: Layout
+    gpu: Gpu
+    work: Workload  # the last stage's (model FLOPs count every layer and the LM head)
+    slowest: _StageStep
+
+    @property
+    def step_time_s(self) -> float:
+        return self.slowest.step
+
+    @property
+    def compute_s(self) -> float:
+        return self.slowest.compute
+
+    @property
+    def communication_s(self) -> float:
+        return self.slowest.comm.total
+
+    @property
+    def exposed_communication_s(self) -> float:
+        return self.slowest.comm.exposed
+
+    @property
+    def bubble_s(self) -> float:
+        return self.slowest.bubble
+
+    @property
+    def optimizer_s(self) -> float:
+        return self.slowest.opt
+
+    @property
+    def offload_s(self) -> float:
+        return self.slowest.off
+
+    @property
+    def host_ratio(self) -> float:
+        """:func:`host_issue_ratio` of the slowest stage."""
+        mb = self.slowest.mb
+        return mb.host_fwd / mb.gpu_fwd if mb.gpu_fwd > 0.0 else 0.0
+
+    def result(self) -> TimeResult:
+        """The response's :class:`TimeResult`."""
+        return _result(self.req, self.shape, self.layout, self.gpu, self.work, self.slowest)
 
 
 def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, r: Rates, style: Style,

@@ -119,12 +119,35 @@ def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1 (the
     "replicated-embeddings" plan alone, without sequence parallelism); full, LoRA or QLoRA (on one GPU);
     AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
-    return not unmeasured_memory_reasons(req, layout)
+    return not _unmeasured(req, layout)[0]
+
+
+_UNMEASURED: BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]] = BoundedMemo(1024)
+
+
+def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read."""
+    p, t = req.parallelism, req.training
+    key = (t.method, t.optimizer, p.offload, p.framework, layout)
+    return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
+
+
+def _unmeasured_uncached(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    reasons = _unmeasured_memory_reasons(req, layout)
+    if not reasons:
+        return (), ()
+    return tuple(reasons), (Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least "
+                                 "%(pct)s %% (docs/accuracy.md).", what=join(reasons, ", "),
+                                 pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f")),)
 
 
 def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
     """What of this set-up no H200 memory measurement covered (empty: a measured kind, see
     :func:`_measured_kind`)."""
+    return list(_unmeasured(req, layout)[0])
+
+
+def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
     p, t = req.parallelism, req.training
     out: list[str] = []
     for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
@@ -153,11 +176,7 @@ def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]
 
 
 def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
-    reasons = unmeasured_memory_reasons(req, layout)
-    if not reasons:
-        return []
-    return [Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least %(pct)s %% "
-                 "(docs/accuracy.md).", what=join(reasons, ", "), pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f"))]
+    return list(_unmeasured(req, layout)[1])
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:

@@ -71,9 +71,13 @@ class Text(str):
     upper_first: bool
 
     def __new__(cls, template: str, /, **params: Any) -> Text:
-        english = template % {k: str(v) for k, v in params.items()} if params else template
-        self = super().__new__(cls, english)
-        self.template, self.params, self.parts, self.sep, self.upper_first = template, params, (), "", False
+        # every placeholder is ``%(name)s``, which formats its value by ``str()``
+        self = str.__new__(cls, template % params if params else template)
+        self.template = template
+        self.params = params
+        self.parts = ()
+        self.sep = ""
+        self.upper_first = False
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -539,9 +539,39 @@ def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu
 
 def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
                   o: HostOptions, ckpt: CheckpointSize, steps_per_s: float, time: Any, out: _Messages) -> _StorageStep:
-    """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them."""
+    """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them
+    (:func:`_storage_plan`), and the dataloader's read rate at the step's throughput."""
+    plan, warnings, notes, per_token = _storage_plan(req, shape, layout, server, catalog, o, ckpt)
+    out.warnings.extend(warnings)
+    out.notes.extend(notes)
+    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
+    if time is not None and _attr(time, "tokens_per_s", default=0):
+        tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
+    read_bps = tokens_per_s_node * per_token
+    return _StorageStep(plan.target, plan.write_s, plan.write_bytes_per_s_needed, plan.nvme_bytes, plan.nvme,
+                        plan.dataset_bytes, read_bps, plan.fits)
+
+
+_StoragePlan = tuple[_StorageStep, list[str], list[str], int]
+_STORAGE: ObjectMemo[_StoragePlan] = ObjectMemo(1024)
+
+
+def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
+                  o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
+    """(the storage step without its read rate, its warnings, its notes, dataset bytes per token): none of it
+    depends on the step time or the batch shape, so it is memoised on the objects it reads (the memoised
+    checkpoint size, the resolved options, the server, the catalog), the nodes, the token budget and whether
+    the vocabulary is small (:func:`_dataset`); the messages are replayed."""
+    key = (layout.num_nodes, req.training.train_tokens, shape.arch.vocab_size < 65500)
+    return _STORAGE.get_or_compute((ckpt, o, server, catalog), key,
+                                   lambda: _storage_plan_uncached(req, shape, layout, server, catalog, o, ckpt))
+
+
+def _storage_plan_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None,
+                           catalog: Catalog, o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
     d = host_defaults()
-    warnings, notes = out.warnings, out.notes
+    warnings: list[str] = []
+    notes: list[str] = []
     target = checkpoint_target(layout.num_nodes, o.checkpoint_target)
     interval = float(o.checkpoint_interval_s or 3600)
     share = float(o.checkpoint_max_time_share or 0.05)
@@ -575,11 +605,8 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
                              "checkpointing.", gb=Num(per_node_ckpt / 1e9, ",.0f"), rate=Num(write_bps / 1e9, ",.1f"),
                              s=Num(ckpt_write_s, ",.0f"), share=Num(share, ".0%"), interval=Num(interval, ",.0f"),
                              need=Num(need_write / 1e9, ",.1f")))
-    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
-    if time is not None and _attr(time, "tokens_per_s", default=0):
-        tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
-    read_bps = tokens_per_s_node * per_token
-    return _StorageStep(target, ckpt_write_s, need_write, nvme_need, nvme, dataset, read_bps, nvme is not None)
+    step = _StorageStep(target, ckpt_write_s, need_write, nvme_need, nvme, dataset, 0.0, nvme is not None)
+    return step, warnings, notes, per_token
 
 
 def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, o: HostOptions,
@@ -689,6 +716,9 @@ def _nic_words(sizing: HostSizing, layout: Layout) -> str:
     return Text("%(nics)s (%(kind)s)", nics=sizing.nics, kind=kind)
 
 
+_HOST_FIELDS = frozenset(HostResult.model_fields)
+
+
 def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostResult:
@@ -708,7 +738,7 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         "nodes_per_rack": s.nodes_per_rack,
         "notes": list(s.notes),
     }
-    fields = HostResult.model_fields
+    fields = _HOST_FIELDS
     return HostResult(
         ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
         ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
@@ -48,13 +47,16 @@ def _default_catalog() -> Catalog:
     return load_catalog()
 
 
-@dataclass(frozen=True)
 class ResolvedHardware:
     """The GPU and (optional) server of a request's ``hardware`` (:class:`estimator.request.Hardware`), looked up
     in the catalog."""
 
-    gpu: Gpu
-    server: Server | None
+    gpu: Final[Gpu]
+    server: Final[Server | None]
+
+    def __init__(self, gpu: Gpu, server: Server | None) -> None:
+        self.gpu = gpu
+        self.server = server
 
 
 def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:

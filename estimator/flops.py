@@ -23,7 +23,7 @@ Counting (one multiply-add = 2 FLOPs):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.layout import Layout
 from estimator.modelspec import Linear, ModelShape
@@ -35,62 +35,102 @@ _ROW_PARALLEL = {"o_proj", "down_proj"}
 _REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
 
 
-@dataclass(frozen=True)
 class Gemm:
     """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient."""
 
-    m: float
-    k: float
-    n: float
-    count: float = 1.0
-    trainable: bool = True
-    fp8: bool = False
+    m: Final[float]
+    k: Final[float]
+    n: Final[float]
+    count: Final[float]
+    trainable: Final[bool]
+    fp8: Final[bool]
+
+    def __init__(self, m: float, k: float, n: float, count: float = 1.0, trainable: bool = True,
+                 fp8: bool = False) -> None:
+        self.m = m
+        self.k = k
+        self.n = n
+        self.count = count
+        self.trainable = trainable
+        self.fp8 = fp8
 
     @property
     def flops(self) -> float:
         return 2.0 * self.m * self.k * self.n * self.count
 
 
-@dataclass(frozen=True)
 class LayerWork:
     """One decoder layer, one micro-batch, on one GPU."""
 
-    gemms: tuple[Gemm, ...]
-    attn_flops: float  # forward attention core (causal-aware)
-    attn_seq: float  # key length that sets flash-attention efficiency
-    eager_attention: bool
-    flash_library: bool  # the flash-attn package (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
-    base_linear_params: float  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
-    ffn_local: float  # widest MLP intermediate per token (elementwise work)
-    qk_local: float  # q + k widths per token (rotary embedding)
-    norms: int  # norms per layer
-    layernorm: bool  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
-    rotary: bool  # rotary position embedding applied to q and k
-    gated: bool  # gated MLP (SwiGLU/GeGLU)
-    lora_elems: float  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
-    experts_local: float  # routed experts on this GPU (0 for a dense layer)
-    topk: int  # experts per token (0 for a dense layer)
-    attn_batch_heads: float = 0.0  # sequences x local heads: the batch of eager attention's per-head GEMMs
-    attn_query_len: float = 0.0  # query positions per sequence on this GPU (eager attention's GEMM rows)
-    qk_norm: bool = False  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
+    gemms: Final[tuple[Gemm, ...]]
+    attn_flops: Final[float]  # forward attention core (causal-aware)
+    attn_seq: Final[float]  # key length that sets flash-attention efficiency
+    eager_attention: Final[bool]
+    flash_library: Final[bool]  # flash-attn (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
+    base_linear_params: Final[float]  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
+    ffn_local: Final[float]  # widest MLP intermediate per token (elementwise work)
+    qk_local: Final[float]  # q + k widths per token (rotary embedding)
+    norms: Final[int]  # norms per layer
+    layernorm: Final[bool]  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
+    rotary: Final[bool]  # rotary position embedding applied to q and k
+    gated: Final[bool]  # gated MLP (SwiGLU/GeGLU)
+    lora_elems: Final[float]  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
+    experts_local: Final[float]  # routed experts on this GPU (0 for a dense layer)
+    topk: Final[int]  # experts per token (0 for a dense layer)
+    attn_batch_heads: Final[float]  # sequences x local heads: the batch of eager attention's per-head GEMMs
+    attn_query_len: Final[float]  # query positions per sequence on this GPU (eager attention's GEMM rows)
+    qk_norm: Final[bool]  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
+
+    def __init__(self, gemms: tuple[Gemm, ...], attn_flops: float, attn_seq: float, eager_attention: bool,
+                 flash_library: bool, base_linear_params: float, ffn_local: float, qk_local: float, norms: int,
+                 layernorm: bool, rotary: bool, gated: bool, lora_elems: float, experts_local: float, topk: int,
+                 attn_batch_heads: float = 0.0, attn_query_len: float = 0.0, qk_norm: bool = False) -> None:
+        self.gemms = gemms
+        self.attn_flops = attn_flops
+        self.attn_seq = attn_seq
+        self.eager_attention = eager_attention
+        self.flash_library = flash_library
+        self.base_linear_params = base_linear_params
+        self.ffn_local = ffn_local
+        self.qk_local = qk_local
+        self.norms = norms
+        self.layernorm = layernorm
+        self.rotary = rotary
+        self.gated = gated
+        self.lora_elems = lora_elems
+        self.experts_local = experts_local
+        self.topk = topk
+        self.attn_batch_heads = attn_batch_heads
+        self.attn_query_len = attn_query_len
+        self.qk_norm = qk_norm
 
     @property
     def gemm_flops(self) -> float:
         return sum(g.flops for g in self.gemms)
 
 
-@dataclass(frozen=True)
 class Workload:
     """What one micro-batch costs the busiest GPU: layers by kind, the LM head and the embedding."""
 
-    dense: LayerWork | None
-    moe: LayerWork | None
-    dense_layers: int  # on the busiest pipeline stage
-    moe_layers: int
-    head: Gemm  # LM head on the last stage
-    tokens: float  # tokens per micro-batch on this GPU
-    hidden: int
-    vocab_local: float
+    dense: Final[LayerWork | None]
+    moe: Final[LayerWork | None]
+    dense_layers: Final[int]  # on the busiest pipeline stage
+    moe_layers: Final[int]
+    head: Final[Gemm]  # LM head on the last stage
+    tokens: Final[float]  # tokens per micro-batch on this GPU
+    hidden: Final[int]
+    vocab_local: Final[float]
+
+    def __init__(self, dense: LayerWork | None, moe: LayerWork | None, dense_layers: int, moe_layers: int, head: Gemm,
+                 tokens: float, hidden: int, vocab_local: float) -> None:
+        self.dense = dense
+        self.moe = moe
+        self.dense_layers = dense_layers
+        self.moe_layers = moe_layers
+        self.head = head
+        self.tokens = tokens
+        self.hidden = hidden
+        self.vocab_local = vocab_local
 
 
 def _split(lin: Linear, tp: int) -> tuple[float, float]:

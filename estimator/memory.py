@@ -22,6 +22,7 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
@@ -42,15 +43,24 @@ __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floo
 FOREACH_TEMP_FRACTION = 1.0
 
 
-@dataclass(frozen=True)
 class Phase:
-    name: str
-    parameters: int
-    gradients: int
-    optimizer_states: int
-    activations: int
-    logits: int
-    temporary: int
+    name: Final[str]
+    parameters: Final[int]
+    gradients: Final[int]
+    optimizer_states: Final[int]
+    activations: Final[int]
+    logits: Final[int]
+    temporary: Final[int]
+
+    def __init__(self, name: str, parameters: int, gradients: int, optimizer_states: int, activations: int,
+                 logits: int, temporary: int) -> None:
+        self.name = name
+        self.parameters = parameters
+        self.gradients = gradients
+        self.optimizer_states = optimizer_states
+        self.activations = activations
+        self.logits = logits
+        self.temporary = temporary
 
     @property
     def allocated(self) -> int:
@@ -58,14 +68,22 @@ class Phase:
                 + self.temporary)
 
 
-@dataclass(frozen=True)
 class MemoryPeak:
-    peak: Phase
-    phases: tuple[Phase, ...]
-    soft_overhead: int
-    hard_overhead: int
-    capacity: int
-    busiest_rank: str
+    peak: Final[Phase]
+    phases: Final[tuple[Phase, ...]]
+    soft_overhead: Final[int]
+    hard_overhead: Final[int]
+    capacity: Final[int]
+    busiest_rank: Final[str]
+
+    def __init__(self, peak: Phase, phases: tuple[Phase, ...], soft_overhead: int, hard_overhead: int,
+                 capacity: int, busiest_rank: str) -> None:
+        self.peak = peak
+        self.phases = phases
+        self.soft_overhead = soft_overhead
+        self.hard_overhead = hard_overhead
+        self.capacity = capacity
+        self.busiest_rank = busiest_rank
 
     @property
     def peak_allocated(self) -> int:

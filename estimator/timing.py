@@ -31,7 +31,7 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
@@ -63,16 +63,24 @@ DDP_BUCKET_BYTES = 25 * 1024**2
 HOST_BOUND_SHARE = 1.0
 
 
-@dataclass(frozen=True)
 class Style:
     """How the framework runs the layer: kernel fusion, autocast casts, gradient dtypes."""
 
-    fused: bool  # Megatron / Transformer Engine kernels instead of eager PyTorch modules
-    autocast: bool  # fp32 weights cast to bf16 at every forward (torch.autocast without FSDP)
-    grad_bytes: float  # dtype of the gradients that are reduced
-    param_bytes: float  # dtype of all-gathered parameters
-    master_copy: bool  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
-    fused_lora: bool = False  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
+    fused: Final[bool]  # Megatron / Transformer Engine kernels instead of eager PyTorch modules
+    autocast: Final[bool]  # fp32 weights cast to bf16 at every forward (torch.autocast without FSDP)
+    grad_bytes: Final[float]  # dtype of the gradients that are reduced
+    param_bytes: Final[float]  # dtype of all-gathered parameters
+    master_copy: Final[bool]  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
+    fused_lora: Final[bool]  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
+
+    def __init__(self, fused: bool, autocast: bool, grad_bytes: float, param_bytes: float, master_copy: bool,
+                 fused_lora: bool = False) -> None:
+        self.fused = fused
+        self.autocast = autocast
+        self.grad_bytes = grad_bytes
+        self.param_bytes = param_bytes
+        self.master_copy = master_copy
+        self.fused_lora = fused_lora
 
 
 def style_for(req: EstimateRequest, layout: Layout) -> Style:
@@ -91,22 +99,35 @@ def style_for(req: EstimateRequest, layout: Layout) -> Style:
                  param_bytes=4.0 if fp32 else 2.0, master_copy=master, fused_lora=lora_fused(req))
 
 
-@dataclass(frozen=True)
 class Pass:
     """Seconds of one micro-batch on the busiest GPU."""
 
-    fwd: float
-    bwd: float
-    recompute: float
-    layer_fwd: float  # one layer's forward (the FSDP gather nothing hides)
-    attn_fwd: float  # all layers' attention forward (what context-parallel exchanges overlap)
-    hw_flops: float
-    gemm_fwd: float = 0.0  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
-    gemm_bwd: float = 0.0
+    fwd: Final[float]
+    bwd: Final[float]
+    recompute: Final[float]
+    layer_fwd: Final[float]  # one layer's forward (the FSDP gather nothing hides)
+    attn_fwd: Final[float]  # all layers' attention forward (what context-parallel exchanges overlap)
+    hw_flops: Final[float]
+    gemm_fwd: Final[float]  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
+    gemm_bwd: Final[float]
     # the forward's CPU issue time with LoRA adapters at their measured peft cost, and its GPU time (unstretched):
     # what :attr:`host_bound` compares (the error-bar class only; the step time does not use them)
-    host_fwd: float = 0.0
-    gpu_fwd: float = 0.0
+    host_fwd: Final[float]
+    gpu_fwd: Final[float]
+
+    def __init__(self, fwd: float, bwd: float, recompute: float, layer_fwd: float, attn_fwd: float,
+                 hw_flops: float, gemm_fwd: float = 0.0, gemm_bwd: float = 0.0, host_fwd: float = 0.0,
+                 gpu_fwd: float = 0.0) -> None:
+        self.fwd = fwd
+        self.bwd = bwd
+        self.recompute = recompute
+        self.layer_fwd = layer_fwd
+        self.attn_fwd = attn_fwd
+        self.hw_flops = hw_flops
+        self.gemm_fwd = gemm_fwd
+        self.gemm_bwd = gemm_bwd
+        self.host_fwd = host_fwd
+        self.gpu_fwd = gpu_fwd
 
     @property
     def total(self) -> float:
@@ -267,17 +288,28 @@ def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
     return sum(1 for g in w.gemms if g.trainable) / 2.0 * k.cpu_qlora_linear_s
 
 
-@dataclass(frozen=True)
 class _LayerTimes:
-    fwd: float
-    bwd: float
-    recompute: float
-    cpu: float  # CPU seconds for forward + backward + recomputation
-    attn_fwd: float
-    hw_flops: float
-    gemm_fwd: float = 0.0
-    gemm_bwd: float = 0.0
-    host_fwd: float = 0.0
+    fwd: Final[float]
+    bwd: Final[float]
+    recompute: Final[float]
+    cpu: Final[float]  # CPU seconds for forward + backward + recomputation
+    attn_fwd: Final[float]
+    hw_flops: Final[float]
+    gemm_fwd: Final[float]
+    gemm_bwd: Final[float]
+    host_fwd: Final[float]
+
+    def __init__(self, fwd: float, bwd: float, recompute: float, cpu: float, attn_fwd: float,
+                 hw_flops: float, gemm_fwd: float = 0.0, gemm_bwd: float = 0.0, host_fwd: float = 0.0) -> None:
+        self.fwd = fwd
+        self.bwd = bwd
+        self.recompute = recompute
+        self.cpu = cpu
+        self.attn_fwd = attn_fwd
+        self.hw_flops = hw_flops
+        self.gemm_fwd = gemm_fwd
+        self.gemm_bwd = gemm_bwd
+        self.host_fwd = host_fwd
 
 
 def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
@@ -357,14 +389,19 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
 
 
 # ----------------------------------------------------------------------------------------- communication
-@dataclass(frozen=True)
 class CommTimes:
     """Seconds per step: total communication and the part that is not hidden behind compute."""
 
-    total: float
-    exposed: float
-    hidden: float
-    parts: dict[str, float]
+    total: Final[float]
+    exposed: Final[float]
+    hidden: Final[float]
+    parts: Final[dict[str, float]]
+
+    def __init__(self, total: float, exposed: float, hidden: float, parts: dict[str, float]) -> None:
+        self.total = total
+        self.exposed = exposed
+        self.hidden = hidden
+        self.parts = parts
 
 
 def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
@@ -468,11 +505,15 @@ def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
     return 2.0 * virtual_stages(req, layout) * collective_time("sendrecv", nbytes, group, fabric)
 
 
-@dataclass(frozen=True)
 class _DpSizes:
-    grad_bytes: float  # trainable gradients on this GPU before sharding, in the reduce dtype
-    update_bytes: float  # trainable parameters re-gathered after a ZeRO-1/2 step, in the compute dtype
-    param_bytes: float  # all parameters on this GPU before sharding (what FSDP gathers)
+    grad_bytes: Final[float]  # trainable gradients on this GPU before sharding, in the reduce dtype
+    update_bytes: Final[float]  # trainable parameters re-gathered after a ZeRO-1/2 step, in the compute dtype
+    param_bytes: Final[float]  # all parameters on this GPU before sharding (what FSDP gathers)
+
+    def __init__(self, grad_bytes: float, update_bytes: float, param_bytes: float) -> None:
+        self.grad_bytes = grad_bytes
+        self.update_bytes = update_bytes
+        self.param_bytes = param_bytes
 
 
 def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSizes:
@@ -758,30 +799,48 @@ def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     return step_time_model(req, shape, layout, gpu, server, constants).host_ratio
 
 
-@dataclass(frozen=True)
 class _StageStep:
     """One pipeline stage's step: the slowest stage's is the step (the others wait on it)."""
 
-    stage: str
-    mb: Pass
-    comm: CommTimes
-    step: float
-    compute: float
-    bubble: float
-    opt: float
-    off: float
+    stage: Final[str]
+    mb: Final[Pass]
+    comm: Final[CommTimes]
+    step: Final[float]
+    compute: Final[float]
+    bubble: Final[float]
+    opt: Final[float]
+    off: Final[float]
+
+    def __init__(self, stage: str, mb: Pass, comm: CommTimes, step: float, compute: float, bubble: float,
+                 opt: float, off: float) -> None:
+        self.stage = stage
+        self.mb = mb
+        self.comm = comm
+        self.step = step
+        self.compute = compute
+        self.bubble = bubble
+        self.opt = opt
+        self.off = off
 
 
-@dataclass(frozen=True)
 class StepTime:
     """The step-time model's answer for one layout: the slowest stage's step (the others wait on it)."""
 
-    req: EstimateRequest
-    shape: ModelShape
-    layout: Layout
-    gpu: Gpu
-    work: Workload  # the last stage's (model FLOPs count every layer and the LM head)
-    slowest: _StageStep
+    req: Final[EstimateRequest]
+    shape: Final[ModelShape]
+    layout: Final[Layout]
+    gpu: Final[Gpu]
+    work: Final[Workload]  # the last stage's (model FLOPs count every layer and the LM head)
+    slowest: Final[_StageStep]
+
+    def __init__(self, req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, work: Workload,
+                 slowest: _StageStep) -> None:
+        self.req = req
+        self.shape = shape
+        self.layout = layout
+        self.gpu = gpu
+        self.work = work
+        self.slowest = slowest
 
     @property
     def step_time_s(self) -> float:

@@ -63,10 +63,15 @@ class ObjectMemo(Generic[V]):
                        compute: Callable[[], V]) -> V:
         key = (*map(id, objects), *extra)
         found = self._data.get(key)
-        if found is not None and all(a is b for a, b in zip(found[0], objects, strict=True)):
+        if found is not None and _same(found[0], objects):
             return found[1]
         if len(self._data) >= self.max_entries:
             self._data.clear()
         value = compute()
         self._data[key] = (objects, value)
         return value
+
+
+def _same(kept: tuple[object, ...], objects: tuple[object, ...]) -> bool:
+    """Whether the entry's objects are these very objects (not others that reuse their ``id``)."""
+    return len(kept) == len(objects) and all(kept[i] is objects[i] for i in range(len(kept)))

@@ -495,21 +495,31 @@ def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tup
         _stage_base(req, layout, *_stage_states(req, shape, layout, stage), stage) for stage in _stages(layout)))
 
 
-def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout,
-             act: ActivationModel) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+             bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
-    pipeline stage (the first stage with the largest peak)."""
+    pipeline stage (the first stage with the largest peak). ``bases``: :func:`_stage_bases`, when the caller
+    evaluates several micro-batches of one request."""
     best: tuple[int, tuple[_Row, ...], _StageBase] | None = None
     best_bytes = -1
-    for base in _stage_bases(req, shape, layout):
+    for base in bases or _stage_bases(req, shape, layout):
         rows = _phases(base, act)
-        sizes = [_allocated(row) for row in rows]
-        top = max(sizes)
+        index, top = _largest(rows)
         if top > best_bytes:
-            best_bytes, best = top, (sizes.index(top), rows, base)
+            best_bytes, best = top, (index, rows, base)
     assert best is not None
     index, rows, base = best
     return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
+
+
+def _largest(rows: tuple[_Row, ...]) -> tuple[int, int]:
+    """(index, allocated bytes) of the first phase with the most allocated bytes."""
+    index, top = 0, _allocated(rows[0])
+    for i in range(1, len(rows)):
+        size = _allocated(rows[i])
+        if size > top:
+            index, top = i, size
+    return index, top
 
 
 def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout,
@@ -551,11 +561,12 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     if known is not None:
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
+    bases = _stage_bases(req, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
             act = activation_model(req, shape, layout, m, rates)
-            allocated, _, _, _, inp = _busiest(req, shape, layout, act)
+            allocated, _, _, _, inp = _busiest(req, shape, layout, act, bases)
             memo[m] = allocated + hard_overhead_bytes(inp)
         return memo[m]
 

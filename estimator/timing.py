@@ -787,9 +787,13 @@ def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu:
     style = style_for(req, layout)
     fabric = _FABRICS.get_or_compute((gpu, server), (layout.gpus_per_node,),
                                      lambda: fabric_for(gpu, server, layout.gpus_per_node))
-    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
-              for stage in _time_stages(layout)]
-    return max(stages, key=lambda s: s.step)
+    slowest: _StageStep | None = None
+    for stage in _time_stages(layout):
+        s = _stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
+        if slowest is None or s.step > slowest.step:  # the first of the slowest, as max() picks it
+            slowest = s
+    assert slowest is not None
+    return slowest
 
 
 def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None = None,

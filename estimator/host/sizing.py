@@ -18,16 +18,16 @@ a fixed configuration: its RAM is part of the server, so no DIMMs are recommende
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
-from estimator.memo import ObjectMemo
+from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text, join
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
@@ -124,34 +124,68 @@ class NicConfig:
         return f"{self.count}x {self.gbps} Gb/s"
 
 
-@dataclass(frozen=True)
 class HostSizing:
-    ram: HostRam
-    dimms: DimmConfig | None
-    server_max_ram_bytes: int | None
-    checkpoint: CheckpointSize
-    checkpoint_target: str
-    checkpoint_write_s: float
-    checkpoint_write_bytes_per_s_needed: float
-    nvme_bytes: int
-    nvme: NvmeConfig | None
-    dataset_bytes: int
-    dataset_read_bytes_per_s: float
-    network: NetworkTraffic
-    network_bytes_per_s_needed: float
-    network_bytes_per_s_average: float
-    nics: NicConfig | None
-    fabric: str
-    step_time_s: float
-    compute_s: float
-    step_time_source: str
-    power_w_peak: float
-    power_w_average: float
-    btu_per_h: float
-    nodes_per_rack: int
-    fits_server: bool
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    ram: Final[HostRam]
+    dimms: Final[DimmConfig | None]
+    server_max_ram_bytes: Final[int | None]
+    checkpoint: Final[CheckpointSize]
+    checkpoint_target: Final[str]
+    checkpoint_write_s: Final[float]
+    checkpoint_write_bytes_per_s_needed: Final[float]
+    nvme_bytes: Final[int]
+    nvme: Final[NvmeConfig | None]
+    dataset_bytes: Final[int]
+    dataset_read_bytes_per_s: Final[float]
+    network: Final[NetworkTraffic]
+    network_bytes_per_s_needed: Final[float]
+    network_bytes_per_s_average: Final[float]
+    nics: Final[NicConfig | None]
+    fabric: Final[str]
+    step_time_s: Final[float]
+    compute_s: Final[float]
+    step_time_source: Final[str]
+    power_w_peak: Final[float]
+    power_w_average: Final[float]
+    btu_per_h: Final[float]
+    nodes_per_rack: Final[int]
+    fits_server: Final[bool]
+    warnings: Final[list[str]]
+    notes: Final[list[str]]
+
+    def __init__(self, ram: HostRam, dimms: DimmConfig | None, server_max_ram_bytes: int | None,
+                 checkpoint: CheckpointSize, checkpoint_target: str, checkpoint_write_s: float,
+                 checkpoint_write_bytes_per_s_needed: float, nvme_bytes: int, nvme: NvmeConfig | None,
+                 dataset_bytes: int, dataset_read_bytes_per_s: float, network: NetworkTraffic,
+                 network_bytes_per_s_needed: float, network_bytes_per_s_average: float,
+                 nics: NicConfig | None, fabric: str, step_time_s: float, compute_s: float,
+                 step_time_source: str, power_w_peak: float, power_w_average: float, btu_per_h: float,
+                 nodes_per_rack: int, fits_server: bool, warnings: list[str], notes: list[str]) -> None:
+        self.ram = ram
+        self.dimms = dimms
+        self.server_max_ram_bytes = server_max_ram_bytes
+        self.checkpoint = checkpoint
+        self.checkpoint_target = checkpoint_target
+        self.checkpoint_write_s = checkpoint_write_s
+        self.checkpoint_write_bytes_per_s_needed = checkpoint_write_bytes_per_s_needed
+        self.nvme_bytes = nvme_bytes
+        self.nvme = nvme
+        self.dataset_bytes = dataset_bytes
+        self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
+        self.network = network
+        self.network_bytes_per_s_needed = network_bytes_per_s_needed
+        self.network_bytes_per_s_average = network_bytes_per_s_average
+        self.nics = nics
+        self.fabric = fabric
+        self.step_time_s = step_time_s
+        self.compute_s = compute_s
+        self.step_time_source = step_time_source
+        self.power_w_peak = power_w_peak
+        self.power_w_average = power_w_average
+        self.btu_per_h = btu_per_h
+        self.nodes_per_rack = nodes_per_rack
+        self.fits_server = fits_server
+        self.warnings = warnings
+        self.notes = notes
 
 
 # ----------------------------------------------------------------------------------------------- catalog access
@@ -436,12 +470,12 @@ def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int
 
 
 # ---------------------------------------------------------------------------------------------------- steps
-@dataclass
 class _Messages:
     """What the steps tell the reader, in the order they say it."""
 
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.warnings: Final[list[str]] = []
+        self.notes: Final[list[str]] = []
 
 
 @dataclass(frozen=True)
@@ -452,26 +486,44 @@ class _RamStep:
     fits: bool
 
 
-@dataclass(frozen=True)
 class _StorageStep:
-    target: str
-    write_s: float
-    write_bytes_per_s_needed: float
-    nvme_bytes: int
-    nvme: NvmeConfig | None
-    dataset_bytes: int
-    dataset_read_bytes_per_s: float
-    fits: bool
+    target: Final[str]
+    write_s: Final[float]
+    write_bytes_per_s_needed: Final[float]
+    nvme_bytes: Final[int]
+    nvme: Final[NvmeConfig | None]
+    dataset_bytes: Final[int]
+    dataset_read_bytes_per_s: Final[float]
+    fits: Final[bool]
+
+    def __init__(self, target: str, write_s: float, write_bytes_per_s_needed: float, nvme_bytes: int,
+                 nvme: NvmeConfig | None, dataset_bytes: int, dataset_read_bytes_per_s: float, fits: bool) -> None:
+        self.target = target
+        self.write_s = write_s
+        self.write_bytes_per_s_needed = write_bytes_per_s_needed
+        self.nvme_bytes = nvme_bytes
+        self.nvme = nvme
+        self.dataset_bytes = dataset_bytes
+        self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
+        self.fits = fits
 
 
-@dataclass(frozen=True)
 class _NetworkStep:
-    traffic: NetworkTraffic
-    bytes_per_s_needed: float
-    bytes_per_s_average: float
-    nics: NicConfig | None
-    fabric: str
-    fits: bool
+    traffic: Final[NetworkTraffic]
+    bytes_per_s_needed: Final[float]
+    bytes_per_s_average: Final[float]
+    nics: Final[NicConfig | None]
+    fabric: Final[str]
+    fits: Final[bool]
+
+    def __init__(self, traffic: NetworkTraffic, bytes_per_s_needed: float, bytes_per_s_average: float,
+                 nics: NicConfig | None, fabric: str, fits: bool) -> None:
+        self.traffic = traffic
+        self.bytes_per_s_needed = bytes_per_s_needed
+        self.bytes_per_s_average = bytes_per_s_average
+        self.nics = nics
+        self.fabric = fabric
+        self.fits = fits
 
 
 @dataclass(frozen=True)
@@ -704,16 +756,38 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
 
 
 def _nic_words(sizing: HostSizing, layout: Layout) -> str:
+    """The recommended NICs in words, memoised on the NIC set, whether the job spans nodes and whether there is
+    one NIC per GPU."""
+    nics = sizing.nics
+    key = (layout.num_nodes <= 1, nics, nics is not None and nics.count == layout.gpus_per_node)
+    return _NIC_WORDS.get_or_compute(key, lambda: _nic_words_uncached(nics, layout))
+
+
+_NIC_WORDS: BoundedMemo[tuple[object, ...], str] = BoundedMemo(256)
+
+
+def _nic_words_uncached(nics: NicConfig | None, layout: Layout) -> str:
     if layout.num_nodes <= 1:
         return Text("none for training (single node); 1x 100-200 Gb/s for storage and management")
-    if sizing.nics is None:
+    if nics is None:
         return Text("more than a node can take (the network would dominate the step)")
-    kind = Text("InfiniBand NDR or 400 GbE RoCE") if sizing.nics.gbps == 400 else (
-        Text("InfiniBand XDR or 800 GbE") if sizing.nics.gbps == 800 else Text("InfiniBand HDR or 200 GbE RoCE")
-        if sizing.nics.gbps == 200 else "100 GbE RoCE")
-    if sizing.nics.count == layout.gpus_per_node:
-        return Text("%(nics)s, one per GPU (%(kind)s)", nics=sizing.nics, kind=kind)
-    return Text("%(nics)s (%(kind)s)", nics=sizing.nics, kind=kind)
+    kind = Text("InfiniBand NDR or 400 GbE RoCE") if nics.gbps == 400 else (
+        Text("InfiniBand XDR or 800 GbE") if nics.gbps == 800 else Text("InfiniBand HDR or 200 GbE RoCE")
+        if nics.gbps == 200 else "100 GbE RoCE")
+    if nics.count == layout.gpus_per_node:
+        return Text("%(nics)s, one per GPU (%(kind)s)", nics=nics, kind=kind)
+    return Text("%(nics)s (%(kind)s)", nics=nics, kind=kind)
+
+
+_WORDS: BoundedMemo[DimmConfig | NvmeConfig, str] = BoundedMemo(1024)
+
+
+def _words(config: DimmConfig | NvmeConfig | None) -> str:
+    """``str(config)`` (the plain English words of a recommended DIMM or NVMe set), memoised per set; ``""``
+    for none."""
+    if config is None:
+        return ""
+    return _WORDS.get_or_compute(config, lambda: str(config))
 
 
 _HOST_FIELDS = frozenset(HostResult.model_fields)
@@ -726,8 +800,8 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
     extra: dict[str, Any] = {
         "ram_peak_phase": s.ram.node_phase,
-        "recommended_dimms": str(s.dimms) if s.dimms else "",
-        "recommended_nvme": str(s.nvme) if s.nvme else "",
+        "recommended_dimms": _words(s.dimms),
+        "recommended_nvme": _words(s.nvme),
         "checkpoint_bytes_per_node": s.checkpoint.per_node_bytes,
         "checkpoint_target": s.checkpoint_target,
         "dataset_bytes": s.dataset_bytes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["BoundedMemo", "ObjectMemo"]
+__all__ = ["BoundedMemo", "ObjectMemo", "field_values"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -75,3 +75,10 @@ class ObjectMemo(Generic[V]):
 def _same(kept: tuple[object, ...], objects: tuple[object, ...]) -> bool:
     """Whether the entry's objects are these very objects (not others that reuse their ``id``)."""
     return len(kept) == len(objects) and all(kept[i] is objects[i] for i in range(len(kept)))
+
+
+def field_values(model: object) -> tuple[object, ...]:
+    """A frozen pydantic model's field values, in order (its ``__dict__`` holds exactly its fields), for a memo key
+    in a position that fixes the model's class: equal models give equal tuples, hashed and compared in C, where
+    pydantic's ``__hash__`` and ``__eq__`` run in Python at every lookup."""
+    return tuple(vars(model).values())

@@ -26,14 +26,14 @@ from typing import Final
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
-from estimator.memo import BoundedMemo
+from estimator.memo import BoundedMemo, field_values
 from estimator.messages import N_
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
-from estimator.request import EstimateRequest, Parallelism, Training
+from estimator.request import EstimateRequest
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
 
@@ -455,22 +455,28 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return _STAGE_STATES.get_or_compute(key, lambda: _placed_states(req, shape, layout, stage))
 
 
-_Key = tuple[Training, Parallelism, ModelShape, Layout, int]
+_Key = tuple[object, ...]
 _PEAKS: BoundedMemo[_Key, MemoryPeak] = BoundedMemo(4096)
 _TOTALS: BoundedMemo[_Key, tuple[int, bool]] = BoundedMemo(4096)
-_MAX_MICRO_BATCH: BoundedMemo[tuple[Training, Parallelism, ModelShape, Layout, int, int], int] = BoundedMemo(4096)
+_MAX_MICRO_BATCH: BoundedMemo[_Key, int] = BoundedMemo(4096)
+
+
+def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
+    """The request parts the memory model reads (training and parallelism, by their field values), the shape,
+    the layout and the capacity."""
+    return (field_values(req.training), field_values(req.parallelism), shape, layout, gpu_memory_bytes)
 
 
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    key = _key(req, shape, layout, gpu_memory_bytes)
     return _PEAKS.get_or_compute(key, lambda: _peak_memory(req, shape, layout, gpu_memory_bytes))
 
 
 def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
     """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) of :func:`peak_memory` without building the phases
     (the suggestions' re-estimates); memoised the same way."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    key = _key(req, shape, layout, gpu_memory_bytes)
     return _TOTALS.get_or_compute(key, lambda: _total_and_fits(
         *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
 
@@ -540,7 +546,7 @@ def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_me
 def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
+    key = (*_key(req, shape, layout, gpu_memory_bytes), limit)
     return _MAX_MICRO_BATCH.get_or_compute(key, lambda: _max_micro_batch(req, shape, layout, gpu_memory_bytes,
                                                                          limit))
 
@@ -557,7 +563,7 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     The total being increasing in the micro-batch, any such search finds the same, largest size that fits."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
-    known = _PEAKS.get((req.training, req.parallelism, shape, layout, cap))  # the request's own micro-batch
+    known = _PEAKS.get(_key(req, shape, layout, cap))  # the request's own micro-batch
     if known is not None:
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)

@@ -736,14 +736,23 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
 
 
+_MFU_NOTES: ObjectMemo[list[str]] = ObjectMemo(1024)
+
+
 def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
-    peak = _gpu_peak(gpu, req.training.precision) / 1e12
+    """How to read the MFU, memoised per GPU object and precision."""
+    precision = req.training.precision
+    return list(_MFU_NOTES.get_or_compute((gpu,), (precision,), lambda: _mfu_notes_uncached(precision, gpu)))
+
+
+def _mfu_notes_uncached(precision: str, gpu: GpuSpec) -> list[str]:
+    peak = _gpu_peak(gpu, precision) / 1e12
     name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
-    if req.training.precision == "fp8-mixed":
+    if precision == "fp8-mixed":
         return [Text("MFU (fp8-mixed) is model FLOPs over the %(gpu)s's dense fp8 peak (%(peak)s TFLOP/s), not its "
                      "bf16 peak: it reads about half the bf16-based MFU of the same step time.", gpu=name,
                      peak=Num(peak, ",.0f"))]
-    kind = "TF32" if req.training.precision == "fp32" else "bf16"
+    kind = "TF32" if precision == "fp32" else "bf16"
     return [Text("MFU is model FLOPs (matmuls and attention, forward and backward, no recomputation) over the "
                  "%(gpu)s's dense %(kind)s peak (%(peak)s TFLOP/s).", gpu=name, kind=kind, peak=Num(peak, ",.0f"))]
 

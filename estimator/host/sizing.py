@@ -722,6 +722,11 @@ def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
 
 
 # --------------------------------------------------------------------------------------------------- main
+# the response text keeps the module name of before the house move (responses stay byte-identical)
+_CHECKPOINT_SOURCE = "estimator.host_checkpoint"  # house-rewrite: keep
+_CHECKPOINT_NOTE = Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=_CHECKPOINT_SOURCE)
+
+
 def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostSizing:
@@ -739,9 +744,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     if server is None:
         out.notes.append(Text("No server chosen: sized for a generic node with the GPUs of the request."))
     if train is not None and _attr(train, "checkpoint_bytes", default=None):
-        # the response text keeps the module name of before the house move (responses stay byte-identical)
-        source = "estimator.host_checkpoint"  # house-rewrite: keep
-        out.notes.append(Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=source))
+        out.notes.append(_CHECKPOINT_NOTE)
     return HostSizing(
         ram=ram.ram, dimms=ram.dimms, server_max_ram_bytes=ram.server_max_ram_bytes, checkpoint=ckpt,
         checkpoint_target=storage.target, checkpoint_write_s=storage.write_s,

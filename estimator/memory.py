@@ -538,7 +538,7 @@ def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout,
 def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                  act: ActivationModel | None = None) -> MemoryPeak:
     _, index, rows, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
-    phases = tuple(Phase(*row) for row in rows)
+    phases = tuple(Phase(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows)
     return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
                       hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
 

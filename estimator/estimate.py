@@ -31,8 +31,8 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.suggest import suggestions
-from estimator.timing import StepTime, step_time_model, time_assumptions
-from estimator.train import train_result, train_warnings, with_host_checkpoint
+from estimator.timing import step_time_model, time_assumptions
+from estimator.train import TrainFigures, train_figures, train_warnings
 from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -235,9 +235,11 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     peak = estimate_memory(req, shape, layout, capacity)
     memory = _memory_result(req, shape, layout, capacity, peak)
     model_time = step_time_model(req, shape, layout, hw.gpu, hw.server)
-    timing, train = _time_and_train(req, shape, layout, hw, catalog, model_time)
-    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
-    train = with_host_checkpoint(train, host)  # one checkpoint write time per response: the host sizing's
+    timing = model_time.result()
+    figures = train_figures(req, shape, layout, timing, hw.gpu, hw.server)
+    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, figures)
+    # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
+    train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
@@ -263,14 +265,8 @@ def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: C
     return cost_of_run(basis, train.gpu_hours if train is not None else None, fits), notes
 
 
-def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware,
-                    catalog: Catalog, model_time: StepTime) -> tuple[TimeResult, TrainResult | None]:
-    timing = model_time.result()
-    return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)
-
-
 def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware, catalog: Catalog,
-                  timing: TimeResult, train: TrainResult | None) -> tuple[HostResult, list[dict[str, object]]]:
+                  timing: TimeResult, train: TrainFigures | None) -> tuple[HostResult, list[dict[str, object]]]:
     """The rest of the node (issue 8): host RAM, NVMe, network, power, and the bill of materials. Without a
     server in the request, the catalog's cheapest server carrying this GPU stands in."""
     server = choose_server(req, hw.server, hw.gpu, catalog)

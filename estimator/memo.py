@@ -57,11 +57,11 @@ class ObjectMemo(Generic[V]):
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._data: dict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = {}
+        self._data: dict[tuple[tuple[int, ...], tuple[Hashable, ...]], tuple[tuple[object, ...], V]] = {}
 
     def get_or_compute(self, objects: tuple[object, ...], extra: tuple[Hashable, ...],
                        compute: Callable[[], V]) -> V:
-        key = (*map(id, objects), *extra)
+        key = (tuple([id(o) for o in objects]), extra)
         found = self._data.get(key)
         if found is not None and _same(found[0], objects):
             return found[1]

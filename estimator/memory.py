@@ -546,13 +546,13 @@ def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_me
 def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
-    key = (*_key(req, shape, layout, gpu_memory_bytes), limit)
-    return _MAX_MICRO_BATCH.get_or_compute(key, lambda: _max_micro_batch(req, shape, layout, gpu_memory_bytes,
-                                                                         limit))
+    peak_key = _key(req, shape, layout, gpu_memory_bytes)
+    return _MAX_MICRO_BATCH.get_or_compute((*peak_key, limit), lambda: _max_micro_batch(
+        req, shape, layout, gpu_memory_bytes, limit, _PEAKS.get(peak_key)))
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
-                     limit: int) -> int:
+                     limit: int, known: MemoryPeak | None = None) -> int:
     """The largest micro-batch (at most ``limit``) whose peak :attr:`MemoryPeak.fits`; 0 if 1 does not.
 
     Everything but the activations, logits and the allocator reserve is independent of the micro-batch, and
@@ -560,11 +560,11 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     states are computed once (:func:`_stage_bases`), a line through the totals at 1 and 2 sequences guesses
     the boundary, and secant steps between the largest size known to fit and the smallest known not to
     (with the next size up checked after each guess that fits) close in on it, usually in 3 to 5 evaluations.
-    The total being increasing in the micro-batch, any such search finds the same, largest size that fits."""
+    The total being increasing in the micro-batch, any such search finds the same, largest size that fits.
+    ``known``: the request's own peak (:func:`peak_memory`), when it was computed."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
-    known = _PEAKS.get(_key(req, shape, layout, cap))  # the request's own micro-batch
-    if known is not None:
+    if known is not None:  # the request's own micro-batch
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
     bases = _stage_bases(req, shape, layout)

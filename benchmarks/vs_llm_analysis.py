@@ -1,13 +1,16 @@
 """Per configuration: ``estimate()`` and the planner's per-layout path against llm-analysis 0.2.2's ``training()``.
 
 Issue 19's estimator goals: the public ``estimate()`` at most 0.5x llm-analysis's time per configuration and the
-planner path (no suggestions: what :class:`estimator.planner.search.SearchContext` calls per layout, i.e.
-``build_layout`` + ``peak_memory`` + ``step_time``) at most 0.1x, measured side by side in one process.
+planner path (no suggestions: what :class:`estimator.planner.search.SearchContext` needs per layout, i.e.
+``build_layout`` + ``resolve_hardware`` + ``peak_memory`` + ``step_time_model``, the step time without the
+response's pydantic ``TimeResult``) at most 0.1x, measured side by side in one process. The column "+result" is
+the same path through ``step_time``, which builds that ``TimeResult`` as well (what ``SearchContext.time`` calls
+today).
 
 How: for each 70B layout, ``--n`` distinct configurations (sequence lengths ``1024 + 8 i + pass``, so nothing
 that depends on the sequence length is memoised from another call), the requests validated beforehand (as the
-API and the planner hand ``estimate()`` validated requests). Each configuration runs the three, interleaved and
-in a rotating order (ours, planner path, llm-analysis; then the next configuration starts one further along),
+API and the planner hand ``estimate()`` validated requests). Each configuration runs the four, interleaved and
+in a rotating order (ours, planner path, +result, llm-analysis; then the next configuration starts one further along),
 so machine load from other work hits all of them alike. Each figure is the median per configuration over the
 pass; ``--passes`` passes, each with fresh sequence lengths, and the pass with the lowest llm-analysis median is
 not preferred: the ratio is computed per pass and its median printed with the spread.
@@ -33,7 +36,7 @@ from estimator.layout import build_layout
 from estimator.memory import peak_memory
 from estimator.modelspec import preset
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.timing import step_time, step_time_model
 from hardware_catalog import Catalog, load_catalog
 
 # (label, estimator request, llm-analysis GPU name): the 70B Megatron layouts of benchmarks/estimate_speed.py and
@@ -93,6 +96,15 @@ def planner_path(req: EstimateRequest, catalog: Catalog) -> object:
     layout = build_layout(req, shape)
     hw = resolve_hardware(req, catalog)
     peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))
+    return step_time_model(req, shape, layout, hw.gpu, hw.server)
+
+
+def planner_path_result(req: EstimateRequest, catalog: Catalog) -> object:
+    """:func:`planner_path` with the step time as the response's ``TimeResult`` (``step_time``)."""
+    shape = _shape(req.model)
+    layout = build_layout(req, shape)
+    hw = resolve_hardware(req, catalog)
+    peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))
     return step_time(req, shape, layout, hw.gpu, hw.server, catalog)
 
 
@@ -102,16 +114,19 @@ def _requests(body: dict[str, Any], n: int, shift: int) -> list[EstimateRequest]
             for i in range(n)]
 
 
-def one_pass(body: dict[str, Any], gpu_name: str, catalog: Catalog, n: int, shift: int) -> tuple[float, float, float]:
-    """Median ms per configuration of (estimate, planner path, llm-analysis) over ``n`` distinct configurations."""
+def one_pass(body: dict[str, Any], gpu_name: str, catalog: Catalog, n: int,
+             shift: int) -> tuple[float, float, float, float]:
+    """Median ms per configuration of (estimate, planner path, planner path with the TimeResult, llm-analysis) over
+    ``n`` distinct configurations."""
     reqs = _requests(body, n, shift)
     theirs = llm_analysis_training(reqs[0], gpu_name)
     runs: list[Callable[[EstimateRequest], object]] = [
-        lambda r: estimate(r, catalog), lambda r: planner_path(r, catalog), lambda r: theirs(r.training.seq_len)]
-    times: list[list[float]] = [[], [], []]
+        lambda r: estimate(r, catalog), lambda r: planner_path(r, catalog), lambda r: planner_path_result(r, catalog),
+        lambda r: theirs(r.training.seq_len)]
+    times: list[list[float]] = [[] for _ in runs]
     for i, req in enumerate(reqs):
-        for j in range(3):
-            k = (i + j) % 3
+        for j in range(len(runs)):
+            k = (i + j) % len(runs)
             t0 = time.perf_counter()
             runs[k](req)
             times[k].append(time.perf_counter() - t0)
@@ -127,8 +142,8 @@ def main() -> None:
     catalog = load_catalog()
     print(f"median ms per configuration, {args.n} distinct sequence lengths per pass, {args.passes} passes, "
           "interleaved; ratio = ours / llm-analysis per pass (median [min-max])")
-    print(f"{'layout':40} {'estimate':>9} {'planner':>8} {'llm-an.':>8}   {'estimate/llm-an.':>22}  "
-          f"{'planner/llm-an.':>22}")
+    print(f"{'layout':40} {'estimate':>9} {'planner':>8} {'+result':>8} {'llm-an.':>8}   {'estimate/llm-an.':>22}  "
+          f"{'planner/llm-an.':>22}  {'+result/llm-an.':>22}")
     for label, body, gpu_name in CONFIGS:
         warm = _requests(body, 1, 7)[0]
         estimate(warm, catalog)
@@ -137,12 +152,14 @@ def main() -> None:
         for p in range(args.passes):
             gc.collect()
             passes.append(one_pass(body, gpu_name, catalog, args.n, 1 + p))
-        est, pln, llm = (statistics.median(x[i] for x in passes) for i in range(3))
-        r_est = [x[0] / x[2] for x in passes]
-        r_pln = [x[1] / x[2] for x in passes]
-        print(f"{label:40} {est:9.3f} {pln:8.3f} {llm:8.3f}   "
+        est, pln, res, llm = (statistics.median(x[i] for x in passes) for i in range(4))
+        r_est = [x[0] / x[3] for x in passes]
+        r_pln = [x[1] / x[3] for x in passes]
+        r_res = [x[2] / x[3] for x in passes]
+        print(f"{label:40} {est:9.3f} {pln:8.3f} {res:8.3f} {llm:8.3f}   "
               f"{statistics.median(r_est):5.2f} [{min(r_est):.2f}-{max(r_est):.2f}]      "
-              f"{statistics.median(r_pln):5.3f} [{min(r_pln):.3f}-{max(r_pln):.3f}]", flush=True)
+              f"{statistics.median(r_pln):5.3f} [{min(r_pln):.3f}-{max(r_pln):.3f}]  "
+              f"{statistics.median(r_res):5.3f} [{min(r_res):.3f}-{max(r_res):.3f}]", flush=True)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
@@ -53,18 +53,29 @@ from estimator.request import EstimateRequest
 __all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
 
 
-@dataclass(frozen=True)
 class ActivationModel:
     """Per-rank activation bytes for one micro-batch."""
 
-    per_layer_bytes: int  # saved by one decoder layer without recomputation
-    stored_per_layer_bytes: int  # what one layer keeps between forward and backward under the chosen policy
-    recompute_layer_bytes: int  # transient: one layer's activations rebuilt during backward (0 if none)
-    logits_forward_bytes: int
-    logits_backward_bytes: int
-    residual_bytes: int  # one residual-stream tensor (a layer's input)
-    tokens: int
-    attention_backward_bytes: int = 0  # transient of one layer's attention-core backward beyond what it stored
+    per_layer_bytes: Final[int]  # saved by one decoder layer without recomputation
+    stored_per_layer_bytes: Final[int]  # what one layer keeps between forward and backward under the chosen policy
+    recompute_layer_bytes: Final[int]  # transient: one layer's activations rebuilt during backward (0 if none)
+    logits_forward_bytes: Final[int]
+    logits_backward_bytes: Final[int]
+    residual_bytes: Final[int]  # one residual-stream tensor (a layer's input)
+    tokens: Final[int]
+    attention_backward_bytes: Final[int]  # transient of one layer's attention-core backward beyond what it stored
+
+    def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
+                 logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
+                 attention_backward_bytes: int = 0) -> None:
+        self.per_layer_bytes = per_layer_bytes
+        self.stored_per_layer_bytes = stored_per_layer_bytes
+        self.recompute_layer_bytes = recompute_layer_bytes
+        self.logits_forward_bytes = logits_forward_bytes
+        self.logits_backward_bytes = logits_backward_bytes
+        self.residual_bytes = residual_bytes
+        self.tokens = tokens
+        self.attention_backward_bytes = attention_backward_bytes
 
 
 def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
@@ -289,17 +300,26 @@ def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
-@dataclass(frozen=True)
 class ActivationRates:
     """What :func:`activation_model` scales by the micro-batch's tokens: the per-token parts of one request."""
 
-    per_token: float  # one layer's saved bytes per token
-    recompute_per_token: float  # selective recomputation's transient per token
-    attention_backward_per_token: float  # eager attention-core backward transient per token
-    residual_dtype: int
-    residual_div: int
-    tokens_per_sequence: int
-    full_checkpointing: bool
+    per_token: Final[float]  # one layer's saved bytes per token
+    recompute_per_token: Final[float]  # selective recomputation's transient per token
+    attention_backward_per_token: Final[float]  # eager attention-core backward transient per token
+    residual_dtype: Final[int]
+    residual_div: Final[int]
+    tokens_per_sequence: Final[int]
+    full_checkpointing: Final[bool]
+
+    def __init__(self, per_token: float, recompute_per_token: float, attention_backward_per_token: float,
+                 residual_dtype: int, residual_div: int, tokens_per_sequence: int, full_checkpointing: bool) -> None:
+        self.per_token = per_token
+        self.recompute_per_token = recompute_per_token
+        self.attention_backward_per_token = attention_backward_per_token
+        self.residual_dtype = residual_dtype
+        self.residual_div = residual_div
+        self.tokens_per_sequence = tokens_per_sequence
+        self.full_checkpointing = full_checkpointing
 
 
 def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from estimator.messages import Num, Text
 from hardware_catalog import Gpu, Server
@@ -79,12 +79,15 @@ class Fabric:
     gpus_per_node: int
 
 
-@dataclass(frozen=True)
 class Group:
     """A process group: ``size`` ranks, ``per_node`` of them on each node it spans."""
 
-    size: int
-    per_node: int
+    size: Final[int]
+    per_node: Final[int]
+
+    def __init__(self, size: int, per_node: int) -> None:
+        self.size = size
+        self.per_node = per_node
 
     @property
     def nodes(self) -> int:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.memo import BoundedMemo
+from estimator.memo import BoundedMemo, ObjectMemo, field_values
 from estimator.messages import Message, Text
 from estimator.tco import TcoAssumptions, ownership_tco
 from estimator.tco.offers import (
@@ -307,14 +307,14 @@ def choose_basis(
         server_id,
         num_nodes,
         gpus_per_node,
-        choice,
+        None if choice is None else field_values(choice),
         strict,
     )
-    if key not in _BASES:
+    found = _BASES.get(key)
+    if found is None:
         basis, notes = _choose_basis(catalog, gpu_id, server_id, num_nodes, gpus_per_node, choice, strict)
-        _BASES.remember(key, (basis, tuple(notes)))
-    basis, notes_t = _BASES[key]
-    return basis, list(notes_t)
+        found = _BASES.remember(key, (basis, tuple(notes)))
+    return found[0], list(found[1])
 
 
 def _choose_basis(
@@ -370,7 +370,16 @@ def cost_of_run(basis: CostBasis, gpu_hours: float | None, fits: bool = True) ->
     if basis.confidence == "low":
         flags.append(Text("Low-confidence price (%(label)s): treat the total as indicative.", label=basis.label))
     return CostResult(
-        **{**basis.model_dump(), "flags": flags},
+        **{**_dumped(basis), "flags": flags},
         gpu_hours=gpu_hours if fits else None,
         total_usd=total,
     )
+
+
+_DUMPS: ObjectMemo[dict[str, Any]] = ObjectMemo(1024)
+
+
+def _dumped(basis: CostBasis) -> dict[str, Any]:
+    """``basis.model_dump()``, memoised per basis object (:func:`choose_basis` memoises the bases); the result
+    validates its own copies of the lists."""
+    return _DUMPS.get_or_compute((basis,), (), basis.model_dump)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
@@ -32,8 +31,8 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.suggest import suggestions
-from estimator.timing import host_issue_ratio, step_time, time_assumptions
-from estimator.train import train_result, train_warnings, with_host_checkpoint
+from estimator.timing import step_time_model, time_assumptions
+from estimator.train import TrainFigures, train_figures, train_warnings
 from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -48,13 +47,16 @@ def _default_catalog() -> Catalog:
     return load_catalog()
 
 
-@dataclass(frozen=True)
 class ResolvedHardware:
     """The GPU and (optional) server of a request's ``hardware`` (:class:`estimator.request.Hardware`), looked up
     in the catalog."""
 
-    gpu: Gpu
-    server: Server | None
+    gpu: Final[Gpu]
+    server: Final[Server | None]
+
+    def __init__(self, gpu: Gpu, server: Server | None) -> None:
+        self.gpu = gpu
+        self.server = server
 
 
 def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:
@@ -119,12 +121,35 @@ def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1 (the
     "replicated-embeddings" plan alone, without sequence parallelism); full, LoRA or QLoRA (on one GPU);
     AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
-    return not unmeasured_memory_reasons(req, layout)
+    return not _unmeasured(req, layout)[0]
+
+
+_UNMEASURED: BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]] = BoundedMemo(1024)
+
+
+def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read."""
+    p, t = req.parallelism, req.training
+    key = (t.method, t.optimizer, p.offload, p.framework, layout)
+    return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
+
+
+def _unmeasured_uncached(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    reasons = _unmeasured_memory_reasons(req, layout)
+    if not reasons:
+        return (), ()
+    return tuple(reasons), (Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least "
+                                 "%(pct)s %% (docs/accuracy.md).", what=join(reasons, ", "),
+                                 pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f")),)
 
 
 def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
     """What of this set-up no H200 memory measurement covered (empty: a measured kind, see
     :func:`_measured_kind`)."""
+    return list(_unmeasured(req, layout)[0])
+
+
+def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
     p, t = req.parallelism, req.training
     out: list[str] = []
     for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
@@ -153,11 +178,7 @@ def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]
 
 
 def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
-    reasons = unmeasured_memory_reasons(req, layout)
-    if not reasons:
-        return []
-    return [Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least %(pct)s %% "
-                 "(docs/accuracy.md).", what=join(reasons, ", "), pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f"))]
+    return list(_unmeasured(req, layout)[1])
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
@@ -213,16 +234,18 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     capacity = int(hw.gpu.memory_bytes)
     peak = estimate_memory(req, shape, layout, capacity)
     memory = _memory_result(req, shape, layout, capacity, peak)
-    timing, train = _time_and_train(req, shape, layout, hw, catalog)
-    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, train)
-    train = with_host_checkpoint(train, host)  # one checkpoint write time per response: the host sizing's
+    model_time = step_time_model(req, shape, layout, hw.gpu, hw.server)
+    timing = model_time.result()
+    figures = train_figures(req, shape, layout, timing, hw.gpu, hw.server)
+    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, figures)
+    # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
+    train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
     return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu, layout,
-                                               host_issue_ratio(req, shape, layout, hw.gpu, hw.server)),
+                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(req, layout) + cost_notes,
@@ -242,14 +265,8 @@ def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: C
     return cost_of_run(basis, train.gpu_hours if train is not None else None, fits), notes
 
 
-def _time_and_train(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware,
-                    catalog: Catalog) -> tuple[TimeResult, TrainResult | None]:
-    timing = step_time(req, shape, layout, hw.gpu, hw.server, catalog)
-    return timing, train_result(req, shape, layout, timing, hw.gpu, hw.server, catalog)
-
-
 def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware, catalog: Catalog,
-                  timing: TimeResult, train: TrainResult | None) -> tuple[HostResult, list[dict[str, object]]]:
+                  timing: TimeResult, train: TrainFigures | None) -> tuple[HostResult, list[dict[str, object]]]:
     """The rest of the node (issue 8): host RAM, NVMe, network, power, and the bill of materials. Without a
     server in the request, the catalog's cheapest server carrying this GPU stands in."""
     server = choose_server(req, hw.server, hw.gpu, catalog)

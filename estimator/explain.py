@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from estimator.layout import Layout
+from estimator.memo import ObjectMemo
 from estimator.messages import N_, Num, Text
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest, Parallelism, Training
@@ -64,7 +65,18 @@ def _tp_line(layout: Layout, p: Parallelism) -> Text:
                 "%(how)s", plan=plan, framework=p.framework, how=how)
 
 
+_ASSUMPTIONS: ObjectMemo[tuple[str, ...]] = ObjectMemo(1024)
+
+
 def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
+    """How the memory estimate is to be read; memoised on the GPU object and the request fields it reads."""
+    t, p = req.training, req.parallelism
+    key = (t.precision, t.optimizer, t.optimizer_impl, t.attention, t.activation_checkpointing, t.method,
+           t.lora_rank, t.lora_targets, t.lora_dropout, p.framework, p.tp_plan, layout)
+    return list(_ASSUMPTIONS.get_or_compute((hw.gpu,), key, lambda: tuple(_assumptions(req, layout, hw))))
+
+
+def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
     t, p = req.training, req.parallelism
     out: list[str] = [
         Text("Precision %(precision)s: %(what)s.", precision=t.precision, what=Text(_PRECISION[t.precision])),

@@ -23,9 +23,10 @@ Counting (one multiply-add = 2 FLOPs):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.layout import Layout
+from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.request import EstimateRequest
 
@@ -35,62 +36,102 @@ _ROW_PARALLEL = {"o_proj", "down_proj"}
 _REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
 
 
-@dataclass(frozen=True)
 class Gemm:
     """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient."""
 
-    m: float
-    k: float
-    n: float
-    count: float = 1.0
-    trainable: bool = True
-    fp8: bool = False
+    m: Final[float]
+    k: Final[float]
+    n: Final[float]
+    count: Final[float]
+    trainable: Final[bool]
+    fp8: Final[bool]
+
+    def __init__(self, m: float, k: float, n: float, count: float = 1.0, trainable: bool = True,
+                 fp8: bool = False) -> None:
+        self.m = m
+        self.k = k
+        self.n = n
+        self.count = count
+        self.trainable = trainable
+        self.fp8 = fp8
 
     @property
     def flops(self) -> float:
         return 2.0 * self.m * self.k * self.n * self.count
 
 
-@dataclass(frozen=True)
 class LayerWork:
     """One decoder layer, one micro-batch, on one GPU."""
 
-    gemms: tuple[Gemm, ...]
-    attn_flops: float  # forward attention core (causal-aware)
-    attn_seq: float  # key length that sets flash-attention efficiency
-    eager_attention: bool
-    flash_library: bool  # the flash-attn package (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
-    base_linear_params: float  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
-    ffn_local: float  # widest MLP intermediate per token (elementwise work)
-    qk_local: float  # q + k widths per token (rotary embedding)
-    norms: int  # norms per layer
-    layernorm: bool  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
-    rotary: bool  # rotary position embedding applied to q and k
-    gated: bool  # gated MLP (SwiGLU/GeGLU)
-    lora_elems: float  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
-    experts_local: float  # routed experts on this GPU (0 for a dense layer)
-    topk: int  # experts per token (0 for a dense layer)
-    attn_batch_heads: float = 0.0  # sequences x local heads: the batch of eager attention's per-head GEMMs
-    attn_query_len: float = 0.0  # query positions per sequence on this GPU (eager attention's GEMM rows)
-    qk_norm: bool = False  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
+    gemms: Final[tuple[Gemm, ...]]
+    attn_flops: Final[float]  # forward attention core (causal-aware)
+    attn_seq: Final[float]  # key length that sets flash-attention efficiency
+    eager_attention: Final[bool]
+    flash_library: Final[bool]  # flash-attn (FlashAttention-2), not SDPA / Transformer Engine's cuDNN kernel
+    base_linear_params: Final[float]  # local weights of the layer's linears (casts, dequantisation, FSDP copies)
+    ffn_local: Final[float]  # widest MLP intermediate per token (elementwise work)
+    qk_local: Final[float]  # q + k widths per token (rotary embedding)
+    norms: Final[int]  # norms per layer
+    layernorm: Final[bool]  # nn.LayerNorm (one fused kernel) rather than an eager RMSNorm module
+    rotary: Final[bool]  # rotary position embedding applied to q and k
+    gated: Final[bool]  # gated MLP (SwiGLU/GeGLU)
+    lora_elems: Final[float]  # sum of (in + out) over the adapted linears, local (adapter-path elementwise work)
+    experts_local: Final[float]  # routed experts on this GPU (0 for a dense layer)
+    topk: Final[int]  # experts per token (0 for a dense layer)
+    attn_batch_heads: Final[float]  # sequences x local heads: the batch of eager attention's per-head GEMMs
+    attn_query_len: Final[float]  # query positions per sequence on this GPU (eager attention's GEMM rows)
+    qk_norm: Final[bool]  # an RMSNorm on each query and key head (Qwen3's q_norm / k_norm) over ``qk_local``
+
+    def __init__(self, gemms: tuple[Gemm, ...], attn_flops: float, attn_seq: float, eager_attention: bool,
+                 flash_library: bool, base_linear_params: float, ffn_local: float, qk_local: float, norms: int,
+                 layernorm: bool, rotary: bool, gated: bool, lora_elems: float, experts_local: float, topk: int,
+                 attn_batch_heads: float = 0.0, attn_query_len: float = 0.0, qk_norm: bool = False) -> None:
+        self.gemms = gemms
+        self.attn_flops = attn_flops
+        self.attn_seq = attn_seq
+        self.eager_attention = eager_attention
+        self.flash_library = flash_library
+        self.base_linear_params = base_linear_params
+        self.ffn_local = ffn_local
+        self.qk_local = qk_local
+        self.norms = norms
+        self.layernorm = layernorm
+        self.rotary = rotary
+        self.gated = gated
+        self.lora_elems = lora_elems
+        self.experts_local = experts_local
+        self.topk = topk
+        self.attn_batch_heads = attn_batch_heads
+        self.attn_query_len = attn_query_len
+        self.qk_norm = qk_norm
 
     @property
     def gemm_flops(self) -> float:
         return sum(g.flops for g in self.gemms)
 
 
-@dataclass(frozen=True)
 class Workload:
     """What one micro-batch costs the busiest GPU: layers by kind, the LM head and the embedding."""
 
-    dense: LayerWork | None
-    moe: LayerWork | None
-    dense_layers: int  # on the busiest pipeline stage
-    moe_layers: int
-    head: Gemm  # LM head on the last stage
-    tokens: float  # tokens per micro-batch on this GPU
-    hidden: int
-    vocab_local: float
+    dense: Final[LayerWork | None]
+    moe: Final[LayerWork | None]
+    dense_layers: Final[int]  # on the busiest pipeline stage
+    moe_layers: Final[int]
+    head: Final[Gemm]  # LM head on the last stage
+    tokens: Final[float]  # tokens per micro-batch on this GPU
+    hidden: Final[int]
+    vocab_local: Final[float]
+
+    def __init__(self, dense: LayerWork | None, moe: LayerWork | None, dense_layers: int, moe_layers: int, head: Gemm,
+                 tokens: float, hidden: int, vocab_local: float) -> None:
+        self.dense = dense
+        self.moe = moe
+        self.dense_layers = dense_layers
+        self.moe_layers = moe_layers
+        self.head = head
+        self.tokens = tokens
+        self.hidden = hidden
+        self.vocab_local = vocab_local
 
 
 def _split(lin: Linear, tp: int) -> tuple[float, float]:
@@ -101,11 +142,16 @@ def _split(lin: Linear, tp: int) -> tuple[float, float]:
     return lin.in_features, lin.out_features / tp
 
 
-def _linear_gemms(lins: list[Linear], m: float, tp: int, frozen: bool, fp8: bool) -> list[Gemm]:
+# One GEMM of a layer without its rows: (routed, k, n, count, trainable, fp8). Its rows ``m`` are the micro-batch's
+# tokens on this GPU, or for a routed expert's GEMM (``routed``) the tokens routed to one expert (:func:`_layer`).
+_GemmShape = tuple[bool, float, float, float, bool, bool]
+
+
+def _linear_shapes(lins: list[Linear], tp: int, frozen: bool, fp8: bool) -> list[_GemmShape]:
     out = []
     for lin in lins:
         k, n = _split(lin, tp)
-        out.append(Gemm(m, k, n, float(lin.count), trainable=not frozen, fp8=fp8))
+        out.append((False, k, n, float(lin.count), not frozen, fp8))
     return out
 
 
@@ -143,13 +189,13 @@ def lora_fused(req: EstimateRequest) -> bool:
     return req.training.lora_kernel == "fused"
 
 
-def _lora_gemms(lins: list[Linear], m: float, tp: int, rank: int) -> list[Gemm]:
+def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
     """Adapter ``B(A x)``: ``[T, in] x [in, r]`` then ``[T, r] x [r, out]`` (PEFT ``lora.Linear``; Megatron's fused
     linears get one adapter each, :func:`fused_linears`)."""
-    out = []
+    out: list[_GemmShape] = []
     for lin in lins:
         k, n = _split(lin, tp)
-        out += [Gemm(m, k, rank, float(lin.count)), Gemm(m, rank, n, float(lin.count))]
+        out += [(False, k, rank, float(lin.count), True, False), (False, rank, n, float(lin.count), True, False)]
     return out
 
 
@@ -192,32 +238,52 @@ def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
     return attn + shape.mlp_linears(shape.arch.ffn_hidden_size)
 
 
-def _mlp_gemms(shape: ModelShape, layout: Layout, m: float, moe: bool, frozen: bool, fp8: bool) -> list[Gemm]:
+def _mlp_shapes(shape: ModelShape, layout: Layout, moe: bool, frozen: bool, fp8: bool) -> list[_GemmShape]:
     a, tp = shape.arch, layout.tp
     if not moe:
-        return _linear_gemms(shape.mlp_linears(a.ffn_hidden_size), m, tp, frozen, fp8)
-    per_expert = m * a.experts_per_token * layout.ep / a.num_experts
-    routed = [Gemm(g.m, g.k, g.n, a.num_experts / layout.ep, g.trainable, g.fp8)
-              for g in _linear_gemms(shape.mlp_linears(shape.expert_ffn), per_expert, tp, frozen, fp8)]
-    shared = _linear_gemms([s for s in shape.mlp_linears(shape.expert_ffn, a.num_shared_experts) if s.count],
-                           m, tp, frozen, fp8)
-    router = Gemm(m, a.hidden_size, a.num_experts, 1.0, not frozen, False)
+        return _linear_shapes(shape.mlp_linears(a.ffn_hidden_size), tp, frozen, fp8)
+    routed = [(True, k, n, a.num_experts / layout.ep, trainable, f8)
+              for _, k, n, _, trainable, f8 in _linear_shapes(shape.mlp_linears(shape.expert_ffn), tp, frozen, fp8)]
+    shared = _linear_shapes([s for s in shape.mlp_linears(shape.expert_ffn, a.num_shared_experts) if s.count],
+                            tp, frozen, fp8)
+    router = (False, a.hidden_size, a.num_experts, 1.0, not frozen, False)
     return [*routed, *shared, router]
 
 
-def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
+class _LayerParts:
+    """What :func:`_layer` builds that does not depend on the micro-batch or the sequence length: the GEMMs without
+    their rows and the layer's sizes (the fields of :class:`LayerWork` of the same names)."""
+
+    gemms: Final[tuple[_GemmShape, ...]]
+    base_linear_params: Final[float]
+    ffn_local: Final[float]
+    qk_local: Final[float]
+    lora_elems: Final[float]
+    experts_local: Final[float]
+    flash_library: Final[bool]
+
+    def __init__(self, gemms: tuple[_GemmShape, ...], base_linear_params: float, ffn_local: float, qk_local: float,
+                 lora_elems: float, experts_local: float, flash_library: bool) -> None:
+        self.gemms = gemms
+        self.base_linear_params = base_linear_params
+        self.ffn_local = ffn_local
+        self.qk_local = qk_local
+        self.lora_elems = lora_elems
+        self.experts_local = experts_local
+        self.flash_library = flash_library
+
+
+def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
     t, a = req.training, shape.arch
-    m = float(t.micro_batch_size * t.seq_len) / layout.cp
     frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
-    gemms = _linear_gemms(shape.attention_linears(), m, layout.tp, frozen, fp8)
-    gemms += _mlp_gemms(shape, layout, m, moe, frozen, fp8)
+    gemms = _linear_shapes(shape.attention_linears(), layout.tp, frozen, fp8)
+    gemms += _mlp_shapes(shape, layout, moe, frozen, fp8)
     if frozen:
         adapted = _adapted(shape, t.lora_targets, moe)
         if lora_fused(req) or a.fused_projections:
             adapted = fused_linears(adapted)
-        gemms += _lora_gemms(adapted, m, layout.tp, t.lora_rank)
-    attn, seq = attention_flops(shape, req, layout)
-    base = sum(g.k * g.n * g.count for g in gemms if not (frozen and g.trainable))
+        gemms += _lora_shapes(adapted, layout.tp, t.lora_rank)
+    base = sum(k * n * count for _, k, n, count, trainable, _ in gemms if not (frozen and trainable))
     ffn = float(shape.expert_ffn * a.experts_per_token if moe else a.ffn_hidden_size) / layout.tp
     qk = (a.num_attention_heads + shape.kv_heads) * shape.head_dim / layout.tp
     lora = 0.0
@@ -226,8 +292,31 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
                    for k, n in [_split(lin, layout.tp)])
     experts = a.num_experts / layout.ep if moe else 0.0
     fa2 = t.attention == "flash" and req.parallelism.framework != "megatron"
-    return LayerWork(tuple(gemms), attn, seq, t.attention == "eager", fa2, base, ffn, qk, a.norms_per_layer,
-                     a.norm == "layernorm", a.learned_position_embeddings == 0, a.gated_mlp, lora, experts,
+    return _LayerParts(tuple(gemms), base, ffn, qk, lora, experts, fa2)
+
+
+_PARTS: BoundedMemo[tuple[object, ...], _LayerParts] = BoundedMemo(4096)
+
+
+def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
+    """:func:`_layer_parts`, memoised on what it reads (not the micro-batch or the sequence length)."""
+    t = req.training
+    key = (shape, layout, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel, t.attention,
+           req.parallelism.framework)
+    return _PARTS.get_or_compute(key, lambda: _layer_parts(req, shape, layout, moe))
+
+
+def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
+    t, a = req.training, shape.arch
+    m = float(t.micro_batch_size * t.seq_len) / layout.cp
+    per_expert = m * a.experts_per_token * layout.ep / a.num_experts if moe else m
+    parts = _memo_layer_parts(req, shape, layout, moe)
+    gemms = tuple([Gemm(per_expert if routed else m, k, n, count, trainable, fp8)
+                   for routed, k, n, count, trainable, fp8 in parts.gemms])
+    attn, seq = attention_flops(shape, req, layout)
+    return LayerWork(gemms, attn, seq, t.attention == "eager", parts.flash_library, parts.base_linear_params,
+                     parts.ffn_local, parts.qk_local, a.norms_per_layer, a.norm == "layernorm",
+                     a.learned_position_embeddings == 0, a.gated_mlp, parts.lora_elems, parts.experts_local,
                      a.experts_per_token if moe else 0,
                      attn_batch_heads=float(t.micro_batch_size) * a.num_attention_heads / layout.tp,
                      attn_query_len=float(t.seq_len) / layout.cp, qk_norm=a.qk_norm)

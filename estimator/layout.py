@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
-from estimator.memo import BoundedMemo
+from estimator.memo import BoundedMemo, field_values
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.pipeline_split import split_layers
@@ -223,8 +223,8 @@ def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
     """Everything :func:`_build_layout` reads from the request; of the sequence length, only whether ``cp``
     divides it (the message of that check, which names it, is raised afresh: failures are not memoised)."""
     t, p = req.training, req.parallelism
-    return (shape, p, req.hardware, t.virtual_stages, t.pipeline_schedule, t.gradient_accumulation_steps,
-            t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
+    return (shape, field_values(p), field_values(req.hardware), t.virtual_stages, t.pipeline_schedule,
+            t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
 
 
 _LAYOUTS: BoundedMemo[tuple[object, ...], Layout | None] = BoundedMemo(8192)  # None: the request fails a check

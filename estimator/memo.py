@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["BoundedMemo", "ObjectMemo"]
+__all__ = ["BoundedMemo", "ObjectMemo", "field_values"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -57,16 +57,28 @@ class ObjectMemo(Generic[V]):
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._data: dict[tuple[Hashable, ...], tuple[tuple[object, ...], V]] = {}
+        self._data: dict[tuple[tuple[int, ...], tuple[Hashable, ...]], tuple[tuple[object, ...], V]] = {}
 
     def get_or_compute(self, objects: tuple[object, ...], extra: tuple[Hashable, ...],
                        compute: Callable[[], V]) -> V:
-        key = (*map(id, objects), *extra)
+        key = (tuple([id(o) for o in objects]), extra)
         found = self._data.get(key)
-        if found is not None and all(a is b for a, b in zip(found[0], objects, strict=True)):
+        if found is not None and _same(found[0], objects):
             return found[1]
         if len(self._data) >= self.max_entries:
             self._data.clear()
         value = compute()
         self._data[key] = (objects, value)
         return value
+
+
+def _same(kept: tuple[object, ...], objects: tuple[object, ...]) -> bool:
+    """Whether the entry's objects are these very objects (not others that reuse their ``id``)."""
+    return len(kept) == len(objects) and all(kept[i] is objects[i] for i in range(len(kept)))
+
+
+def field_values(model: object) -> tuple[object, ...]:
+    """A frozen pydantic model's field values, in order (its ``__dict__`` holds exactly its fields), for a memo key
+    in a position that fixes the model's class: equal models give equal tuples, hashed and compared in C, where
+    pydantic's ``__hash__`` and ``__eq__`` run in Python at every lookup."""
+    return tuple(vars(model).values())

@@ -22,17 +22,18 @@ in-place updates); the fused kernels (``_fused_adamw``) do not.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
-from estimator.memo import BoundedMemo
+from estimator.memo import BoundedMemo, field_values
 from estimator.messages import N_
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
-from estimator.request import EstimateRequest, Parallelism, Training
+from estimator.request import EstimateRequest
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
 
@@ -42,15 +43,24 @@ __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floo
 FOREACH_TEMP_FRACTION = 1.0
 
 
-@dataclass(frozen=True)
 class Phase:
-    name: str
-    parameters: int
-    gradients: int
-    optimizer_states: int
-    activations: int
-    logits: int
-    temporary: int
+    name: Final[str]
+    parameters: Final[int]
+    gradients: Final[int]
+    optimizer_states: Final[int]
+    activations: Final[int]
+    logits: Final[int]
+    temporary: Final[int]
+
+    def __init__(self, name: str, parameters: int, gradients: int, optimizer_states: int, activations: int,
+                 logits: int, temporary: int) -> None:
+        self.name = name
+        self.parameters = parameters
+        self.gradients = gradients
+        self.optimizer_states = optimizer_states
+        self.activations = activations
+        self.logits = logits
+        self.temporary = temporary
 
     @property
     def allocated(self) -> int:
@@ -58,14 +68,22 @@ class Phase:
                 + self.temporary)
 
 
-@dataclass(frozen=True)
 class MemoryPeak:
-    peak: Phase
-    phases: tuple[Phase, ...]
-    soft_overhead: int
-    hard_overhead: int
-    capacity: int
-    busiest_rank: str
+    peak: Final[Phase]
+    phases: Final[tuple[Phase, ...]]
+    soft_overhead: Final[int]
+    hard_overhead: Final[int]
+    capacity: Final[int]
+    busiest_rank: Final[str]
+
+    def __init__(self, peak: Phase, phases: tuple[Phase, ...], soft_overhead: int, hard_overhead: int,
+                 capacity: int, busiest_rank: str) -> None:
+        self.peak = peak
+        self.phases = phases
+        self.soft_overhead = soft_overhead
+        self.hard_overhead = hard_overhead
+        self.capacity = capacity
+        self.busiest_rank = busiest_rank
 
     @property
     def peak_allocated(self) -> int:
@@ -313,49 +331,96 @@ def _allocated(row: _Row) -> int:
     return row[1] + row[2] + row[3] + row[4] + row[5] + row[6]
 
 
-def _phases(req: EstimateRequest, layout: Layout, st: _States, act: ActivationModel, place: ParamPlacement,
-            stage: str) -> tuple[_Row, ...]:
-    layers = layout.layers_on(stage)
-    in_flight = _in_flight(req, layout, stage)
-    stored = int(act.stored_per_layer_bytes * layers * in_flight) + (act.residual_bytes if stage != "last" else 0)
-    has_logits = stage in ("last", "only")
-    fwd_logits = act.logits_forward_bytes if has_logits else 0
-    bwd_logits = act.logits_backward_bytes if has_logits else 0
+class _StageBase:
+    """One pipeline stage's phases apart from the micro-batch's activations (:func:`_stage_base`): what the six
+    phases hold without the stored activations, the logits and one layer's backward transient, and the parts of
+    the overhead input that do not depend on them. Neither depends on the micro-batch or the sequence length."""
+
+    stage: Final[str]
+    place: Final[ParamPlacement]
+    states: Final[_States]
+    layers: Final[int]  # decoder layers on the stage
+    in_flight: Final[float]  # micro-batches whose activations it holds
+    keeps_residual: Final[bool]  # a stage before the last also holds the residual stream it sends on
+    has_logits: Final[bool]
+    rows: Final[tuple[_Row, ...]]
+    logits_div: Final[int]  # the overhead input's fp32 logits: 4 x tokens x vocabulary // this (0: none)
+    fsdp_buffer: Final[int]
+    foreach_temp: Final[int]
+    largest_state_block: Final[int]
+
+    def __init__(self, stage: str, place: ParamPlacement, states: _States, layers: int, in_flight: float,
+                 rows: tuple[_Row, ...], logits_div: int, fsdp_buffer: int, foreach_temp: int,
+                 largest_state_block: int) -> None:
+        self.stage = stage
+        self.place = place
+        self.states = states
+        self.layers = layers
+        self.in_flight = in_flight
+        self.keeps_residual = stage != "last"
+        self.has_logits = stage in ("last", "only")
+        self.rows = rows
+        self.logits_div = logits_div
+        self.fsdp_buffer = fsdp_buffer
+        self.foreach_temp = foreach_temp
+        self.largest_state_block = largest_state_block
+
+
+def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st: _States, stage: str) -> _StageBase:
     accumulating = req.training.gradient_accumulation_steps > 1 or layout.pp > 1
     grads_during_fwd = st.grads if accumulating or st.grads_persistent else 0
     gathered = st.params + st.persistent_gathered  # FSDP2 shard-grad-op reshards in post_backward
     ckpt = req.training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
     head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if req.training.method == "full" else 0
-    # the MLP's and the attention core's backward run one after the other: the larger transient counts
-    layer_temp = (st.gathered_backward + act.recompute_layer_bytes
-                  + max(place.backward_temp_bytes(act), act.attention_backward_bytes))
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
-    return (
-        ("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, stored, fwd_logits,
-         st.gathered),
-        ("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, stored, bwd_logits,
-         st.gathered + bwd_bk),
-        ("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, stored,
-         0, layer_temp + bwd_bk),
-        ("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer,
-         act.stored_per_layer_bytes, 0, layer_temp + bwd_bk),
+    rows = (
+        ("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered),
+        ("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered + bwd_bk),
+        ("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, 0, 0,
+         st.gathered_backward + bwd_bk),
+        ("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer, 0, 0,
+         st.gathered_backward + bwd_bk),
         ("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
         ("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
+    )
+    full = req.training.method == "full"
+    per_param = 6 if full else 2
+    fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
+    return _StageBase(stage, place, st, layout.layers_on(stage), _in_flight(req, layout, stage), rows,
+                      layout.logits_tp if stage in ("last", "only") else 0, fsdp,
+                      st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0,
+                      place.largest_tensor * 4 // layout.grad_shard if full else 0)
+
+
+def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
+    """The six phases of one stage with one micro-batch's activations: the stored activations in forward and
+    backward (one layer's in the first layer's backward), the logits, and one layer's backward transient."""
+    stored = (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
+              + (act.residual_bytes if base.keeps_residual else 0))
+    fwd_logits = act.logits_forward_bytes if base.has_logits else 0
+    bwd_logits = act.logits_backward_bytes if base.has_logits else 0
+    # the MLP's and the attention core's backward run one after the other: the larger transient counts
+    layer_temp = act.recompute_layer_bytes + max(base.place.backward_temp_bytes(act), act.attention_backward_bytes)
+    fwd, bwd, layer, first, end, opt = base.rows
+    return (
+        (fwd[0], fwd[1], fwd[2], fwd[3], stored, fwd_logits, fwd[6]),
+        (bwd[0], bwd[1], bwd[2], bwd[3], stored, bwd_logits, bwd[6]),
+        (layer[0], layer[1], layer[2], layer[3], stored, 0, layer[6] + layer_temp),
+        (first[0], first[1], first[2], first[3], act.stored_per_layer_bytes, 0, first[6] + layer_temp),
+        end,
+        opt,
     )
 
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
-                    act: ActivationModel, stage: str, place: ParamPlacement, st: _States) -> OverheadInput:
-    logits = 4 * act.tokens * shape.arch.vocab_size // layout.logits_tp if stage in ("last", "only") else 0
-    per_param = 6 if req.training.method == "full" else 2
-    fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
-    foreach = st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0
-    largest = max(logits, place.largest_tensor * 4 // layout.grad_shard if req.training.method == "full" else 0)
+                    act: ActivationModel, base: _StageBase) -> OverheadInput:
+    logits = 4 * act.tokens * shape.arch.vocab_size // base.logits_div if base.logits_div else 0
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
                          logits_fp32_bytes=logits, checkpointing=req.training.activation_checkpointing == "full",
-                         foreach_temp_bytes=foreach, fsdp_buffer_bytes=fsdp, largest_block_bytes=largest)
+                         foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,
+                         largest_block_bytes=max(logits, base.largest_state_block))
 
 
 def _stages(layout: Layout) -> tuple[str, ...]:
@@ -390,22 +455,28 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return _STAGE_STATES.get_or_compute(key, lambda: _placed_states(req, shape, layout, stage))
 
 
-_Key = tuple[Training, Parallelism, ModelShape, Layout, int]
+_Key = tuple[object, ...]
 _PEAKS: BoundedMemo[_Key, MemoryPeak] = BoundedMemo(4096)
 _TOTALS: BoundedMemo[_Key, tuple[int, bool]] = BoundedMemo(4096)
-_MAX_MICRO_BATCH: BoundedMemo[tuple[Training, Parallelism, ModelShape, Layout, int, int], int] = BoundedMemo(4096)
+_MAX_MICRO_BATCH: BoundedMemo[_Key, int] = BoundedMemo(4096)
+
+
+def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
+    """The request parts the memory model reads (training and parallelism, by their field values), the shape,
+    the layout and the capacity."""
+    return (field_values(req.training), field_values(req.parallelism), shape, layout, gpu_memory_bytes)
 
 
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    key = _key(req, shape, layout, gpu_memory_bytes)
     return _PEAKS.get_or_compute(key, lambda: _peak_memory(req, shape, layout, gpu_memory_bytes))
 
 
 def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
     """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) of :func:`peak_memory` without building the phases
     (the suggestions' re-estimates); memoised the same way."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes)
+    key = _key(req, shape, layout, gpu_memory_bytes)
     return _TOTALS.get_or_compute(key, lambda: _total_and_fits(
         *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
 
@@ -416,43 +487,58 @@ _RANKS = {"only": N_("every rank (identical)"),
           "last": N_("last pipeline stage (LM head and loss)")}
 
 
-_StageStates = tuple[tuple[str, ParamPlacement, _States], ...]
+_BASES: BoundedMemo[tuple[object, ...], tuple[_StageBase, ...]] = BoundedMemo(8192)
 
 
-def _all_stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout) -> _StageStates:
-    """(stage, placement, model states) of every stage whose peak may be the largest (:func:`_stages`)."""
-    return tuple((stage, *_stage_states(req, shape, layout, stage)) for stage in _stages(layout))
+def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[_StageBase, ...]:
+    """The :class:`_StageBase` of every stage whose peak may be the largest (:func:`_stages`), memoised on the
+    request fields they read (the model states', the accumulation, the schedule, the checkpointing): the largest-
+    micro-batch search, the suggestions and the planner vary the micro-batch and the sequence length."""
+    t = req.training
+    key = (_state_key(req), t.gradient_accumulation_steps, t.pipeline_schedule, t.activation_checkpointing, shape,
+           layout)
+    return _BASES.get_or_compute(key, lambda: tuple(
+        _stage_base(req, layout, *_stage_states(req, shape, layout, stage), stage) for stage in _stages(layout)))
 
 
 def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
-             states: _StageStates | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+             bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
-    pipeline stage (the first stage with the largest peak). ``states``: :func:`_all_stage_states`, when the
-    caller evaluates several micro-batches of one request (they do not depend on it)."""
-    best: tuple[int, tuple[_Row, ...], str, ParamPlacement, _States] | None = None
+    pipeline stage (the first stage with the largest peak). ``bases``: :func:`_stage_bases`, when the caller
+    evaluates several micro-batches of one request."""
+    best: tuple[int, tuple[_Row, ...], _StageBase] | None = None
     best_bytes = -1
-    for stage, place, st in states or _all_stage_states(req, shape, layout):
-        rows = _phases(req, layout, st, act, place, stage)
-        sizes = [_allocated(row) for row in rows]
-        top = max(sizes)
+    for base in bases or _stage_bases(req, shape, layout):
+        rows = _phases(base, act)
+        index, top = _largest(rows)
         if top > best_bytes:
-            best_bytes, best = top, (sizes.index(top), rows, stage, place, st)
+            best_bytes, best = top, (index, rows, base)
     assert best is not None
-    index, rows, stage, place, st = best
-    return best_bytes, index, rows, stage, _overhead_input(req, shape, layout, best_bytes, act, stage, place, st)
+    index, rows, base = best
+    return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
 
 
-def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
-                states: _StageStates | None = None) -> tuple[int, int, int]:
+def _largest(rows: tuple[_Row, ...]) -> tuple[int, int]:
+    """(index, allocated bytes) of the first phase with the most allocated bytes."""
+    index, top = 0, _allocated(rows[0])
+    for i in range(1, len(rows)):
+        size = _allocated(rows[i])
+        if size > top:
+            index, top = i, size
+    return index, top
+
+
+def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout,
+                act: ActivationModel) -> tuple[int, int, int]:
     """(allocated at the peak, soft overhead, hard overhead) of :func:`_peak_memory`."""
-    allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
+    allocated, _, _, _, inp = _busiest(req, shape, layout, act)
     return allocated, overhead_bytes(inp), hard_overhead_bytes(inp)
 
 
 def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                  act: ActivationModel | None = None) -> MemoryPeak:
     _, index, rows, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
-    phases = tuple(Phase(*row) for row in rows)
+    phases = tuple(Phase(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows)
     return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
                       hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
 
@@ -460,33 +546,33 @@ def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_me
 def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
-    key = (req.training, req.parallelism, shape, layout, gpu_memory_bytes, limit)
-    return _MAX_MICRO_BATCH.get_or_compute(key, lambda: _max_micro_batch(req, shape, layout, gpu_memory_bytes,
-                                                                         limit))
+    peak_key = _key(req, shape, layout, gpu_memory_bytes)
+    return _MAX_MICRO_BATCH.get_or_compute((*peak_key, limit), lambda: _max_micro_batch(
+        req, shape, layout, gpu_memory_bytes, limit, _PEAKS.get(peak_key)))
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
-                     limit: int) -> int:
+                     limit: int, known: MemoryPeak | None = None) -> int:
     """The largest micro-batch (at most ``limit``) whose peak :attr:`MemoryPeak.fits`; 0 if 1 does not.
 
     Everything but the activations, logits and the allocator reserve is independent of the micro-batch, and
     those grow piecewise linearly with it, so the total is increasing and (nearly) convex in it: the model
-    states are computed once (:func:`_stage_states`), a line through the totals at 1 and 2 sequences guesses
+    states are computed once (:func:`_stage_bases`), a line through the totals at 1 and 2 sequences guesses
     the boundary, and secant steps between the largest size known to fit and the smallest known not to
     (with the next size up checked after each guess that fits) close in on it, usually in 3 to 5 evaluations.
-    The total being increasing in the micro-batch, any such search finds the same, largest size that fits."""
+    The total being increasing in the micro-batch, any such search finds the same, largest size that fits.
+    ``known``: the request's own peak (:func:`peak_memory`), when it was computed."""
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
-    known = _PEAKS.get((req.training, req.parallelism, shape, layout, cap))  # the request's own micro-batch
-    if known is not None:
+    if known is not None:  # the request's own micro-batch
         memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
-    states = _all_stage_states(req, shape, layout)
+    bases = _stage_bases(req, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
             act = activation_model(req, shape, layout, m, rates)
-            allocated, _, _, _, inp = _busiest(req, shape, layout, act, states)
+            allocated, _, _, _, inp = _busiest(req, shape, layout, act, bases)
             memo[m] = allocated + hard_overhead_bytes(inp)
         return memo[m]
 

@@ -375,15 +375,29 @@ T = TypeVar("T")
 class CachedShape(ModelShape):
     """Same answers as :class:`ModelShape`, memoised per instance."""
 
-    # the memo and the dataclass hash (of the architecture's fields, computed once: shapes key many memos) are
-    # plain attributes rather than entries in ``__dict__``, so that the class also compiles as a native class
+    # the memo, the dataclass hash (of the architecture's fields, computed once: shapes key many memos) and the
+    # sizes the models read most (each a few reads of the pydantic architecture) are plain attributes rather than
+    # entries in ``__dict__``, so that the class also compiles as a native class
     _memo: dict[Any, Any]
     _hash: int
+    _kv_heads: int
+    _head_dim: int
+    _is_mla: bool
+    _is_moe: bool
+    _moe_layers: int
+    _expert_ffn: int
 
     def __init__(self, arch: ModelArch) -> None:
         super().__init__(arch)
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_hash", ModelShape.__hash__(self))
+        plain = ModelShape(arch)
+        object.__setattr__(self, "_kv_heads", plain.kv_heads)
+        object.__setattr__(self, "_head_dim", plain.head_dim)
+        object.__setattr__(self, "_is_mla", plain.is_mla)
+        object.__setattr__(self, "_is_moe", plain.is_moe)
+        object.__setattr__(self, "_moe_layers", plain.moe_layers)
+        object.__setattr__(self, "_expert_ffn", plain.expert_ffn)
 
     def _m(self, key: Any, compute: Callable[[], T]) -> T:
         memo = self._memo
@@ -398,6 +412,30 @@ class CachedShape(ModelShape):
     def __reduce__(self) -> tuple[type[CachedShape], tuple[ModelArch]]:
         """Pickled as its architecture (memo and hash are rebuilt: string hashes differ between processes)."""
         return CachedShape, (self.arch,)
+
+    @property
+    def kv_heads(self) -> int:
+        return self._kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self._head_dim
+
+    @property
+    def is_mla(self) -> bool:
+        return self._is_mla
+
+    @property
+    def is_moe(self) -> bool:
+        return self._is_moe
+
+    @property
+    def moe_layers(self) -> int:
+        return self._moe_layers
+
+    @property
+    def expert_ffn(self) -> int:
+        return self._expert_ffn
 
     def attention_linears(self) -> list[Linear]:
         return list(self._m("attention_linears", super().attention_linears))

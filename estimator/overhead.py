@@ -22,7 +22,7 @@ Fitted on the H200 measurements in ``tests/data/calibration_h200.json`` (``docs/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 __all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "hard_overhead_bytes", "overhead_bytes"]
 
@@ -38,16 +38,27 @@ NCCL_INTRA_NODE_BYTES = 640 * MIB
 NCCL_INTER_NODE_BYTES = 256 * MIB
 
 
-@dataclass(frozen=True)
 class OverheadInput:
-    peak_allocated: int
-    world_size: int
-    num_nodes: int
-    logits_fp32_bytes: int
-    checkpointing: bool
-    foreach_temp_bytes: int
-    fsdp_buffer_bytes: int
-    largest_block_bytes: int
+    peak_allocated: Final[int]
+    world_size: Final[int]
+    num_nodes: Final[int]
+    logits_fp32_bytes: Final[int]
+    checkpointing: Final[bool]
+    foreach_temp_bytes: Final[int]
+    fsdp_buffer_bytes: Final[int]
+    largest_block_bytes: Final[int]
+
+    def __init__(self, peak_allocated: int, world_size: int, num_nodes: int, logits_fp32_bytes: int,
+                 checkpointing: bool, foreach_temp_bytes: int, fsdp_buffer_bytes: int,
+                 largest_block_bytes: int) -> None:
+        self.peak_allocated = peak_allocated
+        self.world_size = world_size
+        self.num_nodes = num_nodes
+        self.logits_fp32_bytes = logits_fp32_bytes
+        self.checkpointing = checkpointing
+        self.foreach_temp_bytes = foreach_temp_bytes
+        self.fsdp_buffer_bytes = fsdp_buffer_bytes
+        self.largest_block_bytes = largest_block_bytes
 
 
 def allocator_reserve_bytes(inp: OverheadInput) -> int:

@@ -31,7 +31,7 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
@@ -47,8 +47,8 @@ from estimator.request import EstimateRequest
 from estimator.response import TimeResult
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["HOST_BOUND_SHARE", "Style", "host_issue_ratio", "step_time", "style_for", "time_assumptions",
-           "virtual_stages"]
+__all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
+           "time_assumptions", "virtual_stages"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -63,16 +63,24 @@ DDP_BUCKET_BYTES = 25 * 1024**2
 HOST_BOUND_SHARE = 1.0
 
 
-@dataclass(frozen=True)
 class Style:
     """How the framework runs the layer: kernel fusion, autocast casts, gradient dtypes."""
 
-    fused: bool  # Megatron / Transformer Engine kernels instead of eager PyTorch modules
-    autocast: bool  # fp32 weights cast to bf16 at every forward (torch.autocast without FSDP)
-    grad_bytes: float  # dtype of the gradients that are reduced
-    param_bytes: float  # dtype of all-gathered parameters
-    master_copy: bool  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
-    fused_lora: bool = False  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
+    fused: Final[bool]  # Megatron / Transformer Engine kernels instead of eager PyTorch modules
+    autocast: Final[bool]  # fp32 weights cast to bf16 at every forward (torch.autocast without FSDP)
+    grad_bytes: Final[float]  # dtype of the gradients that are reduced
+    param_bytes: Final[float]  # dtype of all-gathered parameters
+    master_copy: Final[bool]  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
+    fused_lora: Final[bool]  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
+
+    def __init__(self, fused: bool, autocast: bool, grad_bytes: float, param_bytes: float, master_copy: bool,
+                 fused_lora: bool = False) -> None:
+        self.fused = fused
+        self.autocast = autocast
+        self.grad_bytes = grad_bytes
+        self.param_bytes = param_bytes
+        self.master_copy = master_copy
+        self.fused_lora = fused_lora
 
 
 def style_for(req: EstimateRequest, layout: Layout) -> Style:
@@ -91,22 +99,35 @@ def style_for(req: EstimateRequest, layout: Layout) -> Style:
                  param_bytes=4.0 if fp32 else 2.0, master_copy=master, fused_lora=lora_fused(req))
 
 
-@dataclass(frozen=True)
 class Pass:
     """Seconds of one micro-batch on the busiest GPU."""
 
-    fwd: float
-    bwd: float
-    recompute: float
-    layer_fwd: float  # one layer's forward (the FSDP gather nothing hides)
-    attn_fwd: float  # all layers' attention forward (what context-parallel exchanges overlap)
-    hw_flops: float
-    gemm_fwd: float = 0.0  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
-    gemm_bwd: float = 0.0
+    fwd: Final[float]
+    bwd: Final[float]
+    recompute: Final[float]
+    layer_fwd: Final[float]  # one layer's forward (the FSDP gather nothing hides)
+    attn_fwd: Final[float]  # all layers' attention forward (what context-parallel exchanges overlap)
+    hw_flops: Final[float]
+    gemm_fwd: Final[float]  # all layers' GEMM seconds forward (what overlapped TP collectives hide behind)
+    gemm_bwd: Final[float]
     # the forward's CPU issue time with LoRA adapters at their measured peft cost, and its GPU time (unstretched):
     # what :attr:`host_bound` compares (the error-bar class only; the step time does not use them)
-    host_fwd: float = 0.0
-    gpu_fwd: float = 0.0
+    host_fwd: Final[float]
+    gpu_fwd: Final[float]
+
+    def __init__(self, fwd: float, bwd: float, recompute: float, layer_fwd: float, attn_fwd: float,
+                 hw_flops: float, gemm_fwd: float = 0.0, gemm_bwd: float = 0.0, host_fwd: float = 0.0,
+                 gpu_fwd: float = 0.0) -> None:
+        self.fwd = fwd
+        self.bwd = bwd
+        self.recompute = recompute
+        self.layer_fwd = layer_fwd
+        self.attn_fwd = attn_fwd
+        self.hw_flops = hw_flops
+        self.gemm_fwd = gemm_fwd
+        self.gemm_bwd = gemm_bwd
+        self.host_fwd = host_fwd
+        self.gpu_fwd = gpu_fwd
 
     @property
     def total(self) -> float:
@@ -267,17 +288,28 @@ def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
     return sum(1 for g in w.gemms if g.trainable) / 2.0 * k.cpu_qlora_linear_s
 
 
-@dataclass(frozen=True)
 class _LayerTimes:
-    fwd: float
-    bwd: float
-    recompute: float
-    cpu: float  # CPU seconds for forward + backward + recomputation
-    attn_fwd: float
-    hw_flops: float
-    gemm_fwd: float = 0.0
-    gemm_bwd: float = 0.0
-    host_fwd: float = 0.0
+    fwd: Final[float]
+    bwd: Final[float]
+    recompute: Final[float]
+    cpu: Final[float]  # CPU seconds for forward + backward + recomputation
+    attn_fwd: Final[float]
+    hw_flops: Final[float]
+    gemm_fwd: Final[float]
+    gemm_bwd: Final[float]
+    host_fwd: Final[float]
+
+    def __init__(self, fwd: float, bwd: float, recompute: float, cpu: float, attn_fwd: float,
+                 hw_flops: float, gemm_fwd: float = 0.0, gemm_bwd: float = 0.0, host_fwd: float = 0.0) -> None:
+        self.fwd = fwd
+        self.bwd = bwd
+        self.recompute = recompute
+        self.cpu = cpu
+        self.attn_fwd = attn_fwd
+        self.hw_flops = hw_flops
+        self.gemm_fwd = gemm_fwd
+        self.gemm_bwd = gemm_bwd
+        self.host_fwd = host_fwd
 
 
 def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
@@ -357,14 +389,19 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
 
 
 # ----------------------------------------------------------------------------------------- communication
-@dataclass(frozen=True)
 class CommTimes:
     """Seconds per step: total communication and the part that is not hidden behind compute."""
 
-    total: float
-    exposed: float
-    hidden: float
-    parts: dict[str, float]
+    total: Final[float]
+    exposed: Final[float]
+    hidden: Final[float]
+    parts: Final[dict[str, float]]
+
+    def __init__(self, total: float, exposed: float, hidden: float, parts: dict[str, float]) -> None:
+        self.total = total
+        self.exposed = exposed
+        self.hidden = hidden
+        self.parts = parts
 
 
 def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
@@ -468,11 +505,15 @@ def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
     return 2.0 * virtual_stages(req, layout) * collective_time("sendrecv", nbytes, group, fabric)
 
 
-@dataclass(frozen=True)
 class _DpSizes:
-    grad_bytes: float  # trainable gradients on this GPU before sharding, in the reduce dtype
-    update_bytes: float  # trainable parameters re-gathered after a ZeRO-1/2 step, in the compute dtype
-    param_bytes: float  # all parameters on this GPU before sharding (what FSDP gathers)
+    grad_bytes: Final[float]  # trainable gradients on this GPU before sharding, in the reduce dtype
+    update_bytes: Final[float]  # trainable parameters re-gathered after a ZeRO-1/2 step, in the compute dtype
+    param_bytes: Final[float]  # all parameters on this GPU before sharding (what FSDP gathers)
+
+    def __init__(self, grad_bytes: float, update_bytes: float, param_bytes: float) -> None:
+        self.grad_bytes = grad_bytes
+        self.update_bytes = update_bytes
+        self.param_bytes = param_bytes
 
 
 def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSizes:
@@ -695,14 +736,23 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
 
 
+_MFU_NOTES: ObjectMemo[list[str]] = ObjectMemo(1024)
+
+
 def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
-    peak = _gpu_peak(gpu, req.training.precision) / 1e12
+    """How to read the MFU, memoised per GPU object and precision."""
+    precision = req.training.precision
+    return list(_MFU_NOTES.get_or_compute((gpu,), (precision,), lambda: _mfu_notes_uncached(precision, gpu)))
+
+
+def _mfu_notes_uncached(precision: str, gpu: GpuSpec) -> list[str]:
+    peak = _gpu_peak(gpu, precision) / 1e12
     name = str(getattr(gpu, "name", "") or getattr(gpu, "id", "the GPU"))
-    if req.training.precision == "fp8-mixed":
+    if precision == "fp8-mixed":
         return [Text("MFU (fp8-mixed) is model FLOPs over the %(gpu)s's dense fp8 peak (%(peak)s TFLOP/s), not its "
                      "bf16 peak: it reads about half the bf16-based MFU of the same step time.", gpu=name,
                      peak=Num(peak, ",.0f"))]
-    kind = "TF32" if req.training.precision == "fp32" else "bf16"
+    kind = "TF32" if precision == "fp32" else "bf16"
     return [Text("MFU is model FLOPs (matmuls and attention, forward and backward, no recomputation) over the "
                  "%(gpu)s's dense %(kind)s peak (%(peak)s TFLOP/s).", gpu=name, kind=kind, peak=Num(peak, ",.0f"))]
 
@@ -727,8 +777,16 @@ def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
     ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.
     """
     del catalog
+    return step_time_model(req, shape, layout, gpu, server, constants).result()
+
+
+def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                    constants: Constants = H200_FIT) -> StepTime:
+    """The slowest stage's step (:class:`StepTime`), computed once: its seconds without the response's
+    :class:`TimeResult` (the planner's search), that result (:meth:`StepTime.result`) and the host-issue ratio
+    (:attr:`StepTime.host_ratio`) from the same stage."""
     last = workload(req, shape, layout)
-    return _result(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
+    return StepTime(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
 
 
 def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -738,31 +796,102 @@ def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu:
     style = style_for(req, layout)
     fabric = _FABRICS.get_or_compute((gpu, server), (layout.gpus_per_node,),
                                      lambda: fabric_for(gpu, server, layout.gpus_per_node))
-    stages = [_stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
-              for stage in _time_stages(layout)]
-    return max(stages, key=lambda s: s.step)
+    slowest: _StageStep | None = None
+    for stage in _time_stages(layout):
+        s = _stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
+        if slowest is None or s.step > slowest.step:  # the first of the slowest, as max() picks it
+            slowest = s
+    assert slowest is not None
+    return slowest
 
 
 def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None = None,
                      constants: Constants = H200_FIT) -> float:
     """How many times its forward's GPU time the host takes to issue it from Python, on the slowest stage: at
     ``HOST_BOUND_SHARE`` or more the step is launch-bound (:attr:`Pass.host_bound`)."""
-    mb = _slowest_stage(req, shape, layout, gpu, server, constants, workload(req, shape, layout)).mb
-    return mb.host_fwd / mb.gpu_fwd if mb.gpu_fwd > 0.0 else 0.0
+    return step_time_model(req, shape, layout, gpu, server, constants).host_ratio
 
 
-@dataclass(frozen=True)
 class _StageStep:
     """One pipeline stage's step: the slowest stage's is the step (the others wait on it)."""
 
-    stage: str
-    mb: Pass
-    comm: CommTimes
-    step: float
-    compute: float
-    bubble: float
-    opt: float
-    off: float
+    stage: Final[str]
+    mb: Final[Pass]
+    comm: Final[CommTimes]
+    step: Final[float]
+    compute: Final[float]
+    bubble: Final[float]
+    opt: Final[float]
+    off: Final[float]
+
+    def __init__(self, stage: str, mb: Pass, comm: CommTimes, step: float, compute: float, bubble: float,
+                 opt: float, off: float) -> None:
+        self.stage = stage
+        self.mb = mb
+        self.comm = comm
+        self.step = step
+        self.compute = compute
+        self.bubble = bubble
+        self.opt = opt
+        self.off = off
+
+
+class StepTime:
+    """The step-time model's answer for one layout: the slowest stage's step (the others wait on it)."""
+
+    req: Final[EstimateRequest]
+    shape: Final[ModelShape]
+    layout: Final[Layout]
+    gpu: Final[Gpu]
+    work: Final[Workload]  # the last stage's (model FLOPs count every layer and the LM head)
+    slowest: Final[_StageStep]
+
+    def __init__(self, req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, work: Workload,
+                 slowest: _StageStep) -> None:
+        self.req = req
+        self.shape = shape
+        self.layout = layout
+        self.gpu = gpu
+        self.work = work
+        self.slowest = slowest
+
+    @property
+    def step_time_s(self) -> float:
+        return self.slowest.step
+
+    @property
+    def compute_s(self) -> float:
+        return self.slowest.compute
+
+    @property
+    def communication_s(self) -> float:
+        return self.slowest.comm.total
+
+    @property
+    def exposed_communication_s(self) -> float:
+        return self.slowest.comm.exposed
+
+    @property
+    def bubble_s(self) -> float:
+        return self.slowest.bubble
+
+    @property
+    def optimizer_s(self) -> float:
+        return self.slowest.opt
+
+    @property
+    def offload_s(self) -> float:
+        return self.slowest.off
+
+    @property
+    def host_ratio(self) -> float:
+        """:func:`host_issue_ratio` of the slowest stage."""
+        mb = self.slowest.mb
+        return mb.host_fwd / mb.gpu_fwd if mb.gpu_fwd > 0.0 else 0.0
+
+    def result(self) -> TimeResult:
+        """The response's :class:`TimeResult`."""
+        return _result(self.req, self.shape, self.layout, self.gpu, self.work, self.slowest)
 
 
 def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, r: Rates, style: Style,

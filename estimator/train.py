@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from estimator.host.checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_options import host_defaults
@@ -35,7 +35,7 @@ from estimator.request import EstimateRequest
 from estimator.response import TimeResult, TrainResult
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["node_power_w", "train_result", "train_warnings", "with_host_checkpoint"]
+__all__ = ["TrainFigures", "node_power_w", "train_figures", "train_result", "train_warnings", "with_host_checkpoint"]
 
 DEFAULT_DATA_DRIVES = 2
 NVME_WRITE_GBPS = {4: 5.1, 5: 6.6}  # fallback per-drive writes (catalog nvme-gen4-x4 / nvme-gen5-x4)
@@ -99,9 +99,36 @@ def _bytes_per_token(shape: ModelShape) -> float:
     return d.num("storage", "bytes_per_token_small_vocab" if small else "bytes_per_token_large_vocab")
 
 
-def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
-                 server: Server | None, catalog: Catalog) -> TrainResult | None:
-    """Totals for ``training.train_tokens`` (``None`` when no token budget is given)."""
+class TrainFigures:
+    """The totals of :func:`train_result` but the checkpoint write time, which its caller decides: this module's
+    (:func:`train_result`) or the host sizing's (``estimate()``, :func:`with_host_checkpoint`)."""
+
+    time_to_train_s: Final[float]
+    gpu_hours: Final[float]
+    energy_kwh: Final[float]
+    checkpoint_bytes: Final[int]
+    steps: Final[int]
+    dataset_read_bytes_per_s: Final[float]
+
+    def __init__(self, time_to_train_s: float, gpu_hours: float, energy_kwh: float, checkpoint_bytes: int,
+                 steps: int, dataset_read_bytes_per_s: float) -> None:
+        self.time_to_train_s = time_to_train_s
+        self.gpu_hours = gpu_hours
+        self.energy_kwh = energy_kwh
+        self.checkpoint_bytes = checkpoint_bytes
+        self.steps = steps
+        self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
+
+    def result(self, checkpoint_write_s: float) -> TrainResult:
+        return TrainResult(time_to_train_s=self.time_to_train_s, gpu_hours=self.gpu_hours,
+                           energy_kwh=self.energy_kwh, checkpoint_bytes=self.checkpoint_bytes,
+                           checkpoint_write_s=checkpoint_write_s, steps=self.steps,
+                           dataset_read_bytes_per_s=self.dataset_read_bytes_per_s)
+
+
+def train_figures(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
+                  server: Server | None) -> TrainFigures | None:
+    """:func:`train_result` without the checkpoint write time (``None`` when no token budget is given)."""
     t = req.training
     if not t.train_tokens:
         return None
@@ -109,10 +136,18 @@ def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: 
     steps = math.ceil(t.train_tokens / tokens_per_step)
     seconds = t.train_tokens / tokens_per_step * time.step_time_s
     energy_j = node_power_w(layout, gpu, server) * layout.num_nodes * seconds
-    ckpt_bytes, ckpt_s = _checkpoint(req, shape, layout, server, catalog)
-    return TrainResult(time_to_train_s=seconds, gpu_hours=layout.world_size * seconds / 3600.0,
-                       energy_kwh=energy_j / 3.6e6, checkpoint_bytes=ckpt_bytes, checkpoint_write_s=ckpt_s,
-                       steps=steps, dataset_read_bytes_per_s=time.tokens_per_s * _bytes_per_token(shape))
+    return TrainFigures(seconds, layout.world_size * seconds / 3600.0, energy_j / 3.6e6,
+                        checkpoint_size(req, shape, layout).total_bytes, steps,
+                        time.tokens_per_s * _bytes_per_token(shape))
+
+
+def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
+                 server: Server | None, catalog: Catalog) -> TrainResult | None:
+    """Totals for ``training.train_tokens`` (``None`` when no token budget is given)."""
+    figures = train_figures(req, shape, layout, time, gpu, server)
+    if figures is None:
+        return None
+    return figures.result(_checkpoint(req, shape, layout, server, catalog)[1])
 
 
 def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:

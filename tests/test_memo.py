@@ -1,8 +1,10 @@
-"""estimator.memo.ObjectMemo: keyed by the identity of objects (catalog GPUs and servers), never by a reused id."""
+"""estimator.memo.ObjectMemo: keyed by the identity of objects (catalog GPUs and servers), never by a reused id;
+field_values: a frozen model's fields as a memo key."""
 
 from __future__ import annotations
 
-from estimator.memo import ObjectMemo
+from estimator.memo import ObjectMemo, field_values
+from estimator.request import Training
 
 
 class _Thing:
@@ -41,3 +43,14 @@ def test_an_object_memo_is_bounded() -> None:
     for t in things:
         memo.get_or_compute((t,), (), lambda t=t: t.value)
     assert len(memo._data) <= 2
+
+
+def test_field_values_are_equal_for_equal_models_and_differ_with_any_field() -> None:
+    """Memo keys hold a request part's field values: equal for equal models (however they were made), different
+    when any field differs."""
+    base = Training(seq_len=2048)
+    assert field_values(base) == field_values(Training.model_validate({"seq_len": 2048}))
+    assert field_values(base) == field_values(Training(seq_len=4096).model_copy(update={"seq_len": 2048}))
+    assert hash(field_values(base)) == hash(field_values(Training(seq_len=2048)))
+    for name, value in {"seq_len": 4096, "method": "lora", "lora_dropout": 0.05, "train_tokens": 1e9}.items():
+        assert field_values(base) != field_values(base.model_copy(update={name: value}))

@@ -24,7 +24,7 @@ from estimator.layout import build_layout
 from estimator.modelspec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
-from estimator.timing import step_time
+from estimator.timing import host_issue_ratio, step_time, step_time_model
 from estimator.train import train_result, train_warnings
 from hardware_catalog import Catalog, load_catalog
 
@@ -354,3 +354,27 @@ def test_multi_node_over_frontend_nics_is_slow_and_says_so() -> None:
     assert any("frontend" in w for w in two.warnings)
     assert not any("frontend" in w for w in one.warnings)
     assert two.time.step_time_s > 10 * one.time.step_time_s
+
+
+@pytest.mark.parametrize("body", [
+    {"training": {"gradient_accumulation_steps": 4}, "parallelism": {"sharding": "none", "tp": 2, "pp": 2}},
+    {"model": "llama-3.1-70b", "nodes": 3, "training": {"gradient_accumulation_steps": 8},
+     "parallelism": {"framework": "megatron", "sharding": "zero1", "tp": 2, "pp": 3}},  # uneven: three stages
+    {"training": {"method": "lora"}, "parallelism": {"sharding": "none"}, "gpus": 1},
+])
+def test_step_time_model_is_the_step_time_and_the_host_ratio_of_one_stage(body: dict[str, Any]) -> None:
+    """``step_time_model``: the slowest stage's step once, its ``result()`` the ``TimeResult`` of ``step_time``,
+    its seconds the result's and its ``host_ratio`` that of ``host_issue_ratio`` (which recomputes the stage)."""
+    c = catalog()
+    req = _req(**body)
+    shape = ModelShape(resolve_model(req.model))
+    layout = build_layout(req, shape)
+    gpu = c.gpus[req.hardware.gpu]
+    model = step_time_model(req, shape, layout, gpu, None)
+    t = step_time(req, shape, layout, gpu, None, c)
+    assert model.result() == t
+    assert (model.step_time_s, model.compute_s, model.communication_s, model.exposed_communication_s,
+            model.bubble_s, model.optimizer_s, model.offload_s) == (
+        t.step_time_s, t.compute_s, t.communication_s, t.exposed_communication_s, t.bubble_s, t.optimizer_s,
+        t.offload_s)
+    assert model.host_ratio == host_issue_ratio(req, shape, layout, gpu)

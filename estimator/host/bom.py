@@ -100,16 +100,28 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | Non
                       sizing: HostSizing | None = None) -> list[Item]:
     """Items for ``layout.num_nodes`` nodes of ``server`` (see the module docstring). ``host`` is the
     response's host block or a :class:`HostSizing`; the RAM, NVMe and NIC lines follow its recommendation."""
-    nodes = layout.num_nodes
     gpu = gpu if gpu is not None else (getattr(catalog, "gpus", {}) or {}).get(
         getattr(server, "gpu_id", None) or req.hardware.gpu)
     chosen = choose_server(req, server, gpu, catalog)
     if isinstance(host, HostSizing):
         sizing = host
     dimms, nvme, nic = _configs(layout, chosen, catalog, host, sizing)
+    key = (server is None, layout.num_nodes, layout.world_size, layout.gpus_per_node, dimms, nvme, nic)
+    items = _ITEMS.get_or_compute((chosen, gpu), key, lambda: tuple(_items(layout, server is None, chosen, gpu,
+                                                                            dimms, nvme, nic)))
+    return [dict(item) for item in items]  # the caller's own dicts
+
+
+#: the items per chosen server and GPU object, nodes and configurations (none of it depends on the step time)
+_ITEMS: ObjectMemo[tuple[Item, ...]] = ObjectMemo(1024)
+
+
+def _items(layout: Layout, no_server: bool, chosen: Server | None, gpu: Gpu | None, dimms: DimmConfig | None,
+           nvme: NvmeConfig | None, nic: NicConfig | None) -> list[Item]:
+    nodes = layout.num_nodes
     items: list[Item] = []
     if chosen is not None:
-        suggested = " (suggested: the request names no server)" if server is None else ""
+        suggested = " (suggested: the request names no server)" if no_server else ""
         if dimms is not None and dimms.fixed:
             label = Text("Server: %(server)s%(suggested)s, with its %(gib)s GiB %(type)s system memory",
                          server=chosen.name, suggested=Text(suggested) if suggested else "",

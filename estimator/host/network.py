@@ -24,7 +24,7 @@ layer and pass (dispatch and combine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from estimator.host.tensors import local_tensors, stages
 from estimator.layout import Layout
@@ -35,11 +35,15 @@ from estimator.request import EstimateRequest
 __all__ = ["NetworkTraffic", "inter_node_traffic"]
 
 
-@dataclass(frozen=True)
 class NetworkTraffic:
-    bytes_per_step_per_node: int  # sent by the busiest node (NICs are full duplex: as much is received)
-    by_kind: dict[str, int]
-    latency_sensitive: bool  # tp, cp or ep across nodes: many small, blocking messages
+    bytes_per_step_per_node: Final[int]  # sent by the busiest node (NICs are full duplex: as much is received)
+    by_kind: Final[dict[str, int]]
+    latency_sensitive: Final[bool]  # tp, cp or ep across nodes: many small, blocking messages
+
+    def __init__(self, bytes_per_step_per_node: int, by_kind: dict[str, int], latency_sensitive: bool) -> None:
+        self.bytes_per_step_per_node = bytes_per_step_per_node
+        self.by_kind = by_kind
+        self.latency_sensitive = latency_sensitive
 
 
 def _sent(factor: float, buffer_bytes: float, group: int, local: int) -> float:

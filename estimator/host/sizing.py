@@ -18,16 +18,16 @@ a fixed configuration: its RAM is part of the server, so no DIMMs are recommende
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
 from estimator.layout import Layout
-from estimator.memo import ObjectMemo
+from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text, join
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
@@ -124,34 +124,68 @@ class NicConfig:
         return f"{self.count}x {self.gbps} Gb/s"
 
 
-@dataclass(frozen=True)
 class HostSizing:
-    ram: HostRam
-    dimms: DimmConfig | None
-    server_max_ram_bytes: int | None
-    checkpoint: CheckpointSize
-    checkpoint_target: str
-    checkpoint_write_s: float
-    checkpoint_write_bytes_per_s_needed: float
-    nvme_bytes: int
-    nvme: NvmeConfig | None
-    dataset_bytes: int
-    dataset_read_bytes_per_s: float
-    network: NetworkTraffic
-    network_bytes_per_s_needed: float
-    network_bytes_per_s_average: float
-    nics: NicConfig | None
-    fabric: str
-    step_time_s: float
-    compute_s: float
-    step_time_source: str
-    power_w_peak: float
-    power_w_average: float
-    btu_per_h: float
-    nodes_per_rack: int
-    fits_server: bool
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    ram: Final[HostRam]
+    dimms: Final[DimmConfig | None]
+    server_max_ram_bytes: Final[int | None]
+    checkpoint: Final[CheckpointSize]
+    checkpoint_target: Final[str]
+    checkpoint_write_s: Final[float]
+    checkpoint_write_bytes_per_s_needed: Final[float]
+    nvme_bytes: Final[int]
+    nvme: Final[NvmeConfig | None]
+    dataset_bytes: Final[int]
+    dataset_read_bytes_per_s: Final[float]
+    network: Final[NetworkTraffic]
+    network_bytes_per_s_needed: Final[float]
+    network_bytes_per_s_average: Final[float]
+    nics: Final[NicConfig | None]
+    fabric: Final[str]
+    step_time_s: Final[float]
+    compute_s: Final[float]
+    step_time_source: Final[str]
+    power_w_peak: Final[float]
+    power_w_average: Final[float]
+    btu_per_h: Final[float]
+    nodes_per_rack: Final[int]
+    fits_server: Final[bool]
+    warnings: Final[list[str]]
+    notes: Final[list[str]]
+
+    def __init__(self, ram: HostRam, dimms: DimmConfig | None, server_max_ram_bytes: int | None,
+                 checkpoint: CheckpointSize, checkpoint_target: str, checkpoint_write_s: float,
+                 checkpoint_write_bytes_per_s_needed: float, nvme_bytes: int, nvme: NvmeConfig | None,
+                 dataset_bytes: int, dataset_read_bytes_per_s: float, network: NetworkTraffic,
+                 network_bytes_per_s_needed: float, network_bytes_per_s_average: float,
+                 nics: NicConfig | None, fabric: str, step_time_s: float, compute_s: float,
+                 step_time_source: str, power_w_peak: float, power_w_average: float, btu_per_h: float,
+                 nodes_per_rack: int, fits_server: bool, warnings: list[str], notes: list[str]) -> None:
+        self.ram = ram
+        self.dimms = dimms
+        self.server_max_ram_bytes = server_max_ram_bytes
+        self.checkpoint = checkpoint
+        self.checkpoint_target = checkpoint_target
+        self.checkpoint_write_s = checkpoint_write_s
+        self.checkpoint_write_bytes_per_s_needed = checkpoint_write_bytes_per_s_needed
+        self.nvme_bytes = nvme_bytes
+        self.nvme = nvme
+        self.dataset_bytes = dataset_bytes
+        self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
+        self.network = network
+        self.network_bytes_per_s_needed = network_bytes_per_s_needed
+        self.network_bytes_per_s_average = network_bytes_per_s_average
+        self.nics = nics
+        self.fabric = fabric
+        self.step_time_s = step_time_s
+        self.compute_s = compute_s
+        self.step_time_source = step_time_source
+        self.power_w_peak = power_w_peak
+        self.power_w_average = power_w_average
+        self.btu_per_h = btu_per_h
+        self.nodes_per_rack = nodes_per_rack
+        self.fits_server = fits_server
+        self.warnings = warnings
+        self.notes = notes
 
 
 # ----------------------------------------------------------------------------------------------- catalog access
@@ -436,12 +470,12 @@ def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int
 
 
 # ---------------------------------------------------------------------------------------------------- steps
-@dataclass
 class _Messages:
     """What the steps tell the reader, in the order they say it."""
 
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.warnings: Final[list[str]] = []
+        self.notes: Final[list[str]] = []
 
 
 @dataclass(frozen=True)
@@ -452,26 +486,44 @@ class _RamStep:
     fits: bool
 
 
-@dataclass(frozen=True)
 class _StorageStep:
-    target: str
-    write_s: float
-    write_bytes_per_s_needed: float
-    nvme_bytes: int
-    nvme: NvmeConfig | None
-    dataset_bytes: int
-    dataset_read_bytes_per_s: float
-    fits: bool
+    target: Final[str]
+    write_s: Final[float]
+    write_bytes_per_s_needed: Final[float]
+    nvme_bytes: Final[int]
+    nvme: Final[NvmeConfig | None]
+    dataset_bytes: Final[int]
+    dataset_read_bytes_per_s: Final[float]
+    fits: Final[bool]
+
+    def __init__(self, target: str, write_s: float, write_bytes_per_s_needed: float, nvme_bytes: int,
+                 nvme: NvmeConfig | None, dataset_bytes: int, dataset_read_bytes_per_s: float, fits: bool) -> None:
+        self.target = target
+        self.write_s = write_s
+        self.write_bytes_per_s_needed = write_bytes_per_s_needed
+        self.nvme_bytes = nvme_bytes
+        self.nvme = nvme
+        self.dataset_bytes = dataset_bytes
+        self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
+        self.fits = fits
 
 
-@dataclass(frozen=True)
 class _NetworkStep:
-    traffic: NetworkTraffic
-    bytes_per_s_needed: float
-    bytes_per_s_average: float
-    nics: NicConfig | None
-    fabric: str
-    fits: bool
+    traffic: Final[NetworkTraffic]
+    bytes_per_s_needed: Final[float]
+    bytes_per_s_average: Final[float]
+    nics: Final[NicConfig | None]
+    fabric: Final[str]
+    fits: Final[bool]
+
+    def __init__(self, traffic: NetworkTraffic, bytes_per_s_needed: float, bytes_per_s_average: float,
+                 nics: NicConfig | None, fabric: str, fits: bool) -> None:
+        self.traffic = traffic
+        self.bytes_per_s_needed = bytes_per_s_needed
+        self.bytes_per_s_average = bytes_per_s_average
+        self.nics = nics
+        self.fabric = fabric
+        self.fits = fits
 
 
 @dataclass(frozen=True)
@@ -539,9 +591,39 @@ def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu
 
 def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
                   o: HostOptions, ckpt: CheckpointSize, steps_per_s: float, time: Any, out: _Messages) -> _StorageStep:
-    """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them."""
+    """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them
+    (:func:`_storage_plan`), and the dataloader's read rate at the step's throughput."""
+    plan, warnings, notes, per_token = _storage_plan(req, shape, layout, server, catalog, o, ckpt)
+    out.warnings.extend(warnings)
+    out.notes.extend(notes)
+    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
+    if time is not None and _attr(time, "tokens_per_s", default=0):
+        tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
+    read_bps = tokens_per_s_node * per_token
+    return _StorageStep(plan.target, plan.write_s, plan.write_bytes_per_s_needed, plan.nvme_bytes, plan.nvme,
+                        plan.dataset_bytes, read_bps, plan.fits)
+
+
+_StoragePlan = tuple[_StorageStep, list[str], list[str], int]
+_STORAGE: ObjectMemo[_StoragePlan] = ObjectMemo(1024)
+
+
+def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
+                  o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
+    """(the storage step without its read rate, its warnings, its notes, dataset bytes per token): none of it
+    depends on the step time or the batch shape, so it is memoised on the objects it reads (the memoised
+    checkpoint size, the resolved options, the server, the catalog), the nodes, the token budget and whether
+    the vocabulary is small (:func:`_dataset`); the messages are replayed."""
+    key = (layout.num_nodes, req.training.train_tokens, shape.arch.vocab_size < 65500)
+    return _STORAGE.get_or_compute((ckpt, o, server, catalog), key,
+                                   lambda: _storage_plan_uncached(req, shape, layout, server, catalog, o, ckpt))
+
+
+def _storage_plan_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None,
+                           catalog: Catalog, o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
     d = host_defaults()
-    warnings, notes = out.warnings, out.notes
+    warnings: list[str] = []
+    notes: list[str] = []
     target = checkpoint_target(layout.num_nodes, o.checkpoint_target)
     interval = float(o.checkpoint_interval_s or 3600)
     share = float(o.checkpoint_max_time_share or 0.05)
@@ -575,11 +657,8 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
                              "checkpointing.", gb=Num(per_node_ckpt / 1e9, ",.0f"), rate=Num(write_bps / 1e9, ",.1f"),
                              s=Num(ckpt_write_s, ",.0f"), share=Num(share, ".0%"), interval=Num(interval, ",.0f"),
                              need=Num(need_write / 1e9, ",.1f")))
-    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
-    if time is not None and _attr(time, "tokens_per_s", default=0):
-        tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
-    read_bps = tokens_per_s_node * per_token
-    return _StorageStep(target, ckpt_write_s, need_write, nvme_need, nvme, dataset, read_bps, nvme is not None)
+    step = _StorageStep(target, ckpt_write_s, need_write, nvme_need, nvme, dataset, 0.0, nvme is not None)
+    return step, warnings, notes, per_token
 
 
 def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, o: HostOptions,
@@ -643,6 +722,11 @@ def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
 
 
 # --------------------------------------------------------------------------------------------------- main
+# the response text keeps the module name of before the house move (responses stay byte-identical)
+_CHECKPOINT_SOURCE = "estimator.host_checkpoint"  # house-rewrite: keep
+_CHECKPOINT_NOTE = Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=_CHECKPOINT_SOURCE)
+
+
 def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostSizing:
@@ -660,9 +744,7 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     if server is None:
         out.notes.append(Text("No server chosen: sized for a generic node with the GPUs of the request."))
     if train is not None and _attr(train, "checkpoint_bytes", default=None):
-        # the response text keeps the module name of before the house move (responses stay byte-identical)
-        source = "estimator.host_checkpoint"  # house-rewrite: keep
-        out.notes.append(Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=source))
+        out.notes.append(_CHECKPOINT_NOTE)
     return HostSizing(
         ram=ram.ram, dimms=ram.dimms, server_max_ram_bytes=ram.server_max_ram_bytes, checkpoint=ckpt,
         checkpoint_target=storage.target, checkpoint_write_s=storage.write_s,
@@ -677,16 +759,41 @@ def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
 
 
 def _nic_words(sizing: HostSizing, layout: Layout) -> str:
+    """The recommended NICs in words, memoised on the NIC set, whether the job spans nodes and whether there is
+    one NIC per GPU."""
+    nics = sizing.nics
+    key = (layout.num_nodes <= 1, nics, nics is not None and nics.count == layout.gpus_per_node)
+    return _NIC_WORDS.get_or_compute(key, lambda: _nic_words_uncached(nics, layout))
+
+
+_NIC_WORDS: BoundedMemo[tuple[object, ...], str] = BoundedMemo(256)
+
+
+def _nic_words_uncached(nics: NicConfig | None, layout: Layout) -> str:
     if layout.num_nodes <= 1:
         return Text("none for training (single node); 1x 100-200 Gb/s for storage and management")
-    if sizing.nics is None:
+    if nics is None:
         return Text("more than a node can take (the network would dominate the step)")
-    kind = Text("InfiniBand NDR or 400 GbE RoCE") if sizing.nics.gbps == 400 else (
-        Text("InfiniBand XDR or 800 GbE") if sizing.nics.gbps == 800 else Text("InfiniBand HDR or 200 GbE RoCE")
-        if sizing.nics.gbps == 200 else "100 GbE RoCE")
-    if sizing.nics.count == layout.gpus_per_node:
-        return Text("%(nics)s, one per GPU (%(kind)s)", nics=sizing.nics, kind=kind)
-    return Text("%(nics)s (%(kind)s)", nics=sizing.nics, kind=kind)
+    kind = Text("InfiniBand NDR or 400 GbE RoCE") if nics.gbps == 400 else (
+        Text("InfiniBand XDR or 800 GbE") if nics.gbps == 800 else Text("InfiniBand HDR or 200 GbE RoCE")
+        if nics.gbps == 200 else "100 GbE RoCE")
+    if nics.count == layout.gpus_per_node:
+        return Text("%(nics)s, one per GPU (%(kind)s)", nics=nics, kind=kind)
+    return Text("%(nics)s (%(kind)s)", nics=nics, kind=kind)
+
+
+_WORDS: BoundedMemo[DimmConfig | NvmeConfig, str] = BoundedMemo(1024)
+
+
+def _words(config: DimmConfig | NvmeConfig | None) -> str:
+    """``str(config)`` (the plain English words of a recommended DIMM or NVMe set), memoised per set; ``""``
+    for none."""
+    if config is None:
+        return ""
+    return _WORDS.get_or_compute(config, lambda: str(config))
+
+
+_HOST_FIELDS = frozenset(HostResult.model_fields)
 
 
 def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -696,8 +803,8 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
     extra: dict[str, Any] = {
         "ram_peak_phase": s.ram.node_phase,
-        "recommended_dimms": str(s.dimms) if s.dimms else "",
-        "recommended_nvme": str(s.nvme) if s.nvme else "",
+        "recommended_dimms": _words(s.dimms),
+        "recommended_nvme": _words(s.nvme),
         "checkpoint_bytes_per_node": s.checkpoint.per_node_bytes,
         "checkpoint_target": s.checkpoint_target,
         "dataset_bytes": s.dataset_bytes,
@@ -708,7 +815,7 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         "nodes_per_rack": s.nodes_per_rack,
         "notes": list(s.notes),
     }
-    fields = HostResult.model_fields
+    fields = _HOST_FIELDS
     return HostResult(
         ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
         ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,

@@ -46,7 +46,6 @@ PURE_MODULES = frozenset({
     "estimator.cost",
     "estimator.host_options",
     "estimator.rack",
-    "estimator.suggest",
     "estimator.planner.contract",
     "estimator.planner.reverse",
     "estimator.tco.assumptions",

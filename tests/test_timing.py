@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from functools import cache
 from typing import Any
 
@@ -220,7 +219,8 @@ def test_every_catalog_server_gives_a_finite_step(server: str) -> None:
     assert math.isfinite(t.step_time_s) and t.step_time_s > 0 and 0 < t.mfu < 1
 
 
-def test_step_time_is_fast_and_pure() -> None:
+def test_step_time_is_pure() -> None:
+    """The same answer every time, and the request and layout left as they were (how fast it is: benchmarks/)."""
     req = _req(model="llama-3.1-70b", nodes=4, parallelism={"sharding": "none", "tp": 8, "pp": 2},
                training={"gradient_accumulation_steps": 8})
     c = catalog()
@@ -229,14 +229,8 @@ def test_step_time_is_fast_and_pure() -> None:
     gpu = c.gpus[req.hardware.gpu]
     before = (req.model_dump(), layout)
     first = step_time(req, shape, layout, gpu, None, c)
-    best = math.inf
-    for _ in range(5):  # the best of five batches: other processes share this machine
-        t0 = time.perf_counter()
-        for _ in range(100):
-            again = step_time(req, shape, layout, gpu, None, c)
-        best = min(best, (time.perf_counter() - t0) / 100)
-    assert best < 0.3e-3
-    assert again == first and (req.model_dump(), layout) == before
+    again = [step_time(req, shape, layout, gpu, None, c) for _ in range(3)]
+    assert again == [first] * 3 and (req.model_dump(), layout) == before
 
 
 # ------------------------------------------------------------------------------------------------ training

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Final
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
@@ -16,7 +15,7 @@ from estimator.layout import Layout, build_layout
 from estimator.memo import BoundedMemo
 from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.messages import N_, Num, Text, join
-from estimator.modelspec import CachedShape, ModelShape, resolve_model
+from estimator.modelspec import ModelShape, shape_for
 from estimator.optimizers import OPTIMIZERS
 from estimator.params import lora_params_per_layer
 from estimator.request import DEFAULT_GPU, EstimateRequest
@@ -208,17 +207,9 @@ def _model_summary_uncached(req: EstimateRequest, shape: ModelShape) -> ModelSum
                         num_layers=a.num_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size)
 
 
-@lru_cache(maxsize=64)
-def _cached_shape(req_model: Any) -> ModelShape:
-    return CachedShape(resolve_model(req_model))
-
-
 def _shape(req_model: Any) -> ModelShape:
-    """Shapes of presets and explicit architectures are cached; a pasted HF config (a dict) is not hashable."""
-    try:
-        return _cached_shape(req_model)
-    except TypeError:
-        return CachedShape(resolve_model(req_model))
+    """The request's model's shape, shared across requests (:func:`estimator.modelspec.shape_for`)."""
+    return shape_for(req_model)
 
 
 def _catalog_version(catalog: Catalog) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -409,6 +409,15 @@ class CachedShape(ModelShape):
     def __hash__(self) -> int:
         return self._hash
 
+    def __eq__(self, other: object) -> bool:
+        """By architecture, as the dataclass compares: compiled (docs/native.md), the class would compare by
+        identity and every memo keyed by a shape would miss for another instance of the same model."""
+        if self is other:
+            return True
+        if not isinstance(other, CachedShape):
+            return NotImplemented
+        return self._hash == other._hash and self.arch == other.arch
+
     def __reduce__(self) -> tuple[type[CachedShape], tuple[ModelArch]]:
         """Pickled as its architecture (memo and hash are rebuilt: string hashes differ between processes)."""
         return CachedShape, (self.arch,)
@@ -488,3 +497,18 @@ class CachedShape(ModelShape):
 
     def max_layer_params(self) -> int:
         return self._m("max_layer_params", super().max_layer_params)
+
+
+@lru_cache(maxsize=64)
+def _shape_of(model: Any) -> CachedShape:
+    return CachedShape(resolve_model(model))
+
+
+def shape_for(model: Any) -> CachedShape:
+    """The :class:`CachedShape` of a request's model: one instance per preset id or explicit architecture (their
+    memos and every memo keyed by the shape are shared across requests); a pasted HF config (a dict, not
+    hashable) gets a new one."""
+    try:
+        return _shape_of(model)
+    except TypeError:
+        return CachedShape(resolve_model(model))

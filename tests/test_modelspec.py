@@ -120,3 +120,19 @@ def test_text_config_fields_are_read() -> None:
     """Multimodal configs (Gemma 3, Llama 4) nest the language model under text_config."""
     arch = parse_hf_config({"model_type": "gemma3", "text_config": {**LLAMA_8B_CONFIG, "model_type": "gemma3_text"}})
     assert (arch.hidden_size, arch.num_layers) == (4096, 32)
+
+
+def test_cached_shapes_of_one_architecture_are_equal_and_shared() -> None:
+    """Memos keyed by a shape hit for another instance of the same model (compiled too, where the class would
+    otherwise compare by identity), and requests for one model share one instance (estimator.modelspec.shape_for)."""
+    from estimator.modelspec import CachedShape, shape_for
+
+    a, b = CachedShape(preset("llama-3.1-70b")), CachedShape(preset("llama-3.1-70b"))
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a != CachedShape(preset("llama-3.1-8b"))
+    assert shape_for("llama-3.1-70b") is shape_for("llama-3.1-70b") == a
+    arch = preset("llama-3.1-8b")
+    assert shape_for(arch) is shape_for(arch.model_copy())
+    config = HfConfigModel(hf_config={"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+                                      "intermediate_size": 1024, "vocab_size": 1000})
+    assert shape_for(config) == shape_for(config)  # a pasted config (not hashable): a new, equal instance

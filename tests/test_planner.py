@@ -239,3 +239,20 @@ def test_pruned_search_matches_brute_force(payload: dict[str, Any]) -> None:
     found = ctx.search_world(world)
     assert found and found[0].step_time_s == pytest.approx(best, rel=0.01)
     assert ctx.stats.time_evaluations < sum(len(ctx.variants(world, s)) for s in ctx.structures(world)) * 3
+
+
+def test_structures_compare_by_fields() -> None:
+    """Structures of different node counts with the same fields are equal and key the same cache entries (their
+    ``__eq__`` compares the field tuple kept at construction, compiled or not); any field tells them apart."""
+    import dataclasses
+
+    from estimator.planner.space import Structure
+
+    s = Structure("megatron", "zero1", "none", 8, 2, 1, 1, 1, True, None, 1)
+    same = Structure("megatron", "zero1", "none", 8, 2, 1, 1, 1, True, None, 1)
+    assert s == same and hash(s) == hash(same) and {s: "x"}[same] == "x"
+    for name, value in {"framework": "pytorch", "tp": 4, "pp": 4, "vp": 2, "sequence_parallel": False,
+                        "hsdp_shard": 8, "saving": 2}.items():
+        other = dataclasses.replace(s, **{name: value})
+        assert other != s, name
+    assert s != ("megatron", "zero1")

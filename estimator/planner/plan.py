@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from estimator import budget
+from estimator import budget, gcpause
 from estimator.cost import CostResult
 from estimator.estimate import estimate
 from estimator.messages import Num, Text
-from estimator.modelspec import CachedShape, resolve_model
+from estimator.modelspec import resolve_model, shape_for
 from estimator.planner.contract import (
     Constraints,
     Plan,
@@ -214,7 +214,7 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
            ) -> tuple[SearchContext, list[Found], int]:
     """Every world's fastest layouts; the context (stats, caches) and the search-space size. ``screen=False``
     runs the exact path alone (:mod:`estimator.planner.screen`: the answer is the same)."""
-    shape = CachedShape(resolve_model(req.model))
+    shape = shape_for(req.model)
     ctx = SearchContext(req, catalog, shape, screen=screen)
     options = hardware_options(req, catalog)
     ctx.stats.hardware_options = len(options)
@@ -228,13 +228,14 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
     if progress is not None:
         progress(0, total)
     found: list[Found] = []
-    for world, size in zip(worlds, sizes, strict=True):
-        found += ctx.search_world(world)
-        done += size
-        if detail is not None:
-            detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
-        if progress is not None:
-            progress(done, total)
+    with gcpause.paused():  # the search's caches hold no cycles (estimator.gcpause)
+        for world, size in zip(worlds, sizes, strict=True):
+            found += ctx.search_world(world)
+            done += size
+            if detail is not None:
+                detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
+            if progress is not None:
+                progress(done, total)
     return ctx, found, total
 
 

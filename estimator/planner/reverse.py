@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.messages import Message, Num, Text, join
-from estimator.modelspec import CachedShape, list_presets, preset, resolve_model
+from estimator.modelspec import CachedShape, list_presets, preset, resolve_model, shape_for
 from estimator.planner.contract import Plan, PlanRequest
 from estimator.planner.hardware import HwOption, PriceBook, World, hardware_options, worlds_for
 from estimator.planner.plan import Scored, default_catalog, make_plan, score
@@ -98,7 +98,7 @@ class LongestSequence(_Frozen):
 
 
 def _context(req: PlanRequest, catalog: Catalog) -> SearchContext:
-    return SearchContext(req, catalog, CachedShape(resolve_model(req.model)))
+    return SearchContext(req, catalog, shape_for(req.model))
 
 
 def _best_plan(req: PlanRequest, ctx: SearchContext, world: World, catalog: Catalog) -> Plan | None:

@@ -23,7 +23,7 @@ A visited structure is priced in three steps:
    the catalog maximum, else the default ceiling; for a GPU without a server, the server ``estimate()`` would
    suggest) cannot run, however well it fits the GPUs. This is what stops CPU-offload layouts of very large
    models.
-4. The step-time model (:func:`estimator.timing.step_time`) for the surviving variants: the largest fitting
+4. The step-time model (:func:`estimator.timing.step_time_model`) for the surviving variants: the largest fitting
    micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
    it). Heuristic: full recomputation (one more forward, about a third of the compute) is priced only when what
    is paid per micro-batch (exposed communication, offload, bubble) exceeds ``FULL_RECOMPUTE_SHARE`` of the
@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
+from estimator.copying import replaced
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
 from estimator.estimate import _measured_kind as measured_memory_kind
@@ -58,7 +59,7 @@ from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
-from estimator.timing import step_time
+from estimator.timing import StepTime, step_time_model
 from hardware_catalog import Catalog
 
 __all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
@@ -105,7 +106,7 @@ class Found:
     micro_batch_size: int
     accumulation: int
     dp: int
-    time: TimeResult
+    step: StepTime  # the step-time model's answer; its response TimeResult is built on demand (:attr:`time`)
     request: EstimateRequest
     memory_total_bytes: int
     memory_need_bytes: int = 0  # allocated at the peak + the hard overhead: what has to fit
@@ -113,7 +114,13 @@ class Found:
 
     @property
     def step_time_s(self) -> float:
-        return self.time.step_time_s
+        return self.step.step_time_s
+
+    @property
+    def time(self) -> TimeResult:
+        """The response's :class:`TimeResult` (``timing.step_time``'s answer), built for the layouts a plan
+        returns rather than for every variant the search prices."""
+        return self.step.result()
 
 
 #: what one structure tried by :meth:`SearchContext.any_fit` (a layout and a memory estimate, in a fresh
@@ -189,13 +196,13 @@ class SearchContext:
             tkey = (ckpt, mbs, gas, s.vp)
             if tkey not in self._trainings:
                 schedule = "interleaved" if s.vp > 1 else self.training.pipeline_schedule  # Megatron's VP schedule
-                self._trainings[tkey] = self.training.model_copy(update={
+                self._trainings[tkey] = replaced(self.training, {
                     "micro_batch_size": mbs, "gradient_accumulation_steps": gas, "activation_checkpointing": ckpt,
                     "virtual_stages": s.vp, "pipeline_schedule": schedule})
             if s not in self._parallelism:
                 self._parallelism[s] = s.parallelism(self.pins.parallelism.get("tp_plan"))
-            req = self.base.model_copy(update={"training": self._trainings[tkey], "parallelism": self._parallelism[s],
-                                               "hardware": self._hardware(world)})
+            req = replaced(self.base, {"training": self._trainings[tkey], "parallelism": self._parallelism[s],
+                                       "hardware": self._hardware(world)})
             self._requests[key] = req
         return req
 
@@ -370,12 +377,13 @@ class SearchContext:
         return set(np.flatnonzero(~lightest | (rows.first < 0)).tolist())
 
     # --------------------------------------------------------------------------------------------- time
-    def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> TimeResult:
+    def time(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> StepTime:
+        """The step-time model (``timing.step_time_model``: the same stage and seconds as ``step_time``)."""
         layout = self.layout(world, s)
         assert layout is not None
         self.stats.time_evaluations += 1
         req = self.request(world, s, ckpt, mbs, gas)
-        return step_time(req, self.shape, layout, world.hw.gpu, world.hw.server, self.catalog)
+        return step_time_model(req, self.shape, layout, world.hw.gpu, world.hw.server)
 
     def lower_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> float:
         """Seconds no variant of ``s`` can beat (module docstring)."""
@@ -452,7 +460,7 @@ class SearchContext:
         fits_all = bool(levels) and levels[0] == (self.ckpts[0], len(splits) - 1)
         best: Found | None = None
         for ckpt, k in levels:
-            if ckpt == "full" and best is not None and not _recompute_may_pay(best.time):
+            if ckpt == "full" and best is not None and not _recompute_may_pay(best.step):
                 break
             for found in self._probe(world, s, layout, ckpt, splits, k):
                 if best is None or found.step_time_s < best.step_time_s:
@@ -577,7 +585,7 @@ def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> 
     return per_param * linear * tokens + 3.5 * attn_fwd
 
 
-def _recompute_may_pay(t: TimeResult) -> bool:
+def _recompute_may_pay(t: StepTime) -> bool:
     """Full recomputation costs about one more forward (a third of the compute); a larger micro-batch can only
     win that back from what is paid per micro-batch: exposed communication, offload traffic, the bubble."""
     return t.exposed_communication_s + t.offload_s + t.bubble_s > FULL_RECOMPUTE_SHARE * t.compute_s

@@ -54,17 +54,30 @@ class Structure:
     hsdp_shard: int | None
     saving: int  # rank in its dominance chain: higher saves more memory and communicates more
 
-    # the hash of the fields above, computed once (structures key every cache of the search); an attribute set in
-    # ``__post_init__``, so that the class also compiles as a native class (docs/native.md)
+    # the fields above as a tuple and its hash, computed once (structures key every cache of the search):
+    # attributes set in ``__post_init__``, so that the class also compiles as a native class (docs/native.md)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
+    _fields: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.framework, self.sharding, self.offload, self.tp, self.pp,
-                                                self.vp, self.cp, self.ep, self.sequence_parallel, self.hsdp_shard,
-                                                self.saving)))
+        fields = (self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,
+                  self.sequence_parallel, self.hsdp_shard, self.saving)
+        object.__setattr__(self, "_fields", fields)
+        object.__setattr__(self, "_hash", hash(fields))
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        """By fields, as the dataclass compares, on the tuple kept at construction: structures of different node
+        counts are equal and key the same caches, and the dataclass's generated ``__eq__`` (interpreted even
+        when the module is compiled) costs more than the lookup it decides."""
+        if self is other:
+            return True
+        if not isinstance(other, Structure):
+            return NotImplemented
+        return self._fields == other._fields
 
     @property
     def model_parallel(self) -> int:

@@ -140,6 +140,9 @@ def main() -> None:
         bare = None
         try:
             wait_until_ready(app, app_base, workdir)
+            compiled = re.search(r"^capplan_estimator_compiled (\S+)", httpx.get(app_base + "/metrics").text, re.M)
+            print(f"app's estimator: {'compiled' if compiled and float(compiled.group(1)) else 'plain Python'} "
+                  "(/metrics capplan_estimator_compiled)", flush=True)
             reply = httpx.post(app_base + PATH, json=REQUEST, timeout=30)
             reply.raise_for_status()
             (workdir / "body.json").write_bytes(reply.content)

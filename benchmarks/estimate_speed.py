@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from estimator import EstimateRequest, estimate
+from estimator import EstimateRequest, estimate, native
 from estimator.estimate import MAX_MICRO_BATCH_SEARCH, _shape
 from estimator.layout import build_layout
 from estimator.memory import max_micro_batch, peak_memory
@@ -98,6 +98,7 @@ def _case_line(name: str, body: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    print(f"estimator: {native.describe()}", flush=True)
     for name, body in CASES.items():
         print(_case_line(name, body), flush=True)
 

@@ -41,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from estimator import memo, native
 from estimator.estimate import estimate
-from estimator.modelspec import ModelShape, preset
+from estimator.modelspec import ModelShape, clear_shapes, preset
 from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest, PlanResponse
 from estimator.planner.plan import plan
@@ -140,6 +141,22 @@ def bench_search(runs: int) -> None:
                   f"{st.time_evaluations} step-time estimates, {st.full_estimates} full estimates; "
                   f"{st.pruned_by_bound} cut by the lower bound, {st.pruned_by_dominance} by dominance")
         print(f"winner: {last[True].plans[0].label}" if last[True].plans else "no plan")
+        cold, cold_cpu = _cold_search(req, catalog, runs)
+        print(f"memos cleared before each search (what a model's first search in a process pays; the figures above "
+              f"reuse what the warm-up and earlier runs memoised): median wall {cold:.3f} s, CPU {cold_cpu:.3f} s")
+
+
+def _cold_search(req: PlanRequest, catalog: Any, runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``plan(req)`` with every estimator memo and shared shape emptied first."""
+    walls, cpus = [], []
+    for _ in range(runs):
+        memo.clear_all()
+        clear_shapes()
+        t0, c0 = time.perf_counter(), time.process_time()
+        plan(req, catalog)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def bench_screen(runs: int) -> None:
@@ -268,6 +285,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed searches (>= 5)")
     args = parser.parse_args()
+    print(f"estimator: {native.describe()}")
     bench_search(max(5, args.runs))
     bench_screen(max(5, args.runs))
     bench_configs(max(5, args.runs))

@@ -4,8 +4,8 @@ Issue 19's estimator goals: the public ``estimate()`` at most 0.5x llm-analysis'
 planner path (no suggestions: what :class:`estimator.planner.search.SearchContext` needs per layout, i.e.
 ``build_layout`` + ``resolve_hardware`` + ``peak_memory`` + ``step_time_model``, the step time without the
 response's pydantic ``TimeResult``) at most 0.1x, measured side by side in one process. The column "+result" is
-the same path through ``step_time``, which builds that ``TimeResult`` as well (what ``SearchContext.time`` calls
-today).
+the same path through ``step_time``, which builds that ``TimeResult`` as well (what ``SearchContext.time`` called
+until 2026-12-05; the search now builds it only for the layouts a plan returns).
 
 How: for each 70B layout, ``--n`` distinct configurations (sequence lengths ``1024 + 8 i + pass``, so nothing
 that depends on the sequence length is memoised from another call), the requests validated beforehand (as the
@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from estimator import native
 from estimator.estimate import _shape, estimate, resolve_hardware
 from estimator.layout import build_layout
 from estimator.memory import peak_memory
@@ -140,6 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # llm-analysis logs warnings per call (Chinchilla ratio, latency check)
     catalog = load_catalog()
+    print(f"estimator: {native.describe()}")
     print(f"median ms per configuration, {args.n} distinct sequence lengths per pass, {args.passes} passes, "
           "interleaved; ratio = ours / llm-analysis per pass (median [min-max])")
     print(f"{'layout':40} {'estimate':>9} {'planner':>8} {'+result':>8} {'llm-an.':>8}   {'estimate/llm-an.':>22}  "

@@ -512,3 +512,8 @@ def shape_for(model: Any) -> CachedShape:
         return _shape_of(model)
     except TypeError:
         return CachedShape(resolve_model(model))
+
+
+def clear_shapes() -> None:
+    """Forget the shared shapes (and their memos): the next request of each model builds its shape afresh."""
+    _shape_of.cache_clear()

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["MANIFEST_NAME", "NATIVE_DIR", "PURE_MODULES", "NativeStatus", "current_sources", "install", "source_digest",
-           "status"]
+__all__ = ["MANIFEST_NAME", "NATIVE_DIR", "PURE_MODULES", "NativeStatus", "current_sources", "describe", "install",
+           "source_digest", "status"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 NATIVE_DIR = PACKAGE_DIR / "_native"
@@ -155,3 +155,9 @@ def install(native_dir: Path = NATIVE_DIR) -> NativeStatus:
 def status() -> NativeStatus:
     """What :func:`install` found when the package was imported."""
     return _STATUS
+
+
+def describe() -> str:
+    """One line for benchmark output: which estimator runs (timings differ a few times between the two)."""
+    s = _STATUS
+    return f"compiled ({s.modules} modules; {s.reason})" if s.active else f"plain Python ({s.reason})"

@@ -35,6 +35,7 @@ from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
+from estimator.construct import validated
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
@@ -926,12 +927,12 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
     breakdown = {"forward_s": mb.fwd * t.gradient_accumulation_steps,
                  "backward_s": mb.bwd * t.gradient_accumulation_steps,
                  "recompute_s": mb.recompute * t.gradient_accumulation_steps, **comm.parts}
-    return TimeResult(step_time_s=step, compute_s=compute, communication_s=comm.total,
-                      exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
-                      tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
-                      tflops_per_gpu=hw_per_gpu / step / 1e12,
-                      mfu=model_flops / (step * layout.world_size * peak),
-                      error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
-                          mb.host_bound),
-                      flops_per_step=model_flops, breakdown_s=breakdown)
+    return validated(TimeResult, step_time_s=step, compute_s=compute, communication_s=comm.total,
+                     exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
+                     tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
+                     tflops_per_gpu=hw_per_gpu / step / 1e12,
+                     mfu=model_flops / (step * layout.world_size * peak),
+                     error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
+                         req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
+                         mb.host_bound),
+                     flops_per_step=model_flops, breakdown_s=breakdown)

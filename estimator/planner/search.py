@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
-from estimator.copying import replaced
+from estimator.construct import replaced
 from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
 from estimator.estimate import _measured_kind as measured_memory_kind

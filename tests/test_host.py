@@ -304,3 +304,26 @@ def test_the_request_host_object_reaches_the_sizing() -> None:
                 {"model_loading": "lazy"}, {"kept": 2}):
         with pytest.raises(ValidationError):
             EstimateRequest.model_validate({**base, "host": bad})
+
+
+def test_local_tensors_are_shared_only_where_they_are_equal() -> None:
+    """``local_tensors`` is memoised on the tensor and expert degrees and the layers per stage, not the whole
+    layout: for layouts that differ in node count, sharding, pipeline split, tensor or expert degree, each answer
+    from the memo is the one computed afresh for that very layout."""
+    from estimator.host.tensors import _local_tensors_uncached, local_tensors, stages
+    from estimator.layout import build_layout
+    from estimator.memo import clear_all
+    from estimator.modelspec import shape_for
+
+    clear_all()
+    cases = [("llama-3.1-70b", {"sharding": sh, "tp": tp, "pp": pp}, nodes, method)
+             for sh in ("zero1", "zero3") for tp, pp in ((1, 1), (8, 1), (4, 2), (8, 4)) for nodes in (4, 8, 16)
+             for method in ("full", "lora")]
+    cases += [("mixtral-8x7b", {"sharding": "zero1", "tp": 2, "ep": ep}, 2, "full") for ep in (1, 2, 4)]
+    for model, par, nodes, method in cases:
+        req = EstimateRequest.model_validate({"model": model, "training": {"method": method},
+                                              "parallelism": par, "hardware": {"num_nodes": nodes}})
+        shape = shape_for(req.model)
+        layout = build_layout(req, shape)
+        for stage in stages(layout):
+            assert local_tensors(req, shape, layout, stage) == _local_tensors_uncached(req, shape, layout, stage)

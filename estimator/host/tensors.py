@@ -128,10 +128,12 @@ _TENSORS: BoundedMemo[tuple[object, ...], tuple[Tensor, ...]] = BoundedMemo(4096
 
 
 def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
-    """Memoised on the fields of the request it reads (method, LoRA rank and targets: not the batch shape, which
-    the planner and the micro-batch search vary) and on the shape, layout and stage."""
+    """Memoised on what it reads: the request's method, LoRA rank and targets (not the batch shape, which the
+    planner and the micro-batch search vary), the shape, the stage and the layout's tensor and expert degrees and
+    layers per stage (not the data-parallel degree or the sharding: the planner's node counts and strategies
+    share one answer)."""
     t = req.training
-    key = (t.method, t.lora_rank, t.lora_targets, shape, layout, stage)
+    key = (t.method, t.lora_rank, t.lora_targets, shape, layout.tp, layout.ep, layout.layers_per_stage, stage)
     found = _TENSORS.get_or_compute(key, lambda: tuple(_local_tensors_uncached(req, shape, layout, stage)))
     return list(found)
 

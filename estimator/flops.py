@@ -299,10 +299,11 @@ _PARTS: BoundedMemo[tuple[object, ...], _LayerParts] = BoundedMemo(4096)
 
 
 def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
-    """:func:`_layer_parts`, memoised on what it reads (not the micro-batch or the sequence length)."""
+    """:func:`_layer_parts`, memoised on what it reads: not the micro-batch or the sequence length, and of the
+    layout only the tensor and expert degrees (the planner's node counts and strategies share one answer)."""
     t = req.training
-    key = (shape, layout, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel, t.attention,
-           req.parallelism.framework)
+    key = (shape, layout.tp, layout.ep, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel,
+           t.attention, req.parallelism.framework)
     return _PARTS.get_or_compute(key, lambda: _layer_parts(req, shape, layout, moe))
 
 

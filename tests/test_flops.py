@@ -106,3 +106,34 @@ def test_fp8_marks_the_decoder_linears_not_the_lm_head() -> None:
     work = workload(req, shape, layout)
     assert work.dense is not None and all(g.fp8 for g in work.dense.gemms)
     assert not work.head.fp8
+
+
+def test_layer_parts_are_shared_only_where_they_are_equal() -> None:
+    """``flops._memo_layer_parts`` keys the layout by its tensor and expert degrees only: for layouts that differ
+    in node count, sharding, pipeline or context degree, tensor or expert degree, method and LoRA kernel, each
+    memoised answer is the one computed afresh for that very layout (fails when a read is left out of the key)."""
+    from estimator.flops import _layer_parts, _memo_layer_parts
+    from estimator.layout import build_layout
+    from estimator.memo import clear_all
+    from estimator.modelspec import shape_for
+
+    clear_all()
+    cases: list[tuple[str, dict[str, object], int, dict[str, object]]] = [
+        ("llama-3.1-70b", {"sharding": sh, "tp": tp, "pp": pp, "cp": cp}, nodes, training)
+        for sh in ("zero1", "zero3") for tp, pp, cp in ((1, 1, 1), (8, 1, 1), (4, 2, 1), (8, 2, 2))
+        for nodes in (4, 8) for training in ({"method": "full"}, {"method": "lora"},
+                                             {"method": "lora", "lora_kernel": "fused"})]
+    cases += [("mixtral-8x7b", {"sharding": "zero1", "tp": tp, "ep": ep}, 2, {"method": "full"})
+              for tp in (1, 2) for ep in (1, 2, 4)]
+    for model, par, nodes, training in cases:
+        req = EstimateRequest.model_validate({"model": model, "training": training, "parallelism": par,
+                                              "hardware": {"num_nodes": nodes}})
+        shape = shape_for(req.model)
+        layout = build_layout(req, shape)
+        for moe in (False, True) if shape.is_moe else (False,):
+            assert _fields(_memo_layer_parts(req, shape, layout, moe)) == _fields(_layer_parts(req, shape, layout, moe))
+
+
+def _fields(parts: Any) -> tuple[object, ...]:
+    names = ("gemms", "base_linear_params", "ffn_local", "qk_local", "lora_elems", "experts_local", "flash_library")
+    return tuple(getattr(parts, n) for n in names)

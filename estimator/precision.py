@@ -41,8 +41,21 @@ class StateBytes:
     compute_dtype_bytes: int
 
 
+_STATE_BYTES: dict[tuple[str, str], StateBytes] = {}
+
+
 def state_bytes(precision: Precision, framework: Framework) -> StateBytes:
-    """Per-parameter bytes of the parameter, gradient and master copies."""
+    """Per-parameter bytes of the parameter, gradient and master copies (one frozen object per precision and
+    framework: a dataclass's ``__init__`` stays interpreted in the compiled build, and the memory model, host
+    sizing and the planner ask thousands of times)."""
+    key = (precision, framework)
+    found = _STATE_BYTES.get(key)
+    if found is None:
+        found = _STATE_BYTES[key] = _state_bytes(precision, framework)
+    return found
+
+
+def _state_bytes(precision: Precision, framework: Framework) -> StateBytes:
     if precision == "fp32":
         return StateBytes(param=4, compute_param=0, grad=4, low_grad=0, master=0, compute_dtype_bytes=4)
     if precision == "bf16-true":

@@ -244,7 +244,11 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
     """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched;
     ``screen=False`` skips the vectorised screen (same answer, slower: the benchmarks' baseline)."""
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
+    with gcpause.paused():  # the search's caches hold no cycles (estimator.gcpause); they are freed on return
+        return _plan(req, catalog or default_catalog(), progress, screen, t0)
+
+
+def _plan(req: PlanRequest, catalog: Catalog, progress: Progress | None, screen: bool, t0: float) -> PlanResponse:
     ctx, found, total = search(req, catalog, progress, screen)
     prices = PriceBook(req.pricing, catalog, req.cost)
     scored = [score(req, f, prices) for f in found]

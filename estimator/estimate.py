@@ -128,9 +128,12 @@ _UNMEASURED: BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, .
 
 
 def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read."""
+    """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read (of the
+    layout its degrees, sharding, TP plan and sequence parallelism, and whether it has several data-parallel ranks
+    or GPUs: the planner's node counts share one answer)."""
     p, t = req.parallelism, req.training
-    key = (t.method, t.optimizer, p.offload, p.framework, layout)
+    key = (t.method, t.optimizer, p.offload, p.framework, layout.pp, layout.cp, layout.ep, layout.tp, layout.dp > 1,
+           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel)
     return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
 
 

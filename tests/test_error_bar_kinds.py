@@ -44,3 +44,39 @@ def test_memory_error_bar_kinds(training: dict, parallelism: dict, nodes: int, g
     assert _measured_kind(req, layout) is measured
     bar = memory_error_bar_pct(layout.sharding != "none", req.training.method, measured, layout.tp > 1)
     assert (bar < UNMEASURED_MEMORY_ERROR_PCT) is measured
+
+
+def test_unmeasured_reasons_are_shared_only_where_they_are_equal() -> None:
+    """``estimate._unmeasured`` keys the layout by what it reads (degrees, sharding, TP plan, sequence
+    parallelism, several DP ranks, several GPUs): across node counts, shardings, frameworks, offloads, methods
+    and TP/PP/CP layouts each memoised answer is the one computed afresh (fails when a read is left out)."""
+    from pydantic import ValidationError
+
+    from estimator.errors import InvalidRequestError
+    from estimator.estimate import _unmeasured, _unmeasured_memory_reasons
+    from estimator.layout import build_layout
+    from estimator.memo import clear_all
+    from estimator.modelspec import shape_for
+    from estimator.request import EstimateRequest
+
+    clear_all()
+    compared = 0
+    pars = [{"framework": fw, "sharding": sh, "tp": tp, "pp": pp, "cp": cp, "sequence_parallel": tp > 1}
+            for fw, sh in (("pytorch", "zero3"), ("pytorch", "none"), ("deepspeed", "zero2"), ("megatron", "zero1"))
+            for tp, pp, cp in ((1, 1, 1), (8, 1, 1), (4, 2, 1), (2, 1, 2))
+            if fw == "megatron" or pp == 1 or sh != "zero3"]
+    pars += [{"framework": "pytorch", "sharding": "zero3", "tp": 8, "tp_plan": "replicated-embeddings"},
+             {"framework": "pytorch", "sharding": "zero3", "offload": "optimizer+params"},
+             {"framework": "deepspeed", "sharding": "zero2", "offload": "optimizer"}]
+    for par in pars:
+        for nodes in (1, 2):
+            for training in ({"method": "full"}, {"method": "lora"}, {"method": "full", "optimizer": "sgd"}):
+                try:
+                    req = EstimateRequest.model_validate({"model": "llama-3.1-8b", "training": training,
+                                                          "parallelism": par, "hardware": {"num_nodes": nodes}})
+                    layout = build_layout(req, shape_for(req.model))
+                except (ValidationError, InvalidRequestError):  # a combination the contract refuses
+                    continue
+                compared += 1
+                assert list(_unmeasured(req, layout)[0]) == _unmeasured_memory_reasons(req, layout), (par, nodes)
+    assert compared >= 60

@@ -12,7 +12,7 @@ back to the cheapest server that carries the GPU; an option that can only be pri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from estimator.cost import CostBasis, CostChoice, choose_basis
@@ -34,10 +34,17 @@ class HwOption:
     gpu: Gpu
     server: Server | None
     gpus_per_node: int
+    # the key, computed once (it keys the search's caches): set in ``__post_init__``, so that the class also
+    # compiles as a native class (docs/native.md)
+    _key: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", f"server:{self.server.id}" if self.server is not None
+                           else f"gpu:{self.gpu.id}")
 
     @property
     def key(self) -> str:
-        return f"server:{self.server.id}" if self.server is not None else f"gpu:{self.gpu.id}"
+        return self._key
 
     @property
     def name(self) -> str:

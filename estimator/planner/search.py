@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -97,21 +97,36 @@ class HostMiss:
     limit: RamLimit
 
 
-@dataclass(frozen=True)
 class Found:
-    """The best variant of one structure on one world."""
+    """The best variant of one structure on one world. A plain class with read-only attributes (one per priced
+    variant: a dataclass's generated ``__init__`` stays interpreted in the compiled build)."""
 
-    world: World
-    structure: Structure
-    ckpt: str
-    micro_batch_size: int
-    accumulation: int
-    dp: int
-    step: StepTime  # the step-time model's answer; its response TimeResult is built on demand (:attr:`time`)
-    request: EstimateRequest
-    memory_total_bytes: int
-    memory_need_bytes: int = 0  # allocated at the peak + the hard overhead: what has to fit
-    host_ram_bytes: int = 0  # per node
+    world: Final[World]
+    structure: Final[Structure]
+    ckpt: Final[str]
+    micro_batch_size: Final[int]
+    accumulation: Final[int]
+    dp: Final[int]
+    step: Final[StepTime]  # the step-time model's answer; its response TimeResult is built on demand (:attr:`time`)
+    request: Final[EstimateRequest]
+    memory_total_bytes: Final[int]
+    memory_need_bytes: Final[int]  # allocated at the peak + the hard overhead: what has to fit
+    host_ram_bytes: Final[int]  # per node
+
+    def __init__(self, world: World, structure: Structure, ckpt: str, micro_batch_size: int, accumulation: int,
+                 dp: int, step: StepTime, request: EstimateRequest, memory_total_bytes: int,
+                 memory_need_bytes: int = 0, host_ram_bytes: int = 0) -> None:
+        self.world = world
+        self.structure = structure
+        self.ckpt = ckpt
+        self.micro_batch_size = micro_batch_size
+        self.accumulation = accumulation
+        self.dp = dp
+        self.step = step
+        self.request = request
+        self.memory_total_bytes = memory_total_bytes
+        self.memory_need_bytes = memory_need_bytes
+        self.host_ram_bytes = host_ram_bytes
 
     @property
     def step_time_s(self) -> float:

@@ -323,10 +323,13 @@ class ActivationRates:
 
 
 def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
-    """Everything :func:`_activation_rates` reads from the request."""
+    """Everything :func:`_activation_rates` reads: from the request, and of the layout its tensor and context
+    degrees, sequence parallelism and sharding (not the data-parallel degree: the planner's node counts share
+    one answer)."""
     t = req.training
-    return (shape, layout, t.method, t.lora_targets, t.lora_dropout, t.precision, t.attention,
-            t.activation_checkpointing, t.seq_len, req.parallelism.framework)
+    return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
+            t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
+            req.parallelism.framework)
 
 
 _RATES: BoundedMemo[tuple[object, ...], ActivationRates] = BoundedMemo(8192)

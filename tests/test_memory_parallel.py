@@ -243,3 +243,57 @@ def test_assumptions_state_the_expert_shards_the_ddp_buckets_and_the_lora_base_d
         "hardware": {"gpus_per_node": 1}}))
     assert any("frozen base in fp32." in a for a in lora.assumptions)
     assert not any("gradient_as_bucket_view" in a for a in lora.assumptions)
+
+
+def test_activation_rates_are_shared_only_where_they_are_equal() -> None:
+    """``activations._rates_key`` keys the layout by what ``_activation_rates`` reads (tensor and context degrees,
+    sequence parallelism, sharding): across node counts, frameworks, shardings, TP/PP/CP layouts, methods and
+    checkpointing each memoised answer is the one computed afresh (fails when a read is left out of the key)."""
+    from pydantic import ValidationError
+
+    from estimator.activations import _activation_rates, activation_rates
+    from estimator.memo import clear_all
+    from estimator.modelspec import shape_for
+
+    names = ("per_token", "recompute_per_token", "attention_backward_per_token", "residual_dtype", "residual_div",
+             "tokens_per_sequence", "full_checkpointing")
+    clear_all()
+    compared = 0
+    for fw, sh in (("pytorch", "zero3"), ("pytorch", "none"), ("deepspeed", "zero2"), ("megatron", "zero1")):
+        for tp, pp, cp, sp in ((1, 1, 1, False), (8, 1, 1, True), (8, 1, 1, False), (4, 2, 1, True), (2, 1, 2, True)):
+            for nodes in (1, 2):
+                for ckpt in ("none", "selective", "full"):
+                    try:
+                        req = EstimateRequest.model_validate({
+                            "model": "llama-3.1-8b", "training": {"activation_checkpointing": ckpt},
+                            "parallelism": {"framework": fw, "sharding": sh, "tp": tp, "pp": pp, "cp": cp,
+                                            "sequence_parallel": sp},
+                            "hardware": {"num_nodes": nodes}})
+                        shape = shape_for(req.model)
+                        layout = build_layout(req, shape)
+                    except (ValidationError, InvalidRequestError):
+                        continue
+                    memo, fresh = activation_rates(req, shape, layout), _activation_rates(req, shape, layout)
+                    assert [getattr(memo, n) for n in names] == [getattr(fresh, n) for n in names], (fw, sh, tp, sp)
+                    compared += 1
+    assert compared >= 60
+
+
+def test_activations_do_not_depend_on_an_earlier_lora_rank() -> None:
+    """Regression: the activation rates' memo key left out the LoRA rank (the adapters' ``x A`` activations grow
+    with it), so a rank-256 LoRA estimate answered with the activations of a rank-8 one asked before it on the
+    same layout (57,038,340,096 instead of 57,948,504,064 bytes for Llama 3.1 8B at 8k tokens on one H100)."""
+    from estimator import estimate
+    from estimator.memo import clear_all
+
+    def activations(rank: int) -> int:
+        req = EstimateRequest.model_validate({
+            "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm5-80gb"},
+            "training": {"method": "lora", "lora_rank": rank, "seq_len": 8192, "activation_checkpointing": "none"}})
+        return estimate(req).memory.breakdown_bytes.activations
+
+    clear_all()
+    fresh = activations(256)
+    clear_all()
+    activations(8)
+    assert activations(256) == fresh == 57_948_504_064

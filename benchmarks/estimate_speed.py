@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from estimator import EstimateRequest, estimate, native
-from estimator.estimate import MAX_MICRO_BATCH_SEARCH, _shape
+from estimator.estimate import MAX_MICRO_BATCH_SEARCH
 from estimator.layout import build_layout
 from estimator.memory import max_micro_batch, peak_memory
+from estimator.modelspec import shape_for
 
 CASES: dict[str, dict[str, Any]] = {
     "llama-3.1-8b full, 8x H100 (defaults; does not fit: suggestions)": {"model": "llama-3.1-8b"},
@@ -62,7 +63,7 @@ def _best_median_ms(passes: Callable[[int], list[EstimateRequest]], run: Callabl
 
 
 def _memory_only(req: EstimateRequest) -> None:
-    shape = _shape(req.model)
+    shape = shape_for(req.model)
     layout = build_layout(req, shape)
     capacity = 80 * 10**9
     peak_memory(req, shape, layout, capacity)

@@ -32,10 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from estimator import native
-from estimator.estimate import _shape, estimate, resolve_hardware
+from estimator.estimate import estimate, resolve_hardware
 from estimator.layout import build_layout
 from estimator.memory import peak_memory
-from estimator.modelspec import preset
+from estimator.modelspec import preset, shape_for
 from estimator.request import EstimateRequest
 from estimator.timing import step_time, step_time_model
 from hardware_catalog import Catalog, load_catalog
@@ -93,7 +93,7 @@ def llm_analysis_training(req: EstimateRequest, gpu_name: str) -> Callable[[int]
 def planner_path(req: EstimateRequest, catalog: Catalog) -> object:
     """What the planner evaluates per layout: the layout, the memory peak and the step time (no suggestions, no
     response, no host sizing)."""
-    shape = _shape(req.model)
+    shape = shape_for(req.model)
     layout = build_layout(req, shape)
     hw = resolve_hardware(req, catalog)
     peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))
@@ -102,7 +102,7 @@ def planner_path(req: EstimateRequest, catalog: Catalog) -> object:
 
 def planner_path_result(req: EstimateRequest, catalog: Catalog) -> object:
     """:func:`planner_path` with the step time as the response's ``TimeResult`` (``step_time``)."""
-    shape = _shape(req.model)
+    shape = shape_for(req.model)
     layout = build_layout(req, shape)
     hw = resolve_hardware(req, catalog)
     peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
+from estimator.memo import ObjectMemo
 from estimator.messages import Num, Text
 from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
@@ -190,8 +191,17 @@ def _node_nic_bytes(gpu: Gpu, server: Server | None, gpus_per_node: int) -> floa
     return node_nics(gpu, server, gpus_per_node).gbits / 8.0 * 1e9 * NIC_EFF
 
 
+# a fabric is a pure function of the catalog GPU and server objects and the GPUs per node: once each
+_FABRICS: ObjectMemo[Fabric] = ObjectMemo(1024)
+
+
 def fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:
-    """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU)."""
+    """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU),
+    memoised per GPU and server object and GPUs per node."""
+    return _FABRICS.get_or_compute((gpu, server), (gpus_per_node,), lambda: _fabric_for(gpu, server, gpus_per_node))
+
+
+def _fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:
     kind = gpu_fabric(gpu, server)
     nvlink = float(_field(gpu, "nvlink_gbps_bidir", 0) or 0)
     if server is not None and _field(server, "intra_node_gbps_bidir_per_gpu", None):

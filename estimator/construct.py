@@ -1,13 +1,9 @@
-"""pydantic models made in the hot paths: the response's parts, validated, and the planner's request copies.
+"""Copies of the request models with some fields replaced, for the planner's hot loop.
 
-Calling a model class runs ``BaseModel.__init__``, a Python function whose only work is to hand its keyword
-arguments to the class's compiled validator (``self.__pydantic_validator__.validate_python(data,
-self_instance=self)``, ``pydantic/main.py``); :func:`validated` calls that validator directly (the same checks,
-coercions, errors and instance). The planner builds one :class:`~estimator.request.EstimateRequest` per layout
-it prices (a few thousand per search), each the search's base request with its training, parallelism and
-hardware sections replaced; pydantic's ``model_copy(update=...)`` is Python-level code (``BaseModel.__copy__``
-through ``copy.copy``) that costs more than the lookups around it, and :func:`replaced` builds the same instance
-directly.
+The planner builds one :class:`~estimator.request.EstimateRequest` per layout it prices (a few thousand per
+search), each the search's base request with its training, parallelism and hardware sections replaced.
+pydantic's ``model_copy(update=...)`` is Python-level code (``BaseModel.__copy__`` through ``copy.copy``) that
+costs more than the lookups around it; :func:`replaced` builds the same instance directly.
 """
 
 from __future__ import annotations
@@ -16,16 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["replaced", "validated"]
+__all__ = ["replaced"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def validated(cls: type[M], **fields: Any) -> M:
-    """``cls(**fields)``: the model validated by its class's validator, without ``BaseModel.__init__``'s Python
-    frame (module docstring). For models without their own ``__init__`` (``tests/test_construct.py``)."""
-    model: M = cls.__pydantic_validator__.validate_python(fields)
-    return model
 
 
 def replaced(model: M, update: dict[str, Any]) -> M:

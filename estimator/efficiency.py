@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
+from estimator.memo import ObjectMemo
+
 __all__ = ["ACHIEVABLE_GEMM_FRACTION", "H200_FIT", "Constants", "GpuSpec", "Rates", "gemm_fraction_scale",
            "has_gemm_measurement", "rates_for"]
 
@@ -307,10 +309,19 @@ def _peak_flops(gpu: GpuSpec, precision: str) -> float:
     return float(tflops) * 1e12
 
 
+# rates are a pure function of the catalog GPU object, the constants and the precision: once each
+_RATES: ObjectMemo[Rates] = ObjectMemo(1024)
+
+
 def rates_for(gpu: GpuSpec, precision: str, k: Constants = H200_FIT) -> Rates:
     """Rates of ``gpu`` for a training precision. fp32 training uses TF32 tensor cores (PyTorch's
     ``allow_tf32`` / Megatron default); fp8-mixed runs the linears at the fp8 peak, the rest in bf16. The GEMM
-    efficiency is the H200's times :func:`gemm_fraction_scale` (published achievable-matmul fractions)."""
+    efficiency is the H200's times :func:`gemm_fraction_scale` (published achievable-matmul fractions).
+    Memoised per GPU and constants object and precision."""
+    return _RATES.get_or_compute((gpu, k), (precision,), lambda: _rates_for(gpu, precision, k))
+
+
+def _rates_for(gpu: GpuSpec, precision: str, k: Constants) -> Rates:
     peak = _peak_flops(gpu, precision)
     fp8 = float(gpu.fp8_tflops_dense or gpu.bf16_tflops_dense) * 1e12
     hbm = float(gpu.hbm_bandwidth_gbps) * 1e9 * k.hbm_eff

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
-from estimator.construct import validated
 from estimator.cost import CostResult, choose_basis, cost_of_run
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
@@ -99,16 +98,16 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, ca
 def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int,
                    peak: MemoryPeak) -> MemoryResult:
     ph = peak.peak
-    breakdown = validated(MemoryBreakdown, parameters=ph.parameters, gradients=ph.gradients,
-                          optimizer_states=ph.optimizer_states, activations=ph.activations,
-                          logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
-    return validated(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
-                     total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
-                     headroom_bytes=capacity - peak.total,
-                     max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
-                     error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method,
-                                                        _measured_kind(req, layout), layout.tp > 1),
-                     peak_phase=ph.name, busiest_rank=peak.busiest_rank)
+    breakdown = MemoryBreakdown(parameters=ph.parameters, gradients=ph.gradients,
+                                optimizer_states=ph.optimizer_states, activations=ph.activations,
+                                logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
+    return MemoryResult(breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
+                        total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
+                        headroom_bytes=capacity - peak.total,
+                        max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
+                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method,
+                                                           _measured_kind(req, layout), layout.tp > 1),
+                        peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
 _MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
@@ -187,11 +186,11 @@ def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
     t = req.training
     gbt = layout.tokens_per_step(t)
-    return validated(LayoutSummary, world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp,
-                     cp=layout.cp, ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
-                     global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server,
-                     virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
-                     pipeline_split=layout.pipeline_split)
+    return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
+                         ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
+                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server,
+                         virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
+                         pipeline_split=layout.pipeline_split)
 
 
 _SUMMARIES: BoundedMemo[tuple[object, ...], ModelSummary] = BoundedMemo(1024)
@@ -211,11 +210,6 @@ def _model_summary_uncached(req: EstimateRequest, shape: ModelShape) -> ModelSum
                         num_layers=a.num_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size)
 
 
-def _shape(req_model: Any) -> ModelShape:
-    """The request's model's shape, shared across requests (:func:`estimator.modelspec.shape_for`)."""
-    return shape_for(req_model)
-
-
 def _catalog_version(catalog: Catalog) -> str:
     return str(getattr(catalog, "version", "unknown"))
 
@@ -223,7 +217,7 @@ def _catalog_version(catalog: Catalog) -> str:
 def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateResponse:
     """Memory, step time and time-to-train of one training layout on one hardware choice."""
     catalog = catalog or _default_catalog()
-    shape = _shape(req.model)
+    shape = shape_for(req.model)
     layout = build_layout(req, shape)
     hw = resolve_hardware(req, catalog)
     capacity = int(hw.gpu.memory_bytes)
@@ -237,16 +231,16 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
-    return validated(EstimateResponse, model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
-                     memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
-                     assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                     + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
-                     warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
-                     + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                     + train_warnings(req, layout) + cost_notes,
-                     suggestions=ways_out,
-                     estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
-                     cost=cost)
+    return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
+                            memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
+                            assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
+                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
+                            warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
+                            + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
+                            + train_warnings(req, layout) + cost_notes,
+                            suggestions=ways_out,
+                            estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
+                            cost=cost)
 
 
 def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,

@@ -35,7 +35,6 @@ from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
-from estimator.construct import validated
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
@@ -766,11 +765,6 @@ def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
     return float(gpu.bf16_tflops_dense) * 1e12
 
 
-# rates and fabric are pure functions of the catalog objects (and the precision, the GPUs per node): once each
-_RATES: ObjectMemo[Rates] = ObjectMemo(1024)
-_FABRICS: ObjectMemo[Fabric] = ObjectMemo(1024)
-
-
 def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               catalog: Catalog, constants: Constants = H200_FIT) -> TimeResult:
     """Seconds per optimizer step and throughput of ``req`` on ``gpu`` (and ``server``, if any).
@@ -793,10 +787,9 @@ def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu
 def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                    constants: Constants, last: Workload) -> _StageStep:
     t = req.training
-    r = _RATES.get_or_compute((gpu, constants), (t.precision,), lambda: rates_for(gpu, t.precision, constants))
+    r = rates_for(gpu, t.precision, constants)
     style = style_for(req, layout)
-    fabric = _FABRICS.get_or_compute((gpu, server), (layout.gpus_per_node,),
-                                     lambda: fabric_for(gpu, server, layout.gpus_per_node))
+    fabric = fabric_for(gpu, server, layout.gpus_per_node)
     slowest: _StageStep | None = None
     for stage in _time_stages(layout):
         s = _stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
@@ -927,12 +920,12 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
     breakdown = {"forward_s": mb.fwd * t.gradient_accumulation_steps,
                  "backward_s": mb.bwd * t.gradient_accumulation_steps,
                  "recompute_s": mb.recompute * t.gradient_accumulation_steps, **comm.parts}
-    return validated(TimeResult, step_time_s=step, compute_s=compute, communication_s=comm.total,
-                     exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
-                     tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
-                     tflops_per_gpu=hw_per_gpu / step / 1e12,
-                     mfu=model_flops / (step * layout.world_size * peak),
-                     error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                         req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
-                         mb.host_bound),
-                     flops_per_step=model_flops, breakdown_s=breakdown)
+    return TimeResult(step_time_s=step, compute_s=compute, communication_s=comm.total,
+                      exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
+                      tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
+                      tflops_per_gpu=hw_per_gpu / step / 1e12,
+                      mfu=model_flops / (step * layout.world_size * peak),
+                      error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
+                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
+                          mb.host_bound),
+                      flops_per_step=model_flops, breakdown_s=breakdown)

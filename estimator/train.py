@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from estimator.construct import validated
 from estimator.host.checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_options import host_defaults
 from estimator.layout import Layout
@@ -121,10 +120,10 @@ class TrainFigures:
         self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
 
     def result(self, checkpoint_write_s: float) -> TrainResult:
-        return validated(TrainResult, time_to_train_s=self.time_to_train_s, gpu_hours=self.gpu_hours,
-                         energy_kwh=self.energy_kwh, checkpoint_bytes=self.checkpoint_bytes,
-                         checkpoint_write_s=checkpoint_write_s, steps=self.steps,
-                         dataset_read_bytes_per_s=self.dataset_read_bytes_per_s)
+        return TrainResult(time_to_train_s=self.time_to_train_s, gpu_hours=self.gpu_hours,
+                           energy_kwh=self.energy_kwh, checkpoint_bytes=self.checkpoint_bytes,
+                           checkpoint_write_s=checkpoint_write_s, steps=self.steps,
+                           dataset_read_bytes_per_s=self.dataset_read_bytes_per_s)
 
 
 def train_figures(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,

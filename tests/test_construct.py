@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from estimator.construct import replaced, validated
+from estimator.construct import replaced
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 
 BASE = EstimateRequest.model_validate({"model": "llama-3.1-70b", "training": {"method": "lora", "seq_len": 2048},
@@ -58,26 +58,3 @@ def test_a_model_with_private_attributes_or_extras_goes_through_model_copy() -> 
     assert _state(replaced(e, {"x": 2})) == _state(e.model_copy(update={"x": 2}))
     assert replaced(e, {"x": 2}).model_dump() == {"x": 2, "y": 5}
 
-
-def test_validated_is_the_class_call_with_its_coercions_and_errors() -> None:
-    """``validated(cls, **fields)`` is ``cls(**fields)``: the same instance (ints coerced to floats as the class
-    does), the same validation error for a bad field; the response models it builds define no ``__init__``."""
-    from pydantic import ValidationError
-
-    from estimator import response
-
-    fields = {"world_size": 16, "dp": 2, "tp": 8, "pp": 1, "cp": 1, "ep": 1, "sharding": "zero1",
-              "shard_group_size": 2, "global_batch_tokens": 1 << 20, "gpu": "h100-sxm5-80gb", "server": None}
-    assert _state(validated(response.LayoutSummary, **fields)) == _state(response.LayoutSummary(**fields))
-    train = {"time_to_train_s": 10, "gpu_hours": 2, "energy_kwh": 1, "checkpoint_bytes": 5,
-             "checkpoint_write_s": 3, "steps": 7, "dataset_read_bytes_per_s": 1}
-    made = validated(response.TrainResult, **train)
-    assert _state(made) == _state(response.TrainResult(**train)) and isinstance(made.gpu_hours, float)
-    with pytest.raises(ValidationError) as ours:
-        validated(response.LayoutSummary, **{**fields, "tp": "eight"})
-    with pytest.raises(ValidationError) as theirs:
-        response.LayoutSummary(**{**fields, "tp": "eight"})
-    assert ours.value.errors() == theirs.value.errors() and ours.value.title == theirs.value.title
-    for cls in (response.LayoutSummary, response.MemoryBreakdown, response.MemoryResult, response.TimeResult,
-                response.TrainResult, response.HostResult, response.EstimateResponse):
-        assert "__init__" not in vars(cls) and cls.__init__ is BaseModel.__init__

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 import estimator.memory as memory
-from estimator.estimate import _shape
 from estimator.layout import build_layout
+from estimator.modelspec import shape_for
 from estimator.request import EstimateRequest
 
 H100, H200 = 80 * 10**9, 141 * 10**9
@@ -17,7 +17,7 @@ H100, H200 = 80 * 10**9, 141 * 10**9
 
 def _setup(body: dict):  # type: ignore[no-untyped-def]
     req = EstimateRequest.model_validate(body)
-    shape = _shape(req.model)
+    shape = shape_for(req.model)
     return req, shape, build_layout(req, shape)
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
-from estimator.construct import validated
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
@@ -817,8 +816,7 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         "notes": list(s.notes),
     }
     fields = _HOST_FIELDS
-    return validated(
-        HostResult,
+    return HostResult(
         ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
         ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,
         checkpoint_bytes=s.checkpoint.total_bytes, checkpoint_write_s=s.checkpoint_write_s,

@@ -228,14 +228,13 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
     if progress is not None:
         progress(0, total)
     found: list[Found] = []
-    with gcpause.paused():  # the search's caches hold no cycles (estimator.gcpause)
-        for world, size in zip(worlds, sizes, strict=True):
-            found += ctx.search_world(world)
-            done += size
-            if detail is not None:
-                detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
-            if progress is not None:
-                progress(done, total)
+    for world, size in zip(worlds, sizes, strict=True):
+        found += ctx.search_world(world)
+        done += size
+        if detail is not None:
+            detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
+        if progress is not None:
+            progress(done, total)
     return ctx, found, total
 
 

@@ -41,9 +41,9 @@ import numpy.typing as npt
 
 from estimator import budget
 from estimator.accuracy import memory_error_bar_pct
-from estimator.comm import Fabric, fabric_for
+from estimator.comm import fabric_for
 from estimator.construct import replaced
-from estimator.efficiency import Rates, rates_for
+from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
 from estimator.estimate import _measured_kind as measured_memory_kind
 from estimator.host.bom import choose_server
@@ -183,8 +183,6 @@ class SearchContext:
         self._rows: dict[tuple[int, int], _ScreenRows] = {}
         self._screened: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
         self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
-        self._rates: dict[str, Rates] = {}
-        self._fabrics: dict[tuple[str, int], Fabric] = {}
 
     # ------------------------------------------------------------------------------------------ the space
     def structures(self, world: World) -> list[Structure]:
@@ -409,7 +407,7 @@ class SearchContext:
         fewest = splits[-1]
         per_mb = self._micro_batch_s(world, s, fewest[0])
         if per_mb is None:  # no micro-batch model: the FLOPs at the best GEMM rate
-            rates = self.rates(world)
+            rates = rates_for(world.hw.gpu, self.training.precision)
             compute = self._model_flops / world.size / max(rates.gemm_flops, rates.fp8_flops)
             bubble = compute * (s.pp - 1) / (s.vp * most_micro_batches) if s.pp > 1 else 0.0
         else:
@@ -427,22 +425,6 @@ class SearchContext:
             owner = self._micro_owner.get(key, (world, s))
             self._micro[key] = _micro_batch_seconds(self, *owner, mbs)
         return self._micro[key]
-
-    def rates(self, world: World) -> Rates:
-        """The GPU's achievable rates at the training precision (``efficiency.rates_for``), once per GPU type."""
-        key = world.hw.key
-        found = self._rates.get(key)
-        if found is None:
-            found = self._rates[key] = rates_for(world.hw.gpu, self.training.precision)
-        return found
-
-    def _fabric(self, world: World) -> Fabric:
-        """The node's fabric (``comm.fabric_for``), once per GPU type and GPUs per node."""
-        key = (world.hw.key, world.gpus_per_node)
-        found = self._fabrics.get(key)
-        if found is None:
-            found = self._fabrics[key] = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
-        return found
 
     def _claim_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> None:
         """What :meth:`lower_bound` of a screened-out structure would have priced first: the micro-batch times
@@ -466,7 +448,7 @@ class SearchContext:
             return 0.0
         from estimator.comm import collective_time, place_group
 
-        fabric = self._fabric(world)
+        fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
         group = place_group(s.tp, 1, world.gpus_per_node)
         mbs, gas = split
         nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.arch.hidden_size
@@ -635,6 +617,6 @@ def _micro_batch_seconds(ctx: SearchContext, world: World, s: Structure, mbs: in
     except ImportError:  # pragma: no cover - the step-time model renamed its parts
         return None
     req = ctx.request(world, s, "none", mbs, 1)
-    rates = ctx.rates(world)
+    rates = rates_for(world.hw.gpu, ctx.training.precision)
     work = workload(req, ctx.shape, layout)
     return float(micro_batch(req, ctx.shape, layout, work, rates, style_for(req, layout)).total)

@@ -56,9 +56,8 @@ class Structure:
 
     # the fields above as a tuple and its hash, computed once (structures key every cache of the search):
     # attributes set in ``__post_init__``, so that the class also compiles as a native class (docs/native.md)
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
     _fields: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fields = (self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,

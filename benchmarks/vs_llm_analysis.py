@@ -7,11 +7,15 @@ response's pydantic ``TimeResult``) at most 0.1x, measured side by side in one p
 the same path through ``step_time``, which builds that ``TimeResult`` as well (what ``SearchContext.time`` called
 until 2026-12-05; the search now builds it only for the layouts a plan returns).
 
-How: for each 70B layout, ``--n`` distinct configurations (sequence lengths ``1024 + 8 i + pass``, so nothing
-that depends on the sequence length is memoised from another call), the requests validated beforehand (as the
-API and the planner hand ``estimate()`` validated requests). Each configuration runs the four, interleaved and
-in a rotating order (ours, planner path, +result, llm-analysis; then the next configuration starts one further along),
-so machine load from other work hits all of them alike. Each figure is the median per configuration over the
+How: for each 70B layout, ``--n`` configurations per runner and pass, each runner with its own sequence lengths
+(``1024 + 4 P i + P j + p`` for configuration ``i``, runner ``j`` and pass ``p`` of ``P``): no configuration is
+evaluated twice in the run, so nothing that depends on the sequence length is memoised from another call -- not
+from another runner either (until 2026-12-05 the four runners shared each configuration, so the planner path and
+"+result", run after ``estimate()`` on the same request, found its memory peak and activation rates memoised and
+looked about a third faster than they are). The requests are validated beforehand (as the API and the planner
+hand ``estimate()`` validated requests). The four run interleaved and in a rotating order (ours, planner path,
++result, llm-analysis; then the next configuration index starts one further along), so machine load from other
+work hits all of them alike. Each figure is the median per configuration over the
 pass; ``--passes`` passes, each with fresh sequence lengths, and the pass with the lowest llm-analysis median is
 not preferred: the ratio is computed per pass and its median printed with the spread.
 
@@ -109,25 +113,34 @@ def planner_path_result(req: EstimateRequest, catalog: Catalog) -> object:
     return step_time(req, shape, layout, hw.gpu, hw.server, catalog)
 
 
-def _requests(body: dict[str, Any], n: int, shift: int) -> list[EstimateRequest]:
+RUNNERS = 4  # estimate, planner path, +result, llm-analysis
+
+
+def _requests(body: dict[str, Any], seq_lens: list[int]) -> list[EstimateRequest]:
     training = body.get("training", {})
-    return [EstimateRequest.model_validate({**body, "training": {**training, "seq_len": 1024 + 8 * i + shift}})
-            for i in range(n)]
+    return [EstimateRequest.model_validate({**body, "training": {**training, "seq_len": s}}) for s in seq_lens]
 
 
-def one_pass(body: dict[str, Any], gpu_name: str, catalog: Catalog, n: int,
-             shift: int) -> tuple[float, float, float, float]:
+def seq_lens(n: int, runner: int, pass_index: int, passes: int) -> list[int]:
+    """The sequence lengths of one runner in one pass: ``1024 + 4 P i + P j + p``, none shared with another
+    runner or pass of the run."""
+    return [1024 + RUNNERS * passes * i + passes * runner + pass_index for i in range(n)]
+
+
+def one_pass(body: dict[str, Any], gpu_name: str, catalog: Catalog, n: int, pass_index: int,
+             passes: int) -> tuple[float, float, float, float]:
     """Median ms per configuration of (estimate, planner path, planner path with the TimeResult, llm-analysis) over
-    ``n`` distinct configurations."""
-    reqs = _requests(body, n, shift)
-    theirs = llm_analysis_training(reqs[0], gpu_name)
+    ``n`` configurations each, no two the same (:func:`seq_lens`)."""
+    own = [_requests(body, seq_lens(n, j, pass_index, passes)) for j in range(RUNNERS)]
+    theirs = llm_analysis_training(own[0][0], gpu_name)
     runs: list[Callable[[EstimateRequest], object]] = [
         lambda r: estimate(r, catalog), lambda r: planner_path(r, catalog), lambda r: planner_path_result(r, catalog),
         lambda r: theirs(r.training.seq_len)]
     times: list[list[float]] = [[] for _ in runs]
-    for i, req in enumerate(reqs):
+    for i in range(n):
         for j in range(len(runs)):
             k = (i + j) % len(runs)
+            req = own[k][i]
             t0 = time.perf_counter()
             runs[k](req)
             times[k].append(time.perf_counter() - t0)
@@ -142,18 +155,18 @@ def main() -> None:
     logging.disable(logging.WARNING)  # llm-analysis logs warnings per call (Chinchilla ratio, latency check)
     catalog = load_catalog()
     print(f"estimator: {native.describe()}")
-    print(f"median ms per configuration, {args.n} distinct sequence lengths per pass, {args.passes} passes, "
-          "interleaved; ratio = ours / llm-analysis per pass (median [min-max])")
+    print(f"median ms per configuration, {args.n} configurations per runner and pass (no sequence length twice in "
+          f"the run), {args.passes} passes, interleaved; ratio = ours / llm-analysis per pass (median [min-max])")
     print(f"{'layout':40} {'estimate':>9} {'planner':>8} {'+result':>8} {'llm-an.':>8}   {'estimate/llm-an.':>22}  "
           f"{'planner/llm-an.':>22}  {'+result/llm-an.':>22}")
     for label, body, gpu_name in CONFIGS:
-        warm = _requests(body, 1, 7)[0]
+        warm = _requests(body, [1000])[0]  # below every measured sequence length
         estimate(warm, catalog)
         llm_analysis_training(warm, gpu_name)(warm.training.seq_len)
         passes = []
         for p in range(args.passes):
             gc.collect()
-            passes.append(one_pass(body, gpu_name, catalog, args.n, 1 + p))
+            passes.append(one_pass(body, gpu_name, catalog, args.n, p, args.passes))
         est, pln, res, llm = (statistics.median(x[i] for x in passes) for i in range(4))
         r_est = [x[0] / x[3] for x in passes]
         r_pln = [x[1] / x[3] for x in passes]

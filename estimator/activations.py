@@ -49,6 +49,7 @@ from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
 
@@ -84,7 +85,7 @@ def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
     Autocast runs for bf16-mixed without parameter sharding; FSDP's MixedPrecisionPolicy instead hands the
     layers bf16 parameters, so nothing is cast per op. A LoRA/QLoRA base is stored in bf16, so its residual
     stream is bf16 even when the fp32 adapters run under autocast."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     if t.precision == "fp32":
         return 4, False
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
@@ -103,7 +104,7 @@ def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
 def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autocast: bool) -> tuple[float, float]:
     """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
     q- or ffn-sized, split by TP)."""
-    a, t = shape.arch, req.training
+    a, t = shape.arch, view(req).training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
     n_up = 2 if a.gated_mlp else 1
     # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
@@ -158,7 +159,7 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
       saves its own output, and the dropout keeps its mask: ``native_dropout`` on CUDA returns a bool mask,
       1 byte per element (``aten/src/ATen/native/cuda/Dropout.cu``), saved for ``native_dropout_backward``.
     """
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     x_bytes = 4 if t.precision == "fp32" else 2
     if autocast:
         adapter = 2
@@ -173,9 +174,9 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
 
 def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
     """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
-    if shape.arch.attn_logit_softcapping and req.parallelism.framework != "megatron":
+    if shape.arch.attn_logit_softcapping and view(req).parallelism.framework != "megatron":
         return "eager"
-    return req.training.attention
+    return view(req).training.attention
 
 
 def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, float]:
@@ -190,9 +191,9 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
     qkv = 2 * qd + 2 * 2 * kvd
     rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, req) == "eager":
-        window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
+        window = min(view(req).training.seq_len, a.sliding_window or view(req).training.seq_len)
         rest += 6 * a.num_attention_heads * window
-    if req.training.activation_checkpointing == "selective":
+    if view(req).training.activation_checkpointing == "selective":
         return qkv, rest
     return qkv + rest, 0.0
 
@@ -206,10 +207,10 @@ EAGER_BACKWARD_BYTES_PER_SCORE = 16
 def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Transient of one layer's eager attention-core backward beyond its stored scores, per token (split by
     t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
-    if req.parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
+    if view(req).parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
         return 0.0
     a = shape.arch
-    window = min(req.training.seq_len, a.sliding_window or req.training.seq_len)
+    window = min(view(req).training.seq_len, a.sliding_window or view(req).training.seq_len)
     return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
 
 
@@ -236,7 +237,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
     residual, autocast = _regime(req, layout)
     a, tp = shape.arch, layout.tp
-    trainable_norm = req.training.method == "full"
+    trainable_norm = view(req).training.method == "full"
     norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
     replicated = norms + h_inputs
@@ -248,7 +249,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
         dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, req)
     sharded += dense_mlp
     rep_div = tp if layout.sequence_parallel else 1
-    if layout.sequence_parallel and req.parallelism.framework == "pytorch":
+    if layout.sequence_parallel and view(req).parallelism.framework == "pytorch":
         # PyTorch SP (DTensor): the all-gathered, full-sequence input is what the projections save
         return _split(norms, rep_div) + h_inputs + _split(sharded, tp)
     return _split(replicated, rep_div) + _split(sharded, tp)
@@ -262,7 +263,7 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
     LayerNorms 4sbh. Without sequence parallelism the 10sbh of LayerNorm inputs, QKV/MLP inputs and dropout
     masks stay replicated across tensor-parallel ranks; everything else is split by t.
     """
-    a, t = shape.arch, req.training
+    a, t = shape.arch, view(req).training
     h = a.hidden_size
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     ffn_tensors = (8 if a.gated_mlp else 4) * a.ffn_hidden_size
@@ -280,10 +281,10 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
 
 def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Selective recomputation rebuilds one layer's attention core at a time in backward (split by t)."""
-    if req.training.activation_checkpointing != "selective":
+    if view(req).training.activation_checkpointing != "selective":
         return 0.0
-    if req.parallelism.framework == "megatron":
-        a, t = shape.arch, req.training
+    if view(req).parallelism.framework == "megatron":
+        a, t = shape.arch, view(req).training
         if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
             return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
         return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
@@ -293,10 +294,10 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
     vocab_local = shape.arch.vocab_size / layout.logits_tp
     logits = tokens * vocab_local
-    if req.parallelism.framework == "megatron":
+    if view(req).parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
     softcap = 2 * logits if shape.arch.final_logit_softcapping else 0  # tanh output saved (bf16)
-    loss_parallel = 4 * logits if req.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
+    loss_parallel = 4 * logits if view(req).parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
@@ -326,10 +327,10 @@ def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
     """Everything :func:`_activation_rates` reads: from the request, and of the layout its tensor and context
     degrees, sequence parallelism and sharding (not the data-parallel degree: the planner's node counts share
     one answer)."""
-    t = req.training
+    t = view(req).training
     return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
             t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
-            req.parallelism.framework)
+            view(req).parallelism.framework)
 
 
 _RATES: BoundedMemo[tuple[object, ...], ActivationRates] = BoundedMemo(8192)
@@ -343,8 +344,8 @@ def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) ->
 
 
 def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
-    t = req.training
-    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if req.parallelism.framework == "megatron"
+    t = view(req).training
+    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if view(req).parallelism.framework == "megatron"
                  else _layer_bytes_per_token(shape, req, layout))
     return ActivationRates(per_token=per_token,
                            recompute_per_token=_selective_recompute_per_token(shape, req, layout),
@@ -360,7 +361,7 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
     """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
     when given, with ``rates`` computed once: the largest-micro-batch search)."""
     r = rates or activation_rates(req, shape, layout)
-    tokens = (micro_batch_size or req.training.micro_batch_size) * r.tokens_per_sequence // layout.cp
+    tokens = (micro_batch_size or view(req).training.micro_batch_size) * r.tokens_per_sequence // layout.cp
     per_layer = int(r.per_token * tokens)
     residual = r.residual_dtype * shape.arch.hidden_size * tokens
     residual //= r.residual_div

@@ -19,6 +19,7 @@ from estimator.modelspec import ModelShape, shape_for
 from estimator.optimizers import OPTIMIZERS
 from estimator.params import lora_params_per_layer
 from estimator.request import DEFAULT_GPU, EstimateRequest
+from estimator.reqview import view
 from estimator.response import (
     EstimateResponse,
     HostResult,
@@ -59,7 +60,7 @@ class ResolvedHardware:
 
 
 def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:
-    hw = req.hardware
+    hw = view(req).hardware
     server = None
     if hw.server is not None:
         server = catalog.servers.get(hw.server)
@@ -75,15 +76,16 @@ def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware
         raise UnknownHardwareError(f"unknown GPU {gpu_id!r}; GET /api/v1/catalog/gpus lists them", "hardware.gpu")
     if server is not None and server.gpu_id != gpu.id:
         raise InvalidRequestError(f"{server.name} carries {server.gpu_id}, not {gpu.id}", "hardware.gpu")
-    if req.training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
+    if view(req).training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
         raise InvalidRequestError(f"{gpu.name} has no fp8 tensor cores; use bf16-mixed", "training.precision")
     return ResolvedHardware(gpu, server)
 
 
 def _trainable(req: EstimateRequest, shape: ModelShape) -> int:
-    if req.training.method == "full":
+    t = view(req).training
+    if t.method == "full":
         return shape.total_params()
-    return lora_params_per_layer(shape, req.training.lora_rank, req.training.lora_targets) * shape.arch.num_layers
+    return lora_params_per_layer(shape, t.lora_rank, t.lora_targets) * shape.arch.num_layers
 
 
 def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> MemoryPeak:
@@ -105,7 +107,7 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
-                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", req.training.method,
+                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", view(req).training.method,
                                                            _measured_kind(req, layout), layout.tp > 1),
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
@@ -130,7 +132,7 @@ def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], 
     """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read (of the
     layout its degrees, sharding, TP plan and sequence parallelism, and whether it has several data-parallel ranks
     or GPUs: the planner's node counts share one answer)."""
-    p, t = req.parallelism, req.training
+    p, t = view(req).parallelism, view(req).training
     key = (t.method, t.optimizer, p.offload, p.framework, layout.pp, layout.cp, layout.ep, layout.tp, layout.dp > 1,
            layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel)
     return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
@@ -152,7 +154,7 @@ def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]
 
 
 def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
-    p, t = req.parallelism, req.training
+    p, t = view(req).parallelism, view(req).training
     out: list[str] = []
     for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
                          (N_("expert parallelism"), layout.ep)):
@@ -184,11 +186,11 @@ def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
-    t = req.training
+    t = view(req).training
     gbt = layout.tokens_per_step(t)
     return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
-                         global_batch_tokens=gbt, gpu=gpu_id, server=req.hardware.server,
+                         global_batch_tokens=gbt, gpu=gpu_id, server=view(req).hardware.server,
                          virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
                          pipeline_split=layout.pipeline_split)
 
@@ -198,7 +200,7 @@ _SUMMARIES: BoundedMemo[tuple[object, ...], ModelSummary] = BoundedMemo(1024)
 
 def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
     """Memoised (a frozen model, shared) on the shape and what :func:`_trainable` reads."""
-    t = req.training
+    t = view(req).training
     key = (shape, t.method, t.lora_rank, t.lora_targets)
     return _SUMMARIES.get_or_compute(key, lambda: _model_summary_uncached(req, shape))
 

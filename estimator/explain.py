@@ -9,6 +9,7 @@ from estimator.memo import ObjectMemo
 from estimator.messages import N_, Num, Text
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest, Parallelism, Training
+from estimator.reqview import view
 from estimator.response import MemoryResult, Suggestion
 
 __all__ = ["assumptions_for", "warnings_for"]
@@ -70,14 +71,14 @@ _ASSUMPTIONS: ObjectMemo[tuple[str, ...]] = ObjectMemo(1024)
 
 def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
     """How the memory estimate is to be read; memoised on the GPU object and the request fields it reads."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     key = (t.precision, t.optimizer, t.optimizer_impl, t.attention, t.activation_checkpointing, t.method,
            t.lora_rank, t.lora_targets, t.lora_dropout, p.framework, p.tp_plan, layout)
     return list(_ASSUMPTIONS.get_or_compute((hw.gpu,), key, lambda: tuple(_assumptions(req, layout, hw))))
 
 
 def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     out: list[str] = [
         Text("Precision %(precision)s: %(what)s.", precision=t.precision, what=Text(_PRECISION[t.precision])),
         Text("Optimizer %(optimizer)s (%(impl)s implementation); states appear at the first step, so the peak is "
@@ -94,9 +95,9 @@ def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
              gib=Num(hw.gpu.memory_bytes / GIB, ".1f")),
     ]
     if t.method != "full":
-        out += _adapter_lines(t)
+        out += _adapter_lines(req.training)
     if layout.tp > 1:
-        out.append(_tp_line(layout, p))
+        out.append(_tp_line(layout, req.parallelism))
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
         out.append(Text("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
                         "the default): one more gradient copy."))
@@ -124,7 +125,7 @@ def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: An
         out.append(Text("Fits, but the headroom is within the error bar: it may run out of memory."))
     if layout.tp > layout.gpus_per_node:
         out.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network and will be slow."))
-    if req.training.attention == "eager" and req.training.seq_len >= 4096:
+    if view(req).training.attention == "eager" and view(req).training.seq_len >= 4096:
         out.append(Text("Eager attention stores the seq_len x seq_len score matrix; use flash/SDPA attention."))
     if layout.sharding == "none" and layout.dp > 1 and shape.total_params() > 3e9:
         out.append(Text("Plain DDP replicates all model states on every GPU; ZeRO/FSDP sharding saves memory."))

@@ -29,6 +29,7 @@ from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
 
@@ -184,9 +185,9 @@ def lora_fused(req: EstimateRequest) -> bool:
     (NeMo AutoModel ``PeftConfig(use_triton=True)``: ``components/_peft/lora_kernel.py`` fuses ``x A``, ``B``,
     the scale and the add into the base output, forward and backward; its Llama / Qwen2 models combine
     ``qkv_proj`` and ``gate_up_proj``, ``components/models/common/combined_projection.py``)."""
-    if req.parallelism.framework == "megatron":
+    if view(req).parallelism.framework == "megatron":
         return True
-    return req.training.lora_kernel == "fused"
+    return view(req).training.lora_kernel == "fused"
 
 
 def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
@@ -201,7 +202,7 @@ def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
 
 def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> tuple[float, float]:
     """Forward attention-core FLOPs of one layer and micro-batch on one GPU, and the effective key length."""
-    a, t = shape.arch, req.training
+    a, t = shape.arch, view(req).training
     s = float(t.seq_len)
     if shape.is_mla:
         d_qk = float((a.qk_nope_head_dim or 128) + (a.qk_rope_head_dim or 64))
@@ -274,7 +275,7 @@ class _LayerParts:
 
 
 def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
-    t, a = req.training, shape.arch
+    t, a = view(req).training, shape.arch
     frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
     gemms = _linear_shapes(shape.attention_linears(), layout.tp, frozen, fp8)
     gemms += _mlp_shapes(shape, layout, moe, frozen, fp8)
@@ -291,7 +292,7 @@ def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: b
         lora = sum((k + n) * lin.count for lin in _adapted(shape, t.lora_targets, moe)
                    for k, n in [_split(lin, layout.tp)])
     experts = a.num_experts / layout.ep if moe else 0.0
-    fa2 = t.attention == "flash" and req.parallelism.framework != "megatron"
+    fa2 = t.attention == "flash" and view(req).parallelism.framework != "megatron"
     return _LayerParts(tuple(gemms), base, ffn, qk, lora, experts, fa2)
 
 
@@ -301,14 +302,14 @@ _PARTS: BoundedMemo[tuple[object, ...], _LayerParts] = BoundedMemo(4096)
 def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
     """:func:`_layer_parts`, memoised on what it reads: not the micro-batch or the sequence length, and of the
     layout only the tensor and expert degrees (the planner's node counts and strategies share one answer)."""
-    t = req.training
+    t = view(req).training
     key = (shape, layout.tp, layout.ep, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel,
-           t.attention, req.parallelism.framework)
+           t.attention, view(req).parallelism.framework)
     return _PARTS.get_or_compute(key, lambda: _layer_parts(req, shape, layout, moe))
 
 
 def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
-    t, a = req.training, shape.arch
+    t, a = view(req).training, shape.arch
     m = float(t.micro_batch_size * t.seq_len) / layout.cp
     per_expert = m * a.experts_per_token * layout.ep / a.num_experts if moe else m
     parts = _memo_layer_parts(req, shape, layout, moe)
@@ -333,7 +334,7 @@ def workload(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str
     """Per-micro-batch work of one pipeline stage's GPU: by default the last stage, which holds the LM head
     (all of the model without pipeline parallelism). ``first`` and ``middle`` stages carry no LM head
     (``head`` and ``vocab_local`` are zero); :meth:`Layout.layers_on` gives each stage's decoder layers."""
-    t, a = req.training, shape.arch
+    t, a = view(req).training, shape.arch
     dense_n, moe_n = _stage_layers(shape, layout, stage)
     tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
     has_head = stage in ("last", "only") or layout.pp == 1
@@ -353,7 +354,7 @@ def _layer_model_flops(work: LayerWork) -> float:
 
 def model_flops_per_step(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload) -> float:
     """Model FLOPs of one optimizer step over all GPUs (no recomputation): every layer, the LM head."""
-    t = req.training
+    t = view(req).training
     per_mb = 0.0
     if work.dense is not None:
         per_mb += _layer_model_flops(work.dense) * shape.dense_layers

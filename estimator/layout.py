@@ -22,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
-from estimator.memo import BoundedMemo, field_values
+from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.pipeline_split import split_layers
 from estimator.request import EstimateRequest, Training
+from estimator.reqview import TrainingView, view
 
 __all__ = ["Layout", "build_layout", "layout_or_none"]
 
@@ -135,7 +136,7 @@ class Layout:
     def expert_grad_shard(self) -> int:
         return self.expert_shard_group if self.sharding in ("zero2", "zero3", "hsdp") else 1
 
-    def tokens_per_step(self, training: Training) -> int:
+    def tokens_per_step(self, training: Training | TrainingView) -> int:
         """Tokens of one optimizer step over the whole job: micro-batch x sequence x accumulation x dp."""
         t = training
         return t.micro_batch_size * t.seq_len * t.gradient_accumulation_steps * self.dp
@@ -151,7 +152,7 @@ def _check(cond: bool, message: str, field: str) -> None:
 
 
 def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
-    p, a = req.parallelism, shape.arch
+    p, a = view(req).parallelism, shape.arch
     _check(a.num_attention_heads % p.tp == 0,
            f"tp={p.tp} must divide num_attention_heads={a.num_attention_heads}", "parallelism.tp")
     kv = shape.kv_heads
@@ -159,12 +160,12 @@ def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
            f"tp={p.tp} and num_kv_heads={kv}: one must divide the other", "parallelism.tp")
     _check(p.ep == 1 or shape.is_moe, "ep > 1 needs a mixture-of-experts model", "parallelism.ep")
     _check(a.num_experts % p.ep == 0, f"ep={p.ep} must divide num_experts={a.num_experts}", "parallelism.ep")
-    _check(req.training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={req.training.seq_len}",
+    _check(view(req).training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={view(req).training.seq_len}",
            "parallelism.cp")
 
 
 def _check_combinations(req: EstimateRequest) -> None:
-    p, t = req.parallelism, req.training
+    p, t = view(req).parallelism, view(req).training
     _check(not p.sequence_parallel or p.tp > 1, "sequence_parallel needs tp > 1", "parallelism.sequence_parallel")
     _check(t.virtual_stages == 1 or p.pp > 1, "virtual_stages > 1 needs pp > 1", "training.virtual_stages")
     # Megatron-Core pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving raises "number of
@@ -197,12 +198,12 @@ def _check_combinations(req: EstimateRequest) -> None:
 def _shard_group(req: EstimateRequest, dp: int) -> int:
     """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group of
     ``hsdp_shard_size`` data-parallel ranks x cp."""
-    p = req.parallelism
+    p = view(req).parallelism
     if p.normalized_sharding == "none":
         return 1
     if p.normalized_sharding != "hsdp":
         return dp * p.cp
-    size = p.hsdp_shard_size or max(1, req.hardware.gpus_per_node // (p.tp * p.cp))
+    size = p.hsdp_shard_size or max(1, view(req).hardware.gpus_per_node // (p.tp * p.cp))
     _check(dp % size == 0, f"hsdp_shard_size={size} must divide the data-parallel degree {dp}",
            "parallelism.hsdp_shard_size")
     return size * p.cp
@@ -211,19 +212,19 @@ def _shard_group(req: EstimateRequest, dp: int) -> int:
 def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
     """Ranks one routed-expert parameter is sharded over: the expert data-parallel group, scaled down like the
     dense group under HSDP."""
-    p = req.parallelism
+    p = view(req).parallelism
     if p.normalized_sharding == "none":
         return 1
     etp = 1 if p.ep > 1 else p.tp
-    expert_dp = max(1, req.hardware.world_size // (p.ep * etp * p.pp))
+    expert_dp = max(1, view(req).hardware.world_size // (p.ep * etp * p.pp))
     return max(1, expert_dp * dense_group // (dp * p.cp))
 
 
 def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
     """Everything :func:`_build_layout` reads from the request; of the sequence length, only whether ``cp``
     divides it (the message of that check, which names it, is raised afresh: failures are not memoised)."""
-    t, p = req.training, req.parallelism
-    return (shape, field_values(p), field_values(req.hardware), t.virtual_stages, t.pipeline_schedule,
+    t, p = view(req).training, view(req).parallelism
+    return (shape, p.values, view(req).hardware.values, t.virtual_stages, t.pipeline_schedule,
             t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
 
 
@@ -255,7 +256,7 @@ def layout_or_none(req: EstimateRequest, shape: ModelShape) -> Layout | None:
 
 
 def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
-    p, hw = req.parallelism, req.hardware
+    p, hw = view(req).parallelism, view(req).hardware
     mp = p.tp * p.pp * p.cp
     _check(hw.world_size % mp == 0,
            f"num_nodes x gpus_per_node = {hw.world_size} is not divisible by tp x pp x cp = {mp}", "parallelism")
@@ -265,10 +266,10 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     _check_model_split(req, shape)
     _check_combinations(req)
     group = _shard_group(req, dp)
-    split = split_layers(shape.arch.num_layers, p.pp, req.training.virtual_stages, p.first_stage_layers,
+    split = split_layers(shape.arch.num_layers, p.pp, view(req).training.virtual_stages, p.first_stage_layers,
                          p.last_stage_layers)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
-                  vp=req.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
+                  vp=view(req).training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
                   expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
                   num_nodes=hw.num_nodes,
                   layers_per_stage=max(split.stage_layers), sequence_parallel=p.sequence_parallel,

@@ -26,7 +26,7 @@ from typing import Final
 
 from estimator.activations import ActivationModel, activation_model, activation_rates
 from estimator.layout import Layout
-from estimator.memo import BoundedMemo, field_values
+from estimator.memo import BoundedMemo
 from estimator.messages import N_
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
@@ -34,6 +34,7 @@ from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_byte
 from estimator.params import ParamPlacement, place_params
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
 
@@ -134,7 +135,7 @@ DEEPSPEED_REDUCE_BUCKET = 500_000_000
 
 def _fsdp2_shard_grad_op(req: EstimateRequest, layout: Layout) -> bool:
     """PyTorch "zero2" is FSDP2 ``fully_shard(reshard_after_forward=False)`` (the SHARD_GRAD_OP strategy)."""
-    return layout.sharding == "zero2" and req.parallelism.framework == "pytorch"
+    return layout.sharding == "zero2" and view(req).parallelism.framework == "pytorch"
 
 
 def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> int:
@@ -149,7 +150,7 @@ def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -
     ZeRO-1 does not partition gradients: DeepSpeed's stage-1 branch of ``reduce_ipg_grads`` keeps every
     low-precision ``param.grad`` on the GPU (only the fp32 partition lives on the CPU), Megatron's
     ``--optimizer-cpu-offload`` keeps its contiguous fp32 ``main_grad`` buffer on the GPU, DDP keeps ``.grad``."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.offload == "none":
         return place.sharded_bytes(layout, sb.grad + sb.low_grad, "grad")
@@ -175,7 +176,7 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
     - DeepSpeed ZeRO-3 allocates one ``reduce_bucket_size`` IPG buffer at start-up (``stage3.py``).
     - Megatron's DistributedDataParallel reduces in place in its contiguous ``main_grad`` buffer: no copy.
     """
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
         return int(place.trainable_local * sb.grad), 0
@@ -190,7 +191,7 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
 
 
 def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     sb = state_bytes(t.precision, p.framework)
     opt_on_gpu = p.offload == "none"
     params_on_gpu = p.offload != "optimizer+params"
@@ -244,7 +245,7 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none). Under
     FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
     of backward: the caller counts it with the root group's reduction, not as a held gradient."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.arch.tied_embeddings
             or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
         return 0
@@ -257,7 +258,7 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
                               grads: int) -> int:
     """Gradients already on the GPU when backward reaches the stage's first decoder layer: all of them but
     that layer's and, for an untied input embedding (whose backward runs last), the embedding's."""
-    if req.training.method == "full":
+    if view(req).training.method == "full":
         later = place.max_layer_local
         if not shape.arch.tied_embeddings and layout.pp == 1:
             later += shape.embedding_params() // layout.embedding_tp
@@ -270,15 +271,15 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
 def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
     """FSDP2 reduce-scatters the root group (embeddings, LM head, final norm) last: its unsharded low-precision
     gradients and their ``reduce_dtype`` copy coexist with the (almost) complete sharded gradients."""
-    if req.training.method != "full":
+    if view(req).training.method != "full":
         return 0
-    compute = 4 if req.training.precision == "fp32" else 2
-    reduce_bytes = 2 if req.training.precision == "bf16-true" else 4
+    compute = 4 if view(req).training.precision == "fp32" else 2
+    reduce_bytes = 2 if view(req).training.precision == "bf16-true" else 4
     return place.root_local * (compute + reduce_bytes)
 
 
 def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> int:
-    t = req.training
+    t = view(req).training
     if not optimizer_spec(t.optimizer).temporaries:
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
@@ -291,9 +292,9 @@ def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout)
 
 def _reduce_scatter_layer(req: EstimateRequest, place: ParamPlacement) -> int:
     """FSDP2 backward: one layer's unsharded gradient and its reduce-scatter copy (``reduce_dtype=float32``)."""
-    compute = 2 if req.training.precision != "fp32" else 4
-    reduce_bytes = 4 if req.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
-    grad_layer = place.max_layer_local if req.training.method == "full" else place.max_layer_trainable_local
+    compute = 2 if view(req).training.precision != "fp32" else 4
+    reduce_bytes = 4 if view(req).training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
+    grad_layer = place.max_layer_local if view(req).training.method == "full" else place.max_layer_trainable_local
     return grad_layer * (compute + reduce_bytes)
 
 
@@ -301,7 +302,7 @@ def _gather_buffers(req: EstimateRequest, place: ParamPlacement, layout: Layout)
     """ZeRO-3/FSDP2: unsharded bf16 parameters of the current and the prefetched layer in forward; in backward
     also the unsharded gradient and its fp32 reduce-scatter copy."""
     layer = place.max_layer_local
-    compute = 2 if req.training.precision != "fp32" else 4
+    compute = 2 if view(req).training.precision != "fp32" else 4
     forward = 2 * layer * compute + place.root_local * compute
     return forward, forward + _reduce_scatter_layer(req, place)
 
@@ -312,11 +313,11 @@ def _in_flight(req: EstimateRequest, layout: Layout, stage: str = "first") -> fl
     middle rank) holds one fewer under 1F1B."""
     if layout.pp == 1:
         return 1.0
-    m = req.training.gradient_accumulation_steps
-    if req.training.pipeline_schedule == "gpipe":
+    m = view(req).training.gradient_accumulation_steps
+    if view(req).training.pipeline_schedule == "gpipe":
         return float(m)
     in_flight = float(min(layout.pp - (1 if stage == "middle" else 0), m))
-    if layout.vp > 1 and req.training.pipeline_schedule == "interleaved":
+    if layout.vp > 1 and view(req).training.pipeline_schedule == "interleaved":
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.vp)
     return in_flight
 
@@ -367,12 +368,13 @@ class _StageBase:
 
 
 def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st: _States, stage: str) -> _StageBase:
-    accumulating = req.training.gradient_accumulation_steps > 1 or layout.pp > 1
+    accumulating = view(req).training.gradient_accumulation_steps > 1 or layout.pp > 1
     grads_during_fwd = st.grads if accumulating or st.grads_persistent else 0
     gathered = st.params + st.persistent_gathered  # FSDP2 shard-grad-op reshards in post_backward
-    ckpt = req.training.activation_checkpointing == "full"
+    ckpt = view(req).training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
-    head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if req.training.method == "full" else 0
+    full = view(req).training.method == "full"
+    head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if full else 0
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     rows = (
@@ -385,12 +387,11 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
         ("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
         ("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
     )
-    full = req.training.method == "full"
     per_param = 6 if full else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
     return _StageBase(stage, place, st, layout.layers_on(stage), _in_flight(req, layout, stage), rows,
                       layout.logits_tp if stage in ("last", "only") else 0, fsdp,
-                      st.optimizer_temp if req.training.optimizer_impl == "foreach" else 0,
+                      st.optimizer_temp if view(req).training.optimizer_impl == "foreach" else 0,
                       place.largest_tensor * 4 // layout.grad_shard if full else 0)
 
 
@@ -418,7 +419,7 @@ def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, pea
                     act: ActivationModel, base: _StageBase) -> OverheadInput:
     logits = 4 * act.tokens * shape.arch.vocab_size // base.logits_div if base.logits_div else 0
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
-                         logits_fp32_bytes=logits, checkpointing=req.training.activation_checkpointing == "full",
+                         logits_fp32_bytes=logits, checkpointing=view(req).training.activation_checkpointing == "full",
                          foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,
                          largest_block_bytes=max(logits, base.largest_state_block))
 
@@ -433,7 +434,7 @@ def _stages(layout: Layout) -> tuple[str, ...]:
 
 def _state_key(req: EstimateRequest) -> tuple[object, ...]:
     """Everything :func:`place_params` and :func:`_states` read from the request (not the batch shape)."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.framework,
             p.offload)
 
@@ -464,7 +465,8 @@ _MAX_MICRO_BATCH: BoundedMemo[_Key, int] = BoundedMemo(4096)
 def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
     """The request parts the memory model reads (training and parallelism, by their field values), the shape,
     the layout and the capacity."""
-    return (field_values(req.training), field_values(req.parallelism), shape, layout, gpu_memory_bytes)
+    v = view(req)
+    return (v.training.values, v.parallelism.values, shape, layout, gpu_memory_bytes)
 
 
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
@@ -494,7 +496,7 @@ def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tup
     """The :class:`_StageBase` of every stage whose peak may be the largest (:func:`_stages`), memoised on the
     request fields they read (the model states', the accumulation, the schedule, the checkpointing): the largest-
     micro-batch search, the suggestions and the planner vary the micro-batch and the sequence length."""
-    t = req.training
+    t = view(req).training
     key = (_state_key(req), t.gradient_accumulation_steps, t.pipeline_schedule, t.activation_checkpointing, shape,
            layout)
     return _BASES.get_or_compute(key, lambda: tuple(
@@ -565,7 +567,7 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
     if known is not None:  # the request's own micro-batch
-        memo[req.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
+        memo[view(req).training.micro_batch_size] = known.peak_allocated + known.hard_overhead
     rates = activation_rates(req, shape, layout)
     bases = _stage_bases(req, shape, layout)
 

@@ -25,6 +25,7 @@ from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
 
@@ -143,7 +144,7 @@ _PLACED: BoundedMemo[tuple[object, ...], ParamPlacement] = BoundedMemo(8192)
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     """Memoised on the fields of the request it reads (method, LoRA rank and targets, precision: not the batch
     shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
-    t = req.training
+    t = view(req).training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
     return _PLACED.get_or_compute(key, lambda: _place_params_uncached(req, shape, layout, stage))
 
@@ -151,11 +152,11 @@ def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
 def _frozen_bytes_per_param(req: EstimateRequest) -> int:
     """A LoRA base is stored in the training dtype: bf16 (PEFT loads it with ``torch_dtype=torch.bfloat16``
     for bf16 training), fp32 when training in fp32."""
-    return 4 if req.training.precision == "fp32" else 2
+    return 4 if view(req).training.precision == "fp32" else 2
 
 
 def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
-    t = req.training
+    t = view(req).training
     dense, moe = _stage_layers(shape, layout, stage)
     layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)
     root = _root_local(shape, layout, stage)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from estimator import request_rules as rules
 from estimator.cost import CostChoice
 from estimator.host_options import HostInput
 
@@ -244,15 +245,12 @@ class Parallelism(_Frozen):
     @property
     def resolved_tp_plan(self) -> TpPlan:
         """``tp_plan``, or the framework's default (:data:`DEFAULT_TP_PLAN`) when it is null."""
-        if self.tp_plan is not None:
-            return self.tp_plan
-        default = DEFAULT_TP_PLAN[self.framework]
-        return "replicated-embeddings" if default == "replicated-embeddings" else "vocab-parallel"
+        return rules.resolved_tp_plan(self.tp_plan, self.framework, DEFAULT_TP_PLAN)
 
     @property
     def normalized_sharding(self) -> Sharding:
         """``"fsdp"`` is ZeRO-3 (full shard); the others as given."""
-        return "zero3" if self.sharding == "fsdp" else self.sharding
+        return rules.normalized_sharding(self.sharding)  # type: ignore[return-value]
 
 
 #: the GPU of a request that names none (a server's own GPU replaces it: estimator.estimate.resolve_hardware)
@@ -284,4 +282,4 @@ class EstimateRequest(_Frozen):
     def dp(self) -> int:
         """Data-parallel degree = num_nodes x gpus_per_node / (tp x pp x cp)."""
         p = self.parallelism
-        return self.hardware.world_size // (p.tp * p.pp * p.cp)
+        return rules.data_parallel(self.hardware.world_size, p.tp, p.pp, p.cp)

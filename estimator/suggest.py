@@ -25,6 +25,7 @@ from estimator.memory import peak_total
 from estimator.messages import N_, Text, capitalized, join
 from estimator.modelspec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
+from estimator.reqview import view
 from estimator.response import Suggestion
 
 __all__ = ["apply_changes", "suggestions"]
@@ -94,7 +95,7 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
 
 def _known_valid(req: EstimateRequest, dotted: str, value: Any) -> bool:
     if dotted in _LITERALS:
-        if dotted == "parallelism.sharding" and value != "hsdp" and req.parallelism.hsdp_shard_size is not None:
+        if dotted == "parallelism.sharding" and value != "hsdp" and view(req).parallelism.hsdp_shard_size is not None:
             return False
         return value in _LITERALS[dotted]
     if dotted in _INT_RANGES:
@@ -125,13 +126,13 @@ def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sec
 
 def _levers(req: EstimateRequest) -> list[_Candidate]:
     """Single memory levers that apply to ``req``, least disruptive first."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     out: list[_Candidate] = []
     if t.activation_checkpointing != "full":
         out.append((Text("full activation checkpointing"), {"training.activation_checkpointing": "full"}))
-    if req.hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
+    if view(req).hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
         out.append((Text("ZeRO-3 / FSDP sharding"), {"parallelism.sharding": "zero3"}))
-    if t.method != "qlora" and p.offload == "none" and (req.hardware.world_size > 1
+    if t.method != "qlora" and p.offload == "none" and (view(req).hardware.world_size > 1
                                                            or p.normalized_sharding in ("zero2", "zero3")):
         out.append((Text("optimizer states offloaded to CPU memory"), {"parallelism.offload": "optimizer"}))
     if t.micro_batch_size > 1:
@@ -195,12 +196,12 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections
     """The fewest nodes (a power of two times the current count) at which the job fits with its states
     sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
     base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
-    if req.parallelism.normalized_sharding == "hsdp":
+    if view(req).parallelism.normalized_sharding == "hsdp":
         base = {"training.activation_checkpointing": "full"}
-    nodes = req.hardware.num_nodes * 2
+    nodes = view(req).hardware.num_nodes * 2
     while nodes <= MAX_NODES_TRIED:
         summary = Text("%(nodes)s nodes (%(gpus)s GPUs), sharded and checkpointed", nodes=nodes,
-                       gpus=nodes * req.hardware.gpus_per_node)
+                       gpus=nodes * view(req).hardware.gpus_per_node)
         trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
         if trial is not None and trial.fits:
             return trial

@@ -44,6 +44,7 @@ from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.params import ParamPlacement, place_params
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 from estimator.response import TimeResult
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -84,7 +85,7 @@ class Style:
 
 
 def style_for(req: EstimateRequest, layout: Layout) -> Style:
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     fp32 = t.precision == "fp32"
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
                 and layout.sharding in ("none", "zero1") and t.method == "full")
@@ -231,7 +232,7 @@ def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: Est
     tokens = fp8[0].m
     attn_out = shape.arch.num_attention_heads * shape.head_dim / layout.tp
     fwd = k.te_cast_bytes * tokens * (attn_out + w.ffn_local)
-    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / req.training.gradient_accumulation_steps
+    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / view(req).training.gradient_accumulation_steps
     bwd = k.te_cast_bytes * sum(g.count * g.m * g.n for g in fp8)
     return fwd, bwd
 
@@ -243,7 +244,7 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
     all-gather copy-out (2 + 2 B, forward and backward; forward only for shard-grad-op, which keeps the
     gathered parameters until backward) and gradient copy-in (bf16 -> fp32 cast and chunk: 6 + 8 + 4 B),
     scaled by ``fsdp_scale``."""
-    t = req.training
+    t = view(req).training
     m = t.gradient_accumulation_steps
     fwd = bwd = 0.0
     if t.method == "qlora":
@@ -254,7 +255,7 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
             fwd, bwd = 6.0 * w.base_linear_params, (6.0 + 12.0 * accumulate) * w.base_linear_params
         elif not style.fused and layout.sharding in ("none", "zero1"):
             bwd = 6.0 * accumulate * w.base_linear_params
-    if layout.sharding in ("zero2", "zero3", "hsdp") and req.parallelism.framework == "pytorch":
+    if layout.sharding in ("zero2", "zero3", "hsdp") and view(req).parallelism.framework == "pytorch":
         trainable = w.base_linear_params if t.method == "full" else 0.0
         # FSDP2 shard-grad-op (PyTorch "zero2", reshard_after_forward=False) gathers once, in forward
         regather = 0.0 if layout.sharding == "zero2" else 4.0 * w.base_linear_params
@@ -267,14 +268,14 @@ def _cpu_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> 
     """CPU seconds to issue one layer's forward: the eager layer, each LoRA adapter (5 ops), each expert."""
     if style.fused:
         return k.cpu_fused_layer_fwd_s
-    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if req.training.method != "full" else 0.0
+    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if view(req).training.method != "full" else 0.0
     return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
 
 
 def _host_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> float:
     """CPU seconds to issue one layer's forward with each LoRA adapter at peft's measured Python cost
     (:attr:`Constants.peft_adapter_fwd_s`) instead of the priced ``5 x launch_s``: for :attr:`Pass.host_bound`."""
-    if style.fused or req.training.method == "full":
+    if style.fused or view(req).training.method == "full":
         return _cpu_fwd(w, req, style, k) + _cpu_qlora_fwd(w, req, k)
     adapters = sum(1 for g in w.gemms if g.trainable) / 2.0
     return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, req, k)
@@ -283,7 +284,7 @@ def _host_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) ->
 def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
     """CPU seconds of the 4-bit linears' Python path in one layer's forward (:attr:`Constants.cpu_qlora_linear_s`
     per adapted linear; their backward, bitsandbytes' ``MatMul4Bit.backward``, is a short function: not counted)."""
-    if req.training.method != "qlora":
+    if view(req).training.method != "qlora":
         return 0.0
     return sum(1 for g in w.gemms if g.trainable) / 2.0 * k.cpu_qlora_linear_s
 
@@ -339,11 +340,11 @@ def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_f
                e_fwd: float) -> tuple[float, float, float]:
     """(seconds, FLOPs, CPU forwards) recomputed in backward: full = the forward again; selective = core
     attention (Megatron) or every second matmul plus the elementwise ops (torchtitan op-level SAC)."""
-    ckpt = req.training.activation_checkpointing
+    ckpt = view(req).training.activation_checkpointing
     if ckpt == "full":
         return fwd, w.gemm_flops + w.attn_flops, 1.0
     if ckpt == "selective":
-        if req.parallelism.framework == "megatron":
+        if view(req).parallelism.framework == "megatron":
             return a_fwd, w.attn_flops, 0.1
         return 0.5 * g_fwd + e_fwd, 0.5 * w.gemm_flops, 0.5
     return 0.0, 0.0, 0.0
@@ -359,7 +360,7 @@ def _head_times(req: EstimateRequest, layout: Layout, work: Workload, r: Rates, 
     bwd += r.mem_time(loss_bytes * 2.0 / 3.0)
     if layout.pp == 1:
         fwd += r.mem_time(4.0 * work.tokens * work.hidden)
-        if req.training.method == "full":
+        if view(req).training.method == "full":
             bwd += r.mem_time(4.0 * work.vocab_local * work.hidden + 8.0 * work.tokens * work.hidden)
     return fwd, bwd
 
@@ -408,7 +409,7 @@ def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
     """Whether the tensor-parallel collectives overlap their GEMMs: ``parallelism.tp_comm_overlap``, by default
     on for Megatron-Core with sequence parallelism (``--tp-comm-overlap``, Transformer Engine userbuffers: the
     NeMo / Megatron-Bridge performance recipes turn it on with TP > 1), which it needs."""
-    p = req.parallelism
+    p = view(req).parallelism
     if layout.tp <= 1 or not layout.sequence_parallel:
         return False
     return p.framework == "megatron" if p.tp_comm_overlap == "auto" else p.tp_comm_overlap == "on"
@@ -437,7 +438,7 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
                                                                                    group, fabric)
     else:
         one = collective_time("allreduce", nbytes, group, fabric)
-    full = req.training.activation_checkpointing == "full"
+    full = view(req).training.activation_checkpointing == "full"
     per_layer = 4 + (2 if full else 0)
     layers = work.dense_layers + work.moe_layers
     total = one * (per_layer * layers + 2)
@@ -452,7 +453,7 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
 
 def _forward_passes(req: EstimateRequest) -> int:
     """Forward passes per micro-batch: full recomputation runs the forward a second time in backward."""
-    return 2 if req.training.activation_checkpointing == "full" else 1
+    return 2 if view(req).training.activation_checkpointing == "full" else 1
 
 
 def _cp_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
@@ -489,7 +490,7 @@ def _ep_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Wo
 def virtual_stages(req: EstimateRequest, layout: Layout) -> int:
     """Model chunks per pipeline rank: ``virtual_stages`` under the interleaved 1F1B schedule, else 1 (1F1B and
     GPipe run one chunk per rank whatever ``virtual_stages`` says)."""
-    return layout.vp if req.training.pipeline_schedule == "interleaved" and layout.pp > 1 else 1
+    return layout.vp if view(req).training.pipeline_schedule == "interleaved" and layout.pp > 1 else 1
 
 
 def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
@@ -518,7 +519,7 @@ class _DpSizes:
 
 def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSizes:
     trainable = float(pl.trainable_local)
-    everything = float(pl.total_local if req.training.method == "full" else pl.total_local - pl.trainable_local)
+    everything = float(pl.total_local if view(req).training.method == "full" else pl.total_local - pl.trainable_local)
     return _DpSizes(trainable * style.grad_bytes, trainable * style.param_bytes, everything * style.param_bytes)
 
 
@@ -529,7 +530,7 @@ def _dp_comm(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: F
     if n <= 1:
         return 0.0, 0.0
     sizes = _dp_sizes(req, pl, style)
-    m = req.training.gradient_accumulation_steps
+    m = view(req).training.gradient_accumulation_steps
     group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, layout.gpus_per_node)
     if layout.sharding == "none":
         t = collective_time("allreduce", sizes.grad_bytes, group, fabric)
@@ -546,7 +547,7 @@ def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group,
     ag = collective_time("allgather", sizes.update_bytes, group, fabric)
     rs_count = m if layout.sharding == "zero2" else 1
     rs_exposed = rs_count * max(0.0, rs - mb.bwd)
-    ag_exposed = max(0.0, ag - mb.fwd) if req.parallelism.framework == "megatron" else ag
+    ag_exposed = max(0.0, ag - mb.fwd) if view(req).parallelism.framework == "megatron" else ag
     return rs_count * rs + ag, rs_exposed + ag_exposed
 
 
@@ -568,14 +569,14 @@ def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, 
 
 def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                   style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
-    m = req.training.gradient_accumulation_steps
+    m = view(req).training.gradient_accumulation_steps
     tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
     tp, tp_exposed = m * tp_one, m * tp_exposed_one
     cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
     cp, cp_exposed = m * cp_one, m * cp_exposed_one
     ep = m * _ep_per_mb(req, shape, layout, work, fabric)
     pp = m * _pp_per_mb(req, layout, work, fabric)
-    overlap_p2p = req.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
+    overlap_p2p = view(req).parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
     pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
     dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
     exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
@@ -593,7 +594,7 @@ def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style
     default ``gradient_as_bucket_view=False``, copies the reduced bucket back into ``.grad``
     (``Reducer::finalize_bucket_dense`` -> ``copy_bucket_to_grad``): two read-and-write passes over the
     gradients per optimizer step (``no_sync`` skips them on accumulating micro-batches)."""
-    p = req.parallelism
+    p = view(req).parallelism
     if p.framework != "pytorch" or layout.sharding not in ("none", "zero1") or layout.dp * layout.cp <= 1:
         return 0.0
     return r.mem_time(2.0 * 2.0 * style.grad_bytes * pl.trainable_local)
@@ -603,7 +604,7 @@ def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style
 
 
 def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     impl = t.optimizer_impl if p.framework == "pytorch" else "fused"
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
     if impl == "fused":
@@ -626,7 +627,7 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count
       (:attr:`estimator.optimizers.OptimizerSpec.adam_ratio`).
     """
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     spec = optimizer_spec(t.optimizer)
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
     if spec.step_cost == "adam8bit":
@@ -644,15 +645,15 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
     params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
-    if req.training.method != "full":
-        targets = req.training.lora_targets
+    if view(req).training.method != "full":
+        targets = view(req).training.lora_targets
         per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
     return params, float(per_layer * layout.layers_per_stage + 3)
 
 
 def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: Rates, style: Style,
                    pl: ParamPlacement) -> float:
-    if req.parallelism.offload != "none":
+    if view(req).parallelism.offload != "none":
         return 0.0
     params, tensors = _optimizer_params(req, shape, layout, pl)
     per, per_tensor = _optimizer_cost(req, r.k)
@@ -663,7 +664,7 @@ def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: R
 def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
                  style: Style, pl: ParamPlacement) -> float:
     """PCIe transfers and the CPU optimizer step (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840)."""
-    p = req.parallelism
+    p = view(req).parallelism
     if p.offload == "none":
         return 0.0
     params, _ = _optimizer_params(req, shape, layout, pl)
@@ -674,7 +675,7 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
         cpu_bw /= TORCH_CPU_ADAM_SLOWDOWN
     cpu = params * CPU_ADAM_BYTES_PER_PARAM / cpu_bw
     if p.offload == "optimizer+params":
-        m = req.training.gradient_accumulation_steps
+        m = view(req).training.gradient_accumulation_steps
         fetch = m * 2.0 * params * 2.0 / pcie
         transfers += max(0.0, fetch - m * mb.total)
     return transfers + cpu
@@ -709,8 +710,9 @@ def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None =
 
 def _host_bound_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, ratio: float) -> list[str]:
     gid = str(getattr(gpu, "id", "") or "")
-    bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(req, layout, gid), req.parallelism.framework,
-                             req.training.seq_len, True)
+    v = view(req)
+    bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(req, layout, gid), v.parallelism.framework,
+                             v.training.seq_len, True)
     return [Text("Step time: launch-bound. Issuing each forward from Python (eager PyTorch and Hugging Face "
                  "modules, one kernel launch at a time, and peft's per-adapter path) takes about %(ratio)sx the "
                  "GPU time of the work it issues, so the host CPU, not the GPU, sets the pace. The model prices "
@@ -723,14 +725,14 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound
     gid = str(getattr(gpu, "id", "") or "")
     if time_kind_measured(req, layout, gid):
         return []
-    p = req.parallelism
+    p = view(req).parallelism
     if p.framework == "deepspeed":
         what = Text("DeepSpeed's kernels and schedule")
     elif p.framework == "pytorch" and layout.pp > 1:
         what = Text("PyTorch pipeline parallelism (torch.distributed.pipelining)")
     else:
         what = Text("this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)")
-    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, req.training.seq_len, launch_bound)
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, view(req).training.seq_len, launch_bound)
     return [Text("Step time: %(what)s was never checked against a measured or published step time; the efficiency "
                  "of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
@@ -741,7 +743,7 @@ _MFU_NOTES: ObjectMemo[list[str]] = ObjectMemo(1024)
 
 def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
     """How to read the MFU, memoised per GPU object and precision."""
-    precision = req.training.precision
+    precision = view(req).training.precision
     return list(_MFU_NOTES.get_or_compute((gpu,), (precision,), lambda: _mfu_notes_uncached(precision, gpu)))
 
 
@@ -786,7 +788,7 @@ def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu
 
 def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                    constants: Constants, last: Workload) -> _StageStep:
-    t = req.training
+    t = view(req).training
     r = rates_for(gpu, t.precision, constants)
     style = style_for(req, layout)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
@@ -894,7 +896,7 @@ def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
     the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
     communication, optimizer and offload."""
-    t = req.training
+    t = view(req).training
     work = work or workload(req, shape, layout, stage)
     mb = micro_batch(req, shape, layout, work, r, style)
     pl = _placement(req, shape, layout, stage)
@@ -911,7 +913,7 @@ def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
 
 def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
             s: _StageStep) -> TimeResult:
-    t = req.training
+    t = view(req).training
     mb, comm, step, compute, bubble, opt, off = s.mb, s.comm, s.step, s.compute, s.bubble, s.opt, s.off
     tokens = float(layout.tokens_per_step(t))
     model_flops = model_flops_per_step(req, shape, layout, work)
@@ -926,6 +928,6 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), req.parallelism.framework, t.seq_len,
+                          req, layout, str(getattr(gpu, "id", "") or "")), view(req).parallelism.framework, t.seq_len,
                           mb.host_bound),
                       flops_per_step=model_flops, breakdown_s=breakdown)

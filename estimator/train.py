@@ -32,6 +32,7 @@ from estimator.layout import Layout
 from estimator.messages import Num, Text
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 from estimator.response import TimeResult, TrainResult
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -129,7 +130,7 @@ class TrainFigures:
 def train_figures(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
                   server: Server | None) -> TrainFigures | None:
     """:func:`train_result` without the checkpoint write time (``None`` when no token budget is given)."""
-    t = req.training
+    t = view(req).training
     if not t.train_tokens:
         return None
     tokens_per_step = layout.tokens_per_step(t)
@@ -152,7 +153,7 @@ def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: 
 
 def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:
     """A token budget smaller than one optimizer step: the time to train covers only that fraction of it."""
-    t = req.training
+    t = view(req).training
     if not t.train_tokens:
         return []
     tokens_per_step = layout.tokens_per_step(t)

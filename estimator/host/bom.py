@@ -32,6 +32,7 @@ from estimator.layout import Layout
 from estimator.memo import ObjectMemo
 from estimator.messages import Num, Text
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 from estimator.response import HostResult
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -61,8 +62,8 @@ def choose_server(req: EstimateRequest, server: Server | None, gpu: Gpu | None, 
     request's GPU with at least ``gpus_per_node`` of them; ``None`` if there is none."""
     if server is not None:
         return server
-    gpu_id = getattr(gpu, "id", req.hardware.gpu)
-    gpn = req.hardware.gpus_per_node
+    gpu_id = getattr(gpu, "id", view(req).hardware.gpu)
+    gpn = view(req).hardware.gpus_per_node
     return _SUGGESTED.get_or_compute((catalog,), (gpu_id, gpn), lambda: _cheapest_server(catalog, gpu_id, gpn))
 
 
@@ -101,7 +102,7 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | Non
     """Items for ``layout.num_nodes`` nodes of ``server`` (see the module docstring). ``host`` is the
     response's host block or a :class:`HostSizing`; the RAM, NVMe and NIC lines follow its recommendation."""
     gpu = gpu if gpu is not None else (getattr(catalog, "gpus", {}) or {}).get(
-        getattr(server, "gpu_id", None) or req.hardware.gpu)
+        getattr(server, "gpu_id", None) or view(req).hardware.gpu)
     chosen = choose_server(req, server, gpu, catalog)
     if isinstance(host, HostSizing):
         sizing = host

@@ -34,6 +34,7 @@ from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.precision import optimizer_state_bytes, state_bytes
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["CheckpointFile", "CheckpointSize", "checkpoint_size", "checkpoint_target", "saved_bytes_per_param"]
 
@@ -58,7 +59,7 @@ class CheckpointSize:
 def saved_bytes_per_param(req: EstimateRequest) -> tuple[float, float]:
     """(weight bytes, optimizer bytes incl. master copy) per trainable parameter; Adafactor's factored state
     is per matrix and added by :func:`checkpoint_size`."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     sb = state_bytes(t.precision, p.framework)
     fp8_cache = 1.0 if t.precision == "fp8-mixed" and p.framework != "pytorch" else 0.0
     weight = sb.param - fp8_cache  # the fp8 weight cache is rebuilt, not saved
@@ -80,11 +81,11 @@ def _stage_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
     opt = int(trainable * opt_pp)
     n_tensors = sum(x.count for x in tensors)
     records_per_tensor = 1
-    spec = optimizer_spec(req.training.optimizer)
+    spec = optimizer_spec(view(req).training.optimizer)
     if spec.factored:
-        dtype = 2 if req.training.precision == "bf16-true" else 4
+        dtype = 2 if view(req).training.precision == "bf16-true" else 4
         opt += _adafactor_bytes(tensors, dtype)
-    if req.parallelism.framework == "pytorch":
+    if view(req).parallelism.framework == "pytorch":
         records_per_tensor += spec.saved_tensors + 1  # + the ``step`` scalar
         opt += 4 * n_tensors  # fp32 ``step`` per parameter tensor
     return weight, opt, n_tensors * records_per_tensor
@@ -127,8 +128,8 @@ def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
     ``torch.save`` or ``torch.distributed.checkpoint`` (``fmt``). DCP writes tied embeddings twice (the model
     state dict holds both names) and has a larger record overhead. Memoised on the request fields it reads (not
     the batch shape)."""
-    t = req.training
-    key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, req.parallelism.framework, shape,
+    t = view(req).training
+    key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, view(req).parallelism.framework, shape,
            layout, fmt)
     return _SIZES.get_or_compute(key, lambda: _checkpoint_size(req, shape, layout, fmt))
 
@@ -137,7 +138,7 @@ def _checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout, fm
     key = "dcp_overhead_bytes_per_tensor" if fmt == "dcp" else "torch_save_overhead_bytes_per_tensor"
     per_record = int(host_defaults().num("checkpoint", key))
     (weight_total, opt_total, rec_total), stage_weight, stage_opt = _job_sizes(req, shape, layout)
-    if fmt == "dcp" and shape.arch.tied_embeddings and req.training.method == "full":
+    if fmt == "dcp" and shape.arch.tied_embeddings and view(req).training.method == "full":
         dup = int(shape.embedding_params() * saved_bytes_per_param(req)[0])
         weight_total += dup
         stage_weight += dup // layout.tp if layout.pp == 1 else 0

@@ -31,6 +31,7 @@ from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.modelspec import ModelShape
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["NetworkTraffic", "inter_node_traffic"]
 
@@ -60,7 +61,7 @@ def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: 
     states sharded, over the data-parallel group *with* context parallelism (dp x cp ranks: cp ranks hold the
     same parameters and partial gradients; ``layout.shard_group`` spans them too), one group per tensor-parallel
     position."""
-    g, m, s = layout.gpus_per_node, req.training.gradient_accumulation_steps, layout.sharding
+    g, m, s = layout.gpus_per_node, view(req).training.gradient_accumulation_steps, layout.sharding
     dp = layout.dp * layout.cp
     slots = max(1, min(g, layout.tp))  # distinct tensor-parallel positions on a node: one DP x CP group each
     local = max(1, g // slots)  # ranks of each DP x CP group on the node
@@ -88,7 +89,7 @@ _RANK_PARAMS: BoundedMemo[tuple[object, ...], tuple[int, int]] = BoundedMemo(409
 def _rank_params(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
     """(trainable, total) parameters of one model-parallel rank of the busiest stage, memoised on what
     :func:`local_tensors` reads (not the batch shape)."""
-    t = req.training
+    t = view(req).training
     key = (t.method, t.lora_rank, t.lora_targets, shape, layout)
     return _RANK_PARAMS.get_or_compute(key, lambda: _rank_params_uncached(req, shape, layout))
 
@@ -103,7 +104,7 @@ def _rank_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layou
 
 
 def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) -> NetworkTraffic:
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     g = layout.gpus_per_node
     if layout.num_nodes <= 1:
         return NetworkTraffic(0, {}, False)

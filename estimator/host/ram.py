@@ -43,6 +43,7 @@ from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
 from estimator.precision import optimizer_state_bytes
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["BREAKDOWN_KEYS", "HostRam", "ProcessRam", "host_ram", "process_ram"]
 
@@ -88,7 +89,7 @@ def _empty() -> dict[str, int]:
 
 def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
     """Offloaded model states of one rank, tensor by tensor (PyTorch FSDP2 / Megatron CPU offload)."""
-    t, p = req.training, req.parallelism
+    t, p = view(req).training, view(req).parallelism
     items = _empty()
     shards = layout.shard_group if layout.sharding in ("zero3", "hsdp") else layout.optimizer_shard
     state_dtype = 2 if t.precision == "bf16-true" else 4
@@ -131,7 +132,7 @@ def _deepspeed_offload_items(req: EstimateRequest, tensors: list[Tensor], layout
     params = sum(x.shard_numel(shards) * x.count for x in tensors if x.trainable)
     frozen = sum(x.shard_numel(shards) * x.count for x in tensors if not x.trainable)
     factor = host_defaults().num("ram", "cpu_optimizer_buffer_factor")
-    with_params = req.parallelism.offload == "optimizer+params"
+    with_params = view(req).parallelism.offload == "optimizer+params"
     items["offloaded_parameters"] = params * (4 + (2 if with_params else 0)) + (frozen * 2 if with_params else 0)
     items["offloaded_gradients"] = params * 4
     items["offloaded_optimizer_states"] = params * 8
@@ -144,7 +145,7 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
                 options: HostOptions, rank0: bool) -> tuple[ProcessRam, ProcessRam]:
     """(load phase, training phase) of one process: rank 0 when ``rank0``, any other rank otherwise."""
     d = host_defaults()
-    p = req.parallelism
+    p = view(req).parallelism
     base = int(d.num("ram", "framework_baseline_gib") * GIB)
     nccl_on = options.nccl if options.nccl is not None else layout.world_size > 1
     nccl_key = "nccl_host_gib" if layout.num_nodes > 1 else "nccl_host_gib_single_node"
@@ -185,7 +186,7 @@ def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt:
                   options: HostOptions) -> tuple[object, ...]:
     """Everything :func:`_host_ram` reads: the request's model-state fields (not the batch shape), the
     checkpoint's staged sizes and the options it uses (before defaults are filled in, which is deterministic)."""
-    t, p, o = req.training, req.parallelism, options
+    t, p, o = view(req).training, view(req).parallelism, options
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
             p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
             o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)

@@ -32,6 +32,7 @@ from estimator.messages import Num, Text, join
 from estimator.modelspec import ModelShape
 from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 from estimator.response import HostResult
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -246,7 +247,7 @@ def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         step = float(time.step_time_s)
         compute = float(_attr(time, "compute_s", default=step)) or step
         return step, compute, "step-time model"
-    t = req.training
+    t = view(req).training
     d = host_defaults()
     tokens = layout.tokens_per_step(t)
     mult = 6.0 if t.method == "full" else 4.0  # LoRA: no weight gradients of the frozen base
@@ -395,7 +396,7 @@ def _dataset(req: EstimateRequest, shape: ModelShape, options: HostOptions) -> t
                           else "bytes_per_token_large_vocab"))
     if options.dataset_bytes is not None:
         return options.dataset_bytes, per_token
-    tokens = req.training.train_tokens or 0
+    tokens = view(req).training.train_tokens or 0
     return int(tokens * per_token), per_token
 
 
@@ -596,7 +597,7 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     plan, warnings, notes, per_token = _storage_plan(req, shape, layout, server, catalog, o, ckpt)
     out.warnings.extend(warnings)
     out.notes.extend(notes)
-    tokens_per_s_node = layout.tokens_per_step(req.training) * steps_per_s / layout.num_nodes
+    tokens_per_s_node = layout.tokens_per_step(view(req).training) * steps_per_s / layout.num_nodes
     if time is not None and _attr(time, "tokens_per_s", default=0):
         tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
     read_bps = tokens_per_s_node * per_token
@@ -614,7 +615,7 @@ def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     depends on the step time or the batch shape, so it is memoised on the objects it reads (the memoised
     checkpoint size, the resolved options, the server, the catalog), the nodes, the token budget and whether
     the vocabulary is small (:func:`_dataset`); the messages are replayed."""
-    key = (layout.num_nodes, req.training.train_tokens, shape.arch.vocab_size < 65500)
+    key = (layout.num_nodes, view(req).training.train_tokens, shape.arch.vocab_size < 65500)
     return _STORAGE.get_or_compute((ckpt, o, server, catalog), key,
                                    lambda: _storage_plan_uncached(req, shape, layout, server, catalog, o, ckpt))
 

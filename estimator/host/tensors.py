@@ -21,6 +21,7 @@ from estimator.memo import BoundedMemo
 from estimator.modelspec import Linear, ModelShape
 from estimator.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
 from estimator.request import EstimateRequest
+from estimator.reqview import view
 
 __all__ = ["Tensor", "local_tensors", "pow2ceil", "stages"]
 
@@ -69,7 +70,7 @@ def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
 
 
 def _layer_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool, layers: int) -> list[Tensor]:
-    a, tp, full = shape.arch, layout.tp, req.training.method == "full"
+    a, tp, full = shape.arch, layout.tp, view(req).training.method == "full"
     out: list[Tensor] = []
     attn = shape.attention_linears()
     for lin in attn:
@@ -109,7 +110,7 @@ def _layer_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, moe:
 
 def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layers: int) -> list[Tensor]:
     """PEFT ``lora_A`` ``[r, in]`` and ``lora_B`` ``[out, r]`` for every adapted linear (fp32, trainable)."""
-    t = req.training
+    t = view(req).training
     r = t.lora_rank
     out: list[Tensor] = []
     for lin in _adapted(shape, t.lora_targets):
@@ -132,7 +133,7 @@ def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage
     planner and the micro-batch search vary), the shape, the stage and the layout's tensor and expert degrees and
     layers per stage (not the data-parallel degree or the sharding: the planner's node counts and strategies
     share one answer)."""
-    t = req.training
+    t = view(req).training
     key = (t.method, t.lora_rank, t.lora_targets, shape, layout.tp, layout.ep, layout.layers_per_stage, stage)
     found = _TENSORS.get_or_compute(key, lambda: tuple(_local_tensors_uncached(req, shape, layout, stage)))
     return list(found)
@@ -142,7 +143,7 @@ def _local_tensors_uncached(req: EstimateRequest, shape: ModelShape, layout: Lay
     """Every parameter tensor of one rank of ``stage`` ("only", "first", "middle" or "last"), before data-parallel
     sharding. Identical tensors are grouped with ``count``."""
     a, tp = shape.arch, layout.tp
-    full = req.training.method == "full"
+    full = view(req).training.method == "full"
     dense, moe = _stage_layers(shape, layout)
     out: list[Tensor] = []
     if dense:

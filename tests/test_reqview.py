@@ -1,0 +1,74 @@
+"""estimator.reqview: a request's fields as compiled attributes hold exactly the pydantic model's values."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from estimator.construct import replaced
+from estimator.memo import field_values
+from estimator.reqview import view
+from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+
+REQUESTS = [
+    EstimateRequest(),
+    EstimateRequest.model_validate({
+        "model": "llama-3.1-70b",
+        "training": {"method": "lora", "lora_rank": 64, "lora_targets": "attention", "precision": "fp8-mixed",
+                     "optimizer": "adamw-8bit", "optimizer_impl": "foreach", "micro_batch_size": 3, "seq_len": 8192,
+                     "gradient_accumulation_steps": 7, "activation_checkpointing": "selective", "train_tokens": 2e9,
+                     "attention": "sdpa", "packed_document_tokens": 2048, "lora_dropout": 0.1,
+                     "lora_kernel": "fused"},
+        "parallelism": {"sharding": "fsdp", "tp": 2, "sequence_parallel": True, "offload": "optimizer+params",
+                        "tp_comm_overlap": "on", "tp_plan": "replicated-embeddings"},
+        "hardware": {"gpu": "a100-sxm4-80gb", "num_nodes": 2, "gpus_per_node": 4}}),
+    EstimateRequest.model_validate({
+        "model": "llama-3.1-405b",
+        "training": {"pipeline_schedule": "interleaved", "virtual_stages": 2, "activation_checkpointing": "full"},
+        "parallelism": {"framework": "megatron", "sharding": "hsdp", "hsdp_shard_size": 2, "tp": 8, "pp": 4,
+                        "first_stage_layers": 30, "last_stage_layers": 30},
+        "hardware": {"server": "dgx-h100", "num_nodes": 16}}),
+]
+
+
+def _pairs(req: EstimateRequest) -> list[tuple[BaseModel, object]]:
+    v = view(req)
+    return [(req.training, v.training), (req.parallelism, v.parallelism), (req.hardware, v.hardware)]
+
+
+@pytest.mark.parametrize("req", REQUESTS)
+def test_every_field_has_its_attribute_with_the_same_value(req: EstimateRequest) -> None:
+    for model, fields in _pairs(req):
+        for name in type(model).model_fields:
+            value = getattr(fields, name)
+            assert value == getattr(model, name) and type(value) is type(getattr(model, name)), name
+        assert fields.values == field_values(model)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("req", REQUESTS)
+def test_derived_values_are_the_models(req: EstimateRequest) -> None:
+    v = view(req)
+    assert v.parallelism.normalized_sharding == req.parallelism.normalized_sharding
+    assert v.parallelism.resolved_tp_plan == req.parallelism.resolved_tp_plan
+    assert v.hardware.world_size == req.hardware.world_size
+    assert v.dp == req.dp
+
+
+def test_the_view_follows_the_request_object() -> None:
+    a, b = REQUESTS[0], REQUESTS[1]
+    assert view(a) is view(a)
+    assert view(b).training.seq_len == 8192 and view(a).training.seq_len == 4096
+    copy = replaced(a, {"training": Training(seq_len=1024)})  # an equal-looking request, another object
+    assert view(copy).training.seq_len == 1024
+    assert view(a).training.seq_len == 4096
+
+
+def test_the_view_of_a_rebuilt_request_is_rebuilt() -> None:
+    """A request freed and another made at the same address: the cache keeps the request it was made for, so
+    ``is`` cannot match a newcomer."""
+    seen = []
+    for seq in (1024, 2048, 4096):
+        req = EstimateRequest(training=Training(seq_len=seq), parallelism=Parallelism(), hardware=Hardware())
+        seen.append(view(req).training.seq_len)
+        del req
+    assert seen == [1024, 2048, 4096]

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from estimator.optimizers import OPTIMIZERS
 from estimator.reqview import view
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["accuracy_table", "held_out_bar", "memory_error_bar_pct", "p90", "time_class", "time_error_bar_pct",
            "time_error_bars", "time_kind_measured"]
 
-DEFAULT_MEMORY_ERROR_PCT = 10.0
-DEFAULT_TIME_ERROR_PCT = 20.0
+DEFAULT_MEMORY_ERROR_PCT: Final = 10.0
+DEFAULT_TIME_ERROR_PCT: Final = 20.0
 
 
 @cache
@@ -46,7 +46,7 @@ def _class_pct(kind: str, klass: str, default: float) -> float:
     return float(value)
 
 
-UNMEASURED_MEMORY_ERROR_PCT = 10.0
+UNMEASURED_MEMORY_ERROR_PCT: Final = 10.0
 
 
 def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
@@ -69,9 +69,9 @@ def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
 # and H100 SXM; PyTorch FSDP/ZeRO-2 without pipeline parallelism, bf16, full training; Megatron-Core / NeMo /
 # Megatron-Bridge with TP, PP, interleaving and CP, bf16 or fp8, full training, SFT or LoRA). docs/accuracy-time.md
 # lists them.
-MEASURED_SINGLE_GPU_IDS = frozenset({"h200-sxm-141gb"})
-MEASURED_MULTI_GPU_IDS = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"})
-MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.time_measured)
+MEASURED_SINGLE_GPU_IDS: Final = frozenset({"h200-sxm-141gb"})
+MEASURED_MULTI_GPU_IDS: Final = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"})
+MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.time_measured)
 
 
 def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> bool:
@@ -124,7 +124,7 @@ def time_error_bar_pct(multi_gpu: bool, measured_kind: bool = True, framework: s
     return max(bar, _class_pct("time_error_bar_pct", "unmeasured_floor", DEFAULT_TIME_ERROR_PCT))
 
 
-HELD_OUT_COVERAGE = 0.80
+HELD_OUT_COVERAGE: Final = 0.80
 
 
 def held_out_bar(groups: Mapping[str, Sequence[float]], target: float = HELD_OUT_COVERAGE) -> dict[str, float]:
@@ -158,7 +158,7 @@ def held_out_bar(groups: Mapping[str, Sequence[float]], target: float = HELD_OUT
             "coverage_raw": coverage(1.0), "widening": w, "rows": float(len(rows)), "groups": float(len(groups))}
 
 
-LONG_SEQUENCE_TOKENS = 16384
+LONG_SEQUENCE_TOKENS: Final = 16384
 
 
 def p90(values: Sequence[float]) -> float:

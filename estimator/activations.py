@@ -104,7 +104,7 @@ def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
 def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autocast: bool) -> tuple[float, float]:
     """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
     q- or ffn-sized, split by TP)."""
-    a, t = shape.arch, view(req).training
+    a, t = shape.dims, view(req).training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
     n_up = 2 if a.gated_mlp else 1
     # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
@@ -174,7 +174,7 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
 
 def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
     """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
-    if shape.arch.attn_logit_softcapping and view(req).parallelism.framework != "megatron":
+    if shape.dims.attn_logit_softcapping and view(req).parallelism.framework != "megatron":
         return "eager"
     return view(req).training.attention
 
@@ -186,7 +186,7 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
     Selective recomputation (Korthikanti et al. 2022, Sec. 5) keeps q, k and v and recomputes the core in
     backward: the score matrices (eager) or the flash output and log-sum-exp are not stored; one layer's worth
     is rebuilt at a time."""
-    a = shape.arch
+    a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     qkv = 2 * qd + 2 * 2 * kvd
     rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
@@ -201,7 +201,7 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
 # Eager attention backward: bytes per score held at once while the softmax backward runs (fp32
 # probabilities, fp32 gradient, PyTorch's ``grad * output`` temporary, fp32 input gradient), against the 6
 # bytes per score the layer stored (module docstring).
-EAGER_BACKWARD_BYTES_PER_SCORE = 16
+EAGER_BACKWARD_BYTES_PER_SCORE: Final = 16
 
 
 def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
@@ -209,20 +209,20 @@ def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layou
     t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
     if view(req).parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
         return 0.0
-    a = shape.arch
+    a = shape.dims
     window = min(view(req).training.seq_len, a.sliding_window or view(req).training.seq_len)
     return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
 
 
 def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float:
     """gate, silu(gate), up (gated) or the pre-activation (plain) tensors saved by the activation."""
-    saved = 3 * 2 * ffn if shape.arch.gated_mlp else 2 * ffn
+    saved = 3 * 2 * ffn if shape.dims.gated_mlp else 2 * ffn
     return saved
 
 
 def _moe_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them)."""
-    a = shape.arch
+    a = shape.dims
     k, h = a.experts_per_token, a.hidden_size
     per_expert = _mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn + 2 * h
     shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn)
@@ -236,7 +236,7 @@ def _split(value: float, divisor: int) -> float:
 def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
     residual, autocast = _regime(req, layout)
-    a, tp = shape.arch, layout.tp
+    a, tp = shape.dims, layout.tp
     trainable_norm = view(req).training.method == "full"
     norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
@@ -263,7 +263,7 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
     LayerNorms 4sbh. Without sequence parallelism the 10sbh of LayerNorm inputs, QKV/MLP inputs and dropout
     masks stay replicated across tensor-parallel ranks; everything else is split by t.
     """
-    a, t = shape.arch, view(req).training
+    a, t = shape.dims, view(req).training
     h = a.hidden_size
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     ffn_tensors = (8 if a.gated_mlp else 4) * a.ffn_hidden_size
@@ -284,7 +284,7 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
     if view(req).training.activation_checkpointing != "selective":
         return 0.0
     if view(req).parallelism.framework == "megatron":
-        a, t = shape.arch, view(req).training
+        a, t = shape.dims, view(req).training
         if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
             return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
         return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
@@ -292,11 +292,11 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
 
 
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
-    vocab_local = shape.arch.vocab_size / layout.logits_tp
+    vocab_local = shape.dims.vocab_size / layout.logits_tp
     logits = tokens * vocab_local
     if view(req).parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
-    softcap = 2 * logits if shape.arch.final_logit_softcapping else 0  # tanh output saved (bf16)
+    softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
     loss_parallel = 4 * logits if view(req).parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
@@ -333,7 +333,7 @@ def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
             view(req).parallelism.framework)
 
 
-_RATES: BoundedMemo[tuple[object, ...], ActivationRates] = BoundedMemo(8192)
+_RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)
 
 
 def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
@@ -363,7 +363,7 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
     r = rates or activation_rates(req, shape, layout)
     tokens = (micro_batch_size or view(req).training.micro_batch_size) * r.tokens_per_sequence // layout.cp
     per_layer = int(r.per_token * tokens)
-    residual = r.residual_dtype * shape.arch.hidden_size * tokens
+    residual = r.residual_dtype * shape.dims.hidden_size * tokens
     residual //= r.residual_div
     if r.full_checkpointing:
         stored, recompute = residual, per_layer

@@ -12,13 +12,15 @@ exhaust (NVIDIA's DGX H100 site guide quotes its airflow at a stated inlet tempe
 
 from __future__ import annotations
 
+from typing import Final
+
 __all__ = ["AIR_CP_J_PER_KG_K", "AIR_DENSITY_KG_PER_M3", "CFM_PER_M3_PER_S", "DEFAULT_DELTA_T_K", "airflow_cfm",
            "airflow_m3_per_s"]
 
-AIR_DENSITY_KG_PER_M3 = 1.2
-AIR_CP_J_PER_KG_K = 1005.0
-CFM_PER_M3_PER_S = 1.0 / (0.3048**3) * 60.0  # 2118.88
-DEFAULT_DELTA_T_K = 15.0
+AIR_DENSITY_KG_PER_M3: Final = 1.2
+AIR_CP_J_PER_KG_K: Final = 1005.0
+CFM_PER_M3_PER_S: Final = 1.0 / (0.3048**3) * 60.0  # 2118.88
+DEFAULT_DELTA_T_K: Final = 15.0
 
 
 def airflow_m3_per_s(watts: float, delta_t_k: float = DEFAULT_DELTA_T_K) -> float:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.errors import InvalidRequestError
 
@@ -51,7 +52,7 @@ class Budget:
         return None if self.seconds is None else self.started + self.seconds
 
 
-_current: ContextVar[Budget | None] = ContextVar("capplan_work_budget", default=None)
+_current: Final[ContextVar[Budget | None]] = ContextVar("capplan_work_budget", default=None)
 
 
 def current() -> Budget | None:

@@ -41,21 +41,21 @@ __all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabr
            "network_warnings", "node_nics", "place_group"]
 
 # Measured all-reduce / other-collective busbw (GB/s) on 8-GPU NVSwitch boards, keyed by per-GPU NVLink GB/s.
-NVSWITCH_BUSBW_GBPS: dict[int, tuple[float, float]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
-NVLINK_PAIR_BUSBW_GBPS = 116.0
-PCIE_RING_EFF = 0.70
-NIC_EFF = 0.90
-INFINITY_FABRIC_EFF = 0.70
-INTRA_LATENCY_S = 10e-6
-INTER_LATENCY_S = 20e-6
-INTER_HOP_S = 2e-6
+NVSWITCH_BUSBW_GBPS: Final[dict[int, tuple[float, float]]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
+NVLINK_PAIR_BUSBW_GBPS: Final = 116.0
+PCIE_RING_EFF: Final = 0.70
+NIC_EFF: Final = 0.90
+INFINITY_FABRIC_EFF: Final = 0.70
+INTRA_LATENCY_S: Final = 10e-6
+INTER_LATENCY_S: Final = 20e-6
+INTER_HOP_S: Final = 2e-6
 # Without a server in the request (or when the server lists no NICs at all): one NIC per GPU, 200 Gb/s for
 # Ampere (DGX A100: 8x HDR ConnectX-6), 400 Gb/s otherwise (DGX H100/H200: 8x ConnectX-7 NDR) --
 # hardware-facts.md Sec. 3. Keyed on the GPU's architecture: the NVLink rate would give the H100 PCIe/NVL
 # (NVLink bridges at 600 GB/s) the A100's HDR default.
-DEFAULT_NIC_GBITS = {"Ampere": 200.0}
-DEFAULT_NIC_GBITS_OTHER = 400.0
-_COMPUTE_PURPOSES = ("compute", "gpu", "east", "backend", "rdma", "training")
+DEFAULT_NIC_GBITS: Final = {"Ampere": 200.0}
+DEFAULT_NIC_GBITS_OTHER: Final = 400.0
+_COMPUTE_PURPOSES: Final = ("compute", "gpu", "east", "backend", "rdma", "training")
 
 
 class ServerSpec(Protocol):
@@ -192,7 +192,7 @@ def _node_nic_bytes(gpu: Gpu, server: Server | None, gpus_per_node: int) -> floa
 
 
 # a fabric is a pure function of the catalog GPU and server objects and the GPUs per node: once each
-_FABRICS: ObjectMemo[Fabric] = ObjectMemo(1024)
+_FABRICS: Final[ObjectMemo[Fabric]] = ObjectMemo(1024)
 
 
 def fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.construct import trusted
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo, ObjectMemo, field_values
 from estimator.messages import Message, Text
@@ -165,7 +166,7 @@ def _rent_basis(offer: Any, pricing: Pricing, catalog: Catalog, flags: list[str]
     sources = getattr(offer, "sources_for", lambda _f: offer.sources)(price_field(pricing))
     cites = "; ".join(str(getattr(s, "citation", s)) for s in sources[:2])
     klass = provider_class(offer.provider)
-    return CostBasis(
+    return trusted(CostBasis,
         basis="rent",
         usd_per_gpu_hour=rate,
         label=f"{offer.provider} {offer.instance} ({pricing}{where})",
@@ -209,7 +210,7 @@ def _own_basis(
         confidence = age_confidence(server.price_date, False, catalog)
     price = "estimated from its GPUs" if own.server_price_estimated else f"catalog price ({server.price_date})"
     o = own.opex_per_year
-    return CostBasis(
+    return trusted(CostBasis,
         basis="own",
         usd_per_gpu_hour=own.usd_per_gpu_hour,
         label=f"owned {server.name}",
@@ -369,7 +370,7 @@ def cost_of_run(basis: CostBasis, gpu_hours: float | None, fits: bool = True) ->
         flags.append(Text("Does not fit in GPU memory: no time or cost for this setup (see the suggestions)."))
     if basis.confidence == "low":
         flags.append(Text("Low-confidence price (%(label)s): treat the total as indicative.", label=basis.label))
-    return CostResult(
+    return trusted(CostResult,
         **{**_dumped(basis), "flags": flags},
         gpu_hours=gpu_hours if fits else None,
         total_usd=total,

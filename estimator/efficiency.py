@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from estimator.memo import ObjectMemo
 
@@ -216,10 +216,10 @@ class Constants:
     compute_overhead: float = 1.0
 
 
-H200_FIT = Constants()
+H200_FIT: Final = Constants()
 # The calibration GPU's datasheet figures (hardware_catalog h200-sxm-141gb): the reference for intensity_scale.
-H200_PEAK_BF16 = 989.5e12
-H200_HBM = 4800e9
+H200_PEAK_BF16: Final = 989.5e12
+H200_HBM: Final = 4800e9
 
 # Maximum achievable bf16 matmul FLOP/s as a fraction of the datasheet dense peak, per GPU. GPUs do not reach
 # the same fraction of their own peak: the fitted GEMM efficiency is the H200's and carries to another GPU
@@ -231,8 +231,8 @@ H200_HBM = 4800e9
 # The H200 reference is our own micro-benchmark (tests/data/micro_h200.json): its best bf16 GEMMs reach
 # 815-817 TFLOP/s (0.825 of 989.5; cf. GH200 at 900 W in the same table, 83.6%). The A100 SXM 40GB is the same
 # chip at the same 400 W as the 80GB part (assumption: same fraction). GPUs not listed get the H200's fraction.
-H200_GEMM_FRACTION = 0.825
-ACHIEVABLE_GEMM_FRACTION: dict[str, float] = {
+H200_GEMM_FRACTION: Final = 0.825
+ACHIEVABLE_GEMM_FRACTION: Final[dict[str, float]] = {
     "h200-sxm-141gb": H200_GEMM_FRACTION,
     "a100-sxm4-80gb": 0.869,
     "a100-sxm4-40gb": 0.869,
@@ -310,7 +310,7 @@ def _peak_flops(gpu: GpuSpec, precision: str) -> float:
 
 
 # rates are a pure function of the catalog GPU object, the constants and the precision: once each
-_RATES: ObjectMemo[Rates] = ObjectMemo(1024)
+_RATES: Final[ObjectMemo[Rates]] = ObjectMemo(1024)
 
 
 def rates_for(gpu: GpuSpec, precision: str, k: Constants = H200_FIT) -> Rates:

@@ -6,6 +6,7 @@ from typing import Final
 
 from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.comm import network_warnings
+from estimator.construct import trusted
 from estimator.cost import CostResult, choose_basis, cost_of_run
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.explain import assumptions_for, warnings_for
@@ -38,7 +39,7 @@ from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["ResolvedHardware", "estimate", "estimate_memory", "resolve_hardware"]
 
-MAX_MICRO_BATCH_SEARCH = 4096
+MAX_MICRO_BATCH_SEARCH: Final = 4096
 
 
 def _default_catalog() -> Catalog:
@@ -85,7 +86,7 @@ def _trainable(req: EstimateRequest, shape: ModelShape) -> int:
     t = view(req).training
     if t.method == "full":
         return shape.total_params()
-    return lora_params_per_layer(shape, t.lora_rank, t.lora_targets) * shape.arch.num_layers
+    return lora_params_per_layer(shape, t.lora_rank, t.lora_targets) * shape.dims.num_layers
 
 
 def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> MemoryPeak:
@@ -100,10 +101,10 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, ca
 def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int,
                    peak: MemoryPeak) -> MemoryResult:
     ph = peak.peak
-    breakdown = MemoryBreakdown(parameters=ph.parameters, gradients=ph.gradients,
+    breakdown = trusted(MemoryBreakdown, parameters=ph.parameters, gradients=ph.gradients,
                                 optimizer_states=ph.optimizer_states, activations=ph.activations,
                                 logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
-    return MemoryResult(breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
+    return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
@@ -112,7 +113,7 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
-_MEASURED_OPTIMIZERS = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
+_MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
 
 
 def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
@@ -125,7 +126,7 @@ def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
     return not _unmeasured(req, layout)[0]
 
 
-_UNMEASURED: BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]] = BoundedMemo(1024)
+_UNMEASURED: Final[BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = BoundedMemo(1024)
 
 
 def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -188,14 +189,14 @@ def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
     t = view(req).training
     gbt = layout.tokens_per_step(t)
-    return LayoutSummary(world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
+    return trusted(LayoutSummary, world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
                          global_batch_tokens=gbt, gpu=gpu_id, server=view(req).hardware.server,
                          virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
                          pipeline_split=layout.pipeline_split)
 
 
-_SUMMARIES: BoundedMemo[tuple[object, ...], ModelSummary] = BoundedMemo(1024)
+_SUMMARIES: Final[BoundedMemo[tuple[object, ...], ModelSummary]] = BoundedMemo(1024)
 
 
 def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
@@ -206,8 +207,8 @@ def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
 
 
 def _model_summary_uncached(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
-    a = shape.arch
-    return ModelSummary(name=a.name, total_params=shape.total_params(), active_params=shape.active_params(),
+    a = shape.dims
+    return trusted(ModelSummary, name=a.name, total_params=shape.total_params(), active_params=shape.active_params(),
                         trainable_params=_trainable(req, shape), published_params=a.published_params,
                         num_layers=a.num_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size)
 
@@ -233,7 +234,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(req, shape, capacity)
     cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
-    return EstimateResponse(model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
+    return trusted(EstimateResponse, model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
                             + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from estimator.layout import Layout
 from estimator.memo import ObjectMemo
@@ -14,9 +14,9 @@ from estimator.response import MemoryResult, Suggestion
 
 __all__ = ["assumptions_for", "warnings_for"]
 
-GIB = 1 << 30
+GIB: Final = 1 << 30
 
-_PRECISION = {
+_PRECISION: Final = {
     "bf16-mixed": N_("fp32 trainable parameters, gradients and optimizer states; bf16 compute (autocast / FSDP "
                      "MixedPrecisionPolicy)"),
     "bf16-true": N_("parameters, gradients and optimizer states all in bf16"),
@@ -66,7 +66,7 @@ def _tp_line(layout: Layout, p: Parallelism) -> Text:
                 "%(how)s", plan=plan, framework=p.framework, how=how)
 
 
-_ASSUMPTIONS: ObjectMemo[tuple[str, ...]] = ObjectMemo(1024)
+_ASSUMPTIONS: Final[ObjectMemo[tuple[str, ...]]] = ObjectMemo(1024)
 
 
 def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:

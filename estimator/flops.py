@@ -33,8 +33,8 @@ from estimator.reqview import view
 
 __all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
 
-_ROW_PARALLEL = {"o_proj", "down_proj"}
-_REPLICATED = {"q_a_proj", "kv_a_proj_with_mqa"}
+_ROW_PARALLEL: Final = {"o_proj", "down_proj"}
+_REPLICATED: Final = {"q_a_proj", "kv_a_proj_with_mqa"}
 
 
 class Gemm:
@@ -156,8 +156,8 @@ def _linear_shapes(lins: list[Linear], tp: int, frozen: bool, fp8: bool) -> list
     return out
 
 
-_FUSED_INPUTS = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv", "gate_proj": "linear_fc1",
-                 "up_proj": "linear_fc1"}
+_FUSED_INPUTS: Final = {"q_proj": "linear_qkv", "k_proj": "linear_qkv", "v_proj": "linear_qkv",
+                        "gate_proj": "linear_fc1", "up_proj": "linear_fc1"}
 
 
 def fused_linears(lins: list[Linear]) -> list[Linear]:
@@ -202,7 +202,7 @@ def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
 
 def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> tuple[float, float]:
     """Forward attention-core FLOPs of one layer and micro-batch on one GPU, and the effective key length."""
-    a, t = shape.arch, view(req).training
+    a, t = shape.dims, view(req).training
     s = float(t.seq_len)
     if shape.is_mla:
         d_qk = float((a.qk_nope_head_dim or 128) + (a.qk_rope_head_dim or 64))
@@ -234,13 +234,13 @@ def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
     if targets == "attention":
         return attn
     if moe:
-        shared = shape.mlp_linears(shape.expert_ffn, shape.arch.num_shared_experts)
+        shared = shape.mlp_linears(shape.expert_ffn, shape.dims.num_shared_experts)
         return attn + [s for s in shared if s.count]
-    return attn + shape.mlp_linears(shape.arch.ffn_hidden_size)
+    return attn + shape.mlp_linears(shape.dims.ffn_hidden_size)
 
 
 def _mlp_shapes(shape: ModelShape, layout: Layout, moe: bool, frozen: bool, fp8: bool) -> list[_GemmShape]:
-    a, tp = shape.arch, layout.tp
+    a, tp = shape.dims, layout.tp
     if not moe:
         return _linear_shapes(shape.mlp_linears(a.ffn_hidden_size), tp, frozen, fp8)
     routed = [(True, k, n, a.num_experts / layout.ep, trainable, f8)
@@ -275,7 +275,7 @@ class _LayerParts:
 
 
 def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
-    t, a = view(req).training, shape.arch
+    t, a = view(req).training, shape.dims
     frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
     gemms = _linear_shapes(shape.attention_linears(), layout.tp, frozen, fp8)
     gemms += _mlp_shapes(shape, layout, moe, frozen, fp8)
@@ -296,7 +296,7 @@ def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: b
     return _LayerParts(tuple(gemms), base, ffn, qk, lora, experts, fa2)
 
 
-_PARTS: BoundedMemo[tuple[object, ...], _LayerParts] = BoundedMemo(4096)
+_PARTS: Final[BoundedMemo[tuple[object, ...], _LayerParts]] = BoundedMemo(4096)
 
 
 def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
@@ -309,7 +309,7 @@ def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, m
 
 
 def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
-    t, a = view(req).training, shape.arch
+    t, a = view(req).training, shape.dims
     m = float(t.micro_batch_size * t.seq_len) / layout.cp
     per_expert = m * a.experts_per_token * layout.ep / a.num_experts if moe else m
     parts = _memo_layer_parts(req, shape, layout, moe)
@@ -326,7 +326,7 @@ def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -
 
 def _stage_layers(shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int]:
     per_stage = layout.layers_on(stage)
-    moe = round(per_stage * shape.moe_layers / shape.arch.num_layers)
+    moe = round(per_stage * shape.moe_layers / shape.dims.num_layers)
     return per_stage - moe, moe
 
 
@@ -334,7 +334,7 @@ def workload(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str
     """Per-micro-batch work of one pipeline stage's GPU: by default the last stage, which holds the LM head
     (all of the model without pipeline parallelism). ``first`` and ``middle`` stages carry no LM head
     (``head`` and ``vocab_local`` are zero); :meth:`Layout.layers_on` gives each stage's decoder layers."""
-    t, a = view(req).training, shape.arch
+    t, a = view(req).training, shape.dims
     dense_n, moe_n = _stage_layers(shape, layout, stage)
     tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
     has_head = stage in ("last", "only") or layout.pp == 1

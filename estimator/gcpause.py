@@ -19,11 +19,12 @@ import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 __all__ = ["paused"]
 
 _lock = threading.Lock()
-_state: list[int] = [0, 0]  # [searches inside, whether the first one found the collector enabled]
+_state: Final[list[int]] = [0, 0]  # [searches inside, whether the first one found the collector enabled]
 
 
 @contextmanager

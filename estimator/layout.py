@@ -20,6 +20,7 @@ Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.memo import BoundedMemo
@@ -152,7 +153,7 @@ def _check(cond: bool, message: str, field: str) -> None:
 
 
 def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
-    p, a = view(req).parallelism, shape.arch
+    p, a = view(req).parallelism, shape.dims
     _check(a.num_attention_heads % p.tp == 0,
            f"tp={p.tp} must divide num_attention_heads={a.num_attention_heads}", "parallelism.tp")
     kv = shape.kv_heads
@@ -228,7 +229,7 @@ def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
             t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
 
 
-_LAYOUTS: BoundedMemo[tuple[object, ...], Layout | None] = BoundedMemo(8192)  # None: the request fails a check
+_LAYOUTS: Final[BoundedMemo[tuple[object, ...], Layout | None]] = BoundedMemo(8192)  # None: the request fails a check
 
 
 def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
@@ -266,7 +267,7 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     _check_model_split(req, shape)
     _check_combinations(req)
     group = _shard_group(req, dp)
-    split = split_layers(shape.arch.num_layers, p.pp, view(req).training.virtual_stages, p.first_stage_layers,
+    split = split_layers(shape.dims.num_layers, p.pp, view(req).training.virtual_stages, p.first_stage_layers,
                          p.last_stage_layers)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
                   vp=view(req).training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,

@@ -10,15 +10,15 @@ whole request to be hashable, and hashing it costs more than the fields do).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 __all__ = ["BoundedMemo", "ObjectMemo", "clear_all", "field_values"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_MISSING = object()
-_ALL: list[BoundedMemo[Any, Any] | ObjectMemo[Any]] = []  # every memo made (module-level: a fixed set)
+_MISSING: Final = object()
+_ALL: Final[list[BoundedMemo[Any, Any] | ObjectMemo[Any]]] = []  # every memo made (module-level: a fixed set)
 
 
 def clear_all() -> None:

@@ -41,7 +41,7 @@ __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floo
 
 # Measured foreach AdamW intermediates relative to the optimizer's parameters (tests/data/calibration_h200.json,
 # optimizer-phase peak minus parameters, gradients and states; see docs/accuracy.md).
-FOREACH_TEMP_FRACTION = 1.0
+FOREACH_TEMP_FRACTION: Final = 1.0
 
 
 class Phase:
@@ -130,7 +130,7 @@ class _States:
 
 
 # DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/planner/exports/launch.py`` writes), in elements.
-DEEPSPEED_REDUCE_BUCKET = 500_000_000
+DEEPSPEED_REDUCE_BUCKET: Final = 500_000_000
 
 
 def _fsdp2_shard_grad_op(req: EstimateRequest, layout: Layout) -> bool:
@@ -246,7 +246,7 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
     of backward: the caller counts it with the root group's reduction, not as a held gradient."""
     t, p = view(req).training, view(req).parallelism
-    if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.arch.tied_embeddings
+    if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.dims.tied_embeddings
             or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
         return 0
     sb = state_bytes(t.precision, p.framework)
@@ -260,7 +260,7 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
     that layer's and, for an untied input embedding (whose backward runs last), the embedding's."""
     if view(req).training.method == "full":
         later = place.max_layer_local
-        if not shape.arch.tied_embeddings and layout.pp == 1:
+        if not shape.dims.tied_embeddings and layout.pp == 1:
             later += shape.embedding_params() // layout.embedding_tp
         total = place.total_local
     else:
@@ -417,7 +417,7 @@ def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
                     act: ActivationModel, base: _StageBase) -> OverheadInput:
-    logits = 4 * act.tokens * shape.arch.vocab_size // base.logits_div if base.logits_div else 0
+    logits = 4 * act.tokens * shape.dims.vocab_size // base.logits_div if base.logits_div else 0
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
                          logits_fp32_bytes=logits, checkpointing=view(req).training.activation_checkpointing == "full",
                          foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,
@@ -439,7 +439,7 @@ def _state_key(req: EstimateRequest) -> tuple[object, ...]:
             p.offload)
 
 
-_STAGE_STATES: BoundedMemo[tuple[object, ...], tuple[ParamPlacement, _States]] = BoundedMemo(8192)
+_STAGE_STATES: Final[BoundedMemo[tuple[object, ...], tuple[ParamPlacement, _States]]] = BoundedMemo(8192)
 
 
 def _placed_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
@@ -457,9 +457,9 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
 
 
 _Key = tuple[object, ...]
-_PEAKS: BoundedMemo[_Key, MemoryPeak] = BoundedMemo(4096)
-_TOTALS: BoundedMemo[_Key, tuple[int, bool]] = BoundedMemo(4096)
-_MAX_MICRO_BATCH: BoundedMemo[_Key, int] = BoundedMemo(4096)
+_PEAKS: Final[BoundedMemo[_Key, MemoryPeak]] = BoundedMemo(4096)
+_TOTALS: Final[BoundedMemo[_Key, tuple[int, bool]]] = BoundedMemo(4096)
+_MAX_MICRO_BATCH: Final[BoundedMemo[_Key, int]] = BoundedMemo(4096)
 
 
 def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
@@ -483,13 +483,13 @@ def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memo
         *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
 
 
-_RANKS = {"only": N_("every rank (identical)"),
+_RANKS: Final = {"only": N_("every rank (identical)"),
           "first": N_("first pipeline stage (embeddings, most micro-batches in flight)"),
           "middle": N_("second pipeline stage (most decoder layers of an uneven split)"),
           "last": N_("last pipeline stage (LM head and loss)")}
 
 
-_BASES: BoundedMemo[tuple[object, ...], tuple[_StageBase, ...]] = BoundedMemo(8192)
+_BASES: Final[BoundedMemo[tuple[object, ...], tuple[_StageBase, ...]]] = BoundedMemo(8192)
 
 
 def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[_StageBase, ...]:
@@ -633,5 +633,5 @@ def memory_floor(req: EstimateRequest, shape: ModelShape, layout: Layout) -> Mem
     _, st = _stage_states(req, shape, layout, stage)
     rates = activation_rates(req, shape, layout)
     return MemoryFloor(states=st.params + st.optimizer + st.grad_buckets, grads=st.grads,
-                       residual_bytes_per_token=rates.residual_dtype * shape.arch.hidden_size,
+                       residual_bytes_per_token=rates.residual_dtype * shape.dims.hidden_size,
                        residual_div=rates.residual_div, layers=layout.layers_on(stage), cp=layout.cp)

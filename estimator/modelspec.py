@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -155,14 +155,14 @@ def _as_int(key: str, value: Any) -> int:
     raise bad
 
 
-_TIED_BY_DEFAULT = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "opt", "bloom", "gpt_neox_japanese"}
-_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl"}
-_LAYERNORM = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
+_TIED_BY_DEFAULT: Final = {"gpt2", "gemma", "gemma2", "gemma3", "gemma3_text", "opt", "bloom", "gpt_neox_japanese"}
+_QKV_BIAS: Final = {"qwen2", "qwen2_moe", "qwen2_vl"}
+_LAYERNORM: Final = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
 # q_norm / k_norm on each head (transformers ``Qwen3Attention``, ``Gemma3Attention``, ``Olmo2Attention``)
-_QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
+_QK_NORM: Final = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
 # one qkv_proj and one gate_up_proj linear (transformers ``Phi3Attention`` / ``Phi3MLP``)
-_FUSED_PROJECTIONS = {"phi3"}
-_NON_GATED = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
+_FUSED_PROJECTIONS: Final = {"phi3"}
+_NON_GATED: Final = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
 
 
 def _hf_moe(c: _Config) -> dict[str, Any]:
@@ -247,42 +247,125 @@ def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
                                c.field_path(field) if field else "model.hf_config") from exc
 
 
+class ArchDims:
+    """A :class:`ModelArch`'s fields as compiled attributes (read on every estimate: a pydantic attribute read is
+    about 360 machine instructions from compiled code, see :mod:`estimator.reqview`)."""
+
+    name: Final[str]
+    num_layers: Final[int]
+    hidden_size: Final[int]
+    num_attention_heads: Final[int]
+    num_kv_heads: Final[int | None]
+    head_dim: Final[int | None]
+    ffn_hidden_size: Final[int]
+    vocab_size: Final[int]
+    tied_embeddings: Final[bool]
+    num_experts: Final[int]
+    experts_per_token: Final[int]
+    moe_ffn_hidden_size: Final[int | None]
+    num_shared_experts: Final[int]
+    first_dense_layers: Final[int]
+    gated_mlp: Final[bool]
+    attention_bias: Final[bool]
+    qkv_bias: Final[bool]
+    mlp_bias: Final[bool]
+    norm: Final[str]
+    q_lora_rank: Final[int | None]
+    kv_lora_rank: Final[int | None]
+    qk_rope_head_dim: Final[int | None]
+    qk_nope_head_dim: Final[int | None]
+    v_head_dim: Final[int | None]
+    sliding_window: Final[int | None]
+    norms_per_layer: Final[int]
+    fused_projections: Final[bool]
+    qk_norm: Final[bool]
+    final_logit_softcapping: Final[float | None]
+    attn_logit_softcapping: Final[float | None]
+    learned_position_embeddings: Final[int]
+    source: Final[str]
+    published_params: Final[int | None]
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        self.name = d["name"]
+        self.num_layers = d["num_layers"]
+        self.hidden_size = d["hidden_size"]
+        self.num_attention_heads = d["num_attention_heads"]
+        self.num_kv_heads = d["num_kv_heads"]
+        self.head_dim = d["head_dim"]
+        self.ffn_hidden_size = d["ffn_hidden_size"]
+        self.vocab_size = d["vocab_size"]
+        self.tied_embeddings = d["tied_embeddings"]
+        self.num_experts = d["num_experts"]
+        self.experts_per_token = d["experts_per_token"]
+        self.moe_ffn_hidden_size = d["moe_ffn_hidden_size"]
+        self.num_shared_experts = d["num_shared_experts"]
+        self.first_dense_layers = d["first_dense_layers"]
+        self.gated_mlp = d["gated_mlp"]
+        self.attention_bias = d["attention_bias"]
+        self.qkv_bias = d["qkv_bias"]
+        self.mlp_bias = d["mlp_bias"]
+        self.norm = d["norm"]
+        self.q_lora_rank = d["q_lora_rank"]
+        self.kv_lora_rank = d["kv_lora_rank"]
+        self.qk_rope_head_dim = d["qk_rope_head_dim"]
+        self.qk_nope_head_dim = d["qk_nope_head_dim"]
+        self.v_head_dim = d["v_head_dim"]
+        self.sliding_window = d["sliding_window"]
+        self.norms_per_layer = d["norms_per_layer"]
+        self.fused_projections = d["fused_projections"]
+        self.qk_norm = d["qk_norm"]
+        self.final_logit_softcapping = d["final_logit_softcapping"]
+        self.attn_logit_softcapping = d["attn_logit_softcapping"]
+        self.learned_position_embeddings = d["learned_position_embeddings"]
+        self.source = d["source"]
+        self.published_params = d["published_params"]
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    """Derived sizes of a :class:`ModelArch`; all counts are parameters (elements), not bytes."""
+    """Derived sizes of a :class:`ModelArch`; all counts are parameters (elements), not bytes. ``dims``: the
+    architecture's fields as compiled attributes (what the sizes below and the models read)."""
 
     arch: ModelArch
+    dims: ArchDims = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", ArchDims(vars(self.arch)))
+
+    def __reduce__(self) -> tuple[type[ModelShape], tuple[ModelArch]]:
+        """Pickled as its architecture (``dims`` is rebuilt from it)."""
+        return type(self), (self.arch,)
 
     @property
     def kv_heads(self) -> int:
-        return self.arch.num_kv_heads or self.arch.num_attention_heads
+        return self.dims.num_kv_heads or self.dims.num_attention_heads
 
     @property
     def head_dim(self) -> int:
-        return self.arch.head_dim or self.arch.hidden_size // self.arch.num_attention_heads
+        return self.dims.head_dim or self.dims.hidden_size // self.dims.num_attention_heads
 
     @property
     def is_mla(self) -> bool:
-        return self.arch.kv_lora_rank is not None
+        return self.dims.kv_lora_rank is not None
 
     @property
     def is_moe(self) -> bool:
-        return self.arch.num_experts > 1
+        return self.dims.num_experts > 1
 
     @property
     def moe_layers(self) -> int:
-        return self.arch.num_layers - self.arch.first_dense_layers if self.is_moe else 0
+        return self.dims.num_layers - self.dims.first_dense_layers if self.is_moe else 0
 
     @property
     def dense_layers(self) -> int:
-        return self.arch.num_layers - self.moe_layers
+        return self.dims.num_layers - self.moe_layers
 
     @property
     def expert_ffn(self) -> int:
-        return self.arch.moe_ffn_hidden_size or self.arch.ffn_hidden_size
+        return self.dims.moe_ffn_hidden_size or self.dims.ffn_hidden_size
 
     def attention_linears(self) -> list[Linear]:
-        a, h = self.arch, self.arch.hidden_size
+        a, h = self.dims, self.dims.hidden_size
         if self.is_mla:
             return self._mla_linears()
         q, kv = a.num_attention_heads * self.head_dim, self.kv_heads * self.head_dim
@@ -290,7 +373,7 @@ class ModelShape:
                 Linear("o_proj", q, h)]
 
     def _mla_linears(self) -> list[Linear]:
-        a, h, n = self.arch, self.arch.hidden_size, self.arch.num_attention_heads
+        a, h, n = self.dims, self.dims.hidden_size, self.dims.num_attention_heads
         rope, nope, v = a.qk_rope_head_dim or 64, a.qk_nope_head_dim or 128, a.v_head_dim or 128
         kvr = a.kv_lora_rank or 512
         q = ([Linear("q_a_proj", h, a.q_lora_rank), Linear("q_b_proj", a.q_lora_rank, n * (nope + rope))]
@@ -299,12 +382,12 @@ class ModelShape:
                 Linear("o_proj", n * v, h)]
 
     def mlp_linears(self, ffn: int, count: int = 1, kind: str = "mlp") -> list[Linear]:
-        h = self.arch.hidden_size
-        up = [Linear("gate_proj", h, ffn, count, kind)] if self.arch.gated_mlp else []
+        h = self.dims.hidden_size
+        up = [Linear("gate_proj", h, ffn, count, kind)] if self.dims.gated_mlp else []
         return [*up, Linear("up_proj", h, ffn, count, kind), Linear("down_proj", ffn, h, count, kind)]
 
     def attention_params(self) -> int:
-        a = self.arch
+        a = self.dims
         weights = sum(lin.params for lin in self.attention_linears())
         q_out, kv_out = a.num_attention_heads * self.head_dim, self.kv_heads * self.head_dim
         bias = (q_out + 2 * kv_out) if a.qkv_bias and not self.is_mla else 0
@@ -313,38 +396,38 @@ class ModelShape:
         return weights + bias + mla_norms
 
     def mlp_params(self, ffn: int) -> int:
-        bias = (ffn * (2 if self.arch.gated_mlp else 1) + self.arch.hidden_size) if self.arch.mlp_bias else 0
+        bias = (ffn * (2 if self.dims.gated_mlp else 1) + self.dims.hidden_size) if self.dims.mlp_bias else 0
         return sum(lin.params for lin in self.mlp_linears(ffn)) + bias
 
     def norm_params_per_layer(self) -> int:
-        per_norm = self.arch.hidden_size * (2 if self.arch.norm == "layernorm" else 1)
-        return self.arch.norms_per_layer * per_norm
+        per_norm = self.dims.hidden_size * (2 if self.dims.norm == "layernorm" else 1)
+        return self.dims.norms_per_layer * per_norm
 
     def routed_expert_params_per_layer(self) -> int:
-        return self.arch.num_experts * self.mlp_params(self.expert_ffn) if self.is_moe else 0
+        return self.dims.num_experts * self.mlp_params(self.expert_ffn) if self.is_moe else 0
 
     def shared_expert_params_per_layer(self) -> int:
-        return self.arch.num_shared_experts * self.mlp_params(self.expert_ffn)
+        return self.dims.num_shared_experts * self.mlp_params(self.expert_ffn)
 
     def router_params_per_layer(self) -> int:
-        return self.arch.hidden_size * self.arch.num_experts if self.is_moe else 0
+        return self.dims.hidden_size * self.dims.num_experts if self.is_moe else 0
 
     def dense_layer_params(self) -> int:
-        return self.attention_params() + self.mlp_params(self.arch.ffn_hidden_size) + self.norm_params_per_layer()
+        return self.attention_params() + self.mlp_params(self.dims.ffn_hidden_size) + self.norm_params_per_layer()
 
     def moe_layer_params(self) -> int:
         return (self.attention_params() + self.norm_params_per_layer() + self.router_params_per_layer()
                 + self.routed_expert_params_per_layer() + self.shared_expert_params_per_layer())
 
     def embedding_params(self) -> int:
-        a = self.arch
+        a = self.dims
         return a.vocab_size * a.hidden_size + a.learned_position_embeddings * a.hidden_size
 
     def lm_head_params(self) -> int:
-        return 0 if self.arch.tied_embeddings else self.arch.vocab_size * self.arch.hidden_size
+        return 0 if self.dims.tied_embeddings else self.dims.vocab_size * self.dims.hidden_size
 
     def final_norm_params(self) -> int:
-        return self.arch.hidden_size * (2 if self.arch.norm == "layernorm" else 1)
+        return self.dims.hidden_size * (2 if self.dims.norm == "layernorm" else 1)
 
     def layer_params_total(self) -> int:
         return self.dense_layers * self.dense_layer_params() + self.moe_layers * self.moe_layer_params()
@@ -356,7 +439,7 @@ class ModelShape:
         """Parameters touched per token: routed experts count ``experts_per_token`` of ``num_experts``."""
         if not self.is_moe:
             return self.total_params()
-        idle = self.arch.num_experts - self.arch.experts_per_token
+        idle = self.dims.num_experts - self.dims.experts_per_token
         return self.total_params() - self.moe_layers * idle * self.mlp_params(self.expert_ffn)
 
     def max_layer_params(self) -> int:

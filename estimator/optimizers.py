@@ -22,7 +22,7 @@ Sources:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from estimator.request import Optimizer, OptimizerImpl
 
@@ -72,7 +72,7 @@ class OptimizerSpec:
 
 # SGD with momentum and Lion touch fewer state bytes per parameter than AdamW (one state instead of two): 0.71 of
 # AdamW's measured step bytes.
-OPTIMIZERS: dict[str, OptimizerSpec] = {o.id: o for o in (
+OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
     OptimizerSpec("adamw", full_states=2, saved_tensors=2),
     OptimizerSpec("adamw-8bit", full_states=0, saved_tensors=4, blockwise_8bit=True, temporaries=False,
                   cpu_offload_refusal="8-bit AdamW (bitsandbytes) runs on the GPU; it cannot be offloaded",

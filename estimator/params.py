@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.activations import ActivationModel
 from estimator.layout import Layout
@@ -29,7 +30,7 @@ from estimator.reqview import view
 
 __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
 
-NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
+NF4_BYTES_PER_PARAM: Final = 0.5 + 1 / 64 + 4 / (64 * 256)
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
         return [lin for lin in attn if lin.name != "o_proj"]
     if targets == "attention":
         return attn
-    mlp = shape.mlp_linears(shape.arch.ffn_hidden_size) if shape.dense_layers else []
-    shared = shape.mlp_linears(shape.expert_ffn, shape.arch.num_shared_experts) if shape.is_moe else []
+    mlp = shape.mlp_linears(shape.dims.ffn_hidden_size) if shape.dense_layers else []
+    shared = shape.mlp_linears(shape.expert_ffn, shape.dims.num_shared_experts) if shape.is_moe else []
     return attn + mlp + [s for s in shared if s.count]
 
 
@@ -97,7 +98,7 @@ def _stage_layers(shape: ModelShape, layout: Layout, stage: str = "only") -> tup
     """(dense layers, MoE layers) on ``stage`` (:meth:`Layout.layers_on`: uneven pipeline splits place fewer
     layers on the first and last stages), assuming MoE layers spread evenly."""
     per_stage = layout.layers_on(stage)
-    moe_frac = shape.moe_layers / shape.arch.num_layers
+    moe_frac = shape.moe_layers / shape.dims.num_layers
     moe = round(per_stage * moe_frac)
     return per_stage - moe, moe
 
@@ -118,11 +119,11 @@ def _layer_local(shape: ModelShape, layout: Layout, moe: bool) -> int:
 def _root_local(shape: ModelShape, layout: Layout, stage: str) -> int:
     embed = shape.embedding_params() if stage in ("first", "only") else 0
     head = shape.lm_head_params() if stage in ("last", "only") else 0
-    if stage == "last" and shape.arch.tied_embeddings:
+    if stage == "last" and shape.dims.tied_embeddings:
         head = shape.embedding_params()
     norm = shape.final_norm_params() if stage in ("last", "only") else 0
     if layout.embedding_tp != layout.tp:  # replicated-embeddings: the embedding whole, the LM head split
-        if shape.arch.tied_embeddings:
+        if shape.dims.tied_embeddings:
             return embed + head + norm
         return embed + head // layout.tp + norm
     return (embed + head) // layout.tp + norm
@@ -132,13 +133,13 @@ def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> i
     """Linear-layer weights of the stage's decoder layers on this rank, routed experts split like
     :func:`_layer_local` (over ep, not tp, when ep > 1)."""
     attn = sum(lin.params for lin in shape.attention_linears())
-    mlp = sum(lin.params for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
+    mlp = sum(lin.params for lin in shape.mlp_linears(shape.dims.ffn_hidden_size))
     shared = shape.shared_expert_params_per_layer()
     return ((dense * (attn + mlp) + moe * (attn + shared)) // layout.tp
             + moe * _routed_local(shape, layout))
 
 
-_PLACED: BoundedMemo[tuple[object, ...], ParamPlacement] = BoundedMemo(8192)
+_PLACED: Final[BoundedMemo[tuple[object, ...], ParamPlacement]] = BoundedMemo(8192)
 
 
 def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
@@ -162,10 +163,10 @@ def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     root = _root_local(shape, layout, stage)
     total = layers_local + root
     max_layer = max(_layer_local(shape, layout, False) if dense else 0, _layer_local(shape, layout, True) if moe else 0)
-    h, f = shape.arch.hidden_size, shape.arch.ffn_hidden_size
-    largest = max(h * f // layout.tp, (shape.arch.vocab_size * h) // layout.embedding_tp)
-    ffn_local = (shape.expert_ffn * shape.arch.experts_per_token if moe and not dense else f) // layout.tp
-    head_split = layout.embedding_tp if shape.arch.tied_embeddings else layout.tp
+    h, f = shape.dims.hidden_size, shape.dims.ffn_hidden_size
+    largest = max(h * f // layout.tp, (shape.dims.vocab_size * h) // layout.embedding_tp)
+    ffn_local = (shape.expert_ffn * shape.dims.experts_per_token if moe and not dense else f) // layout.tp
+    head_split = layout.embedding_tp if shape.dims.tied_embeddings else layout.tp
     head_linear = (shape.lm_head_params() or shape.embedding_params()) // head_split if stage in ("last", "only") else 0
     linears = _linear_params(shape, layout, dense, moe)
     experts = moe * _routed_local(shape, layout)
@@ -192,9 +193,9 @@ def _adafactor(shape: ModelShape, layout: Layout, dense: int, moe: int) -> tuple
     Returns (all, of which routed experts)."""
     attn = sum((lin.in_features + lin.out_features) * lin.count for lin in shape.attention_linears())
     mlp = sum((lin.in_features + lin.out_features) * lin.count
-              for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
+              for lin in shape.mlp_linears(shape.dims.ffn_hidden_size))
     expert = sum(lin.in_features + lin.out_features for lin in shape.mlp_linears(shape.expert_ffn))
-    shared = expert * shape.arch.num_shared_experts
-    routed = 4 * moe * expert * shape.arch.num_experts // (layout.ep * layout.etp)
+    shared = expert * shape.dims.num_shared_experts
+    routed = 4 * moe * expert * shape.dims.num_experts // (layout.ep * layout.etp)
     rest = 4 * (dense * (attn + mlp) + moe * (attn + shared)) // layout.tp
     return rest + routed, routed

@@ -16,6 +16,7 @@ Sources:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.optimizers import optimizer_spec
 from estimator.request import Framework, Optimizer, Precision
@@ -41,7 +42,7 @@ class StateBytes:
     compute_dtype_bytes: int
 
 
-_STATE_BYTES: dict[tuple[str, str], StateBytes] = {}
+_STATE_BYTES: Final[dict[tuple[str, str], StateBytes]] = {}
 
 
 def state_bytes(precision: Precision, framework: Framework) -> StateBytes:

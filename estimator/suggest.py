@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from itertools import combinations
-from typing import Any, NamedTuple, get_args
+from typing import Any, Final, NamedTuple, get_args
 
 import annotated_types
 from pydantic import BaseModel
 
+from estimator.construct import trusted
 from estimator.errors import EstimatorError
 from estimator.layout import layout_or_none
 from estimator.memory import peak_total
@@ -30,8 +31,8 @@ from estimator.response import Suggestion
 
 __all__ = ["apply_changes", "suggestions"]
 
-MAX_SUGGESTIONS = 5
-MAX_NODES_TRIED = 64
+MAX_SUGGESTIONS: Final = 5
+MAX_NODES_TRIED: Final = 64
 
 
 _Candidate = tuple[str, dict[str, Any]]
@@ -84,10 +85,10 @@ def _int_range(model: type[BaseModel], name: str) -> tuple[int, int]:
 # The values the levers set that validation accepts without looking at anything else: members of the field's
 # Literal, integers within the field's bounds. ``parallelism.sharding`` also meets ``Parallelism._check_hsdp``
 # (checked in :func:`_known_valid`); no other model validator reads a field a lever sets.
-_LITERALS: dict[str, tuple[Any, ...]] = {
+_LITERALS: Final[dict[str, tuple[Any, ...]]] = {
     "training.activation_checkpointing": get_args(Checkpointing), "training.method": get_args(Method),
     "parallelism.offload": get_args(Offload), "parallelism.sharding": get_args(Sharding)}
-_INT_RANGES: dict[str, tuple[int, int]] = {
+_INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "training.micro_batch_size": _int_range(Training, "micro_batch_size"),
     "training.gradient_accumulation_steps": _int_range(Training, "gradient_accumulation_steps"),
     "hardware.num_nodes": _int_range(Hardware, "num_nodes")}
@@ -240,4 +241,5 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]
     shown = (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
-    return [Suggestion(summary=s.summary, changes=s.changes, total_bytes=s.total_bytes, fits=s.fits) for s in shown]
+    return [trusted(Suggestion, summary=s.summary, changes=s.changes, total_bytes=s.total_bytes, fits=s.fits)
+            for s in shown]

@@ -35,6 +35,7 @@ from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
+from estimator.construct import trusted
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
@@ -54,14 +55,14 @@ __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_ti
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
 # read; p, m, v written; bf16 copy), and torch.optim on the CPU being ~6x slower (DeepSpeed: CPU-Adam 5-7x).
-HOST_MEM_BYTES_PER_S = 300e9
-CPU_ADAM_BYTES_PER_PARAM = 30.0
-TORCH_CPU_ADAM_SLOWDOWN = 6.0
-PCIE_EFF = 0.80
-COMM_OVERLAP_PENALTY = 0.10
-DDP_BUCKET_BYTES = 25 * 1024**2
+HOST_MEM_BYTES_PER_S: Final = 300e9
+CPU_ADAM_BYTES_PER_PARAM: Final = 30.0
+TORCH_CPU_ADAM_SLOWDOWN: Final = 6.0
+PCIE_EFF: Final = 0.80
+COMM_OVERLAP_PENALTY: Final = 0.10
+DDP_BUCKET_BYTES: Final = 25 * 1024**2
 # a forward the host takes at least this share of its GPU time to issue is launch-bound (``Pass.host_bound``)
-HOST_BOUND_SHARE = 1.0
+HOST_BOUND_SHARE: Final = 1.0
 
 
 class Style:
@@ -230,7 +231,7 @@ def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: Est
     if not fp8:
         return 0.0, 0.0
     tokens = fp8[0].m
-    attn_out = shape.arch.num_attention_heads * shape.head_dim / layout.tp
+    attn_out = shape.dims.num_attention_heads * shape.head_dim / layout.tp
     fwd = k.te_cast_bytes * tokens * (attn_out + w.ffn_local)
     fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / view(req).training.gradient_accumulation_steps
     bwd = k.te_cast_bytes * sum(g.count * g.m * g.n for g in fp8)
@@ -317,7 +318,7 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
                  r: Rates, style: Style) -> _LayerTimes:
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
-    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.arch.attn_logit_softcapping))
+    a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.dims.attn_logit_softcapping))
     e_fwd = _elementwise_bytes(w, work, style, k, layout)
     c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
@@ -482,7 +483,7 @@ def _ep_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Wo
     if layout.ep <= 1 or work.moe_layers == 0:
         return 0.0
     group = place_group(layout.ep, 1, layout.gpus_per_node)
-    nbytes = 2.0 * work.tokens * shape.arch.experts_per_token * work.hidden
+    nbytes = 2.0 * work.tokens * shape.dims.experts_per_token * work.hidden
     per_layer = 2.0 * _forward_passes(req) + 2.0
     return per_layer * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
 
@@ -644,7 +645,7 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
     the dp x cp group, routed experts over the expert data-parallel group (:meth:`ParamPlacement.sharded_bytes`)."""
     params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
-    per_layer = attn + (3 if shape.arch.gated_mlp else 2) + shape.arch.norms_per_layer
+    per_layer = attn + (3 if shape.dims.gated_mlp else 2) + shape.dims.norms_per_layer
     if view(req).training.method != "full":
         targets = view(req).training.lora_targets
         per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
@@ -738,7 +739,7 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
 
 
-_MFU_NOTES: ObjectMemo[list[str]] = ObjectMemo(1024)
+_MFU_NOTES: Final[ObjectMemo[list[str]]] = ObjectMemo(1024)
 
 
 def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
@@ -922,7 +923,7 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
     breakdown = {"forward_s": mb.fwd * t.gradient_accumulation_steps,
                  "backward_s": mb.bwd * t.gradient_accumulation_steps,
                  "recompute_s": mb.recompute * t.gradient_accumulation_steps, **comm.parts}
-    return TimeResult(step_time_s=step, compute_s=compute, communication_s=comm.total,
+    return trusted(TimeResult, step_time_s=step, compute_s=compute, communication_s=comm.total,
                       exposed_communication_s=comm.exposed, bubble_s=bubble, optimizer_s=opt, offload_s=off,
                       tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / layout.world_size,
                       tflops_per_gpu=hw_per_gpu / step / 1e12,

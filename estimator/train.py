@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
+from estimator.construct import trusted
 from estimator.host.checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_options import host_defaults
 from estimator.layout import Layout
@@ -38,8 +39,8 @@ from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["TrainFigures", "node_power_w", "train_figures", "train_result", "train_warnings", "with_host_checkpoint"]
 
-DEFAULT_DATA_DRIVES = 2
-NVME_WRITE_GBPS = {4: 5.1, 5: 6.6}  # fallback per-drive writes (catalog nvme-gen4-x4 / nvme-gen5-x4)
+DEFAULT_DATA_DRIVES: Final = 2
+NVME_WRITE_GBPS: Final = {4: 5.1, 5: 6.6}  # fallback per-drive writes (catalog nvme-gen4-x4 / nvme-gen5-x4)
 
 
 def _field(obj: Any, name: str, default: Any = None) -> Any:
@@ -96,7 +97,7 @@ def _checkpoint(req: EstimateRequest, shape: ModelShape, layout: Layout, server:
 
 def _bytes_per_token(shape: ModelShape) -> float:
     d = host_defaults()
-    small = shape.arch.vocab_size < 65500
+    small = shape.dims.vocab_size < 65500
     return d.num("storage", "bytes_per_token_small_vocab" if small else "bytes_per_token_large_vocab")
 
 
@@ -121,7 +122,7 @@ class TrainFigures:
         self.dataset_read_bytes_per_s = dataset_read_bytes_per_s
 
     def result(self, checkpoint_write_s: float) -> TrainResult:
-        return TrainResult(time_to_train_s=self.time_to_train_s, gpu_hours=self.gpu_hours,
+        return trusted(TrainResult, time_to_train_s=self.time_to_train_s, gpu_hours=self.gpu_hours,
                            energy_kwh=self.energy_kwh, checkpoint_bytes=self.checkpoint_bytes,
                            checkpoint_write_s=checkpoint_write_s, steps=self.steps,
                            dataset_read_bytes_per_s=self.dataset_read_bytes_per_s)

@@ -15,7 +15,7 @@ that a non-blocking two-tier fat tree, leaves with half their ports down and hal
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from estimator.host.sizing import (
     DimmConfig,
@@ -41,7 +41,7 @@ __all__ = ["bill_of_materials", "choose_server", "switch_counts"]
 Item = dict[str, object]
 
 
-_RECOMMENDED = Text("recommended by host sizing; no catalog price")
+_RECOMMENDED: Final = Text("recommended by host sizing; no catalog price")
 
 
 def _item(item: str, sku: str, quantity: int, price: float | None, source: str) -> Item:
@@ -68,7 +68,7 @@ def choose_server(req: EstimateRequest, server: Server | None, gpu: Gpu | None, 
 
 
 #: the suggested server per catalog object (an effective catalog with overrides is a new object), GPU and count
-_SUGGESTED: ObjectMemo[Server | None] = ObjectMemo(1024)
+_SUGGESTED: Final[ObjectMemo[Server | None]] = ObjectMemo(1024)
 
 
 def _cheapest_server(catalog: Catalog, gpu_id: str, gpus_per_node: int) -> Server | None:
@@ -114,7 +114,7 @@ def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | Non
 
 
 #: the items per chosen server and GPU object, nodes and configurations (none of it depends on the step time)
-_ITEMS: ObjectMemo[tuple[Item, ...]] = ObjectMemo(1024)
+_ITEMS: Final[ObjectMemo[tuple[Item, ...]]] = ObjectMemo(1024)
 
 
 def _items(layout: Layout, no_server: bool, chosen: Server | None, gpu: Gpu | None, dimms: DimmConfig | None,

@@ -24,7 +24,7 @@ Who writes what, by sharding (the rank order is Megatron-LM's default, tp fastes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from estimator.host.tensors import Tensor, local_tensors
 from estimator.host_options import host_defaults
@@ -119,7 +119,7 @@ def _job_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
     return (total[0], total[1], total[2]), max(first[0], last[0]), max(first[1], last[1])
 
 
-_SIZES: BoundedMemo[tuple[object, ...], CheckpointSize] = BoundedMemo(4096)
+_SIZES: Final[BoundedMemo[tuple[object, ...], CheckpointSize]] = BoundedMemo(4096)
 
 
 def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
@@ -138,7 +138,7 @@ def _checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout, fm
     key = "dcp_overhead_bytes_per_tensor" if fmt == "dcp" else "torch_save_overhead_bytes_per_tensor"
     per_record = int(host_defaults().num("checkpoint", key))
     (weight_total, opt_total, rec_total), stage_weight, stage_opt = _job_sizes(req, shape, layout)
-    if fmt == "dcp" and shape.arch.tied_embeddings and view(req).training.method == "full":
+    if fmt == "dcp" and shape.dims.tied_embeddings and view(req).training.method == "full":
         dup = int(shape.embedding_params() * saved_bytes_per_param(req)[0])
         weight_total += dup
         stage_weight += dup // layout.tp if layout.pp == 1 else 0

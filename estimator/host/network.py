@@ -83,7 +83,7 @@ def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: 
     return {k: v * slots for k, v in out.items()}
 
 
-_RANK_PARAMS: BoundedMemo[tuple[object, ...], tuple[int, int]] = BoundedMemo(4096)
+_RANK_PARAMS: Final[BoundedMemo[tuple[object, ...], tuple[int, int]]] = BoundedMemo(4096)
 
 
 def _rank_params(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
@@ -113,7 +113,7 @@ def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) 
     param_bytes = 4 if t.precision == "fp32" else 2
     trainable, total = _rank_params(req, shape, layout)
     kinds = _data_parallel(req, layout, trainable * grad_bytes, total * param_bytes, trainable * param_bytes)
-    act = t.micro_batch_size * t.seq_len * shape.arch.hidden_size * 2 / layout.cp  # one rank's boundary tensor
+    act = t.micro_batch_size * t.seq_len * shape.dims.hidden_size * 2 / layout.cp  # one rank's boundary tensor
     if layout.pp > 1:
         # a stage boundary between nodes: activations forward and their gradients back, each split over the tp
         # ranks (Megatron scatter/gather); a node sends across at most one boundary each way
@@ -128,9 +128,9 @@ def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) 
         latency = True
     if shape.is_moe and layout.ep > 1 and layout.ep > g:
         tokens = t.micro_batch_size * t.seq_len / layout.cp / layout.tp
-        moe_layers = round(layout.layers_per_stage * shape.moe_layers / shape.arch.num_layers)
+        moe_layers = round(layout.layers_per_stage * shape.moe_layers / shape.dims.num_layers)
         nodes = -(-layout.ep // g)
-        per_gpu = tokens * shape.arch.experts_per_token * shape.arch.hidden_size * 2 * (nodes - 1) / nodes
+        per_gpu = tokens * shape.dims.experts_per_token * shape.dims.hidden_size * 2 * (nodes - 1) / nodes
         kinds["expert all-to-all"] = 4 * per_gpu * moe_layers * m * g  # dispatch + combine, forward + backward
         latency = True
     by_kind = {k: int(v) for k, v in kinds.items() if v > 0}

@@ -33,6 +33,7 @@ for the operating system.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.host.checkpoint import CheckpointSize
 from estimator.host.tensors import Tensor, local_tensors, pow2ceil, stages
@@ -47,7 +48,7 @@ from estimator.reqview import view
 
 __all__ = ["BREAKDOWN_KEYS", "HostRam", "ProcessRam", "host_ram", "process_ram"]
 
-BREAKDOWN_KEYS = (
+BREAKDOWN_KEYS: Final = (
     "framework_baseline", "nccl", "model_loading", "offloaded_parameters", "offloaded_gradients",
     "offloaded_optimizer_states", "cpu_optimizer_temporary", "pinned_rounding", "checkpoint_staging",
     "dataloader_workers", "os_reserved",
@@ -192,7 +193,7 @@ def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt:
             o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
 
 
-_HOST_RAM: BoundedMemo[tuple[object, ...], HostRam] = BoundedMemo(4096)
+_HOST_RAM: Final[BoundedMemo[tuple[object, ...], HostRam]] = BoundedMemo(4096)
 
 
 def host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,

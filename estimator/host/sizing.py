@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
+from estimator.construct import trusted
 from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
@@ -50,8 +51,8 @@ __all__ = [
     "recommend_nvme",
 ]
 
-TB = 10**12
-_COMPUTE_PURPOSES = {"gpu-fabric", "compute", "east-west", "backend", "scale-out"}
+TB: Final = 10**12
+_COMPUTE_PURPOSES: Final = {"gpu-fabric", "compute", "east-west", "backend", "scale-out"}
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ class HostSizing:
 
 # ----------------------------------------------------------------------------------------------- catalog access
 T = TypeVar("T")
-_PER_SERVER: dict[tuple[str, int], tuple[Any, Any]] = {}
+_PER_SERVER: Final[dict[tuple[str, int], tuple[Any, Any]]] = {}
 
 
 def _per_server(kind: str, server: Server | None, compute: Callable[[Any], T]) -> T:
@@ -295,8 +296,8 @@ def _dimm_options_uncached(server: Server | None) -> tuple[DimmConfig, ...]:
     return tuple(o for o in out if o.total_gib * GIB <= limit.bytes)
 
 
-_DIMMS: ObjectMemo[DimmConfig | None] = ObjectMemo(4096)
-_NVMES: ObjectMemo[NvmeConfig | None] = ObjectMemo(4096)
+_DIMMS: Final[ObjectMemo[DimmConfig | None]] = ObjectMemo(4096)
+_NVMES: Final[ObjectMemo[NvmeConfig | None]] = ObjectMemo(4096)
 
 
 def recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | None:
@@ -320,7 +321,7 @@ def _recommend_dimms(need_bytes: int, server: Server | None) -> DimmConfig | Non
 
 
 # ------------------------------------------------------------------------------------------------ storage
-_WRITE_GBPS: dict[tuple[int, tuple[str, ...], str, int | None], tuple[Any, float | None]] = {}
+_WRITE_GBPS: Final[dict[tuple[int, tuple[str, ...], str, int | None], tuple[Any, float | None]]] = {}
 
 
 def _catalog_write_gbps(catalog: Catalog | None, kinds: tuple[str, ...], scope: str,
@@ -392,7 +393,7 @@ def _recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | Non
 def _dataset(req: EstimateRequest, shape: ModelShape, options: HostOptions) -> tuple[int, int]:
     """(dataset bytes, bytes per token) of the pre-tokenised training data."""
     d = host_defaults()
-    per_token = int(d.num("storage", "bytes_per_token_small_vocab" if shape.arch.vocab_size < 65500
+    per_token = int(d.num("storage", "bytes_per_token_small_vocab" if shape.dims.vocab_size < 65500
                           else "bytes_per_token_large_vocab"))
     if options.dataset_bytes is not None:
         return options.dataset_bytes, per_token
@@ -534,7 +535,7 @@ class _PowerStep:
     nodes_per_rack: int
 
 
-_RAM_STEPS: ObjectMemo[tuple[_RamStep, list[str], list[str]]] = ObjectMemo(1024)
+_RAM_STEPS: Final[ObjectMemo[tuple[_RamStep, list[str], list[str]]]] = ObjectMemo(1024)
 
 
 def _ram_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -606,7 +607,7 @@ def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
 
 
 _StoragePlan = tuple[_StorageStep, list[str], list[str], int]
-_STORAGE: ObjectMemo[_StoragePlan] = ObjectMemo(1024)
+_STORAGE: Final[ObjectMemo[_StoragePlan]] = ObjectMemo(1024)
 
 
 def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
@@ -615,7 +616,7 @@ def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     depends on the step time or the batch shape, so it is memoised on the objects it reads (the memoised
     checkpoint size, the resolved options, the server, the catalog), the nodes, the token budget and whether
     the vocabulary is small (:func:`_dataset`); the messages are replayed."""
-    key = (layout.num_nodes, view(req).training.train_tokens, shape.arch.vocab_size < 65500)
+    key = (layout.num_nodes, view(req).training.train_tokens, shape.dims.vocab_size < 65500)
     return _STORAGE.get_or_compute((ckpt, o, server, catalog), key,
                                    lambda: _storage_plan_uncached(req, shape, layout, server, catalog, o, ckpt))
 
@@ -693,7 +694,7 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
 
 
-_POWER: ObjectMemo[tuple[_PowerStep, list[str], str]] = ObjectMemo(1024)
+_POWER: Final[ObjectMemo[tuple[_PowerStep, list[str], str]]] = ObjectMemo(1024)
 
 
 def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
@@ -724,8 +725,9 @@ def _power_step_uncached(layout: Layout, gpu: Gpu, server: Server | None,
 
 # --------------------------------------------------------------------------------------------------- main
 # the response text keeps the module name of before the house move (responses stay byte-identical)
-_CHECKPOINT_SOURCE = "estimator.host_checkpoint"  # house-rewrite: keep
-_CHECKPOINT_NOTE = Text("Checkpoint bytes are those of %(source)s (per sharding layout).", source=_CHECKPOINT_SOURCE)
+_CHECKPOINT_SOURCE: Final = "estimator.host_checkpoint"  # house-rewrite: keep
+_CHECKPOINT_NOTE: Final = Text("Checkpoint bytes are those of %(source)s (per sharding layout).",
+                               source=_CHECKPOINT_SOURCE)
 
 
 def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -767,7 +769,7 @@ def _nic_words(sizing: HostSizing, layout: Layout) -> str:
     return _NIC_WORDS.get_or_compute(key, lambda: _nic_words_uncached(nics, layout))
 
 
-_NIC_WORDS: BoundedMemo[tuple[object, ...], str] = BoundedMemo(256)
+_NIC_WORDS: Final[BoundedMemo[tuple[object, ...], str]] = BoundedMemo(256)
 
 
 def _nic_words_uncached(nics: NicConfig | None, layout: Layout) -> str:
@@ -783,7 +785,7 @@ def _nic_words_uncached(nics: NicConfig | None, layout: Layout) -> str:
     return Text("%(nics)s (%(kind)s)", nics=nics, kind=kind)
 
 
-_WORDS: BoundedMemo[DimmConfig | NvmeConfig, str] = BoundedMemo(1024)
+_WORDS: Final[BoundedMemo[DimmConfig | NvmeConfig, str]] = BoundedMemo(1024)
 
 
 def _words(config: DimmConfig | NvmeConfig | None) -> str:
@@ -794,7 +796,7 @@ def _words(config: DimmConfig | NvmeConfig | None) -> str:
     return _WORDS.get_or_compute(config, lambda: str(config))
 
 
-_HOST_FIELDS = frozenset(HostResult.model_fields)
+_HOST_FIELDS: Final = frozenset(HostResult.model_fields)
 
 
 def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
@@ -817,7 +819,7 @@ def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
         "notes": list(s.notes),
     }
     fields = _HOST_FIELDS
-    return HostResult(
+    return trusted(HostResult,
         ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
         ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,
         checkpoint_bytes=s.checkpoint.total_bytes, checkpoint_write_s=s.checkpoint_write_s,

@@ -15,6 +15,7 @@ power of two (``aten/src/ATen/core/CachingHostAllocator.h``: ``c10::llvm::PowerO
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.layout import Layout
 from estimator.memo import BoundedMemo
@@ -25,7 +26,7 @@ from estimator.reqview import view
 
 __all__ = ["Tensor", "local_tensors", "pow2ceil", "stages"]
 
-_COLUMN = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "q_b_proj", "kv_b_proj"}
+_COLUMN: Final = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "q_b_proj", "kv_b_proj"}
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,12 @@ def _linear_tensor(lin: Linear, tp: int, trainable: bool, count: int) -> Tensor:
 
 def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
     per_stage = layout.layers_per_stage
-    moe = round(per_stage * shape.moe_layers / shape.arch.num_layers)
+    moe = round(per_stage * shape.moe_layers / shape.dims.num_layers)
     return per_stage - moe, moe
 
 
 def _layer_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool, layers: int) -> list[Tensor]:
-    a, tp, full = shape.arch, layout.tp, view(req).training.method == "full"
+    a, tp, full = shape.dims, layout.tp, view(req).training.method == "full"
     out: list[Tensor] = []
     attn = shape.attention_linears()
     for lin in attn:
@@ -125,7 +126,7 @@ def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layer
     return out
 
 
-_TENSORS: BoundedMemo[tuple[object, ...], tuple[Tensor, ...]] = BoundedMemo(4096)
+_TENSORS: Final[BoundedMemo[tuple[object, ...], tuple[Tensor, ...]]] = BoundedMemo(4096)
 
 
 def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
@@ -142,7 +143,7 @@ def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage
 def _local_tensors_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
     """Every parameter tensor of one rank of ``stage`` ("only", "first", "middle" or "last"), before data-parallel
     sharding. Identical tensors are grouped with ``count``."""
-    a, tp = shape.arch, layout.tp
+    a, tp = shape.dims, layout.tp
     full = view(req).training.method == "full"
     dense, moe = _stage_layers(shape, layout)
     out: list[Tensor] = []

@@ -27,11 +27,12 @@ activation workspace are allocated.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 __all__ = ["ENGINES", "EngineProfile", "engine_profile", "vllm_batch_defaults"]
 
 GiB = 1024**3
-GRAPH_KERNEL_S = 0.925e-6  # one small kernel inside a CUDA graph on the H200 (kernels_launch.json)
+GRAPH_KERNEL_S: Final = 0.925e-6  # one small kernel inside a CUDA graph on the H200 (kernels_launch.json)
 # Kernels a Llama layer launches besides its GEMMs' own time: vLLM / SGLang ~12 (fused add + RMSNorm twice, rotary,
 # KV-cache write, attention, SiLU-and-mul, fp8 activation quantization, the four GEMM launches); TensorRT-LLM ~8
 # (its attention plugin fuses rotary and the cache write, its GEMM plugins the quantization).
@@ -68,7 +69,7 @@ class EngineProfile:
     source: str
 
 
-ENGINES: dict[str, EngineProfile] = {
+ENGINES: Final[dict[str, EngineProfile]] = {
     "vllm": EngineProfile(
         id="vllm", name="vLLM (V1 engine)", memory_fraction_default=0.9,
         memory_fraction_source="vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.9",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.inference.cost import node_cost, yearly_tokens
@@ -28,10 +28,10 @@ __all__ = ["MEMORY_ERROR_BAR_PCT", "SPEED_ERROR_BAR_PCT", "estimate_inference"]
 # rounded up; the measured HF reference holds to 7 %. Held out, it covers 54 of the 56 figures checked since
 # (TensorRT-LLM 1.0's table within 25 %, MLPerf v4.0-v5.0 Llama 2 70B on 8x H100 and 8x H200, SGLang / vLLM
 # offline benchmarks); not the two v5.0 8x H100 pipeline-parallel rows (-43 %, docs/accuracy.md).
-MEMORY_ERROR_BAR_PCT = 5.0
-SPEED_ERROR_BAR_PCT = 40.0
-NVLINK_LATENCY_S = 8e-6  # one small all-reduce over NVLink (vLLM custom all-reduce, one shot)
-PCIE_LATENCY_S = 25e-6
+MEMORY_ERROR_BAR_PCT: Final = 5.0
+SPEED_ERROR_BAR_PCT: Final = 40.0
+NVLINK_LATENCY_S: Final = 8e-6  # one small all-reduce over NVLink (vLLM custom all-reduce, one shot)
+PCIE_LATENCY_S: Final = 25e-6
 
 
 def _catalog(catalog: Catalog | None) -> Catalog:
@@ -78,7 +78,7 @@ def _link(gpu: Gpu, server: Server | None) -> Link:
 
 
 def _check_parallel(shape: ModelShape, tp: int, pp: int, engine: str) -> list[str]:
-    a = shape.arch
+    a = shape.dims
     errors = []
     if a.num_attention_heads % tp:
         errors.append(f"ValueError: Total number of attention heads ({a.num_attention_heads}) must be divisible "

@@ -56,7 +56,7 @@ def _dtype_bytes(kv_cache_dtype: str, weights: str) -> int:
 
 
 def _sliding_layers(shape: ModelShape, override: int | None) -> int:
-    a = shape.arch
+    a = shape.dims
     if a.sliding_window is None:
         return 0
     if override is not None:
@@ -69,7 +69,7 @@ def _sliding_layers(shape: ModelShape, override: int | None) -> int:
 
 def kv_layout(shape: ModelShape, kv_cache_dtype: str, weights: str, tp: int, pp: int = 1,
               sliding_override: int | None = None) -> KvLayout:
-    a = shape.arch
+    a = shape.dims
     dt = _dtype_bytes(kv_cache_dtype, weights)
     layers = math.ceil(a.num_layers / pp)
     sliding_total = _sliding_layers(shape, sliding_override)

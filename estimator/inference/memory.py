@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from estimator.inference.engines import EngineProfile, GiB, sglang_fraction
 from estimator.inference.kv import KvLayout
@@ -30,12 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["CUDA_CONTEXT_BYTES", "MemoryPlan", "activation_peak_bytes", "cuda_graph_bytes", "plan_memory",
            "usable_total_bytes"]
 
-CUDA_CONTEXT_BYTES = 552_402_944  # measured: torch.cuda.mem_get_info() used before any allocation (H200)
-NON_TORCH_INCREASE_BYTES = int(0.2 * GiB)
-SAMPLER_BYTES_PER_VOCAB_ENTRY = 20
-DEFAULT_RESERVED_FRACTION = 0.005  # what the driver keeps back when the catalog has no measured figure
-CUDA_GRAPH_SIZES = 67  # vLLM's default capture list up to 512: 1, 2, 4, then every 8 (compilation.py)
-CUDA_GRAPH_FIXED_BYTES = 2 * 1024**2  # per captured graph (its private pool's bookkeeping and workspaces)
+CUDA_CONTEXT_BYTES: Final = 552_402_944  # measured: torch.cuda.mem_get_info() used before any allocation (H200)
+NON_TORCH_INCREASE_BYTES: Final = int(0.2 * GiB)
+SAMPLER_BYTES_PER_VOCAB_ENTRY: Final = 20
+DEFAULT_RESERVED_FRACTION: Final = 0.005  # what the driver keeps back when the catalog has no measured figure
+CUDA_GRAPH_SIZES: Final = 67  # vLLM's default capture list up to 512: 1, 2, 4, then every 8 (compilation.py)
+CUDA_GRAPH_FIXED_BYTES: Final = 2 * 1024**2  # per captured graph (its private pool's bookkeeping and workspaces)
 
 
 def usable_total_bytes(gpu: Gpu) -> int:
@@ -47,7 +47,7 @@ def usable_total_bytes(gpu: Gpu) -> int:
 
 
 def _forward_peak(shape: ModelShape, tokens: int, tp: int) -> int:
-    a = shape.arch
+    a = shape.dims
     h = a.hidden_size
     if shape.is_moe:
         ffn = math.ceil(shape.expert_ffn * a.experts_per_token / tp) + math.ceil(
@@ -64,7 +64,7 @@ def _forward_peak(shape: ModelShape, tokens: int, tp: int) -> int:
 def activation_peak_bytes(shape: ModelShape, tokens: int, seqs: int, tp: int) -> int:
     """Torch peak increase of vLLM's profile run (module docstring)."""
     rows = min(seqs, tokens)
-    sampler = rows * shape.arch.vocab_size * SAMPLER_BYTES_PER_VOCAB_ENTRY
+    sampler = rows * shape.dims.vocab_size * SAMPLER_BYTES_PER_VOCAB_ENTRY
     return _forward_peak(shape, tokens, tp) + sampler
 
 

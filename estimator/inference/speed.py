@@ -33,6 +33,7 @@ cycle of O steps the replica spends O x t_step + B x t_prefill, and::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.inference.engines import EngineProfile
 from estimator.inference.kv import KvLayout
@@ -41,11 +42,12 @@ from estimator.modelspec import ModelShape
 
 __all__ = ["DECODE_GEMM_EFFICIENCY", "GEMM_EFFICIENCY", "Link", "SpeedModel", "WorkloadPoint", "smooth"]
 
-GEMM_EFFICIENCY = {"bf16": 0.772, "fp8": 0.681}  # measured, M >= 1024 (module docstring)
+GEMM_EFFICIENCY: Final = {"bf16": 0.772, "fp8": 0.681}  # measured, M >= 1024 (module docstring)
 DECODE_GEMM_EFFICIENCY = GEMM_EFFICIENCY["bf16"]
-ROOFLINE_P = 2.5
-FLASH_ATTENTION_EFFICIENCY = 0.5  # FlashAttention-2/3 forward on Hopper: 0.35-0.75 of the bf16 peak (Shah et al. 2024)
-ALLREDUCE_EFFICIENCY = 0.7
+ROOFLINE_P: Final = 2.5
+# FlashAttention-2/3 forward on Hopper: 0.35-0.75 of the bf16 peak (Shah et al. 2024)
+FLASH_ATTENTION_EFFICIENCY: Final = 0.5
+ALLREDUCE_EFFICIENCY: Final = 0.7
 
 
 def smooth(a: float, b: float) -> float:
@@ -125,7 +127,7 @@ class SpeedModel:
         return self.pp * self.stage_step_s(micro, context) + self.engine.step_overhead_s
 
     def prefill_s(self, tokens: int) -> float:
-        e, s, a = self.engine, self.shape, self.shape.arch
+        e, s, a = self.engine, self.shape, self.shape.dims
         linear = 2 * s.active_params() * tokens / (self.tp * self.pp)
         attention = 2 * a.num_layers * tokens**2 * a.num_attention_heads * s.head_dim / (self.tp * self.pp)
         t_w = self.pp * self.weights.read_for_batch(tokens) / (self.hbm_bytes_per_s * e.hbm_efficiency)

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Final
 
 from estimator.modelspec import Linear, ModelShape
 
 __all__ = ["WeightBytes", "linear_bytes", "weight_bytes_per_gpu"]
 
-VOCAB_PADDING = 64
+VOCAB_PADDING: Final = 64
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def _layer_bytes(shape: ModelShape, moe: bool, fmt: str, group: int, zp: bool, t
         stored += b
         read += b
     if moe:
-        a = shape.arch
+        a = shape.dims
         ffn = shape.expert_ffn
         per_expert = sum(linear_bytes(*_sharded(lin, tp, kv, hd), fmt, group, zp)
                          for lin in shape.mlp_linears(ffn))
@@ -112,7 +113,7 @@ def _layer_bytes(shape: ModelShape, moe: bool, fmt: str, group: int, zp: bool, t
         read += router
     else:
         mlp = sum(linear_bytes(*_sharded(lin, tp, kv, hd), fmt, group, zp)
-                  for lin in shape.mlp_linears(shape.arch.ffn_hidden_size))
+                  for lin in shape.mlp_linears(shape.dims.ffn_hidden_size))
         stored += mlp
         read += mlp
     return stored, read
@@ -120,7 +121,7 @@ def _layer_bytes(shape: ModelShape, moe: bool, fmt: str, group: int, zp: bool, t
 
 def weight_bytes_per_gpu(shape: ModelShape, fmt: str, group: int, zero_points: bool, tp: int,
                          pp: int = 1) -> WeightBytes:
-    a = shape.arch
+    a = shape.dims
     per_stage = math.ceil(a.num_layers / pp)
     dense_layers = shape.dense_layers
     moe_layers = shape.moe_layers

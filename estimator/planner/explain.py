@@ -16,16 +16,16 @@ the node's limit), or GPU memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from estimator.messages import N_, Money, Num, Text, join
 from estimator.planner.contract import Plan, PlanLayout, PlanRequest
 
 __all__ = ["explain", "explain_empty", "host_notes", "step_parts"]
 
-GIB = 2**30
-TIE_SHARE = 0.005  # plans within 0.5% on time and cost are a tie (below the step-time model's resolution)
-SHARDING = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3/FSDP", "hsdp": "HSDP"}
+GIB: Final = 2**30
+TIE_SHARE: Final = 0.005  # plans within 0.5% on time and cost are a tie (below the step-time model's resolution)
+SHARDING: Final = {"none": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3/FSDP", "hsdp": "HSDP"}
 
 
 def step_parts(p: Plan) -> dict[str, float]:
@@ -91,7 +91,7 @@ def _pipeline_words(lay: PlanLayout) -> Text:
                 gas=lay.gradient_accumulation_steps)
 
 
-_WORDS: dict[str, Callable[[PlanLayout], str]] = {
+_WORDS: Final[dict[str, Callable[[PlanLayout], str]]] = {
     "compute": lambda lay: Text("compute (micro-batch %(mbs)s on %(world)s %(gpu)s)", mbs=lay.micro_batch_size,
                                 world=lay.world_size, gpu=lay.gpu),
     "recompute": lambda lay: Text("recomputation (%(ckpt)s activation checkpointing)",
@@ -151,7 +151,7 @@ def _ties(win: Plan, other: Plan) -> bool:
                                                           other.cost.usd_per_million_tokens)
 
 
-_LAYOUT_WORDS: tuple[tuple[str, str], ...] = (
+_LAYOUT_WORDS: Final[tuple[tuple[str, str], ...]] = (
     ("gpu", N_("GPU")), ("server", N_("server")), ("num_nodes", N_("nodes")),
     ("gpus_per_node", N_("GPUs per node")), ("framework", N_("framework")), ("sharding", N_("sharding")),
     ("offload", N_("offload")), ("tp", "TP"), ("pp", "PP"), ("virtual_stages", N_("virtual stages")), ("cp", "CP"),

@@ -13,7 +13,7 @@ back to the cheapest server that carries the GPU; an option that can only be pri
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from estimator.cost import CostBasis, CostChoice, choose_basis
 from estimator.errors import InvalidRequestError, UnknownHardwareError
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HourlyPrice", "HwOption", "PriceBook", "World", "cost_choice", "hardware_options", "worlds_for"]
 
-DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_GPUS_PER_NODE: Final = 8
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,10 @@ from hardware_catalog import Catalog
 
 __all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
 
-DEFAULT_KEEP = 3
-MAX_PIPELINE_PROBES = 2
-FULL_RECOMPUTE_SHARE = 0.25
-TP_COLLECTIVE_PAIRS_PER_LAYER = 2  # lower bound: half of what the step-time model counts (4 per layer)
+DEFAULT_KEEP: Final = 3
+MAX_PIPELINE_PROBES: Final = 2
+FULL_RECOMPUTE_SHARE: Final = 0.25
+TP_COLLECTIVE_PAIRS_PER_LAYER: Final = 2  # lower bound: half of what the step-time model counts (4 per layer)
 
 
 @dataclass
@@ -143,7 +143,7 @@ class Found:
 #: context per trial of the reverse questions) costs against the work budget, in searched layouts: measured
 #: with benchmarks/worst_case.py's requests, the reverse questions get through 2-3x fewer budget units per
 #: second than ``plan()`` (whose units are mostly pruned before they are evaluated)
-ANY_FIT_COST = 3
+ANY_FIT_COST: Final = 3
 
 
 class SearchContext:
@@ -451,10 +451,10 @@ class SearchContext:
         fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
         group = place_group(s.tp, 1, world.gpus_per_node)
         mbs, gas = split
-        nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.arch.hidden_size
+        nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.dims.hidden_size
         pair = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,
                                                                                    group, fabric)
-        layers = -(-self.shape.arch.num_layers // s.pp)  # the fullest stage of an uneven split
+        layers = -(-self.shape.dims.num_layers // s.pp)  # the fullest stage of an uneven split
         return gas * pair * TP_COLLECTIVE_PAIRS_PER_LAYER * layers
 
     # ------------------------------------------------------------------------------------------- search
@@ -588,7 +588,7 @@ class _ScreenRows:
 def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:
     """Forward + backward FLOPs of one step without recomputation: 6 N T for the linears (4 N T with a frozen
     base: no weight gradients) and 3.5x the causal attention forward (``estimator.flops`` counts the same)."""
-    a = shape.arch
+    a = shape.dims
     tokens = float(sequences * training.seq_len)
     linear = shape.active_params() - shape.embedding_params() + (a.vocab_size * a.hidden_size
                                                                 if a.tied_embeddings else 0)

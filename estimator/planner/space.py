@@ -25,19 +25,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Final
 
 from estimator.modelspec import ModelShape
 from estimator.request import MAX_ACCUMULATION_STEPS, Parallelism, Training
 
 __all__ = ["CKPT_LEVELS", "MAX_MICRO_BATCH", "Pins", "Structure", "micro_batches", "structures"]
 
-CKPT_LEVELS = ("none", "selective", "full")
-MAX_PP = 16
-MAX_VP = 8
-MAX_CP = 16
-MIN_CP_CHUNK = 2048
-MAX_MICRO_BATCH = 64
-MAX_MICRO_BATCH_TOKENS = 1 << 18
+CKPT_LEVELS: Final = ("none", "selective", "full")
+MAX_PP: Final = 16
+MAX_VP: Final = 8
+MAX_CP: Final = 16
+MIN_CP_CHUNK: Final = 2048
+MAX_MICRO_BATCH: Final = 64
+MAX_MICRO_BATCH_TOKENS: Final = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _same_sharding(pinned: str, s: str) -> bool:
 
 
 # (framework, sharding, offloads, model-parallel allowed, saving rank of (sharding, first offload))
-_STRATEGIES: tuple[tuple[str, str, tuple[str, ...], bool, int], ...] = (
+_STRATEGIES: Final[tuple[tuple[str, str, tuple[str, ...], bool, int], ...]] = (
     ("pytorch", "none", ("none",), False, 0),
     ("deepspeed", "zero1", ("none", "optimizer"), False, 1),
     ("deepspeed", "zero2", ("none", "optimizer"), False, 2),
@@ -146,7 +147,7 @@ _STRATEGIES: tuple[tuple[str, str, tuple[str, ...], bool, int], ...] = (
     ("deepspeed", "zero3", ("none", "optimizer", "optimizer+params"), False, 4),
     ("megatron", "zero1", ("none",), True, 1),
 )
-_OFFLOAD_RANK = {"none": 0, "optimizer": 10, "optimizer+params": 20}
+_OFFLOAD_RANK: Final = {"none": 0, "optimizer": 10, "optimizer+params": 20}
 
 
 @cache
@@ -163,7 +164,7 @@ def _pow2_upto(n: int) -> list[int]:
 
 
 def _tp_options(shape: ModelShape, gpn: int) -> list[int]:
-    heads, kv = shape.arch.num_attention_heads, shape.kv_heads
+    heads, kv = shape.dims.num_attention_heads, shape.kv_heads
     opts = sorted(set(_pow2_upto(gpn)) | {gpn})
     return [t for t in opts if heads % t == 0 and (kv % t == 0 or t % kv == 0)]
 
@@ -179,7 +180,7 @@ def _ep_options(shape: ModelShape, dp: int) -> list[int]:
     ``ep x etp`` ranks must fit in ``dp x tp``, so ``ep`` divides ``dp``)."""
     if not shape.is_moe:
         return [1]
-    return [e for e in _divisors(shape.arch.num_experts, dp) if dp % e == 0]
+    return [e for e in _divisors(shape.dims.num_experts, dp) if dp % e == 0]
 
 
 def _splits(layers: int, chunks: int) -> bool:
@@ -202,7 +203,7 @@ def _vp_options(layers: int, pp: int) -> tuple[int, ...]:
 def structures(shape: ModelShape, training: Training, world: int, num_nodes: int, gpn: int, gbs: int,
                pins: Pins) -> Iterator[Structure]:
     """Every valid structure for ``world`` GPUs (``num_nodes`` x ``gpn``) and a global batch of ``gbs``."""
-    layers = shape.arch.num_layers
+    layers = shape.dims.num_layers
     pp_opts = [p for p in range(1, min(layers, MAX_PP) + 1) if _splits(layers, p) and world % p == 0]
     for tp in _tp_options(shape, min(gpn, world)):
         for cp in _cp_options(training.seq_len, pins.parallelism.get("cp")):
@@ -215,7 +216,7 @@ def structures(shape: ModelShape, training: Training, world: int, num_nodes: int
 
 def _strategies(shape: ModelShape, tp: int, pp: int, cp: int, dp: int, num_nodes: int, gpn: int,
                 pins: Pins) -> Iterator[Structure]:
-    layers = shape.arch.num_layers
+    layers = shape.dims.num_layers
     for framework, sharding, offloads, model_parallel, rank in _STRATEGIES:
         if (tp > 1 or cp > 1) and not model_parallel:
             continue

@@ -7,7 +7,7 @@ options (:mod:`estimator.tco.costs`) and the TCO page. Pure: catalog objects are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -29,7 +29,7 @@ ProviderClass = Literal["hyperscaler", "neocloud"]
 
 #: The public clouds counted as hyperscalers (their own regions, list prices on their pricing pages); every
 #: other provider (Lambda, CoreWeave, Spheron, MosaicML, ...) is a "neocloud" (GPU cloud specialist).
-HYPERSCALERS = frozenset({"AWS", "Azure", "GCP", "Oracle"})
+HYPERSCALERS: Final = frozenset({"AWS", "Azure", "GCP", "Oracle"})
 
 
 def provider_class(provider: str) -> ProviderClass:
@@ -37,7 +37,7 @@ def provider_class(provider: str) -> ProviderClass:
     return "hyperscaler" if provider in HYPERSCALERS else "neocloud"
 
 #: a price older than this (years before the newest price in the catalog) is "medium" confidence at best
-_STALE_YEARS = 2
+_STALE_YEARS: Final = 2
 
 
 def price_field(pricing: Pricing) -> str:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EnvVar", "Exports", "accelerate_config", "build_exports", "deepspeed_config", "torchrun_argv"]
 
-RDZV_PORT = 29500
-ZERO_STAGE = {"zero1": 1, "zero2": 2, "zero3": 3}
-_MIXED = {"bf16-mixed": "bf16", "bf16-true": "bf16", "fp8-mixed": "fp8", "fp32": "no"}
+RDZV_PORT: Final = 29500
+ZERO_STAGE: Final = {"zero1": 1, "zero2": 2, "zero3": 3}
+_MIXED: Final = {"bf16-mixed": "bf16", "bf16-true": "bf16", "fp8-mixed": "fp8", "fp32": "no"}
 
 
 def deepspeed_config(layout: PlanLayout, training: Training) -> dict[str, Any] | None:

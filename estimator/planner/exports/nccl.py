@@ -16,6 +16,8 @@ Variables and semantics from the NCCL user guide ("Environment Variables"); what
 
 from __future__ import annotations
 
+from typing import Final
+
 from estimator.comm import gpu_fabric
 from estimator.messages import Text
 from estimator.planner.contract import EnvVar, PlanLayout
@@ -23,7 +25,7 @@ from hardware_catalog import Gpu, Server
 
 __all__ = ["EnvVar", "environment"]
 
-DEFAULT_RAILS = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
+DEFAULT_RAILS: Final = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
 
 
 def _intra(gpu: Gpu, fabric: str) -> list[EnvVar]:

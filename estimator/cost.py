@@ -17,20 +17,21 @@ is priced the other way with a flag saying so, never silently. A low-confidence 
 marks uncertain, a price taken from secondary sources only, a server price estimated from its GPUs) carries
 ``confidence="low"`` into every total it feeds.
 
-Pure: catalog objects are read by attribute, no web, database or plotting imports.
+Pure: catalog objects are read by attribute, no web, database or plotting imports. Compiled (issue 19); its
+pydantic models live in :mod:`estimator.cost_models` (plain Python, as pydantic models are) and are imported
+from here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any, Final
 
 from estimator.construct import trusted
+from estimator.cost_models import Basis, CostBasis, CostChoice, CostResult
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo, ObjectMemo, field_values
-from estimator.messages import Message, Text
-from estimator.tco import TcoAssumptions, ownership_tco
+from estimator.messages import Text
+from estimator.tco import ownership_tco
 from estimator.tco.offers import (
     HYPERSCALERS,
     Confidence,
@@ -55,74 +56,6 @@ __all__ = [
     "offer_confidence",
     "provider_class",
 ]
-
-Basis = Literal["own", "rent"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class CostChoice(_Frozen):
-    """How to price the run (``cost`` in an estimate request); every field is optional.
-
-    ``basis``: ``auto`` follows the request (a server means own, else rent). ``offer_id`` names one cloud offer
-    (rent). ``provider_class`` and ``pricing`` choose the offer when none is named: the cheapest of that class
-    with that price. ``utilisation`` is the owned fleet's share of useful hours, ``electricity_usd_per_kwh`` and
-    ``pue`` the power price and the data centre's PUE (own; each defaults to the TCO default, the same field of
-    :class:`estimator.tco.TcoAssumptions`, so the TCO page with the same three values prices the run the same).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    basis: Literal["auto", "own", "rent"] = "auto"
-    offer_id: str | None = Field(default=None, min_length=1, max_length=200)
-    provider_class: ProviderClass = "hyperscaler"
-    pricing: Pricing = "on-demand"
-    utilisation: float | None = Field(default=None, ge=0.01, le=1)
-    electricity_usd_per_kwh: float | None = Field(default=None, ge=0, le=10, description="own: $/kWh of power")
-    pue: float | None = Field(default=None, ge=1.0, le=3.0, description="own: the data centre's power usage "
-                              "effectiveness")
-
-    def tco_assumptions(self) -> TcoAssumptions:
-        """The TCO assumptions of an owned basis: the defaults, with the fields this choice sets."""
-        given = {k: getattr(self, k) for k in ("utilisation", "electricity_usd_per_kwh", "pue")
-                 if getattr(self, k) is not None}
-        return TcoAssumptions(**given)
-
-
-class CostBasis(_Frozen):
-    """The price of one GPU-hour on this hardware, with where it comes from."""
-
-    basis: Basis
-    usd_per_gpu_hour: float
-    label: str = Field(description="what is priced, in words: the owned server or the cloud offer")
-    source: str = Field(description="where the price comes from, in words")
-    date: str | None = Field(description="the date of the price (catalog price date or offer date)")
-    confidence: Confidence
-    pricing: Literal["owned", "on-demand", "reserved", "spot"]
-    provider: str | None = None
-    provider_class: ProviderClass | None = None
-    region: str | None = None
-    offer_id: str | None = None
-    server_id: str | None = None
-    utilisation: float | None = Field(default=None, description="own: the share of hours that do useful work")
-    assumptions: list[str] = Field(default_factory=list)
-    flags: list[Message] = Field(default_factory=list, description="why this option is priced differently, if it is")
-    priced_another_way: bool = Field(
-        default=False,
-        description="true when the chosen basis had no price and the "
-        "other way (or another provider class) was used: not like for like",
-    )
-
-
-class CostResult(CostBasis):
-    """The cost basis and the run's total: rate x GPU-hours (``None`` for a setup that does not fit or has no
-    training length)."""
-
-    gpu_hours: float | None = None
-    total_usd: float | None = None
-
 
 # ------------------------------------------------------------------------------------------------ offers
 
@@ -281,7 +214,7 @@ def _own(
         return None
 
 
-_BASES: BoundedMemo[tuple[Any, ...], tuple[CostBasis | None, tuple[str, ...]]] = BoundedMemo(4096)
+_BASES: Final[BoundedMemo[tuple[Any, ...], tuple[CostBasis | None, tuple[str, ...]]]] = BoundedMemo(4096)
 
 
 def choose_basis(
@@ -377,7 +310,7 @@ def cost_of_run(basis: CostBasis, gpu_hours: float | None, fits: bool = True) ->
     )
 
 
-_DUMPS: ObjectMemo[dict[str, Any]] = ObjectMemo(1024)
+_DUMPS: Final[ObjectMemo[dict[str, Any]]] = ObjectMemo(1024)
 
 
 def _dumped(basis: CostBasis) -> dict[str, Any]:

@@ -43,7 +43,7 @@ PURE_MODULES = frozenset({
     "estimator.request",
     "estimator.response",
     "estimator.messages",
-    "estimator.cost",
+    "estimator.cost_models",
     "estimator.host_options",
     "estimator.rack",
     "estimator.planner.contract",

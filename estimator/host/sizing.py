@@ -796,36 +796,21 @@ def _words(config: DimmConfig | NvmeConfig | None) -> str:
     return _WORDS.get_or_compute(config, lambda: str(config))
 
 
-_HOST_FIELDS: Final = frozenset(HostResult.model_fields)
-
-
 def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostResult:
-    """The response's ``host`` block; fields the response does not (yet) have are left out."""
+    """The response's ``host`` block (its lists and dicts copied: :func:`estimator.construct.trusted`)."""
     s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
-    extra: dict[str, Any] = {
-        "ram_peak_phase": s.ram.node_phase,
-        "recommended_dimms": _words(s.dimms),
-        "recommended_nvme": _words(s.nvme),
-        "checkpoint_bytes_per_node": s.checkpoint.per_node_bytes,
-        "checkpoint_target": s.checkpoint_target,
-        "dataset_bytes": s.dataset_bytes,
-        "network_bytes_per_step_per_node": s.network.bytes_per_step_per_node,
-        "fabric": s.fabric,
-        "power_w_average": s.power_w_average,
-        "power_btu_per_h": s.btu_per_h,
-        "nodes_per_rack": s.nodes_per_rack,
-        "notes": list(s.notes),
-    }
-    fields = _HOST_FIELDS
-    return trusted(HostResult,
-        ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
-        ram_breakdown_bytes=dict(s.ram.node_items), nvme_bytes=s.nvme_bytes,
+    return trusted(
+        HostResult, ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
+        ram_breakdown_bytes=s.ram.node_items, nvme_bytes=s.nvme_bytes,
         checkpoint_bytes=s.checkpoint.total_bytes, checkpoint_write_s=s.checkpoint_write_s,
         dataset_read_bytes_per_s=s.dataset_read_bytes_per_s,
         network_bytes_per_s_per_node=s.network_bytes_per_s_needed, power_w_per_node=s.power_w_peak,
-        fits_server=s.fits_server, warnings=list(s.warnings),
+        fits_server=s.fits_server, warnings=s.warnings,
         recommended_ram_gib=s.dimms.total_gib if s.dimms else 0, recommended_nics=_nic_words(s, layout),
-        **{k: v for k, v in extra.items() if k in fields},
-    )
+        ram_peak_phase=s.ram.node_phase, recommended_dimms=_words(s.dimms), recommended_nvme=_words(s.nvme),
+        checkpoint_bytes_per_node=s.checkpoint.per_node_bytes, checkpoint_target=s.checkpoint_target,
+        dataset_bytes=s.dataset_bytes, network_bytes_per_step_per_node=s.network.bytes_per_step_per_node,
+        fabric=s.fabric, power_w_average=s.power_w_average, power_btu_per_h=s.btu_per_h,
+        nodes_per_rack=s.nodes_per_rack, notes=s.notes)

@@ -59,9 +59,12 @@ class Layout:
     # set in ``__post_init__`` rather than an entry in ``__dict__``, so that the class also compiles as a native
     # class (docs/native.md)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    # whether pipeline ranks hold different numbers of decoder layers, computed once (read on every step time)
+    _uneven: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash(self._key()))
+        object.__setattr__(self, "_uneven", len(set(self.stage_layers)) > 1)
 
     def _key(self) -> tuple[object, ...]:
         return (self.world_size, self.dp, self.tp, self.pp, self.cp, self.ep, self.vp, self.sharding,
@@ -91,7 +94,7 @@ class Layout:
     @property
     def uneven(self) -> bool:
         """Whether pipeline ranks hold different numbers of decoder layers."""
-        return len(set(self.stage_layers)) > 1
+        return self._uneven
 
     @property
     def embedding_tp(self) -> int:

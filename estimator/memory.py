@@ -345,6 +345,7 @@ class _StageBase:
     keeps_residual: Final[bool]  # a stage before the last also holds the residual stream it sends on
     has_logits: Final[bool]
     rows: Final[tuple[_Row, ...]]
+    allocated: Final[tuple[int, int, int, int, int, int]]  # each row's allocated bytes without the activations
     logits_div: Final[int]  # the overhead input's fp32 logits: 4 x tokens x vocabulary // this (0: none)
     fsdp_buffer: Final[int]
     foreach_temp: Final[int]
@@ -361,6 +362,8 @@ class _StageBase:
         self.keeps_residual = stage != "last"
         self.has_logits = stage in ("last", "only")
         self.rows = rows
+        a = [_allocated(r) for r in rows]
+        self.allocated = (a[0], a[1], a[2], a[3], a[4], a[5])
         self.logits_div = logits_div
         self.fsdp_buffer = fsdp_buffer
         self.foreach_temp = foreach_temp
@@ -395,15 +398,26 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
                       place.largest_tensor * 4 // layout.grad_shard if full else 0)
 
 
+def _stored(base: _StageBase, act: ActivationModel) -> int:
+    """The activations a stage holds at its forward peak: its layers' for the micro-batches in flight, and the
+    residual stream it sends on."""
+    return (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
+            + (act.residual_bytes if base.keeps_residual else 0))
+
+
+def _layer_temp(base: _StageBase, act: ActivationModel) -> int:
+    """One layer's backward transient: the MLP's and the attention core's backward run one after the other, so
+    the larger counts, with the recomputed activations."""
+    return act.recompute_layer_bytes + max(base.place.backward_temp_bytes(act), act.attention_backward_bytes)
+
+
 def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
     """The six phases of one stage with one micro-batch's activations: the stored activations in forward and
     backward (one layer's in the first layer's backward), the logits, and one layer's backward transient."""
-    stored = (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
-              + (act.residual_bytes if base.keeps_residual else 0))
+    stored = _stored(base, act)
     fwd_logits = act.logits_forward_bytes if base.has_logits else 0
     bwd_logits = act.logits_backward_bytes if base.has_logits else 0
-    # the MLP's and the attention core's backward run one after the other: the larger transient counts
-    layer_temp = act.recompute_layer_bytes + max(base.place.backward_temp_bytes(act), act.attention_backward_bytes)
+    layer_temp = _layer_temp(base, act)
     fwd, bwd, layer, first, end, opt = base.rows
     return (
         (fwd[0], fwd[1], fwd[2], fwd[3], stored, fwd_logits, fwd[6]),
@@ -413,6 +427,16 @@ def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
         end,
         opt,
     )
+
+
+def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
+    """The largest :func:`_allocated` of the stage's :func:`_phases` (the same sums), without building them."""
+    s0, s1, s2, s3, s4, s5 = base.allocated
+    stored = _stored(base, act)
+    temp = _layer_temp(base, act)
+    fwd_logits, bwd_logits = (act.logits_forward_bytes, act.logits_backward_bytes) if base.has_logits else (0, 0)
+    return max(s0 + stored + fwd_logits, s1 + stored + bwd_logits, s2 + stored + temp,
+               s3 + act.stored_per_layer_bytes + temp, s4, s5)
 
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
@@ -520,6 +544,19 @@ def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: Activ
     return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
 
 
+def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+                   bases: tuple[_StageBase, ...]) -> int:
+    """The allocated peak plus the hard overhead of the busiest stage (:func:`_busiest`,
+    :func:`~estimator.overhead.hard_overhead_bytes`) without building the phases: what the largest-micro-batch
+    search compares with the capacity at each size it tries."""
+    best_bytes, best = -1, bases[0]
+    for base in bases:
+        top = _peak_allocated(base, act)
+        if top > best_bytes:
+            best_bytes, best = top, base
+    return best_bytes + hard_overhead_bytes(_overhead_input(req, shape, layout, best_bytes, act, best))
+
+
 def _largest(rows: tuple[_Row, ...]) -> tuple[int, int]:
     """(index, allocated bytes) of the first phase with the most allocated bytes."""
     index, top = 0, _allocated(rows[0])
@@ -573,9 +610,7 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
 
     def total(m: int) -> int:
         if m not in memo:
-            act = activation_model(req, shape, layout, m, rates)
-            allocated, _, _, _, inp = _busiest(req, shape, layout, act, bases)
-            memo[m] = allocated + hard_overhead_bytes(inp)
+            memo[m] = _busiest_total(req, shape, layout, activation_model(req, shape, layout, m, rates), bases)
         return memo[m]
 
     if total(1) > cap:

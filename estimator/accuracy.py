@@ -79,7 +79,8 @@ def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> boo
     (fp32, fp8 outside Megatron, offload, DeepSpeed, Lion, expert parallelism, context parallelism or pipeline
     parallelism outside Megatron, GPUs never measured, flash-attn on one GPU, QLoRA on several) is priced by
     terms no measurement checked."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     megatron = p.framework == "megatron"
     precisions = ("bf16-mixed", "bf16-true", "fp8-mixed") if megatron and layout.world_size > 1 else (
         "bf16-mixed", "bf16-true")

@@ -85,7 +85,8 @@ def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
     Autocast runs for bf16-mixed without parameter sharding; FSDP's MixedPrecisionPolicy instead hands the
     layers bf16 parameters, so nothing is cast per op. A LoRA/QLoRA base is stored in bf16, so its residual
     stream is bf16 even when the fp32 adapters run under autocast."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     if t.precision == "fp32":
         return 4, False
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
@@ -159,7 +160,8 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
       saves its own output, and the dropout keeps its mask: ``native_dropout`` on CUDA returns a bool mask,
       1 byte per element (``aten/src/ATen/native/cuda/Dropout.cu``), saved for ``native_dropout_backward``.
     """
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     x_bytes = 4 if t.precision == "fp32" else 2
     if autocast:
         adapter = 2
@@ -174,9 +176,10 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
 
 def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
     """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
-    if shape.dims.attn_logit_softcapping and view(req).parallelism.framework != "megatron":
+    rv = view(req)
+    if shape.dims.attn_logit_softcapping and rv.parallelism.framework != "megatron":
         return "eager"
-    return view(req).training.attention
+    return rv.training.attention
 
 
 def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, float]:
@@ -186,14 +189,15 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
     Selective recomputation (Korthikanti et al. 2022, Sec. 5) keeps q, k and v and recomputes the core in
     backward: the score matrices (eager) or the flash output and log-sum-exp are not stored; one layer's worth
     is rebuilt at a time."""
+    rv = view(req)
     a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     qkv = 2 * qd + 2 * 2 * kvd
     rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, req) == "eager":
-        window = min(view(req).training.seq_len, a.sliding_window or view(req).training.seq_len)
+        window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
         rest += 6 * a.num_attention_heads * window
-    if view(req).training.activation_checkpointing == "selective":
+    if rv.training.activation_checkpointing == "selective":
         return qkv, rest
     return qkv + rest, 0.0
 
@@ -207,10 +211,11 @@ EAGER_BACKWARD_BYTES_PER_SCORE: Final = 16
 def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Transient of one layer's eager attention-core backward beyond its stored scores, per token (split by
     t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
-    if view(req).parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
+    rv = view(req)
+    if rv.parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
         return 0.0
     a = shape.dims
-    window = min(view(req).training.seq_len, a.sliding_window or view(req).training.seq_len)
+    window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
     return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
 
 
@@ -235,9 +240,10 @@ def _split(value: float, divisor: int) -> float:
 
 def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
+    rv = view(req)
     residual, autocast = _regime(req, layout)
     a, tp = shape.dims, layout.tp
-    trainable_norm = view(req).training.method == "full"
+    trainable_norm = rv.training.method == "full"
     norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
     replicated = norms + h_inputs
@@ -249,7 +255,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
         dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, req)
     sharded += dense_mlp
     rep_div = tp if layout.sequence_parallel else 1
-    if layout.sequence_parallel and view(req).parallelism.framework == "pytorch":
+    if layout.sequence_parallel and rv.parallelism.framework == "pytorch":
         # PyTorch SP (DTensor): the all-gathered, full-sequence input is what the projections save
         return _split(norms, rep_div) + h_inputs + _split(sharded, tp)
     return _split(replicated, rep_div) + _split(sharded, tp)
@@ -281,10 +287,11 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
 
 def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
     """Selective recomputation rebuilds one layer's attention core at a time in backward (split by t)."""
-    if view(req).training.activation_checkpointing != "selective":
+    rv = view(req)
+    if rv.training.activation_checkpointing != "selective":
         return 0.0
-    if view(req).parallelism.framework == "megatron":
-        a, t = shape.dims, view(req).training
+    if rv.parallelism.framework == "megatron":
+        a, t = shape.dims, rv.training
         if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
             return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
         return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
@@ -292,12 +299,13 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
 
 
 def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
+    rv = view(req)
     vocab_local = shape.dims.vocab_size / layout.logits_tp
     logits = tokens * vocab_local
-    if view(req).parallelism.framework == "megatron":
+    if rv.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
     softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
-    loss_parallel = 4 * logits if view(req).parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
+    loss_parallel = 4 * logits if rv.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
 
 
@@ -327,10 +335,11 @@ def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
     """Everything :func:`_activation_rates` reads: from the request, and of the layout its tensor and context
     degrees, sequence parallelism and sharding (not the data-parallel degree: the planner's node counts share
     one answer)."""
-    t = view(req).training
+    rv = view(req)
+    t = rv.training
     return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
             t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
-            view(req).parallelism.framework)
+            rv.parallelism.framework)
 
 
 _RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)
@@ -344,8 +353,9 @@ def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) ->
 
 
 def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
-    t = view(req).training
-    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if view(req).parallelism.framework == "megatron"
+    rv = view(req)
+    t = rv.training
+    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if rv.parallelism.framework == "megatron"
                  else _layer_bytes_per_token(shape, req, layout))
     return ActivationRates(per_token=per_token,
                            recompute_per_token=_selective_recompute_per_token(shape, req, layout),

@@ -61,7 +61,8 @@ class ResolvedHardware:
 
 
 def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:
-    hw = view(req).hardware
+    rv = view(req)
+    hw = rv.hardware
     server = None
     if hw.server is not None:
         server = catalog.servers.get(hw.server)
@@ -77,7 +78,7 @@ def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware
         raise UnknownHardwareError(f"unknown GPU {gpu_id!r}; GET /api/v1/catalog/gpus lists them", "hardware.gpu")
     if server is not None and server.gpu_id != gpu.id:
         raise InvalidRequestError(f"{server.name} carries {server.gpu_id}, not {gpu.id}", "hardware.gpu")
-    if view(req).training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
+    if rv.training.precision == "fp8-mixed" and not gpu.fp8_tflops_dense:
         raise InvalidRequestError(f"{gpu.name} has no fp8 tensor cores; use bf16-mixed", "training.precision")
     return ResolvedHardware(gpu, server)
 
@@ -155,7 +156,8 @@ def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]
 
 
 def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
-    p, t = view(req).parallelism, view(req).training
+    rv = view(req)
+    p, t = rv.parallelism, rv.training
     out: list[str] = []
     for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
                          (N_("expert parallelism"), layout.ep)):
@@ -187,11 +189,12 @@ def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
 
 
 def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
-    t = view(req).training
+    rv = view(req)
+    t = rv.training
     gbt = layout.tokens_per_step(t)
     return trusted(LayoutSummary, world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
                          ep=layout.ep, sharding=layout.sharding, shard_group_size=layout.shard_group,
-                         global_batch_tokens=gbt, gpu=gpu_id, server=view(req).hardware.server,
+                         global_batch_tokens=gbt, gpu=gpu_id, server=rv.hardware.server,
                          virtual_stages=layout.vp if layout.pp > 1 else 1, stage_layers=list(layout.stage_layers),
                          pipeline_split=layout.pipeline_split)
 

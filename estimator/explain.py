@@ -78,7 +78,8 @@ def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
 
 
 def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     out: list[str] = [
         Text("Precision %(precision)s: %(what)s.", precision=t.precision, what=Text(_PRECISION[t.precision])),
         Text("Optimizer %(optimizer)s (%(impl)s implementation); states appear at the first step, so the peak is "
@@ -115,6 +116,7 @@ def _way_out(ways_out: list[Suggestion]) -> str:
 
 def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult,
                  ways_out: list[Suggestion] | None = None) -> list[str]:
+    rv = view(req)
     out: list[str] = []
     if not memory.fits:
         need = (memory.total_bytes - memory.capacity_bytes) / GIB
@@ -125,7 +127,7 @@ def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: An
         out.append(Text("Fits, but the headroom is within the error bar: it may run out of memory."))
     if layout.tp > layout.gpus_per_node:
         out.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network and will be slow."))
-    if view(req).training.attention == "eager" and view(req).training.seq_len >= 4096:
+    if rv.training.attention == "eager" and rv.training.seq_len >= 4096:
         out.append(Text("Eager attention stores the seq_len x seq_len score matrix; use flash/SDPA attention."))
     if layout.sharding == "none" and layout.dp > 1 and shape.total_params() > 3e9:
         out.append(Text("Plain DDP replicates all model states on every GPU; ZeRO/FSDP sharding saves memory."))

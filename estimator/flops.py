@@ -185,9 +185,10 @@ def lora_fused(req: EstimateRequest) -> bool:
     (NeMo AutoModel ``PeftConfig(use_triton=True)``: ``components/_peft/lora_kernel.py`` fuses ``x A``, ``B``,
     the scale and the add into the base output, forward and backward; its Llama / Qwen2 models combine
     ``qkv_proj`` and ``gate_up_proj``, ``components/models/common/combined_projection.py``)."""
-    if view(req).parallelism.framework == "megatron":
+    rv = view(req)
+    if rv.parallelism.framework == "megatron":
         return True
-    return view(req).training.lora_kernel == "fused"
+    return rv.training.lora_kernel == "fused"
 
 
 def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
@@ -275,7 +276,8 @@ class _LayerParts:
 
 
 def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
-    t, a = view(req).training, shape.dims
+    rv = view(req)
+    t, a = rv.training, shape.dims
     frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
     gemms = _linear_shapes(shape.attention_linears(), layout.tp, frozen, fp8)
     gemms += _mlp_shapes(shape, layout, moe, frozen, fp8)
@@ -292,7 +294,7 @@ def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: b
         lora = sum((k + n) * lin.count for lin in _adapted(shape, t.lora_targets, moe)
                    for k, n in [_split(lin, layout.tp)])
     experts = a.num_experts / layout.ep if moe else 0.0
-    fa2 = t.attention == "flash" and view(req).parallelism.framework != "megatron"
+    fa2 = t.attention == "flash" and rv.parallelism.framework != "megatron"
     return _LayerParts(tuple(gemms), base, ffn, qk, lora, experts, fa2)
 
 

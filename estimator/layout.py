@@ -156,7 +156,8 @@ def _check(cond: bool, message: str, field: str) -> None:
 
 
 def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
-    p, a = view(req).parallelism, shape.dims
+    rv = view(req)
+    p, a = rv.parallelism, shape.dims
     _check(a.num_attention_heads % p.tp == 0,
            f"tp={p.tp} must divide num_attention_heads={a.num_attention_heads}", "parallelism.tp")
     kv = shape.kv_heads
@@ -164,12 +165,13 @@ def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
            f"tp={p.tp} and num_kv_heads={kv}: one must divide the other", "parallelism.tp")
     _check(p.ep == 1 or shape.is_moe, "ep > 1 needs a mixture-of-experts model", "parallelism.ep")
     _check(a.num_experts % p.ep == 0, f"ep={p.ep} must divide num_experts={a.num_experts}", "parallelism.ep")
-    _check(view(req).training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={view(req).training.seq_len}",
+    _check(rv.training.seq_len % p.cp == 0, f"cp={p.cp} must divide seq_len={rv.training.seq_len}",
            "parallelism.cp")
 
 
 def _check_combinations(req: EstimateRequest) -> None:
-    p, t = view(req).parallelism, view(req).training
+    rv = view(req)
+    p, t = rv.parallelism, rv.training
     _check(not p.sequence_parallel or p.tp > 1, "sequence_parallel needs tp > 1", "parallelism.sequence_parallel")
     _check(t.virtual_stages == 1 or p.pp > 1, "virtual_stages > 1 needs pp > 1", "training.virtual_stages")
     # Megatron-Core pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving raises "number of
@@ -202,12 +204,13 @@ def _check_combinations(req: EstimateRequest) -> None:
 def _shard_group(req: EstimateRequest, dp: int) -> int:
     """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group of
     ``hsdp_shard_size`` data-parallel ranks x cp."""
-    p = view(req).parallelism
+    rv = view(req)
+    p = rv.parallelism
     if p.normalized_sharding == "none":
         return 1
     if p.normalized_sharding != "hsdp":
         return dp * p.cp
-    size = p.hsdp_shard_size or max(1, view(req).hardware.gpus_per_node // (p.tp * p.cp))
+    size = p.hsdp_shard_size or max(1, rv.hardware.gpus_per_node // (p.tp * p.cp))
     _check(dp % size == 0, f"hsdp_shard_size={size} must divide the data-parallel degree {dp}",
            "parallelism.hsdp_shard_size")
     return size * p.cp
@@ -216,19 +219,21 @@ def _shard_group(req: EstimateRequest, dp: int) -> int:
 def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
     """Ranks one routed-expert parameter is sharded over: the expert data-parallel group, scaled down like the
     dense group under HSDP."""
-    p = view(req).parallelism
+    rv = view(req)
+    p = rv.parallelism
     if p.normalized_sharding == "none":
         return 1
     etp = 1 if p.ep > 1 else p.tp
-    expert_dp = max(1, view(req).hardware.world_size // (p.ep * etp * p.pp))
+    expert_dp = max(1, rv.hardware.world_size // (p.ep * etp * p.pp))
     return max(1, expert_dp * dense_group // (dp * p.cp))
 
 
 def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
     """Everything :func:`_build_layout` reads from the request; of the sequence length, only whether ``cp``
     divides it (the message of that check, which names it, is raised afresh: failures are not memoised)."""
-    t, p = view(req).training, view(req).parallelism
-    return (shape, p.values, view(req).hardware.values, t.virtual_stages, t.pipeline_schedule,
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
+    return (shape, p.values, rv.hardware.values, t.virtual_stages, t.pipeline_schedule,
             t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
 
 
@@ -260,7 +265,8 @@ def layout_or_none(req: EstimateRequest, shape: ModelShape) -> Layout | None:
 
 
 def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
-    p, hw = view(req).parallelism, view(req).hardware
+    rv = view(req)
+    p, hw = rv.parallelism, rv.hardware
     mp = p.tp * p.pp * p.cp
     _check(hw.world_size % mp == 0,
            f"num_nodes x gpus_per_node = {hw.world_size} is not divisible by tp x pp x cp = {mp}", "parallelism")
@@ -270,10 +276,10 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     _check_model_split(req, shape)
     _check_combinations(req)
     group = _shard_group(req, dp)
-    split = split_layers(shape.dims.num_layers, p.pp, view(req).training.virtual_stages, p.first_stage_layers,
+    split = split_layers(shape.dims.num_layers, p.pp, rv.training.virtual_stages, p.first_stage_layers,
                          p.last_stage_layers)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
-                  vp=view(req).training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
+                  vp=rv.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
                   expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
                   num_nodes=hw.num_nodes,
                   layers_per_stage=max(split.stage_layers), sequence_parallel=p.sequence_parallel,

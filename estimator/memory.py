@@ -150,7 +150,8 @@ def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -
     ZeRO-1 does not partition gradients: DeepSpeed's stage-1 branch of ``reduce_ipg_grads`` keeps every
     low-precision ``param.grad`` on the GPU (only the fp32 partition lives on the CPU), Megatron's
     ``--optimizer-cpu-offload`` keeps its contiguous fp32 ``main_grad`` buffer on the GPU, DDP keeps ``.grad``."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.offload == "none":
         return place.sharded_bytes(layout, sb.grad + sb.low_grad, "grad")
@@ -176,7 +177,8 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
     - DeepSpeed ZeRO-3 allocates one ``reduce_bucket_size`` IPG buffer at start-up (``stage3.py``).
     - Megatron's DistributedDataParallel reduces in place in its contiguous ``main_grad`` buffer: no copy.
     """
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
         return int(place.trainable_local * sb.grad), 0
@@ -191,7 +193,8 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
 
 
 def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     opt_on_gpu = p.offload == "none"
     params_on_gpu = p.offload != "optimizer+params"
@@ -245,7 +248,8 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none). Under
     FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
     of backward: the caller counts it with the root group's reduction, not as a held gradient."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.dims.tied_embeddings
             or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
         return 0
@@ -271,10 +275,11 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
 def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
     """FSDP2 reduce-scatters the root group (embeddings, LM head, final norm) last: its unsharded low-precision
     gradients and their ``reduce_dtype`` copy coexist with the (almost) complete sharded gradients."""
-    if view(req).training.method != "full":
+    rv = view(req)
+    if rv.training.method != "full":
         return 0
-    compute = 4 if view(req).training.precision == "fp32" else 2
-    reduce_bytes = 2 if view(req).training.precision == "bf16-true" else 4
+    compute = 4 if rv.training.precision == "fp32" else 2
+    reduce_bytes = 2 if rv.training.precision == "bf16-true" else 4
     return place.root_local * (compute + reduce_bytes)
 
 
@@ -292,9 +297,10 @@ def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout)
 
 def _reduce_scatter_layer(req: EstimateRequest, place: ParamPlacement) -> int:
     """FSDP2 backward: one layer's unsharded gradient and its reduce-scatter copy (``reduce_dtype=float32``)."""
-    compute = 2 if view(req).training.precision != "fp32" else 4
-    reduce_bytes = 4 if view(req).training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
-    grad_layer = place.max_layer_local if view(req).training.method == "full" else place.max_layer_trainable_local
+    rv = view(req)
+    compute = 2 if rv.training.precision != "fp32" else 4
+    reduce_bytes = 4 if rv.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
+    grad_layer = place.max_layer_local if rv.training.method == "full" else place.max_layer_trainable_local
     return grad_layer * (compute + reduce_bytes)
 
 
@@ -311,13 +317,14 @@ def _in_flight(req: EstimateRequest, layout: Layout, stage: str = "first") -> fl
     """Micro-batches whose activations the first pipeline stage holds (Narayanan 2021 Sec. 2.2; interleaved
     schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3); rank 1 (``middle``, an uneven split's busiest
     middle rank) holds one fewer under 1F1B."""
+    rv = view(req)
     if layout.pp == 1:
         return 1.0
-    m = view(req).training.gradient_accumulation_steps
-    if view(req).training.pipeline_schedule == "gpipe":
+    m = rv.training.gradient_accumulation_steps
+    if rv.training.pipeline_schedule == "gpipe":
         return float(m)
     in_flight = float(min(layout.pp - (1 if stage == "middle" else 0), m))
-    if layout.vp > 1 and view(req).training.pipeline_schedule == "interleaved":
+    if layout.vp > 1 and rv.training.pipeline_schedule == "interleaved":
         in_flight *= 1 + (layout.pp - 1) / (layout.pp * layout.vp)
     return in_flight
 
@@ -371,12 +378,13 @@ class _StageBase:
 
 
 def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st: _States, stage: str) -> _StageBase:
-    accumulating = view(req).training.gradient_accumulation_steps > 1 or layout.pp > 1
+    rv = view(req)
+    accumulating = rv.training.gradient_accumulation_steps > 1 or layout.pp > 1
     grads_during_fwd = st.grads if accumulating or st.grads_persistent else 0
     gathered = st.params + st.persistent_gathered  # FSDP2 shard-grad-op reshards in post_backward
-    ckpt = view(req).training.activation_checkpointing == "full"
+    ckpt = rv.training.activation_checkpointing == "full"
     bwd_cache = 0 if ckpt else st.compute_cache
-    full = view(req).training.method == "full"
+    full = rv.training.method == "full"
     head_grads = int(st.grads * place.root_local / max(1, place.total_local)) if full else 0
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
@@ -394,7 +402,7 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
     return _StageBase(stage, place, st, layout.layers_on(stage), _in_flight(req, layout, stage), rows,
                       layout.logits_tp if stage in ("last", "only") else 0, fsdp,
-                      st.optimizer_temp if view(req).training.optimizer_impl == "foreach" else 0,
+                      st.optimizer_temp if rv.training.optimizer_impl == "foreach" else 0,
                       place.largest_tensor * 4 // layout.grad_shard if full else 0)
 
 
@@ -458,7 +466,8 @@ def _stages(layout: Layout) -> tuple[str, ...]:
 
 def _state_key(req: EstimateRequest) -> tuple[object, ...]:
     """Everything :func:`place_params` and :func:`_states` read from the request (not the batch shape)."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.framework,
             p.offload)
 

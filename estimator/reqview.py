@@ -30,13 +30,25 @@ from estimator.request import (
     Offload,
     Optimizer,
     OptimizerImpl,
+    Parallelism,
     PipelineSchedule,
     Precision,
     Sharding,
     TpPlan,
+    Training,
 )
 
 __all__ = ["HardwareView", "ParallelismView", "RequestView", "TrainingView", "view"]
+
+
+_TRAINING_FIELDS: Final = tuple(Training.model_fields)
+_PARALLELISM_FIELDS: Final = tuple(Parallelism.model_fields)
+
+
+def _in_order(d: dict[str, Any], values: tuple[Any, ...], names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The model's field values in the order of ``names``: ``values`` (its ``__dict__``'s, which pydantic fills
+    in field order), or, should the dict's order ever differ, read by name."""
+    return values if tuple(d) == names else tuple(d[n] for n in names)
 
 
 class TrainingView:
@@ -63,23 +75,24 @@ class TrainingView:
 
     def __init__(self, d: dict[str, Any]) -> None:
         self.values = tuple(d.values())
-        self.method = d["method"]
-        self.lora_rank = d["lora_rank"]
-        self.lora_targets = d["lora_targets"]
-        self.precision = d["precision"]
-        self.optimizer = d["optimizer"]
-        self.optimizer_impl = d["optimizer_impl"]
-        self.micro_batch_size = d["micro_batch_size"]
-        self.seq_len = d["seq_len"]
-        self.gradient_accumulation_steps = d["gradient_accumulation_steps"]
-        self.activation_checkpointing = d["activation_checkpointing"]
-        self.train_tokens = d["train_tokens"]
-        self.attention = d["attention"]
-        self.packed_document_tokens = d["packed_document_tokens"]
-        self.pipeline_schedule = d["pipeline_schedule"]
-        self.virtual_stages = d["virtual_stages"]
-        self.lora_dropout = d["lora_dropout"]
-        self.lora_kernel = d["lora_kernel"]
+        v = _in_order(d, self.values, _TRAINING_FIELDS)
+        self.method = v[0]
+        self.lora_rank = v[1]
+        self.lora_targets = v[2]
+        self.precision = v[3]
+        self.optimizer = v[4]
+        self.optimizer_impl = v[5]
+        self.micro_batch_size = v[6]
+        self.seq_len = v[7]
+        self.gradient_accumulation_steps = v[8]
+        self.activation_checkpointing = v[9]
+        self.train_tokens = v[10]
+        self.attention = v[11]
+        self.packed_document_tokens = v[12]
+        self.pipeline_schedule = v[13]
+        self.virtual_stages = v[14]
+        self.lora_dropout = v[15]
+        self.lora_kernel = v[16]
 
 
 class ParallelismView:
@@ -104,19 +117,20 @@ class ParallelismView:
 
     def __init__(self, d: dict[str, Any], resolved_tp_plan: TpPlan, normalized_sharding: Sharding) -> None:
         self.values = tuple(d.values())
-        self.sharding = d["sharding"]
-        self.tp = d["tp"]
-        self.pp = d["pp"]
-        self.cp = d["cp"]
-        self.ep = d["ep"]
-        self.sequence_parallel = d["sequence_parallel"]
-        self.offload = d["offload"]
-        self.framework = d["framework"]
-        self.tp_comm_overlap = d["tp_comm_overlap"]
-        self.first_stage_layers = d["first_stage_layers"]
-        self.last_stage_layers = d["last_stage_layers"]
-        self.hsdp_shard_size = d["hsdp_shard_size"]
-        self.tp_plan = d["tp_plan"]
+        v = _in_order(d, self.values, _PARALLELISM_FIELDS)
+        self.sharding = v[0]
+        self.tp = v[1]
+        self.pp = v[2]
+        self.cp = v[3]
+        self.ep = v[4]
+        self.sequence_parallel = v[5]
+        self.offload = v[6]
+        self.framework = v[7]
+        self.tp_comm_overlap = v[8]
+        self.first_stage_layers = v[9]
+        self.last_stage_layers = v[10]
+        self.hsdp_shard_size = v[11]
+        self.tp_plan = v[12]
         self.resolved_tp_plan = resolved_tp_plan
         self.normalized_sharding = normalized_sharding
 

@@ -127,13 +127,14 @@ def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sec
 
 def _levers(req: EstimateRequest) -> list[_Candidate]:
     """Single memory levers that apply to ``req``, least disruptive first."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     out: list[_Candidate] = []
     if t.activation_checkpointing != "full":
         out.append((Text("full activation checkpointing"), {"training.activation_checkpointing": "full"}))
-    if view(req).hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
+    if rv.hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
         out.append((Text("ZeRO-3 / FSDP sharding"), {"parallelism.sharding": "zero3"}))
-    if t.method != "qlora" and p.offload == "none" and (view(req).hardware.world_size > 1
+    if t.method != "qlora" and p.offload == "none" and (rv.hardware.world_size > 1
                                                            or p.normalized_sharding in ("zero2", "zero3")):
         out.append((Text("optimizer states offloaded to CPU memory"), {"parallelism.offload": "optimizer"}))
     if t.micro_batch_size > 1:
@@ -196,13 +197,14 @@ def _peak_total(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple
 def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections: _Sections) -> _Tried | None:
     """The fewest nodes (a power of two times the current count) at which the job fits with its states
     sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
+    rv = view(req)
     base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
-    if view(req).parallelism.normalized_sharding == "hsdp":
+    if rv.parallelism.normalized_sharding == "hsdp":
         base = {"training.activation_checkpointing": "full"}
-    nodes = view(req).hardware.num_nodes * 2
+    nodes = rv.hardware.num_nodes * 2
     while nodes <= MAX_NODES_TRIED:
         summary = Text("%(nodes)s nodes (%(gpus)s GPUs), sharded and checkpointed", nodes=nodes,
-                       gpus=nodes * view(req).hardware.gpus_per_node)
+                       gpus=nodes * rv.hardware.gpus_per_node)
         trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
         if trial is not None and trial.fits:
             return trial

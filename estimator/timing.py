@@ -86,7 +86,8 @@ class Style:
 
 
 def style_for(req: EstimateRequest, layout: Layout) -> Style:
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     fp32 = t.precision == "fp32"
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
                 and layout.sharding in ("none", "zero1") and t.method == "full")
@@ -245,7 +246,8 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
     all-gather copy-out (2 + 2 B, forward and backward; forward only for shard-grad-op, which keeps the
     gathered parameters until backward) and gradient copy-in (bf16 -> fp32 cast and chunk: 6 + 8 + 4 B),
     scaled by ``fsdp_scale``."""
-    t = view(req).training
+    rv = view(req)
+    t = rv.training
     m = t.gradient_accumulation_steps
     fwd = bwd = 0.0
     if t.method == "qlora":
@@ -256,7 +258,7 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
             fwd, bwd = 6.0 * w.base_linear_params, (6.0 + 12.0 * accumulate) * w.base_linear_params
         elif not style.fused and layout.sharding in ("none", "zero1"):
             bwd = 6.0 * accumulate * w.base_linear_params
-    if layout.sharding in ("zero2", "zero3", "hsdp") and view(req).parallelism.framework == "pytorch":
+    if layout.sharding in ("zero2", "zero3", "hsdp") and rv.parallelism.framework == "pytorch":
         trainable = w.base_linear_params if t.method == "full" else 0.0
         # FSDP2 shard-grad-op (PyTorch "zero2", reshard_after_forward=False) gathers once, in forward
         regather = 0.0 if layout.sharding == "zero2" else 4.0 * w.base_linear_params
@@ -341,11 +343,12 @@ def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_f
                e_fwd: float) -> tuple[float, float, float]:
     """(seconds, FLOPs, CPU forwards) recomputed in backward: full = the forward again; selective = core
     attention (Megatron) or every second matmul plus the elementwise ops (torchtitan op-level SAC)."""
-    ckpt = view(req).training.activation_checkpointing
+    rv = view(req)
+    ckpt = rv.training.activation_checkpointing
     if ckpt == "full":
         return fwd, w.gemm_flops + w.attn_flops, 1.0
     if ckpt == "selective":
-        if view(req).parallelism.framework == "megatron":
+        if rv.parallelism.framework == "megatron":
             return a_fwd, w.attn_flops, 0.1
         return 0.5 * g_fwd + e_fwd, 0.5 * w.gemm_flops, 0.5
     return 0.0, 0.0, 0.0
@@ -570,14 +573,15 @@ def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, 
 
 def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                   style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
-    m = view(req).training.gradient_accumulation_steps
+    rv = view(req)
+    m = rv.training.gradient_accumulation_steps
     tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
     tp, tp_exposed = m * tp_one, m * tp_exposed_one
     cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
     cp, cp_exposed = m * cp_one, m * cp_exposed_one
     ep = m * _ep_per_mb(req, shape, layout, work, fabric)
     pp = m * _pp_per_mb(req, layout, work, fabric)
-    overlap_p2p = view(req).parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
+    overlap_p2p = rv.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
     pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
     dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
     exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
@@ -605,7 +609,8 @@ def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style
 
 
 def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     impl = t.optimizer_impl if p.framework == "pytorch" else "fused"
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
     if impl == "fused":
@@ -628,7 +633,8 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count
       (:attr:`estimator.optimizers.OptimizerSpec.adam_ratio`).
     """
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     spec = optimizer_spec(t.optimizer)
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
     if spec.step_cost == "adam8bit":
@@ -643,11 +649,12 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
                       pl: ParamPlacement) -> tuple[float, float]:
     """(trainable parameters this GPU updates, parameter tensors it updates). Dense parameters are sharded over
     the dp x cp group, routed experts over the expert data-parallel group (:meth:`ParamPlacement.sharded_bytes`)."""
+    rv = view(req)
     params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.dims.gated_mlp else 2) + shape.dims.norms_per_layer
-    if view(req).training.method != "full":
-        targets = view(req).training.lora_targets
+    if rv.training.method != "full":
+        targets = rv.training.lora_targets
         per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
     return params, float(per_layer * layout.layers_per_stage + 3)
 
@@ -665,7 +672,8 @@ def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: R
 def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
                  style: Style, pl: ParamPlacement) -> float:
     """PCIe transfers and the CPU optimizer step (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840)."""
-    p = view(req).parallelism
+    rv = view(req)
+    p = rv.parallelism
     if p.offload == "none":
         return 0.0
     params, _ = _optimizer_params(req, shape, layout, pl)
@@ -676,7 +684,7 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
         cpu_bw /= TORCH_CPU_ADAM_SLOWDOWN
     cpu = params * CPU_ADAM_BYTES_PER_PARAM / cpu_bw
     if p.offload == "optimizer+params":
-        m = view(req).training.gradient_accumulation_steps
+        m = rv.training.gradient_accumulation_steps
         fetch = m * 2.0 * params * 2.0 / pcie
         transfers += max(0.0, fetch - m * mb.total)
     return transfers + cpu
@@ -723,17 +731,18 @@ def _host_bound_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, ratio:
 
 
 def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound: bool = False) -> list[str]:
+    rv = view(req)
     gid = str(getattr(gpu, "id", "") or "")
     if time_kind_measured(req, layout, gid):
         return []
-    p = view(req).parallelism
+    p = rv.parallelism
     if p.framework == "deepspeed":
         what = Text("DeepSpeed's kernels and schedule")
     elif p.framework == "pytorch" and layout.pp > 1:
         what = Text("PyTorch pipeline parallelism (torch.distributed.pipelining)")
     else:
         what = Text("this combination (precision, optimizer, offload, parallelism, GPU or attention kernel)")
-    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, view(req).training.seq_len, launch_bound)
+    bar = time_error_bar_pct(layout.world_size > 1, False, p.framework, rv.training.seq_len, launch_bound)
     return [Text("Step time: %(what)s was never checked against a measured or published step time; the efficiency "
                  "of its kernels is assumed from the calibrated ones, so the error bar is the wide unmeasured floor "
                  "(+-%(bar)s%%).", what=what, bar=Num(bar, "g"))]
@@ -914,7 +923,8 @@ def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
 
 def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
             s: _StageStep) -> TimeResult:
-    t = view(req).training
+    rv = view(req)
+    t = rv.training
     mb, comm, step, compute, bubble, opt, off = s.mb, s.comm, s.step, s.compute, s.bubble, s.opt, s.off
     tokens = float(layout.tokens_per_step(t))
     model_flops = model_flops_per_step(req, shape, layout, work)
@@ -929,6 +939,6 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), view(req).parallelism.framework, t.seq_len,
+                          req, layout, str(getattr(gpu, "id", "") or "")), rv.parallelism.framework, t.seq_len,
                           mb.host_bound),
                       flops_per_step=model_flops, breakdown_s=breakdown)

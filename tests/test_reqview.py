@@ -72,3 +72,15 @@ def test_the_view_of_a_rebuilt_request_is_rebuilt() -> None:
         seen.append(view(req).training.seq_len)
         del req
     assert seen == [1024, 2048, 4096]
+
+
+def test_fields_are_read_by_name_when_the_dict_is_in_another_order() -> None:
+    """The views read the model's values in field order (pydantic's ``__dict__`` order); a dict in another order
+    (not one pydantic makes) is read by name."""
+    req = REQUESTS[1]
+    training = Training.model_validate(req.training.model_dump())
+    object.__setattr__(training, "__dict__", dict(reversed(list(vars(training).items()))))
+    odd = replaced(req, {"training": training})
+    v = view(odd)
+    for name in Training.model_fields:
+        assert getattr(v.training, name) == getattr(req.training, name), name

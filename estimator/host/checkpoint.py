@@ -59,7 +59,8 @@ class CheckpointSize:
 def saved_bytes_per_param(req: EstimateRequest) -> tuple[float, float]:
     """(weight bytes, optimizer bytes incl. master copy) per trainable parameter; Adafactor's factored state
     is per matrix and added by :func:`checkpoint_size`."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     fp8_cache = 1.0 if t.precision == "fp8-mixed" and p.framework != "pytorch" else 0.0
     weight = sb.param - fp8_cache  # the fp8 weight cache is rebuilt, not saved
@@ -74,6 +75,7 @@ def _adafactor_bytes(tensors: list[Tensor], dtype: int) -> int:
 
 def _stage_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int, int]:
     """(weight bytes, optimizer bytes, tensor records) of one model-parallel rank of ``stage``."""
+    rv = view(req)
     weight_pp, opt_pp = saved_bytes_per_param(req)
     tensors = [x for x in local_tensors(req, shape, layout, stage) if x.trainable]
     trainable = sum(x.numel * x.count for x in tensors)
@@ -81,11 +83,11 @@ def _stage_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
     opt = int(trainable * opt_pp)
     n_tensors = sum(x.count for x in tensors)
     records_per_tensor = 1
-    spec = optimizer_spec(view(req).training.optimizer)
+    spec = optimizer_spec(rv.training.optimizer)
     if spec.factored:
-        dtype = 2 if view(req).training.precision == "bf16-true" else 4
+        dtype = 2 if rv.training.precision == "bf16-true" else 4
         opt += _adafactor_bytes(tensors, dtype)
-    if view(req).parallelism.framework == "pytorch":
+    if rv.parallelism.framework == "pytorch":
         records_per_tensor += spec.saved_tensors + 1  # + the ``step`` scalar
         opt += 4 * n_tensors  # fp32 ``step`` per parameter tensor
     return weight, opt, n_tensors * records_per_tensor

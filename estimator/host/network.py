@@ -104,7 +104,8 @@ def _rank_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layou
 
 
 def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) -> NetworkTraffic:
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     g = layout.gpus_per_node
     if layout.num_nodes <= 1:
         return NetworkTraffic(0, {}, False)

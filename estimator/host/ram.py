@@ -90,7 +90,8 @@ def _empty() -> dict[str, int]:
 
 def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
     """Offloaded model states of one rank, tensor by tensor (PyTorch FSDP2 / Megatron CPU offload)."""
-    t, p = view(req).training, view(req).parallelism
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
     items = _empty()
     shards = layout.shard_group if layout.sharding in ("zero3", "hsdp") else layout.optimizer_shard
     state_dtype = 2 if t.precision == "bf16-true" else 4
@@ -187,7 +188,8 @@ def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt:
                   options: HostOptions) -> tuple[object, ...]:
     """Everything :func:`_host_ram` reads: the request's model-state fields (not the batch shape), the
     checkpoint's staged sizes and the options it uses (before defaults are filled in, which is deterministic)."""
-    t, p, o = view(req).training, view(req).parallelism, options
+    rv = view(req)
+    t, p, o = rv.training, rv.parallelism, options
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
             p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
             o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)

@@ -13,11 +13,13 @@ evaluated twice in the run, so nothing that depends on the sequence length is me
 from another runner either (until 2026-12-05 the four runners shared each configuration, so the planner path and
 "+result", run after ``estimate()`` on the same request, found its memory peak and activation rates memoised and
 looked about a third faster than they are). The requests are validated beforehand (as the API and the planner
-hand ``estimate()`` validated requests). The four run interleaved and in a rotating order (ours, planner path,
-+result, llm-analysis; then the next configuration index starts one further along), so machine load from other
-work hits all of them alike. Each figure is the median per configuration over the
-pass; ``--passes`` passes, each with fresh sequence lengths, and the pass with the lowest llm-analysis median is
-not preferred: the ratio is computed per pass and its median printed with the spread.
+hand ``estimate()`` validated requests). The four run interleaved, configuration index ``i`` in the order of the
+``i mod 24``-th permutation of the four, so that machine load from other work hits all of them alike and each
+runs right after each of the others about equally often: what ran just before warms or evicts the caches (until
+2026-12-05 a rotating order put each runner always after the same one: the planner path after ``estimate()``,
+which runs the same code, and ``estimate()`` after llm-analysis). Each figure is the median per configuration
+over the pass; ``--passes`` passes, each with fresh sequence lengths, and the pass with the lowest llm-analysis
+median is not preferred: the ratio is computed per pass and its median printed with the spread.
 
 llm-analysis pins old huggingface-hub/transformers it does not use for this, so it lives in its own venv::
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import logging
 import statistics
 import time
@@ -114,6 +117,7 @@ def planner_path_result(req: EstimateRequest, catalog: Catalog) -> object:
 
 
 RUNNERS = 4  # estimate, planner path, +result, llm-analysis
+ORDERS = list(itertools.permutations(range(RUNNERS)))  # one per configuration index, in turn
 
 
 def _requests(body: dict[str, Any], seq_lens: list[int]) -> list[EstimateRequest]:
@@ -138,8 +142,7 @@ def one_pass(body: dict[str, Any], gpu_name: str, catalog: Catalog, n: int, pass
         lambda r: theirs(r.training.seq_len)]
     times: list[list[float]] = [[] for _ in runs]
     for i in range(n):
-        for j in range(len(runs)):
-            k = (i + j) % len(runs)
+        for k in ORDERS[i % len(ORDERS)]:
             req = own[k][i]
             t0 = time.perf_counter()
             runs[k](req)

@@ -10,8 +10,9 @@ read ``view(req).training.seq_len`` where they read ``req.training.seq_len``.
 
 The request models are frozen (``model_config``) and never changed after validation (``construct.replaced``
 copies them), so a view stays true to its request. :func:`view` remembers the last request it was given (the
-same request object goes down the whole call tree of one estimate); the entry holds the request itself, so a
-reused ``id`` cannot match another. ``tests/test_reqview.py`` checks that every field of the pydantic models
+same request object goes down the whole call tree of one estimate) and the last section of each kind (the
+planner's per-layout requests share sections); each entry holds the model itself, so a reused ``id`` cannot
+match another. ``tests/test_reqview.py`` checks that every field of the pydantic models
 has its attribute, with the same value.
 """
 
@@ -26,6 +27,7 @@ from estimator.request import (
     Checkpointing,
     EstimateRequest,
     Framework,
+    Hardware,
     Method,
     Offload,
     Optimizer,
@@ -115,7 +117,7 @@ class ParallelismView:
     normalized_sharding: Final[Sharding]
     values: Final[tuple[object, ...]]  # the field values in order: memo.field_values of the model
 
-    def __init__(self, d: dict[str, Any], resolved_tp_plan: TpPlan, normalized_sharding: Sharding) -> None:
+    def __init__(self, d: dict[str, Any]) -> None:
         self.values = tuple(d.values())
         v = _in_order(d, self.values, _PARALLELISM_FIELDS)
         self.sharding = v[0]
@@ -131,8 +133,8 @@ class ParallelismView:
         self.last_stage_layers = v[10]
         self.hsdp_shard_size = v[11]
         self.tp_plan = v[12]
-        self.resolved_tp_plan = resolved_tp_plan
-        self.normalized_sharding = normalized_sharding
+        self.resolved_tp_plan = rules.resolved_tp_plan(self.tp_plan, self.framework, DEFAULT_TP_PLAN)
+        self.normalized_sharding = rules.normalized_sharding(self.sharding)  # type: ignore[assignment]
 
 
 class HardwareView:
@@ -163,23 +165,51 @@ class RequestView:
     dp: Final[int]
 
     def __init__(self, req: EstimateRequest) -> None:
-        d = vars(req.parallelism)
-        self.training = TrainingView(vars(req.training))
-        self.parallelism = p = ParallelismView(
-            d, rules.resolved_tp_plan(d["tp_plan"], d["framework"], DEFAULT_TP_PLAN),
-            rules.normalized_sharding(d["sharding"]))  # type: ignore[arg-type]
-        self.hardware = h = HardwareView(vars(req.hardware))
+        self.training = _training_view(req.training)
+        self.parallelism = p = _parallelism_view(req.parallelism)
+        self.hardware = h = _hardware_view(req.hardware)
         self.dp = rules.data_parallel(h.world_size, p.tp, p.pp, p.cp)
 
 
 class _Last:
-    """The last request viewed and its view, as one tuple (replaced whole: a thread never sees a request paired
-    with another's view)."""
+    """The last request viewed and its view, and the last section of each kind and its view, each as one tuple
+    (replaced whole: a thread never sees a model paired with another's view). The planner's per-layout requests
+    share their sections (``construct.replaced``), so a section's view often serves the next request too."""
 
     entry: tuple[EstimateRequest, RequestView] | None = None
+    training: tuple[Training, TrainingView] | None = None
+    parallelism: tuple[Parallelism, ParallelismView] | None = None
+    hardware: tuple[Hardware, HardwareView] | None = None
 
 
-_LAST: Final = _Last()  # a compiled object's slot: cheaper to read than a module global (a dict entry)
+_LAST: Final = _Last()  # a compiled object's slots: cheaper to read than a module global (a dict entry)
+
+
+def _training_view(t: Training) -> TrainingView:
+    last = _LAST.training
+    if last is not None and last[0] is t:
+        return last[1]
+    made = TrainingView(vars(t))
+    _LAST.training = (t, made)
+    return made
+
+
+def _parallelism_view(p: Parallelism) -> ParallelismView:
+    last = _LAST.parallelism
+    if last is not None and last[0] is p:
+        return last[1]
+    made = ParallelismView(vars(p))
+    _LAST.parallelism = (p, made)
+    return made
+
+
+def _hardware_view(h: Hardware) -> HardwareView:
+    last = _LAST.hardware
+    if last is not None and last[0] is h:
+        return last[1]
+    made = HardwareView(vars(h))
+    _LAST.hardware = (h, made)
+    return made
 
 
 def view(req: EstimateRequest) -> RequestView:

@@ -7,8 +7,8 @@ from pydantic import BaseModel
 
 from estimator.construct import replaced
 from estimator.memo import field_values
-from estimator.reqview import view
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+from estimator.reqview import view
 
 REQUESTS = [
     EstimateRequest(),

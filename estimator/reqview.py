@@ -45,6 +45,7 @@ __all__ = ["HardwareView", "ParallelismView", "RequestView", "TrainingView", "vi
 
 _TRAINING_FIELDS: Final = tuple(Training.model_fields)
 _PARALLELISM_FIELDS: Final = tuple(Parallelism.model_fields)
+_HARDWARE_FIELDS: Final = tuple(Hardware.model_fields)
 
 
 def _in_order(d: dict[str, Any], values: tuple[Any, ...], names: tuple[str, ...]) -> tuple[Any, ...]:
@@ -174,7 +175,8 @@ class RequestView:
 class _Last:
     """The last request viewed and its view, and the last section of each kind and its view, each as one tuple
     (replaced whole: a thread never sees a model paired with another's view). The planner's per-layout requests
-    share their sections (``construct.replaced``), so a section's view often serves the next request too."""
+    share their sections (``construct.replaced``), and requests often have equal ones (the same hardware, the same
+    parallelism), so a section's view often serves the next request too."""
 
     entry: tuple[EstimateRequest, RequestView] | None = None
     training: tuple[Training, TrainingView] | None = None
@@ -185,11 +187,27 @@ class _Last:
 _LAST: Final = _Last()  # a compiled object's slots: cheaper to read than a module global (a dict entry)
 
 
+def _same_values(values: tuple[object, ...], d: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether a model's ``__dict__`` holds these values for these fields, in this order, each of the same type
+    (another request's equal section: the view made for it serves)."""
+    if len(values) != len(d) or len(names) != len(d):
+        return False
+    for i, (k, v) in enumerate(d.items()):
+        w = values[i]
+        if k != names[i] or (v is not w and (type(v) is not type(w) or v != w)):
+            return False
+    return True
+
+
 def _training_view(t: Training) -> TrainingView:
     last = _LAST.training
     if last is not None and last[0] is t:
         return last[1]
-    made = TrainingView(vars(t))
+    d = vars(t)
+    if last is not None and _same_values(last[1].values, d, _TRAINING_FIELDS):
+        _LAST.training = (t, last[1])
+        return last[1]
+    made = TrainingView(d)
     _LAST.training = (t, made)
     return made
 
@@ -198,7 +216,11 @@ def _parallelism_view(p: Parallelism) -> ParallelismView:
     last = _LAST.parallelism
     if last is not None and last[0] is p:
         return last[1]
-    made = ParallelismView(vars(p))
+    d = vars(p)
+    if last is not None and _same_values(last[1].values, d, _PARALLELISM_FIELDS):
+        _LAST.parallelism = (p, last[1])
+        return last[1]
+    made = ParallelismView(d)
     _LAST.parallelism = (p, made)
     return made
 
@@ -207,7 +229,11 @@ def _hardware_view(h: Hardware) -> HardwareView:
     last = _LAST.hardware
     if last is not None and last[0] is h:
         return last[1]
-    made = HardwareView(vars(h))
+    d = vars(h)
+    if last is not None and _same_values(last[1].values, d, _HARDWARE_FIELDS):
+        _LAST.hardware = (h, last[1])
+        return last[1]
+    made = HardwareView(d)
     _LAST.hardware = (h, made)
     return made
 

@@ -84,3 +84,24 @@ def test_fields_are_read_by_name_when_the_dict_is_in_another_order() -> None:
     v = view(odd)
     for name in Training.model_fields:
         assert getattr(v.training, name) == getattr(req.training, name), name
+
+
+def test_an_equal_section_of_another_request_shares_its_view_and_a_different_one_does_not() -> None:
+    """A section equal to the last one viewed (value for value, type for type) is given that view; one field
+    different in any section gives a view of its own, with that value."""
+    base = REQUESTS[1]
+    same = EstimateRequest.model_validate(base.model_dump())  # equal sections, other objects
+    assert view(base).parallelism is view(same).parallelism and view(base).hardware is view(same).hardware
+    changes = {"training": {"seq_len": 1024, "lora_dropout": 0.2, "train_tokens": None},
+               "parallelism": {"tp": 4, "offload": "none", "tp_plan": None},
+               "hardware": {"num_nodes": 3, "gpu": "h100-sxm5-80gb"}}
+    for section, fields in changes.items():
+        for name, value in fields.items():
+            view(base)
+            body = base.model_dump()
+            body[section][name] = value
+            other = EstimateRequest.model_validate(body)
+            model, fields_view = getattr(other, section), getattr(view(other), section)
+            for field in type(model).model_fields:
+                assert getattr(fields_view, field) == getattr(model, field), (section, name, field)
+            assert getattr(fields_view, name) == value

@@ -539,18 +539,28 @@ def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tup
 def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
              bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
-    pipeline stage (the first stage with the largest peak). ``bases``: :func:`_stage_bases`, when the caller
-    evaluates several micro-batches of one request."""
-    best: tuple[int, tuple[_Row, ...], _StageBase] | None = None
-    best_bytes = -1
-    for base in bases or _stage_bases(req, shape, layout):
+    pipeline stage (the first stage with the largest peak: :func:`_busiest_stage`); only its phases are built.
+    ``bases``: :func:`_stage_bases`, when the caller evaluates several micro-batches of one request."""
+    stages = bases or _stage_bases(req, shape, layout)
+    if len(stages) == 1:
+        base = stages[0]
         rows = _phases(base, act)
-        index, top = _largest(rows)
-        if top > best_bytes:
-            best_bytes, best = top, (index, rows, base)
-    assert best is not None
-    index, rows, base = best
+        index, best_bytes = _largest(rows)
+    else:
+        best_bytes, base = _busiest_stage(stages, act)
+        rows = _phases(base, act)
+        index, _ = _largest(rows)
     return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
+
+
+def _busiest_stage(bases: tuple[_StageBase, ...], act: ActivationModel) -> tuple[int, _StageBase]:
+    """(allocated bytes at its peak, stage) of the first stage with the largest :func:`_peak_allocated`."""
+    best_bytes, best = -1, bases[0]
+    for base in bases:
+        top = _peak_allocated(base, act)
+        if top > best_bytes:
+            best_bytes, best = top, base
+    return best_bytes, best
 
 
 def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
@@ -558,11 +568,7 @@ def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act:
     """The allocated peak plus the hard overhead of the busiest stage (:func:`_busiest`,
     :func:`~estimator.overhead.hard_overhead_bytes`) without building the phases: what the largest-micro-batch
     search compares with the capacity at each size it tries."""
-    best_bytes, best = -1, bases[0]
-    for base in bases:
-        top = _peak_allocated(base, act)
-        if top > best_bytes:
-            best_bytes, best = top, base
+    best_bytes, best = _busiest_stage(bases, act)
     return best_bytes + hard_overhead_bytes(_overhead_input(req, shape, layout, best_bytes, act, best))
 
 

@@ -1,6 +1,7 @@
-"""The largest-micro-batch search's total at each size it tries (memory._busiest_total: the busiest stage's peak
-and hard overhead without building the phases) is the peak model's own (memory._busiest and
-overhead.hard_overhead_bytes), on a sample of the request guard's estimates at several micro-batch sizes."""
+"""The busiest stage found from the stages' allocated sums (memory._busiest, which builds only that stage's phases,
+and the largest-micro-batch search's total, memory._busiest_total, which builds none) is the one found by building
+every stage's six phases and taking the first with the largest peak, with the same phases, peak phase and overhead,
+on a sample of the request guard's estimates at several micro-batch sizes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pydantic import ValidationError
 from estimator.activations import activation_model, activation_rates
 from estimator.errors import EstimatorError
 from estimator.layout import build_layout
-from estimator.memory import _busiest, _busiest_total, _stage_bases
+from estimator.memory import _busiest, _busiest_total, _largest, _overhead_input, _phases, _stage_bases
 from estimator.modelspec import shape_for
-from estimator.overhead import hard_overhead_bytes
+from estimator.overhead import hard_overhead_bytes, overhead_bytes
 from estimator.request import EstimateRequest
 
 
@@ -39,7 +40,19 @@ def test_the_search_total_is_the_peak_models() -> None:
         rates, bases = activation_rates(req, shape, layout), _stage_bases(req, shape, layout)
         for m in (1, 2, 3, 7, 64):
             act = activation_model(req, shape, layout, m, rates)
-            allocated, _, _, _, inp = _busiest(req, shape, layout, act, bases)
-            assert _busiest_total(req, shape, layout, act, bases) == allocated + hard_overhead_bytes(inp)
+            best_bytes, expected = -1, None  # every stage's phases, the first with the largest peak
+            for base in bases:
+                rows = _phases(base, act)
+                index, top = _largest(rows)
+                if top > best_bytes:
+                    best_bytes, expected = top, (index, rows, base)
+            assert expected is not None
+            index, rows, base = expected
+            inp = _overhead_input(req, shape, layout, best_bytes, act, base)
+            allocated, got_index, got_rows, stage, got_inp = _busiest(req, shape, layout, act, bases)
+            assert (allocated, got_index, got_rows, stage) == (best_bytes, index, rows, base.stage)
+            assert (overhead_bytes(got_inp), hard_overhead_bytes(got_inp)) == (overhead_bytes(inp),
+                                                                                hard_overhead_bytes(inp))
+            assert _busiest_total(req, shape, layout, act, bases) == best_bytes + hard_overhead_bytes(inp)
             checked += 1
     assert checked > 1000

@@ -542,14 +542,9 @@ def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: Activ
     pipeline stage (the first stage with the largest peak: :func:`_busiest_stage`); only its phases are built.
     ``bases``: :func:`_stage_bases`, when the caller evaluates several micro-batches of one request."""
     stages = bases or _stage_bases(req, shape, layout)
-    if len(stages) == 1:
-        base = stages[0]
-        rows = _phases(base, act)
-        index, best_bytes = _largest(rows)
-    else:
-        best_bytes, base = _busiest_stage(stages, act)
-        rows = _phases(base, act)
-        index, _ = _largest(rows)
+    base = _busiest_stage(stages, act)[1] if len(stages) > 1 else stages[0]
+    rows = _phases(base, act)
+    index, best_bytes = _largest(rows)
     return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
 
 

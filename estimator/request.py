@@ -47,7 +47,7 @@ Offload = Literal["none", "optimizer", "optimizer+params"]
 Framework = Literal["pytorch", "deepspeed", "megatron"]
 Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
-TpPlan = Literal["vocab-parallel", "replicated-embeddings"]
+TpPlan = rules.TpPlan
 
 #: The tensor-parallel plan each framework applies when ``parallelism.tp_plan`` is null. Megatron-LM always
 #: splits the vocabulary (``VocabParallelEmbedding``, ``ColumnParallelLinear`` output layer and

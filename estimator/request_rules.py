@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["data_parallel", "normalized_sharding", "resolved_tp_plan"]
+__all__ = ["TpPlan", "data_parallel", "normalized_sharding", "resolved_tp_plan"]
 
+#: how tensor parallelism treats the vocabulary (``parallelism.tp_plan``)
 TpPlan = Literal["vocab-parallel", "replicated-embeddings"]
 
 

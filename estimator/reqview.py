@@ -199,6 +199,9 @@ def _same_values(values: tuple[object, ...], d: dict[str, Any], names: tuple[str
     return True
 
 
+# One function per section rather than one generic one: each builds its compiled class directly and reads the
+# model's ``__dict__`` once; a generic version (the class passed as a callable, or ``vars`` read twice) cost the
+# planner's 70B search 2-3 % more instructions under callgrind.
 def _training_view(t: Training) -> TrainingView:
     last = _LAST.training
     if last is not None and last[0] is t:

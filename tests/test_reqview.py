@@ -7,7 +7,8 @@ from pydantic import BaseModel
 
 from estimator.construct import replaced
 from estimator.memo import field_values
-from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+from estimator.modelspec import shape_for
+from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
 from estimator.reqview import view
 
 REQUESTS = [
@@ -105,3 +106,11 @@ def test_an_equal_section_of_another_request_shares_its_view_and_a_different_one
             for field in type(model).model_fields:
                 assert getattr(fields_view, field) == getattr(model, field), (section, name, field)
             assert getattr(fields_view, name) == value
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "deepseek-v3", "mixtral-8x7b", "gemma-2-9b"])
+def test_a_shapes_dims_hold_every_architecture_field(model: str) -> None:
+    """``ModelShape.dims`` (modelspec.ArchDims) has every field of the pydantic architecture, with its value."""
+    shape = shape_for(model)
+    for name in ModelArch.model_fields:
+        assert getattr(shape.dims, name) == getattr(shape.arch, name), name

@@ -349,7 +349,10 @@ def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) ->
     """The per-token parts of ``req``'s activations, memoised on :func:`_rates_key` (the suggestions and the
     largest-micro-batch search ask again for requests that differ in the micro-batch or the model states)."""
     key = _rates_key(req, shape, layout)
-    return _RATES.get_or_compute(key, lambda: _activation_rates(req, shape, layout))
+    found = _RATES.get(key)
+    if found is None:
+        found = _RATES.remember(key, _activation_rates(req, shape, layout))
+    return found
 
 
 def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:

@@ -225,7 +225,7 @@ def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> 
     # context parallelism runs attention as 2 cp blocks of s / (2 cp) queries against s / cp keys per ring step
     # (load-balanced causal ring, Megatron-Core / Transformer Engine ``attn_forward_func_with_cp``): the kernel's
     # efficiency is that of the block length, not of the whole sequence
-    return flops, min(doc, float(a.sliding_window or s), s / layout.cp)
+    return flops, min(min(doc, float(a.sliding_window or s)), s / layout.cp)  # two-argument min()s compile
 
 
 def _adapted(shape: ModelShape, targets: str, moe: bool) -> list[Linear]:
@@ -307,7 +307,10 @@ def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, m
     t = view(req).training
     key = (shape, layout.tp, layout.ep, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel,
            t.attention, view(req).parallelism.framework)
-    return _PARTS.get_or_compute(key, lambda: _layer_parts(req, shape, layout, moe))
+    found = _PARTS.get(key)
+    if found is None:
+        found = _PARTS.remember(key, _layer_parts(req, shape, layout, moe))
+    return found
 
 
 def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:

@@ -55,7 +55,9 @@ class BoundedMemo(Generic[K, V]):
         return value
 
     def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
-        """The value remembered for ``key``, else ``compute()`` remembered."""
+        """The value remembered for ``key``, else ``compute()`` remembered. (The memos on the planner's per-layout
+        path use :meth:`get` and :meth:`remember` instead: the ``lambda`` a call here passes is two objects
+        allocated at every call, hit or miss, about 350 machine instructions compiled.)"""
         found = self._data.get(key, _MISSING)
         if found is _MISSING:
             return self.remember(key, compute())

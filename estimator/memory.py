@@ -329,16 +329,6 @@ def _in_flight(req: EstimateRequest, layout: Layout, stage: str = "first") -> fl
     return in_flight
 
 
-# One phase as (name, parameters, gradients, optimizer_states, activations, logits, temporary): the fields of
-# :class:`Phase`, which only the busiest stage's phases become.
-_Row = tuple[str, int, int, int, int, int, int]
-
-
-def _allocated(row: _Row) -> int:
-    """:attr:`Phase.allocated` of a row (same sum, same order)."""
-    return row[1] + row[2] + row[3] + row[4] + row[5] + row[6]
-
-
 class _StageBase:
     """One pipeline stage's phases apart from the micro-batch's activations (:func:`_stage_base`): what the six
     phases hold without the stored activations, the logits and one layer's backward transient, and the parts of
@@ -351,7 +341,7 @@ class _StageBase:
     in_flight: Final[float]  # micro-batches whose activations it holds
     keeps_residual: Final[bool]  # a stage before the last also holds the residual stream it sends on
     has_logits: Final[bool]
-    rows: Final[tuple[_Row, ...]]
+    rows: Final[tuple[Phase, ...]]  # the six phases without activations and logits
     allocated: Final[tuple[int, int, int, int, int, int]]  # each row's allocated bytes without the activations
     logits_div: Final[int]  # the overhead input's fp32 logits: 4 x tokens x vocabulary // this (0: none)
     fsdp_buffer: Final[int]
@@ -359,7 +349,7 @@ class _StageBase:
     largest_state_block: Final[int]
 
     def __init__(self, stage: str, place: ParamPlacement, states: _States, layers: int, in_flight: float,
-                 rows: tuple[_Row, ...], logits_div: int, fsdp_buffer: int, foreach_temp: int,
+                 rows: tuple[Phase, ...], logits_div: int, fsdp_buffer: int, foreach_temp: int,
                  largest_state_block: int) -> None:
         self.stage = stage
         self.place = place
@@ -369,7 +359,7 @@ class _StageBase:
         self.keeps_residual = stage != "last"
         self.has_logits = stage in ("last", "only")
         self.rows = rows
-        a = [_allocated(r) for r in rows]
+        a = [r.allocated for r in rows]
         self.allocated = (a[0], a[1], a[2], a[3], a[4], a[5])
         self.logits_div = logits_div
         self.fsdp_buffer = fsdp_buffer
@@ -389,14 +379,14 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     rows = (
-        ("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered),
-        ("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered + bwd_bk),
-        ("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, 0, 0,
-         st.gathered_backward + bwd_bk),
-        ("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer, 0, 0,
-         st.gathered_backward + bwd_bk),
-        ("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
-        ("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
+        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered),
+        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered + bwd_bk),
+        Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, 0, 0,
+              st.gathered_backward + bwd_bk),
+        Phase("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer, 0, 0,
+              st.gathered_backward + bwd_bk),
+        Phase("backward-end", st.params, st.grads + bk, st.optimizer, 0, 0, st.root_reduce),
+        Phase("optimizer", st.params, st.grads + bk, st.optimizer, 0, 0, st.optimizer_temp),
     )
     per_param = 6 if full else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
@@ -419,7 +409,7 @@ def _layer_temp(base: _StageBase, act: ActivationModel) -> int:
     return act.recompute_layer_bytes + max(base.place.backward_temp_bytes(act), act.attention_backward_bytes)
 
 
-def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
+def _phases(base: _StageBase, act: ActivationModel) -> tuple[Phase, ...]:
     """The six phases of one stage with one micro-batch's activations: the stored activations in forward and
     backward (one layer's in the first layer's backward), the logits, and one layer's backward transient."""
     stored = _stored(base, act)
@@ -428,23 +418,26 @@ def _phases(base: _StageBase, act: ActivationModel) -> tuple[_Row, ...]:
     layer_temp = _layer_temp(base, act)
     fwd, bwd, layer, first, end, opt = base.rows
     return (
-        (fwd[0], fwd[1], fwd[2], fwd[3], stored, fwd_logits, fwd[6]),
-        (bwd[0], bwd[1], bwd[2], bwd[3], stored, bwd_logits, bwd[6]),
-        (layer[0], layer[1], layer[2], layer[3], stored, 0, layer[6] + layer_temp),
-        (first[0], first[1], first[2], first[3], act.stored_per_layer_bytes, 0, first[6] + layer_temp),
-        end,
+        Phase(fwd.name, fwd.parameters, fwd.gradients, fwd.optimizer_states, stored, fwd_logits, fwd.temporary),
+        Phase(bwd.name, bwd.parameters, bwd.gradients, bwd.optimizer_states, stored, bwd_logits, bwd.temporary),
+        Phase(layer.name, layer.parameters, layer.gradients, layer.optimizer_states, stored, 0,
+              layer.temporary + layer_temp),
+        Phase(first.name, first.parameters, first.gradients, first.optimizer_states, act.stored_per_layer_bytes, 0,
+              first.temporary + layer_temp),
+        end,  # no activations, logits or layer transient: the stage's own (a Phase is never changed)
         opt,
     )
 
 
 def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
-    """The largest :func:`_allocated` of the stage's :func:`_phases` (the same sums), without building them."""
+    """The largest :attr:`Phase.allocated` of the stage's :func:`_phases` (the same sums), without building them."""
     s0, s1, s2, s3, s4, s5 = base.allocated
     stored = _stored(base, act)
     temp = _layer_temp(base, act)
     fwd_logits, bwd_logits = (act.logits_forward_bytes, act.logits_backward_bytes) if base.has_logits else (0, 0)
-    return max(s0 + stored + fwd_logits, s1 + stored + bwd_logits, s2 + stored + temp,
-               s3 + act.stored_per_layer_bytes + temp, s4, s5)
+    # two-argument max()es: compiled to comparisons of native ints (max() of more boxes each into a Python int)
+    return max(max(max(s0 + stored + fwd_logits, s1 + stored + bwd_logits), max(s2 + stored + temp,
+               s3 + act.stored_per_layer_bytes + temp)), max(s4, s5))
 
 
 def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
@@ -486,7 +479,10 @@ def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
     """Placement and model states of one pipeline stage, memoised: they do not depend on the micro-batch or
     the sequence length, which the largest-micro-batch search, the suggestions and the planner vary."""
     key = (_state_key(req), shape, layout, stage)
-    return _STAGE_STATES.get_or_compute(key, lambda: _placed_states(req, shape, layout, stage))
+    found = _STAGE_STATES.get(key)
+    if found is None:
+        found = _STAGE_STATES.remember(key, _placed_states(req, shape, layout, stage))
+    return found
 
 
 _Key = tuple[object, ...]
@@ -505,7 +501,10 @@ def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_byt
 def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
     key = _key(req, shape, layout, gpu_memory_bytes)
-    return _PEAKS.get_or_compute(key, lambda: _peak_memory(req, shape, layout, gpu_memory_bytes))
+    found = _PEAKS.get(key)
+    if found is None:
+        found = _PEAKS.remember(key, _peak_memory(req, shape, layout, gpu_memory_bytes))
+    return found
 
 
 def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
@@ -532,12 +531,15 @@ def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tup
     t = view(req).training
     key = (_state_key(req), t.gradient_accumulation_steps, t.pipeline_schedule, t.activation_checkpointing, shape,
            layout)
-    return _BASES.get_or_compute(key, lambda: tuple(
-        _stage_base(req, layout, *_stage_states(req, shape, layout, stage), stage) for stage in _stages(layout)))
+    found = _BASES.get(key)
+    if found is None:
+        found = _BASES.remember(key, tuple(_stage_base(req, layout, *_stage_states(req, shape, layout, stage), stage)
+                                           for stage in _stages(layout)))
+    return found
 
 
 def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
-             bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[_Row, ...], str, OverheadInput]:
+             bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[Phase, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
     pipeline stage (the first stage with the largest peak: :func:`_busiest_stage`); only its phases are built.
     ``bases``: :func:`_stage_bases`, when the caller evaluates several micro-batches of one request."""
@@ -567,11 +569,11 @@ def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act:
     return best_bytes + hard_overhead_bytes(_overhead_input(req, shape, layout, best_bytes, act, best))
 
 
-def _largest(rows: tuple[_Row, ...]) -> tuple[int, int]:
+def _largest(rows: tuple[Phase, ...]) -> tuple[int, int]:
     """(index, allocated bytes) of the first phase with the most allocated bytes."""
-    index, top = 0, _allocated(rows[0])
+    index, top = 0, rows[0].allocated
     for i in range(1, len(rows)):
-        size = _allocated(rows[i])
+        size = rows[i].allocated
         if size > top:
             index, top = i, size
     return index, top
@@ -586,8 +588,7 @@ def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout,
 
 def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                  act: ActivationModel | None = None) -> MemoryPeak:
-    _, index, rows, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
-    phases = tuple(Phase(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows)
+    _, index, phases, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
     return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
                       hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
 

@@ -147,7 +147,10 @@ def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage:
     shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
     t = view(req).training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
-    return _PLACED.get_or_compute(key, lambda: _place_params_uncached(req, shape, layout, stage))
+    found = _PLACED.get(key)
+    if found is None:
+        found = _PLACED.remember(key, _place_params_uncached(req, shape, layout, stage))
+    return found
 
 
 def _frozen_bytes_per_param(req: EstimateRequest) -> int:

@@ -43,15 +43,19 @@ from estimator.request import (
 __all__ = ["HardwareView", "ParallelismView", "RequestView", "TrainingView", "view"]
 
 
-_TRAINING_FIELDS: Final = tuple(Training.model_fields)
-_PARALLELISM_FIELDS: Final = tuple(Parallelism.model_fields)
-_HARDWARE_FIELDS: Final = tuple(Hardware.model_fields)
+# lists, not tuples: a ``__dict__``'s keys come out as a list (``PyDict_Keys``), compared in C
+_TRAINING_FIELDS: Final = list(Training.model_fields)
+_PARALLELISM_FIELDS: Final = list(Parallelism.model_fields)
+_HARDWARE_FIELDS: Final = list(Hardware.model_fields)
 
 
-def _in_order(d: dict[str, Any], values: tuple[Any, ...], names: tuple[str, ...]) -> tuple[Any, ...]:
-    """The model's field values in the order of ``names``: ``values`` (its ``__dict__``'s, which pydantic fills
-    in field order), or, should the dict's order ever differ, read by name."""
-    return values if tuple(d) == names else tuple(d[n] for n in names)
+def _field_values(d: dict[str, Any], names: list[str]) -> tuple[object, ...]:
+    """A model's field values in the order of ``names``: its ``__dict__``'s (which pydantic fills in field order),
+    or, should the dict's order ever differ, read by name. (``list(d.values())`` and ``list(d.keys())`` compile to
+    the dict's C copies; ``tuple(d.values())`` iterates a view one item at a time.)"""
+    if list(d.keys()) == names:
+        return tuple(list(d.values()))
+    return tuple([d[n] for n in names])
 
 
 class TrainingView:
@@ -74,11 +78,10 @@ class TrainingView:
     virtual_stages: Final[int]
     lora_dropout: Final[float]
     lora_kernel: Final[str | None]
-    values: Final[tuple[object, ...]]  # the field values in order: memo.field_values of the model
+    values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
-    def __init__(self, d: dict[str, Any]) -> None:
-        self.values = tuple(d.values())
-        v = _in_order(d, self.values, _TRAINING_FIELDS)
+    def __init__(self, v: tuple[Any, ...]) -> None:
+        self.values = v
         self.method = v[0]
         self.lora_rank = v[1]
         self.lora_targets = v[2]
@@ -116,11 +119,10 @@ class ParallelismView:
     tp_plan: Final[TpPlan | None]
     resolved_tp_plan: Final[TpPlan]
     normalized_sharding: Final[Sharding]
-    values: Final[tuple[object, ...]]  # the field values in order: memo.field_values of the model
+    values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
-    def __init__(self, d: dict[str, Any]) -> None:
-        self.values = tuple(d.values())
-        v = _in_order(d, self.values, _PARALLELISM_FIELDS)
+    def __init__(self, v: tuple[Any, ...]) -> None:
+        self.values = v
         self.sharding = v[0]
         self.tp = v[1]
         self.pp = v[2]
@@ -146,14 +148,14 @@ class HardwareView:
     num_nodes: Final[int]
     gpus_per_node: Final[int]
     world_size: Final[int]
-    values: Final[tuple[object, ...]]  # the field values in order: memo.field_values of the model
+    values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
-    def __init__(self, d: dict[str, Any]) -> None:
-        self.values = tuple(d.values())
-        self.gpu = d["gpu"]
-        self.server = d["server"]
-        self.num_nodes = d["num_nodes"]
-        self.gpus_per_node = d["gpus_per_node"]
+    def __init__(self, v: tuple[Any, ...]) -> None:
+        self.values = v
+        self.gpu = v[0]
+        self.server = v[1]
+        self.num_nodes = v[2]
+        self.gpus_per_node = v[3]
         self.world_size = self.num_nodes * self.gpus_per_node
 
 
@@ -187,14 +189,15 @@ class _Last:
 _LAST: Final = _Last()  # a compiled object's slots: cheaper to read than a module global (a dict entry)
 
 
-def _same_values(values: tuple[object, ...], d: dict[str, Any], names: tuple[str, ...]) -> bool:
-    """Whether a model's ``__dict__`` holds these values for these fields, in this order, each of the same type
-    (another request's equal section: the view made for it serves)."""
-    if len(values) != len(d) or len(names) != len(d):
+def _same_values(kept: tuple[object, ...], values: tuple[object, ...]) -> bool:
+    """Whether another model's field values (its ``__dict__``'s, in field order) are a view's: equal, and each
+    of the same type (another request's equal section: the view made for it serves). The tuples compare in C,
+    where identical objects (small ints, literals, ``None``) are equal at once."""
+    if values != kept:
         return False
-    for i, (k, v) in enumerate(d.items()):
-        w = values[i]
-        if k != names[i] or (v is not w and (type(v) is not type(w) or v != w)):
+    for i in range(len(values)):
+        v, w = values[i], kept[i]
+        if v is not w and type(v) is not type(w):
             return False
     return True
 
@@ -206,11 +209,11 @@ def _training_view(t: Training) -> TrainingView:
     last = _LAST.training
     if last is not None and last[0] is t:
         return last[1]
-    d = vars(t)
-    if last is not None and _same_values(last[1].values, d, _TRAINING_FIELDS):
+    values = _field_values(vars(t), _TRAINING_FIELDS)
+    if last is not None and _same_values(last[1].values, values):
         _LAST.training = (t, last[1])
         return last[1]
-    made = TrainingView(d)
+    made = TrainingView(values)
     _LAST.training = (t, made)
     return made
 
@@ -219,11 +222,11 @@ def _parallelism_view(p: Parallelism) -> ParallelismView:
     last = _LAST.parallelism
     if last is not None and last[0] is p:
         return last[1]
-    d = vars(p)
-    if last is not None and _same_values(last[1].values, d, _PARALLELISM_FIELDS):
+    values = _field_values(vars(p), _PARALLELISM_FIELDS)
+    if last is not None and _same_values(last[1].values, values):
         _LAST.parallelism = (p, last[1])
         return last[1]
-    made = ParallelismView(d)
+    made = ParallelismView(values)
     _LAST.parallelism = (p, made)
     return made
 
@@ -232,11 +235,11 @@ def _hardware_view(h: Hardware) -> HardwareView:
     last = _LAST.hardware
     if last is not None and last[0] is h:
         return last[1]
-    d = vars(h)
-    if last is not None and _same_values(last[1].values, d, _HARDWARE_FIELDS):
+    values = _field_values(vars(h), _HARDWARE_FIELDS)
+    if last is not None and _same_values(last[1].values, values):
         _LAST.hardware = (h, last[1])
         return last[1]
-    made = HardwareView(d)
+    made = HardwareView(values)
     _LAST.hardware = (h, made)
     return made
 

@@ -34,12 +34,12 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.accuracy import time_error_bar_pct, time_kind_measured
-from estimator.comm import Fabric, Group, collective_time, fabric_for, place_group
+from estimator.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.construct import trusted
 from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.layout import Layout
-from estimator.memo import ObjectMemo
+from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.modelspec import ModelShape
 from estimator.optimizers import optimizer_spec
@@ -527,52 +527,86 @@ def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSize
     return _DpSizes(trainable * style.grad_bytes, trainable * style.param_bytes, everything * style.param_bytes)
 
 
-def _dp_comm(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: Fabric, style: Style,
-             mb: Pass) -> tuple[float, float]:
-    """(total, exposed) data-parallel seconds per step, by sharding stage."""
+class _DpCollectives:
+    """Seconds of each data-parallel collective of one step on the stage's GPU, before any overlap: what does not
+    depend on the batch shape (:func:`_dp_collectives`; :func:`_dp_comm` adds the overlap with the micro-batch)."""
+
+    reduce: Final[float]  # DDP all-reduce (no sharding); gradient reduce-scatter (ZeRO / FSDP)
+    gather: Final[float]  # ZeRO-1/2 updated-parameter all-gather; FSDP / ZeRO-3 parameter all-gather
+    tail: Final[float]  # DDP: the last bucket's all-reduce, which nothing hides
+    replicas: Final[float]  # HSDP: the gradient all-reduce across replicas
+
+    def __init__(self, reduce: float = 0.0, gather: float = 0.0, tail: float = 0.0, replicas: float = 0.0) -> None:
+        self.reduce = reduce
+        self.gather = gather
+        self.tail = tail
+        self.replicas = replicas
+
+
+_NO_DP: Final = _DpCollectives()
+
+
+def _dp_collectives(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: Fabric,
+                    style: Style) -> _DpCollectives:
+    """The data-parallel collectives of one step, by sharding stage (none below two data-parallel ranks)."""
     n = layout.dp * layout.cp
     if n <= 1:
-        return 0.0, 0.0
+        return _NO_DP
     sizes = _dp_sizes(req, pl, style)
-    m = view(req).training.gradient_accumulation_steps
     group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, layout.gpus_per_node)
     if layout.sharding == "none":
-        t = collective_time("allreduce", sizes.grad_bytes, group, fabric)
-        tail = collective_time("allreduce", min(sizes.grad_bytes, DDP_BUCKET_BYTES), group, fabric)
-        return t, max(0.0, t - mb.bwd) + tail
+        return _DpCollectives(reduce=collective_time("allreduce", sizes.grad_bytes, group, fabric),
+                              tail=collective_time("allreduce", min(sizes.grad_bytes, DDP_BUCKET_BYTES), group,
+                                                   fabric))
     if layout.sharding in ("zero1", "zero2"):
-        return _zero12(req, layout, sizes, group, fabric, mb, m)
-    return _zero3(req, layout, sizes, group, fabric, mb, m)
+        return _DpCollectives(reduce=collective_time("reducescatter", sizes.grad_bytes, group, fabric),
+                              gather=collective_time("allgather", sizes.update_bytes, group, fabric))
+    gather = collective_time("allgather", sizes.param_bytes, group, fabric)
+    reduce = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
+    if layout.sharding != "hsdp":
+        return _DpCollectives(reduce=reduce, gather=gather)
+    replicas = layout.dp * layout.cp // max(1, layout.shard_group)
+    rgroup = place_group(replicas, layout.tp * layout.shard_group, layout.gpus_per_node)
+    return _DpCollectives(reduce=reduce, gather=gather, replicas=collective_time(
+        "allreduce", sizes.grad_bytes / layout.shard_group, rgroup, fabric))
 
 
-def _zero12(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, fabric: Fabric, mb: Pass,
-            m: int) -> tuple[float, float]:
-    rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
-    ag = collective_time("allgather", sizes.update_bytes, group, fabric)
+def _dp_comm(req: EstimateRequest, dp: _DpCollectives, layout: Layout, mb: Pass) -> tuple[float, float]:
+    """(total, exposed) data-parallel seconds per step, by sharding stage: the collectives of
+    :func:`_dp_collectives` and what of them the micro-batches' compute does not hide."""
+    if layout.dp * layout.cp <= 1:
+        return 0.0, 0.0
+    m = view(req).training.gradient_accumulation_steps
+    if layout.sharding == "none":
+        t = dp.reduce
+        return t, max(0.0, t - mb.bwd) + dp.tail
+    if layout.sharding in ("zero1", "zero2"):
+        return _zero12(req, layout, dp, mb, m)
+    return _zero3(layout, dp, mb, m)
+
+
+def _zero12(req: EstimateRequest, layout: Layout, dp: _DpCollectives, mb: Pass, m: int) -> tuple[float, float]:
+    rs, ag = dp.reduce, dp.gather
     rs_count = m if layout.sharding == "zero2" else 1
     rs_exposed = rs_count * max(0.0, rs - mb.bwd)
     ag_exposed = max(0.0, ag - mb.fwd) if view(req).parallelism.framework == "megatron" else ag
     return rs_count * rs + ag, rs_exposed + ag_exposed
 
 
-def _zero3(req: EstimateRequest, layout: Layout, sizes: _DpSizes, group: Group, fabric: Fabric, mb: Pass,
-           m: int) -> tuple[float, float]:
-    ag = collective_time("allgather", sizes.param_bytes, group, fabric)
-    rs = collective_time("reducescatter", sizes.grad_bytes, group, fabric)
+def _zero3(layout: Layout, dp: _DpCollectives, mb: Pass, m: int) -> tuple[float, float]:
+    ag, rs = dp.gather, dp.reduce
     units = layout.layers_per_stage + 1
     fwd_exposed = max(0.0, ag - mb.fwd) + ag / units
     bwd_exposed = max(0.0, ag + rs - mb.bwd - mb.recompute) + rs / units
     total, exposed = m * (2.0 * ag + rs), m * (fwd_exposed + bwd_exposed)
     if layout.sharding == "hsdp":
-        replicas = layout.dp * layout.cp // max(1, layout.shard_group)
-        rgroup = place_group(replicas, layout.tp * layout.shard_group, layout.gpus_per_node)
-        ar = collective_time("allreduce", sizes.grad_bytes / layout.shard_group, rgroup, fabric)
+        ar = dp.replicas
         total, exposed = total + ar, exposed + max(0.0, ar - mb.bwd)
     return total, exposed
 
 
 def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
-                  style: Style, mb: Pass, pl: ParamPlacement) -> CommTimes:
+                  mb: Pass, dp: _DpCollectives) -> CommTimes:
     rv = view(req)
     m = rv.training.gradient_accumulation_steps
     tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
@@ -583,7 +617,7 @@ def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work:
     pp = m * _pp_per_mb(req, layout, work, fabric)
     overlap_p2p = rv.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
     pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
-    dp_total, dp_exposed = _dp_comm(req, pl, layout, fabric, style, mb)
+    dp_total, dp_exposed = _dp_comm(req, dp, layout, mb)
     exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
     total = tp + cp + ep + pp + dp_total
     parts = {"tensor_parallel_s": tp, "tensor_parallel_exposed_s": tp_exposed, "pipeline_p2p_exposed_s": pp_exposed,
@@ -796,15 +830,94 @@ def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu
     return StepTime(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
 
 
-def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
-                   constants: Constants, last: Workload) -> _StageStep:
-    t = view(req).training
-    r = rates_for(gpu, t.precision, constants)
+class _StageBasis:
+    """What one stage's step reads that does not depend on the batch shape (micro-batch, sequence length,
+    accumulation, checkpointing): its parameter placement, data-parallel collectives, DDP bucket copies and
+    optimizer step."""
+
+    stage: Final[str]
+    pl: Final[ParamPlacement]
+    dp: Final[_DpCollectives]
+    ddp_bucket: Final[float]
+    opt: Final[float]
+
+    def __init__(self, stage: str, pl: ParamPlacement, dp: _DpCollectives, ddp_bucket: float, opt: float) -> None:
+        self.stage = stage
+        self.pl = pl
+        self.dp = dp
+        self.ddp_bucket = ddp_bucket
+        self.opt = opt
+
+
+class _StepBasis:
+    """The batch-shape-free part of a layout's step on one GPU and server (:func:`_step_basis`): the rates, the
+    framework's style, the fabric and each timed stage's :class:`_StageBasis`. Keeps the GPU, server and
+    constants objects its memo entry was made for (the key holds their ``id``)."""
+
+    gpu: Final[Gpu]
+    server: Final[Server | None]
+    constants: Final[Constants]
+    r: Final[Rates]
+    style: Final[Style]
+    fabric: Final[Fabric]
+    stages: Final[tuple[_StageBasis, ...]]
+
+    def __init__(self, gpu: Gpu, server: Server | None, constants: Constants, r: Rates, style: Style,
+                 fabric: Fabric, stages: tuple[_StageBasis, ...]) -> None:
+        self.gpu = gpu
+        self.server = server
+        self.constants = constants
+        self.r = r
+        self.style = style
+        self.fabric = fabric
+        self.stages = stages
+
+
+_BASES: Final[BoundedMemo[tuple[object, ...], _StepBasis]] = BoundedMemo(4096)
+
+
+def _basis_key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+               constants: Constants) -> tuple[object, ...]:
+    """Everything :func:`_make_basis` reads: of the request, what the style, the rates, the parameter placement
+    and the optimizer step read (not the batch shape, which the planner and the micro-batch search vary); the
+    GPU, server and constants objects by identity."""
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
+    return (id(gpu), id(server), id(constants), shape, layout, t.method, t.lora_rank, t.lora_targets, t.precision,
+            t.optimizer, t.optimizer_impl, t.lora_kernel, p.framework, p.offload)
+
+
+def _step_basis(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                constants: Constants) -> _StepBasis:
+    """:func:`_make_basis`, memoised on :func:`_basis_key` (an entry made for other objects that had the same
+    ``id`` is made afresh)."""
+    key = _basis_key(req, shape, layout, gpu, server, constants)
+    found = _BASES.get(key)
+    if found is None or found.gpu is not gpu or found.server is not server or found.constants is not constants:
+        found = _BASES.remember(key, _make_basis(req, shape, layout, gpu, server, constants))
+    return found
+
+
+def _make_basis(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                constants: Constants) -> _StepBasis:
+    r = rates_for(gpu, view(req).training.precision, constants)
     style = style_for(req, layout)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
-    slowest: _StageStep | None = None
+    stages = []
     for stage in _time_stages(layout):
-        s = _stage_step(req, shape, layout, gpu, r, style, fabric, stage, last if stage == "last" else None)
+        pl = _placement(req, shape, layout, stage)
+        stages.append(_StageBasis(stage, pl, _dp_collectives(req, pl, layout, fabric, style),
+                                  ddp_bucket_time(req, layout, r, style, pl),
+                                  optimizer_time(req, shape, layout, r, style, pl)))
+    return _StepBasis(gpu, server, constants, r, style, fabric, tuple(stages))
+
+
+def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+                   constants: Constants, last: Workload) -> _StageStep:
+    basis = _step_basis(req, shape, layout, gpu, server, constants)
+    slowest: _StageStep | None = None
+    for sb in basis.stages:
+        s = _stage_step(req, shape, layout, gpu, basis, sb, last if sb.stage == "last" else None)
         if slowest is None or s.step > slowest.step:  # the first of the slowest, as max() picks it
             slowest = s
     assert slowest is not None
@@ -900,25 +1013,24 @@ class StepTime:
         return _result(self.req, self.shape, self.layout, self.gpu, self.work, self.slowest)
 
 
-def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, r: Rates, style: Style,
-                fabric: Fabric, stage: str, work: Workload | None = None) -> _StageStep:
+def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, basis: _StepBasis,
+                sb: _StageBasis, work: Workload | None = None) -> _StageStep:
     """The step of one stage's GPU: ``m`` micro-batches, the pipeline bubble of ``(p - 1) / v`` of its
     micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
     the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
-    communication, optimizer and offload."""
+    communication, optimizer and offload (the parts that do not depend on the batch shape from ``sb``)."""
     t = view(req).training
+    stage = sb.stage
     work = work or workload(req, shape, layout, stage)
-    mb = micro_batch(req, shape, layout, work, r, style)
-    pl = _placement(req, shape, layout, stage)
-    comm = communication(req, shape, layout, work, fabric, style, mb, pl)
+    mb = micro_batch(req, shape, layout, work, basis.r, basis.style)
+    comm = communication(req, shape, layout, work, basis.fabric, mb, sb.dp)
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
     bubble = (layout.pp - 1) / virtual_stages(req, layout) * mb.total if layout.pp > 1 else 0.0
-    compute += ddp_bucket_time(req, layout, r, style, pl)
-    opt = optimizer_time(req, shape, layout, r, style, pl)
-    off = offload_time(req, shape, layout, gpu, mb, style, pl)
-    step = compute + bubble + comm.exposed + opt + off
-    return _StageStep(stage, mb, comm, step, compute, bubble, opt, off)
+    compute += sb.ddp_bucket
+    off = offload_time(req, shape, layout, gpu, mb, basis.style, sb.pl)
+    step = compute + bubble + comm.exposed + sb.opt + off
+    return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off)
 
 
 def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,

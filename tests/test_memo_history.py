@@ -62,6 +62,7 @@ CHANGES: list[tuple[str, str, list[Any]]] = [
     ("parallelism", "tp_plan", ["replicated-embeddings"]),
     ("parallelism", "tp_comm_overlap", ["off"]),
     ("hardware", "gpu", ["h200-sxm-141gb", "b200-sxm-180gb"]),
+    ("hardware", "server", ["dell-xe9680-h100", "hpe-cray-xd670-h100"]),
     ("hardware", "num_nodes", [1, 8]),
     ("hardware", "gpus_per_node", [4]),
 ]

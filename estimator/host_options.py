@@ -101,7 +101,13 @@ class HostOptions:
                 raise InvalidRequestError(message, "host_options")
 
     def resolved(self) -> HostOptions:
-        """A copy with every ``None`` default (except ``nccl``) filled from ``host_defaults.yaml``."""
+        """A copy with every ``None`` default (except ``nccl``) filled from ``host_defaults.yaml``; the options
+        themselves when every one is filled already (the copy would hold the same values: the node sizing asks
+        again for options it was given resolved, and ``dataclasses.replace`` runs interpreted)."""
+        if (self.checkpoints_kept and self.checkpoint_interval_s and self.checkpoint_max_time_share
+                and self.async_checkpoint is not None and self.dataloader_workers is not None and self.rack_kw_budget
+                and self.comm_budget_fraction):
+            return self
         d = host_defaults()
         return replace(
             self,

@@ -19,8 +19,7 @@ Shard groups (what ZeRO/FSDP/the distributed optimizer divide model states by):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.memo import BoundedMemo
@@ -33,50 +32,92 @@ from estimator.reqview import TrainingView, view
 __all__ = ["Layout", "build_layout", "layout_or_none"]
 
 
-@dataclass(frozen=True)
+_LAYOUT_FIELDS: Final = ("world_size", "dp", "tp", "pp", "cp", "ep", "vp", "sharding", "shard_group",
+                          "expert_shard_group", "gpus_per_node", "num_nodes", "layers_per_stage", "sequence_parallel",
+                          "tp_plan", "stage_layers", "pipeline_split")
+
+
 class Layout:
-    world_size: int
-    dp: int
-    tp: int
-    pp: int
-    cp: int
-    ep: int
-    vp: int
-    sharding: str  # none | zero1 | zero2 | zero3 | hsdp
-    shard_group: int  # ranks one dense parameter is sharded over (1 = replicated)
-    expert_shard_group: int  # ranks one routed-expert parameter is sharded over (1 = replicated)
-    gpus_per_node: int
-    num_nodes: int
-    layers_per_stage: int  # decoder layers on the pipeline rank with the most (all of them without pp)
-    sequence_parallel: bool
+    """A request's parallel layout (module docstring). Immutable, compared and hashed by its fields (layouts key
+    most of the estimator's memos). A plain class rather than a frozen dataclass: the dataclass's generated
+    ``__init__`` runs interpreted even when the module is compiled (about 29,000 machine instructions a layout
+    under callgrind, against a few hundred compiled); it took an eighth of a model's first planner search."""
+
+    world_size: Final[int]
+    dp: Final[int]
+    tp: Final[int]
+    pp: Final[int]
+    cp: Final[int]
+    ep: Final[int]
+    vp: Final[int]
+    sharding: Final[str]  # none | zero1 | zero2 | zero3 | hsdp
+    shard_group: Final[int]  # ranks one dense parameter is sharded over (1 = replicated)
+    expert_shard_group: Final[int]  # ranks one routed-expert parameter is sharded over (1 = replicated)
+    gpus_per_node: Final[int]
+    num_nodes: Final[int]
+    layers_per_stage: Final[int]  # decoder layers on the pipeline rank with the most (all of them without pp)
+    sequence_parallel: Final[bool]
     # ``parallelism.resolved_tp_plan`` when tp > 1 ("vocab-parallel" at tp = 1, where the plans are one)
-    tp_plan: str = "vocab-parallel"
+    tp_plan: Final[str]
     # decoder layers per pipeline rank (its virtual chunks summed), model order; () = even split
-    stage_layers: tuple[int, ...] = ()
-    pipeline_split: str = "even"  # even | weighted | given (estimator.pipeline_split)
-
-    # the hash of the fields above, computed once (layouts key most of the estimator's memos); a plain attribute
-    # set in ``__post_init__`` rather than an entry in ``__dict__``, so that the class also compiles as a native
-    # class (docs/native.md)
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    stage_layers: Final[tuple[int, ...]]
+    pipeline_split: Final[str]  # even | weighted | given (estimator.pipeline_split)
+    # the fields above as a tuple and its hash, computed once (layouts key most of the estimator's memos)
+    _key: Final[tuple[object, ...]]
+    _hash: Final[int]
     # whether pipeline ranks hold different numbers of decoder layers, computed once (read on every step time)
-    _uneven: bool = field(default=False, init=False, repr=False, compare=False)
+    _uneven: Final[bool]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(self._key()))
-        object.__setattr__(self, "_uneven", len(set(self.stage_layers)) > 1)
+    def __init__(self, world_size: int, dp: int, tp: int, pp: int, cp: int, ep: int, vp: int, sharding: str,
+                 shard_group: int, expert_shard_group: int, gpus_per_node: int, num_nodes: int,
+                 layers_per_stage: int, sequence_parallel: bool, tp_plan: str = "vocab-parallel",
+                 stage_layers: tuple[int, ...] = (), pipeline_split: str = "even") -> None:
+        self.world_size = world_size
+        self.dp = dp
+        self.tp = tp
+        self.pp = pp
+        self.cp = cp
+        self.ep = ep
+        self.vp = vp
+        self.sharding = sharding
+        self.shard_group = shard_group
+        self.expert_shard_group = expert_shard_group
+        self.gpus_per_node = gpus_per_node
+        self.num_nodes = num_nodes
+        self.layers_per_stage = layers_per_stage
+        self.sequence_parallel = sequence_parallel
+        self.tp_plan = tp_plan
+        self.stage_layers = stage_layers
+        self.pipeline_split = pipeline_split
+        self._key = (world_size, dp, tp, pp, cp, ep, vp, sharding, shard_group, expert_shard_group, gpus_per_node,
+                     num_nodes, layers_per_stage, sequence_parallel, tp_plan, stage_layers, pipeline_split)
+        self._hash = hash(self._key)
+        self._uneven = len(set(stage_layers)) > 1
 
-    def _key(self) -> tuple[object, ...]:
-        return (self.world_size, self.dp, self.tp, self.pp, self.cp, self.ep, self.vp, self.sharding,
-                self.shard_group, self.expert_shard_group, self.gpus_per_node, self.num_nodes, self.layers_per_stage,
-                self.sequence_parallel, self.tp_plan, self.stage_layers, self.pipeline_split)
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self._key == other._key
 
     def __hash__(self) -> int:
         return self._hash
 
+    def fields(self) -> dict[str, object]:
+        """The fields by name, in order (what ``dataclasses.asdict`` gave while this was a dataclass)."""
+        return dict(zip(_LAYOUT_FIELDS, self._key, strict=True))
+
+    def replace(self, **changes: Any) -> Layout:
+        """A layout with ``changes`` to its fields (what ``dataclasses.replace`` did)."""
+        return Layout(**{**self.fields(), **changes})
+
+    def __repr__(self) -> str:
+        return "Layout(" + ", ".join(f"{n}={v!r}" for n, v in self.fields().items()) + ")"
+
     def __reduce__(self) -> tuple[type[Layout], tuple[object, ...]]:
         """Pickled as its fields (the hash is recomputed: string hashes differ between processes)."""
-        return Layout, self._key()
+        return Layout, self._key
 
     def layers_on(self, stage: str) -> int:
         """Decoder layers on a stage: ``only`` (no pipeline), ``first``, ``middle`` (rank 1, the middle rank

@@ -112,21 +112,42 @@ def _total_and_fits(allocated: int, soft_overhead: int, hard_overhead: int, capa
     return min(capacity, allocated + soft_overhead), True
 
 
-@dataclass(frozen=True)
 class _States:
-    params: int  # stored parameters (+ master copies)
-    compute_cache: int  # autocast bf16 weight copies alive from forward into backward
-    grads: int
-    optimizer: int
-    optimizer_temp: int
-    gathered: int  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
-    root_reduce: int  # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
-    gathered_backward: int  # + unsharded gradients and the reduce-scatter input (backward)
-    persistent_gathered: int  # FSDP2 shard-grad-op: unsharded compute parameters kept from forward through backward
-    grad_buckets: int  # gradient communication buffers allocated for the whole run (DDP buckets, ZeRO-3 IPG)
-    backward_buckets: int  # gradient buckets that live during backward only (DeepSpeed ZeRO-1/2 IPG buckets)
-    grads_persistent: bool  # the gradient buffer is never freed (Megatron's contiguous main_grad buffer)
-    grads_before_first_layer: int  # gradients present when the first decoder layer's backward starts
+    """One stage's model states (a plain class: a frozen dataclass's generated ``__init__`` runs interpreted)."""
+
+    params: Final[int]  # stored parameters (+ master copies)
+    compute_cache: Final[int]  # autocast bf16 weight copies alive from forward into backward
+    grads: Final[int]
+    optimizer: Final[int]
+    optimizer_temp: Final[int]
+    gathered: Final[int]  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
+    # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
+    root_reduce: Final[int]
+    gathered_backward: Final[int]  # + unsharded gradients and the reduce-scatter input (backward)
+    # FSDP2 shard-grad-op: unsharded compute parameters kept from forward through backward
+    persistent_gathered: Final[int]
+    # gradient communication buffers allocated for the whole run (DDP buckets, ZeRO-3 IPG)
+    grad_buckets: Final[int]
+    backward_buckets: Final[int]  # gradient buckets living during backward only (DeepSpeed ZeRO-1/2 IPG buckets)
+    grads_persistent: Final[bool]  # the gradient buffer is never freed (Megatron's contiguous main_grad buffer)
+    grads_before_first_layer: Final[int]  # gradients present when the first decoder layer's backward starts
+
+    def __init__(self, params: int, compute_cache: int, grads: int, optimizer: int, optimizer_temp: int,
+                 gathered: int, root_reduce: int, gathered_backward: int, persistent_gathered: int, grad_buckets: int,
+                 backward_buckets: int, grads_persistent: bool, grads_before_first_layer: int) -> None:
+        self.params = params
+        self.compute_cache = compute_cache
+        self.grads = grads
+        self.optimizer = optimizer
+        self.optimizer_temp = optimizer_temp
+        self.gathered = gathered
+        self.root_reduce = root_reduce
+        self.gathered_backward = gathered_backward
+        self.persistent_gathered = persistent_gathered
+        self.grad_buckets = grad_buckets
+        self.backward_buckets = backward_buckets
+        self.grads_persistent = grads_persistent
+        self.grads_before_first_layer = grads_before_first_layer
 
 
 # DeepSpeed ``reduce_bucket_size`` (its default and what ``estimator/planner/exports/launch.py`` writes), in elements.

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 from estimator.activations import ActivationModel
@@ -33,23 +32,46 @@ __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "pl
 NF4_BYTES_PER_PARAM: Final = 0.5 + 1 / 64 + 4 / (64 * 256)
 
 
-@dataclass(frozen=True)
 class ParamPlacement:
-    trainable_local: int
-    frozen_local_bytes: int
-    linear_trainable_local: int
-    largest_tensor: int
-    max_layer_local: int
-    max_layer_trainable_local: int
-    root_local: int
-    adafactor_state_local: int
-    total_local: int
-    tokens_ffn_local: int
-    method: str
-    dequant_bytes: int
-    expert_trainable_local: int = 0  # part of trainable_local in routed experts (sharded over the expert DP group)
-    expert_frozen_local_bytes: int = 0  # part of frozen_local_bytes in routed experts
-    expert_adafactor_local: int = 0  # part of adafactor_state_local for routed experts
+    """The parameters one rank of a stage holds (a plain class: a frozen dataclass's generated ``__init__`` runs
+    interpreted even when the module is compiled)."""
+
+    trainable_local: Final[int]
+    frozen_local_bytes: Final[int]
+    linear_trainable_local: Final[int]
+    largest_tensor: Final[int]
+    max_layer_local: Final[int]
+    max_layer_trainable_local: Final[int]
+    root_local: Final[int]
+    adafactor_state_local: Final[int]
+    total_local: Final[int]
+    tokens_ffn_local: Final[int]
+    method: Final[str]
+    dequant_bytes: Final[int]
+    expert_trainable_local: Final[int]  # part of trainable_local in routed experts (sharded over the expert DP group)
+    expert_frozen_local_bytes: Final[int]  # part of frozen_local_bytes in routed experts
+    expert_adafactor_local: Final[int]  # part of adafactor_state_local for routed experts
+
+    def __init__(self, trainable_local: int, frozen_local_bytes: int, linear_trainable_local: int,
+                 largest_tensor: int, max_layer_local: int, max_layer_trainable_local: int, root_local: int,
+                 adafactor_state_local: int, total_local: int, tokens_ffn_local: int, method: str,
+                 dequant_bytes: int, expert_trainable_local: int = 0, expert_frozen_local_bytes: int = 0,
+                 expert_adafactor_local: int = 0) -> None:
+        self.trainable_local = trainable_local
+        self.frozen_local_bytes = frozen_local_bytes
+        self.linear_trainable_local = linear_trainable_local
+        self.largest_tensor = largest_tensor
+        self.max_layer_local = max_layer_local
+        self.max_layer_trainable_local = max_layer_trainable_local
+        self.root_local = root_local
+        self.adafactor_state_local = adafactor_state_local
+        self.total_local = total_local
+        self.tokens_ffn_local = tokens_ffn_local
+        self.method = method
+        self.dequant_bytes = dequant_bytes
+        self.expert_trainable_local = expert_trainable_local
+        self.expert_frozen_local_bytes = expert_frozen_local_bytes
+        self.expert_adafactor_local = expert_adafactor_local
 
     @property
     def dense_trainable_local(self) -> int:

@@ -244,15 +244,44 @@ def test_pruned_search_matches_brute_force(payload: dict[str, Any]) -> None:
 def test_structures_compare_by_fields() -> None:
     """Structures of different node counts with the same fields are equal and key the same cache entries (their
     ``__eq__`` compares the field tuple kept at construction, compiled or not); any field tells them apart."""
-    import dataclasses
-
     from estimator.planner.space import Structure
 
-    s = Structure("megatron", "zero1", "none", 8, 2, 1, 1, 1, True, None, 1)
+    fields: dict[str, Any] = {"framework": "megatron", "sharding": "zero1", "offload": "none", "tp": 8, "pp": 2,
+                              "vp": 1, "cp": 1, "ep": 1, "sequence_parallel": True, "hsdp_shard": None, "saving": 1}
+    s = Structure(**fields)
     same = Structure("megatron", "zero1", "none", 8, 2, 1, 1, 1, True, None, 1)
-    assert s == same and hash(s) == hash(same) and {s: "x"}[same] == "x"
-    for name, value in {"framework": "pytorch", "tp": 4, "pp": 4, "vp": 2, "sequence_parallel": False,
-                        "hsdp_shard": 8, "saving": 2}.items():
-        other = dataclasses.replace(s, **{name: value})
-        assert other != s, name
+    assert s == same and hash(s) == hash(same) and {s: "x"}[same] == "x" and repr(s) == repr(same)
+    for name, value in {"framework": "pytorch", "sharding": "zero3", "offload": "optimizer", "tp": 4, "pp": 4,
+                        "vp": 2, "cp": 2, "ep": 2, "sequence_parallel": False, "hsdp_shard": 8, "saving": 2}.items():
+        other = Structure(**{**fields, name: value})
+        assert other != s and getattr(other, name) == value, name
     assert s != ("megatron", "zero1")
+
+
+def test_layouts_compare_and_hash_by_fields() -> None:
+    """A layout is a value (it keys most memos): equal fields make equal layouts with one hash, whichever way they
+    were built, and survive pickling (process pools); any field tells two apart."""
+    import pickle
+
+    from estimator.layout import Layout
+
+    fields: dict[str, Any] = {
+        "world_size": 64, "dp": 2, "tp": 8, "pp": 4, "cp": 1, "ep": 1, "vp": 2, "sharding": "zero1", "shard_group": 2,
+        "expert_shard_group": 2, "gpus_per_node": 8, "num_nodes": 8, "layers_per_stage": 20,
+        "sequence_parallel": True, "tp_plan": "vocab-parallel", "stage_layers": (20, 20, 20, 20),
+        "pipeline_split": "even"}
+    layout = Layout(**fields)
+    same = Layout(*fields.values())
+    assert layout == same and hash(layout) == hash(same) and {layout: 1}[same] == 1
+    assert pickle.loads(pickle.dumps(layout)) == layout and repr(layout).startswith("Layout(world_size=64, dp=2")
+    changed = {"world_size": 32, "dp": 1, "tp": 4, "pp": 2, "cp": 2, "ep": 2, "vp": 1, "sharding": "zero3",
+               "shard_group": 4, "expert_shard_group": 4, "gpus_per_node": 4, "num_nodes": 4, "layers_per_stage": 40,
+               "sequence_parallel": False, "tp_plan": "replicated-embeddings", "stage_layers": (19, 21, 20, 20),
+               "pipeline_split": "given"}
+    assert set(changed) == set(fields)
+    for name, value in changed.items():
+        other = Layout(**{**fields, name: value})
+        assert other != layout and getattr(other, name) == value, name
+    assert Layout(**{**fields, "stage_layers": (19, 21, 20, 20)}).uneven and not layout.uneven
+    assert Layout(8, 8, 1, 1, 1, 1, 1, "zero3", 8, 8, 8, 1, 80, False).stage_layers == ()
+    assert layout.replace(vp=1, tp=4) == Layout(**{**fields, "vp": 1, "tp": 4}) and layout.fields() == fields

@@ -8,7 +8,6 @@ catalog GPU and server), and time-to-train arithmetic.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from functools import cache
 from typing import Any
@@ -161,7 +160,7 @@ def test_virtual_stages_shrink_the_bubble_only_when_interleaved() -> None:
     layout = build_layout(req, shape)
     gpu = c.gpus[req.hardware.gpu]
     plain = step_time(req, shape, layout, gpu, None, c)
-    carried = step_time(req, shape, dataclasses.replace(layout, vp=2), gpu, None, c)
+    carried = step_time(req, shape, layout.replace(vp=2), gpu, None, c)
     assert carried.bubble_s == pytest.approx(plain.bubble_s) and carried.step_time_s == pytest.approx(
         plain.step_time_s)
     interleaved = _time(_req(training={"gradient_accumulation_steps": 8, "pipeline_schedule": "interleaved",

@@ -84,8 +84,12 @@ class HostRam:
         return sum(self.node_items.values())
 
 
+_ZEROS: Final = dict.fromkeys(BREAKDOWN_KEYS, 0)
+
+
 def _empty() -> dict[str, int]:
-    return dict.fromkeys(BREAKDOWN_KEYS, 0)
+    """A zero for every breakdown key (a copy of one made once: ``dict.fromkeys`` is a generic call compiled)."""
+    return _ZEROS.copy()
 
 
 def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
@@ -202,7 +206,10 @@ def host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: Chec
              options: HostOptions) -> HostRam:
     """The node's host RAM, memoised on :func:`_host_ram_key` (it does not depend on the batch shape)."""
     key = _host_ram_key(req, shape, layout, ckpt, options)
-    return _HOST_RAM.get_or_compute(key, lambda: _host_ram(req, shape, layout, ckpt, options))
+    found = _HOST_RAM.get(key)
+    if found is None:
+        found = _HOST_RAM.remember(key, _host_ram(req, shape, layout, ckpt, options))
+    return found
 
 
 def _host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,

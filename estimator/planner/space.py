@@ -23,7 +23,7 @@ context / expert degrees. Rules (each names the framework behaviour it follows):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
@@ -41,38 +41,53 @@ MAX_MICRO_BATCH: Final = 64
 MAX_MICRO_BATCH_TOKENS: Final = 1 << 18
 
 
-@dataclass(frozen=True)
 class Structure:
-    framework: str
-    sharding: str  # none | zero1 | zero2 | zero3 | fsdp | hsdp (request values)
-    offload: str
-    tp: int
-    pp: int
-    vp: int
-    cp: int
-    ep: int
-    sequence_parallel: bool
-    hsdp_shard: int | None
-    saving: int  # rank in its dominance chain: higher saves more memory and communicates more
+    """One parallel structure of the search (framework, sharding, offload and the degrees), immutable, compared and
+    hashed by its fields. A plain class rather than a frozen dataclass, whose generated ``__init__`` runs interpreted
+    even when the module is compiled (about 17,000 machine instructions a structure)."""
 
-    # the fields above as a tuple and its hash, computed once (structures key every cache of the search):
-    # attributes set in ``__post_init__``, so that the class also compiles as a native class (docs/native.md)
-    _fields: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
+    framework: Final[str]
+    sharding: Final[str]  # none | zero1 | zero2 | zero3 | fsdp | hsdp (request values)
+    offload: Final[str]
+    tp: Final[int]
+    pp: Final[int]
+    vp: Final[int]
+    cp: Final[int]
+    ep: Final[int]
+    sequence_parallel: Final[bool]
+    hsdp_shard: Final[int | None]
+    saving: Final[int]  # rank in its dominance chain: higher saves more memory and communicates more
+    # the fields above as a tuple and its hash, computed once (structures key every cache of the search)
+    _fields: Final[tuple[object, ...]]
+    _hash: Final[int]
 
-    def __post_init__(self) -> None:
-        fields = (self.framework, self.sharding, self.offload, self.tp, self.pp, self.vp, self.cp, self.ep,
-                  self.sequence_parallel, self.hsdp_shard, self.saving)
-        object.__setattr__(self, "_fields", fields)
-        object.__setattr__(self, "_hash", hash(fields))
+    def __init__(self, framework: str, sharding: str, offload: str, tp: int, pp: int, vp: int, cp: int, ep: int,
+                 sequence_parallel: bool, hsdp_shard: int | None, saving: int) -> None:
+        self.framework = framework
+        self.sharding = sharding
+        self.offload = offload
+        self.tp = tp
+        self.pp = pp
+        self.vp = vp
+        self.cp = cp
+        self.ep = ep
+        self.sequence_parallel = sequence_parallel
+        self.hsdp_shard = hsdp_shard
+        self.saving = saving
+        self._fields = (framework, sharding, offload, tp, pp, vp, cp, ep, sequence_parallel, hsdp_shard, saving)
+        self._hash = hash(self._fields)
 
     def __hash__(self) -> int:
         return self._hash
 
+    def __repr__(self) -> str:
+        names = ("framework", "sharding", "offload", "tp", "pp", "vp", "cp", "ep", "sequence_parallel", "hsdp_shard",
+                 "saving")
+        return "Structure(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields, strict=True)) + ")"
+
     def __eq__(self, other: object) -> bool:
-        """By fields, as the dataclass compares, on the tuple kept at construction: structures of different node
-        counts are equal and key the same caches, and the dataclass's generated ``__eq__`` (interpreted even
-        when the module is compiled) costs more than the lookup it decides."""
+        """By fields, on the tuple kept at construction: structures of different node counts are equal and key the
+        same caches."""
         if self is other:
             return True
         if not isinstance(other, Structure):

@@ -18,7 +18,8 @@ has its attribute, with the same value.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
 
 from estimator import request_rules as rules
 from estimator.request import (
@@ -41,6 +42,9 @@ from estimator.request import (
 )
 
 __all__ = ["HardwareView", "ParallelismView", "RequestView", "TrainingView", "view"]
+
+M = TypeVar("M")
+V = TypeVar("V")
 
 
 # lists, not tuples: a ``__dict__``'s keys come out as a list (``PyDict_Keys``), compared in C
@@ -159,6 +163,41 @@ class HardwareView:
         self.world_size = self.num_nodes * self.gpus_per_node
 
 
+class _Section(Generic[M, V]):
+    """The last section of one kind viewed, its field values and its view, as one tuple (replaced whole: a thread
+    never sees a model paired with another's view). The planner's per-layout requests share their sections
+    (``construct.replaced``), and requests often have equal ones (the same hardware, the same parallelism), so a
+    section's view often serves the next request too."""
+
+    names: Final[list[str]]
+    make: Callable[[tuple[Any, ...]], V]
+    last: tuple[M, tuple[object, ...], V] | None
+
+    def __init__(self, names: list[str], make: Callable[[tuple[Any, ...]], V]) -> None:
+        self.names = names
+        self.make = make
+        self.last = None
+
+    def view(self, model: M) -> V:
+        """The view of ``model``: the last one when ``model`` is the last section or has its values (each of the
+        same type), else a new one."""
+        last = self.last
+        if last is not None and last[0] is model:
+            return last[2]
+        values = _field_values(vars(model), self.names)
+        if last is not None and _same_values(last[1], values):
+            self.last = (model, last[1], last[2])
+            return last[2]
+        made = self.make(values)
+        self.last = (model, values, made)
+        return made
+
+
+_TRAINING: Final[_Section[Training, TrainingView]] = _Section(_TRAINING_FIELDS, TrainingView)
+_PARALLELISM: Final[_Section[Parallelism, ParallelismView]] = _Section(_PARALLELISM_FIELDS, ParallelismView)
+_HARDWARE: Final[_Section[Hardware, HardwareView]] = _Section(_HARDWARE_FIELDS, HardwareView)
+
+
 class RequestView:
     """The three sections of one request, and its data-parallel degree (:attr:`EstimateRequest.dp`)."""
 
@@ -168,22 +207,16 @@ class RequestView:
     dp: Final[int]
 
     def __init__(self, req: EstimateRequest) -> None:
-        self.training = _training_view(req.training)
-        self.parallelism = p = _parallelism_view(req.parallelism)
-        self.hardware = h = _hardware_view(req.hardware)
+        self.training = _TRAINING.view(req.training)
+        self.parallelism = p = _PARALLELISM.view(req.parallelism)
+        self.hardware = h = _HARDWARE.view(req.hardware)
         self.dp = rules.data_parallel(h.world_size, p.tp, p.pp, p.cp)
 
 
 class _Last:
-    """The last request viewed and its view, and the last section of each kind and its view, each as one tuple
-    (replaced whole: a thread never sees a model paired with another's view). The planner's per-layout requests
-    share their sections (``construct.replaced``), and requests often have equal ones (the same hardware, the same
-    parallelism), so a section's view often serves the next request too."""
+    """The last request viewed and its view, as one tuple (replaced whole)."""
 
     entry: tuple[EstimateRequest, RequestView] | None = None
-    training: tuple[Training, TrainingView] | None = None
-    parallelism: tuple[Parallelism, ParallelismView] | None = None
-    hardware: tuple[Hardware, HardwareView] | None = None
 
 
 _LAST: Final = _Last()  # a compiled object's slots: cheaper to read than a module global (a dict entry)
@@ -200,48 +233,6 @@ def _same_values(kept: tuple[object, ...], values: tuple[object, ...]) -> bool:
         if v is not w and type(v) is not type(w):
             return False
     return True
-
-
-# One function per section rather than one generic one: each builds its compiled class directly and reads the
-# model's ``__dict__`` once; a generic version (the class passed as a callable, or ``vars`` read twice) cost the
-# planner's 70B search 2-3 % more instructions under callgrind.
-def _training_view(t: Training) -> TrainingView:
-    last = _LAST.training
-    if last is not None and last[0] is t:
-        return last[1]
-    values = _field_values(vars(t), _TRAINING_FIELDS)
-    if last is not None and _same_values(last[1].values, values):
-        _LAST.training = (t, last[1])
-        return last[1]
-    made = TrainingView(values)
-    _LAST.training = (t, made)
-    return made
-
-
-def _parallelism_view(p: Parallelism) -> ParallelismView:
-    last = _LAST.parallelism
-    if last is not None and last[0] is p:
-        return last[1]
-    values = _field_values(vars(p), _PARALLELISM_FIELDS)
-    if last is not None and _same_values(last[1].values, values):
-        _LAST.parallelism = (p, last[1])
-        return last[1]
-    made = ParallelismView(values)
-    _LAST.parallelism = (p, made)
-    return made
-
-
-def _hardware_view(h: Hardware) -> HardwareView:
-    last = _LAST.hardware
-    if last is not None and last[0] is h:
-        return last[1]
-    values = _field_values(vars(h), _HARDWARE_FIELDS)
-    if last is not None and _same_values(last[1].values, values):
-        _LAST.hardware = (h, last[1])
-        return last[1]
-    made = HardwareView(values)
-    _LAST.hardware = (h, made)
-    return made
 
 
 def view(req: EstimateRequest) -> RequestView:

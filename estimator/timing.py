@@ -852,7 +852,8 @@ class _StageBasis:
 class _StepBasis:
     """The batch-shape-free part of a layout's step on one GPU and server (:func:`_step_basis`): the rates, the
     framework's style, the fabric and each timed stage's :class:`_StageBasis`. Keeps the GPU, server and
-    constants objects its memo entry was made for (the key holds their ``id``)."""
+    constants objects it was made for: its memo key holds their ``id``, which no other object can take while
+    they live."""
 
     gpu: Final[Gpu]
     server: Final[Server | None]
@@ -889,11 +890,10 @@ def _basis_key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu
 
 def _step_basis(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 constants: Constants) -> _StepBasis:
-    """:func:`_make_basis`, memoised on :func:`_basis_key` (an entry made for other objects that had the same
-    ``id`` is made afresh)."""
+    """:func:`_make_basis`, memoised on :func:`_basis_key`."""
     key = _basis_key(req, shape, layout, gpu, server, constants)
     found = _BASES.get(key)
-    if found is None or found.gpu is not gpu or found.server is not server or found.constants is not constants:
+    if found is None:
         found = _BASES.remember(key, _make_basis(req, shape, layout, gpu, server, constants))
     return found
 

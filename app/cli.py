@@ -193,6 +193,63 @@ def plan(
     typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
 
 
+#: the largest nccl-tests output nccl-check reads (a full sweep of every collective is a few hundred KB)
+NCCL_MAX_BYTES = 20 * 2**20
+
+
+@cli.command("nccl-check")
+def nccl_check(
+    file: Annotated[str, typer.Argument(help="nccl-tests output (all_reduce_perf, all_gather_perf, "
+                                        "reduce_scatter_perf, alltoall_perf; several runs in one file are fine); - "
+                                        "for stdin")],
+    server: Annotated[str, typer.Option(help="the node the test ran on (a catalog server id)")] = "nvidia-dgx-h100",
+    nodes: Annotated[int | None, typer.Option(min=1, max=100_000, help="nodes in the test when the output has no "
+                                              "'Using devices' lines")] = None,
+    gpus: Annotated[int | None, typer.Option(min=1, max=1_000_000, help="GPUs in the test when the output has no "
+                                             "'Using devices' lines")] = None,
+    collective: Annotated[str | None, typer.Option(help="all_reduce, all_gather, reduce_scatter or alltoall, when "
+                                                   "the output does not name it")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the check as JSON")] = False,
+) -> None:
+    """Compare nccl-tests bus bandwidth with the published figures for the server and path: healthy, or how far
+    below with the likely causes. Exits 0 when every run is healthy (or cannot be judged), 1 when one is degraded
+    or overstated, 2 on a file that cannot be read or has no result rows."""
+    from estimator.cluster.nccl import check_nccl
+    from hardware_catalog import UnknownCatalogIdError
+
+    try:
+        if file == "-":
+            text = sys.stdin.read(NCCL_MAX_BYTES + 1)
+        else:
+            with Path(file).open(encoding="utf-8", errors="strict") as fh:
+                text = fh.read(NCCL_MAX_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}")
+    if len(text) > NCCL_MAX_BYTES:
+        fail(f"{file}: more than {NCCL_MAX_BYTES // 2**20} MB; pass the nccl-tests output only")
+    catalog = load_source_catalog()
+    try:
+        result = check_nccl(text, catalog.server(server), catalog, nodes=nodes, gpus=gpus, collective=collective)
+    except UnknownCatalogIdError as exc:
+        fail(f"--server: {exc}")
+    except EstimatorError as exc:
+        fail(f"{file}: {exc.message}" if exc.field == "file" else f"--{exc.field}: {exc.message}")
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        for t in result.tests:
+            typer.echo(f"{t.collective}: {t.summary}")
+            typer.echo(f"  path: {t.path}; GPUs: {t.n_gpus or '?'} ({t.gpu_name or 'not named'})")
+            if t.expectation_source:
+                typer.echo(f"  expected from: {t.expectation_source}")
+            for cause in t.causes:
+                typer.echo(f"  check: {cause}")
+        for warning in result.warnings:
+            typer.echo(f"warning: {warning}")
+    if any(t.verdict in ("degraded", "overstated") for t in result.tests):
+        raise typer.Exit(1)
+
+
 @keys_cli.command("create")
 def keys_create(
     name: Annotated[str, typer.Option(help="who uses the key, e.g. quoting-tool")],

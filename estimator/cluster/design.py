@@ -24,6 +24,7 @@ from estimator.cluster.contract import (
     PartLine,
 )
 from estimator.cluster.fabric import Topology, design_topology
+from estimator.cluster.scaling import scaling_curve
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
 from hardware_catalog import UnknownCatalogIdError
@@ -132,8 +133,11 @@ def design_cluster(req: ClusterRequest, catalog: Catalog) -> ClusterResponse:
     power = _power(catalog, server, req.num_nodes, parts)
     rack = _rack(catalog, req, parts, power)
     cost = _cost(server, req.num_nodes, parts)
+    scaling = [] if req.job is None else scaling_curve(req.job, server, req.num_nodes, catalog,
+                                                        req.scaling_threshold)
     return ClusterResponse(request=req, design=design, parts=parts, power=power, rack=rack, cost=cost,
                            tco=_tco(catalog, req, cost, power), other_fabrics=_other_fabrics(req.fabric),
+                           scaling=scaling,
                            nccl_commands=nccl_commands(server, req.num_nodes, req.fabric),
                            catalog_version=catalog.version)
 

@@ -141,3 +141,23 @@ def test_cli_bad_files_exit_2_with_one_line(tmp_path: Path) -> None:
         result = runner.invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)
         assert "capplan: error:" in result.output and "Traceback" not in result.output
+
+
+def test_plan_exports_carry_the_nccl_tests_commands(catalog: Catalog) -> None:
+    from estimator.planner.contract import PlanLayout
+    from estimator.planner.exports.nccl import nccl_tests_commands, plan_nccl_tests
+
+    two = nccl_tests_commands(8, 2)
+    assert "all_gather_perf -b 8 -e 16G -f 2 -g 8" in two and "alltoall_perf -b 8 -e 16G -f 2 -g 8" in two
+    assert any(c.startswith("mpirun -np 16 -N 8 -x NCCL_IB_HCA=mlx5 -x NCCL_ALGO=Ring") for c in two)
+    assert not any("-np 16 -N 8 -x NCCL_IB_HCA=mlx5 all_reduce" in c for c in two)  # two nodes: rings only
+    assert any(c.startswith("mpirun -np 32 -N 8") and "NCCL_ALGO" not in c for c in nccl_tests_commands(8, 4))
+    assert nccl_tests_commands(8, 1)[-1].startswith("NCCL_ALGO=Ring")
+    from estimator import PlanRequest, plan
+
+    result = plan(PlanRequest.model_validate({"model": "llama-3.1-8b", "training": {"method": "lora"},
+                                              "hardware": {"server": "nvidia-dgx-h100", "num_nodes": 2}}), catalog)
+    exports = result.plans[0].exports
+    assert exports is not None and exports.nccl_tests == plan_nccl_tests(
+        PlanLayout.model_validate(result.plans[0].layout.model_dump()), catalog.server("nvidia-dgx-h100"))
+    assert any("-np 16 -N 8" in c for c in exports.nccl_tests)

@@ -301,16 +301,7 @@ def _other_fabrics(fabric: FabricChoice) -> list[OtherFabric]:
 
 
 def nccl_commands(server: Server, nodes: int, fabric: str) -> list[str]:
-    """nccl-tests command lines to run on the delivered nodes: one node (NVLink), then across nodes with rings
-    forced (two nodes otherwise pick tree and overstate bandwidth: NVIDIA/nccl issue 307, sjeaugey)."""
-    gpus = server.gpu_count
-    sweep = "-b 8 -e 16G -f 2"
-    out = [f"all_reduce_perf {sweep} -g {gpus}", f"all_gather_perf {sweep} -g {gpus}",
-           f"reduce_scatter_perf {sweep} -g {gpus}", f"alltoall_perf {sweep} -g {gpus}",
-           f"NCCL_ALGO=Ring all_reduce_perf {sweep} -g {gpus}"]
-    if nodes > 1:
-        many = min(nodes, 2)
-        hca = "-x NCCL_IB_HCA=mlx5 " if fabric.startswith("ib") else "-x NCCL_IB_GID_INDEX=3 "
-        out.append(f"mpirun -np {many * gpus} -N {gpus} {hca}-x NCCL_ALGO=Ring all_reduce_perf {sweep} -g 1")
-        out.append(f"mpirun -np {nodes * gpus} -N {gpus} {hca}all_reduce_perf {sweep} -g 1")
-    return out
+    """nccl-tests command lines to run on the delivered nodes (the planner's exports give the same)."""
+    from estimator.planner.exports.nccl import nccl_tests_commands
+
+    return nccl_tests_commands(server.gpu_count, nodes, fabric.startswith("ib"))

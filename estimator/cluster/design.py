@@ -9,7 +9,7 @@ networking capex (in place of the flat ``networking_usd_per_node`` assumption) a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from estimator.cluster.contract import (
     ClusterCost,
@@ -82,7 +82,8 @@ def _first_source(entry: Server | Switch | Optic | Cable, field: str = "price_us
     return str(sources[0].citation) if sources else ""
 
 
-def _line(kind: str, entry: Switch | Optic | Cable, role: str, quantity: int, rack_units: int = 0) -> PartLine:
+def _line(kind: Literal["switch", "optic", "cable"], entry: Switch | Optic | Cable, role: str, quantity: int,
+          rack_units: int = 0) -> PartLine:
     price = entry.price_usd
     power = getattr(entry, "power_w", None)
     return PartLine(kind=kind, sku=entry.id, name=entry.name, role=role, quantity=quantity,

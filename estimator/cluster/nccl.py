@@ -27,13 +27,16 @@ counts):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from estimator.cluster.contract import NcclCheck, NcclRow, NcclTest
 from estimator.errors import InvalidRequestError
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server
+
+RowStatus = Literal["ok", "low", "small", "above"]
+Verdict = Literal["healthy", "degraded", "overstated", "unknown"]
 
 __all__ = ["COLLECTIVES", "NcclParseError", "ParsedRun", "check_nccl", "expected_busbw", "parse_nccl_tests"]
 
@@ -231,7 +234,7 @@ def _judge(catalog: Catalog, server: Server, run: ParsedRun, n_nodes: int, n_gpu
     rows = []
     for size, algbw, busbw in run.rows:
         ratio = None if expected is None else busbw / expected
-        status = "small" if size < SMALL_BYTES else "ok"
+        status: RowStatus = "small" if size < SMALL_BYTES else "ok"
         if status == "ok" and ratio is not None:
             status = "above" if ratio > OVERSTATED else ("low" if ratio < HEALTHY else "ok")
         rows.append(NcclRow(size_bytes=size, algbw_gbps=algbw, busbw_gbps=busbw, expected_busbw_gbps=expected,
@@ -240,6 +243,7 @@ def _judge(catalog: Catalog, server: Server, run: ParsedRun, n_nodes: int, n_gpu
     large = [r for r in run.rows if r[0] >= PEAK_BYTES]
     judged = max((r[2] for r in large), default=None)
     causes: list[str] = []
+    verdict: Verdict
     if expected is None:
         verdict, summary = "unknown", f"peak {peak:.1f} GB/s; no published figure for this server and path"
     elif judged is None:

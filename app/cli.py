@@ -193,6 +193,27 @@ def plan(
     typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
 
 
+@cli.command()
+def cluster(
+    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one cluster request; - for stdin")],
+) -> None:
+    """Design the compute fabric of N nodes (leaf / spine / core, parts, power, racks, cost, TCO; with a `job`, the
+    scaling curve) and print it as JSON (the API's POST /api/v1/clusters)."""
+    from estimator.cluster import ClusterRequest
+    from estimator.cluster import design_cluster as run_design
+
+    payload = _read_json(input_file)
+    try:
+        request = ClusterRequest.model_validate_json(json.dumps(payload), strict=True)
+    except ValidationError as exc:
+        fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
+    try:
+        result = run_design(request, load_source_catalog())
+    except EstimatorError as exc:
+        fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+
+
 #: the largest nccl-tests output nccl-check reads (a full sweep of every collective is a few hundred KB)
 NCCL_MAX_BYTES = 20 * 2**20
 

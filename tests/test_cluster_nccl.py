@@ -161,3 +161,21 @@ def test_plan_exports_carry_the_nccl_tests_commands(catalog: Catalog) -> None:
     assert exports is not None and exports.nccl_tests == plan_nccl_tests(
         PlanLayout.model_validate(result.plans[0].layout.model_dump()), catalog.server("nvidia-dgx-h100"))
     assert any("-np 16 -N 8" in c for c in exports.nccl_tests)
+
+
+def test_cli_cluster_prints_the_design_and_refuses_bad_sizes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    good = tmp_path / "c.json"
+    good.write_text(json.dumps({"server": "nvidia-dgx-h100", "num_nodes": 127}))
+    result = runner.invoke(cli, ["cluster", "-i", str(good)])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)["design"]
+    assert (d["leaves"], d["spines"], d["node_and_ufm_cables"], d["leaf_spine_links"]) == (32, 16, 1020, 1024)
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"server": "nvidia-dgx-h100", "num_nodes": 16, "switch_ports": 65}))
+    result = runner.invoke(cli, ["cluster", "-i", str(bad)])
+    assert result.exit_code == 2 and "switch_ports" in result.output
+    zero = tmp_path / "z.json"
+    zero.write_text(json.dumps({"server": "nvidia-dgx-h100", "num_nodes": 0}))
+    result = runner.invoke(cli, ["cluster", "-i", str(zero)])
+    assert result.exit_code == 2 and "num_nodes" in result.output

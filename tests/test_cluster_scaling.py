@@ -44,6 +44,10 @@ def test_each_point_is_the_estimate_at_that_size(catalog: Catalog) -> None:
     assert p8.scaling_efficiency == pytest.approx(p8.tokens_per_s / 8 / points[0].tokens_per_s)
     assert all(a.scaling_efficiency >= b.scaling_efficiency - 1e-9 for a, b in itertools.pairwise(points[1:]))
     assert p8.cost_usd is not None and p8.time_to_train_s is not None
+    breakdown = at8.time.breakdown_s  # type: ignore[union-attr]
+    assert p8.collectives_s["data_parallel_s"] == breakdown["data_parallel_s"] > 0
+    assert p8.collectives_s["tensor_parallel_exposed_s"] == breakdown["tensor_parallel_exposed_s"]
+    assert "forward_s" not in p8.collectives_s and points[0].collectives_s["data_parallel_s"] == 0
 
 
 def test_reasons_name_the_data_parallel_all_reduce_below_the_threshold(catalog: Catalog) -> None:

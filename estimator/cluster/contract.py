@@ -171,6 +171,9 @@ class ScalingPoint(_Out):
     cost_usd: float | None
     fits: bool
     reasons: list[str] = Field(default_factory=list)
+    collectives_s: dict[str, float] = Field(default_factory=dict, description="seconds per step of each "
+                                            "parallelism's collectives, and how much of each is exposed (the "
+                                            "estimate's breakdown: tensor_parallel_s, data_parallel_exposed_s, ...)")
 
 
 class ClusterResponse(_Out):

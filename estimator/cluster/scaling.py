@@ -30,6 +30,8 @@ __all__ = ["curve_sizes", "scaling_curve"]
 #: share of the step above which a cause is named
 CAUSE_SHARE: Final = 0.05
 MAX_POINTS: Final = 16
+#: the step breakdown's collective entries (estimator.timing: per parallelism, total and exposed)
+COLLECTIVE_KEYS: Final = ("parallel_s", "parallel_exposed_s", "p2p_s", "p2p_exposed_s")
 
 
 def curve_sizes(num_nodes: int, start: int = 1) -> list[int]:
@@ -111,5 +113,6 @@ def scaling_curve(job: EstimateRequest, server: Server, num_nodes: int, catalog:
             tokens_per_s=t.tokens_per_s, mfu=t.mfu, scaling_efficiency=eff, communication_s=t.communication_s,
             exposed_communication_s=t.exposed_communication_s, bubble_s=t.bubble_s,
             time_to_train_s=res.train.time_to_train_s if res.train is not None else None,
-            cost_usd=res.cost.total_usd if res.cost is not None else None, fits=fits, reasons=reasons))
+            cost_usd=res.cost.total_usd if res.cost is not None else None, fits=fits, reasons=reasons,
+            collectives_s={k: v for k, v in t.breakdown_s.items() if k.endswith(COLLECTIVE_KEYS)}))
     return points

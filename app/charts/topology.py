@@ -19,7 +19,7 @@ COLOURS = {"core": "#7030a0", "spine": "#1f4e79", "leaf": "#2e75b6", "node": "#5
 def _layer(labels: list[str], total: int, noun: str) -> list[str]:
     if total <= MAX_BOXES:
         return labels[:total]
-    return [*labels[:MAX_BOXES - 1], f"+ {total - (MAX_BOXES - 1):,} more {noun}"]
+    return [*labels[:MAX_BOXES - 1], f"+ {total - (MAX_BOXES - 1):,}"]
 
 
 def _boxes(items: list[str], y: int, kind: str) -> tuple[list[str], list[float]]:
@@ -33,7 +33,7 @@ def _boxes(items: list[str], y: int, kind: str) -> tuple[list[str], list[float]]
         colour = COLOURS["more"] if text.startswith("+ ") else COLOURS[kind]
         out.append(f'<g class="sw {kind}"><rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BOX_H}" rx="4" '
                    f'fill="{colour}"/><text x="{x + width / 2:.1f}" y="{y + 21}" text-anchor="middle" '
-                   f'font-size="11" fill="#fff">{escape(text)}</text></g>')
+                   f'font-size="{11 if width >= 100 else 9}" fill="#fff">{escape(text)}</text></g>')
         centres.append(x + width / 2)
     return out, centres
 
@@ -45,6 +45,12 @@ def _links(top: list[float], y_top: int, bottom: list[float], y_bottom: int) -> 
             out.append(f'<line x1="{a:.1f}" y1="{y_top + BOX_H}" x2="{b:.1f}" y2="{y_bottom}" stroke="#8497b0" '
                        'stroke-width="0.6" stroke-opacity="0.55"/>')
     return out
+
+
+def _pairs(top: list[float], y_top: int, bottom: list[float], y_bottom: int) -> list[str]:
+    """One line from each box to the box under it (a unit's leaves to its own nodes)."""
+    return [f'<line x1="{a:.1f}" y1="{y_top + BOX_H}" x2="{b:.1f}" y2="{y_bottom}" stroke="#548235" '
+            'stroke-width="2"/>' for a, b in zip(top, bottom, strict=False)]
 
 
 def _caption(x: int, y: int, text: str) -> str:
@@ -61,7 +67,9 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
         spines = _layer([f"spine {i + 1}" for i in range(min(d.spines, MAX_BOXES))], d.spines, "spines")
         rows.append(("spine", spines, f"{d.spines:,} spine switches · {d.leaf_spine_links:,} leaf-spine links"))
     per_unit = d.leaves // max(1, d.scalable_units)
-    rows.append(("leaf", _layer([f"SU {i + 1}: {per_unit} leaves" for i in range(min(d.scalable_units, MAX_BOXES))],
+    crowded = d.scalable_units > 6
+    unit_label = "SU {}" if crowded else "SU {}: " + f"{per_unit} leaves"
+    rows.append(("leaf", _layer([unit_label.format(i + 1) for i in range(min(d.scalable_units, MAX_BOXES))],
                                 d.scalable_units, "units"),
                  f"{d.leaves:,} leaf switches ({per_unit} per unit, one per rail) · {d.node_links + d.ufm_links:,} "
                  "node and UFM links"))
@@ -70,10 +78,12 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
     for i in range(min(d.scalable_units, MAX_BOXES)):
         in_unit = max(0, min(d.slots_per_unit - (1 if i == 0 and d.ufm_links else 0), left))
         left -= in_unit
-        node_labels.append(f"{in_unit} nodes" + (" + UFM" if i == 0 and d.ufm_links else ""))
+        ufm = " + UFM" if i == 0 and d.ufm_links else ""
+        noun = "" if crowded else (" node" if in_unit == 1 else " nodes")
+        node_labels.append(f"{in_unit}{noun}{ufm}")
     rows.append(("node", _layer(node_labels, d.scalable_units, "units"),
                  f"{nodes:,} x {node_name} · {d.rails} rails · {d.gpus:,} GPUs"))
-    height = 60 + len(rows) * 100
+    height = 50 + len(rows) * 100
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="100%" '
              f'role="img" aria-labelledby="topo-title" class="topology"><title id="topo-title">'
              f'{escape(d.fabric_name)}: {d.tiers}-tier rail-optimised fabric</title>',
@@ -84,11 +94,12 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
         y = 30 + i * 100
         boxes, centres = _boxes(labels, y, kind)
         if previous:
-            parts.extend(_links(previous, y_prev, centres, y))
+            draw = _pairs if kind == "node" else _links
+            parts.extend(draw(previous, y_prev, centres, y))
         parts.extend(boxes)
         parts.append(_caption(20, y + BOX_H + 16, caption))
         previous, y_prev = centres, y
-    parts.append(_caption(20, height - 10, f"{d.fabric_name} · {d.tiers} tiers · non-blocking"
+    parts.append(_caption(20, height - 14, f"{d.fabric_name} · {d.tiers} tiers · non-blocking"
                           if d.oversubscription == 1 else f"{d.fabric_name} · {d.tiers} tiers · "
                           f"{d.oversubscription:g}:1 at the leaves"))
     parts.append("</svg>")

@@ -60,3 +60,18 @@ def test_nccl_output_is_checked_from_the_page(client: TestClient) -> None:
     r = client.post("/cluster/nccl", data={"server": "nvidia-dgx-h100", "nodes": "16", "model": "",
                                            "text": "no rows here"}, headers={"origin": "http://testserver"})
     assert r.status_code == 422 and "no nccl-tests result rows" in r.text
+
+
+def test_the_tco_page_opens_with_this_fabric_as_its_networking(client: TestClient) -> None:
+    html = client.get("/cluster?server=nvidia-dgx-h100&nodes=64&model=").text
+    href = re.search(r'id="cluster-tco-link" href="([^"]+)"', html).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    assert "a.networking_usd_per_node_ib_ndr=" in href and "nodes=64" in href
+    per_node = float(re.search(r"networking_usd_per_node_ib_ndr=(\d+)", href).group(1))  # type: ignore[union-attr]
+    from estimator.cluster import ClusterRequest, design_cluster
+    from hardware_catalog import load_catalog
+
+    expected = design_cluster(ClusterRequest(server="nvidia-dgx-h100", num_nodes=64), load_catalog())
+    assert per_node == pytest.approx(expected.cost.fabric_usd_per_node, abs=1)
+    tco = client.get(href)
+    assert tco.status_code == 200
+    assert f"{per_node:.0f}" in tco.text  # the assumption's field shows the fabric's figure

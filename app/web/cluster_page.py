@@ -9,6 +9,7 @@ Query parameters: ``server``, ``nodes``, ``fabric``, ``oversubscription``, ``swi
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -93,11 +94,17 @@ def _context(request: Request, catalog: Any, values: dict[str, str]) -> tuple[di
         fig = figure_json(scaling_figure(result.scaling, result.request.scaling_threshold))
     servers = sorted((s for s in catalog.servers.values() if any(n.purpose == "gpu-fabric" for n in s.nics)),
                      key=lambda s: s.id)
+    tco_query = None
+    if result is not None:  # the TCO page with this fabric's cost per node as its networking assumption
+        fabric = "roce" if result.request.fabric.startswith("roce") else "infiniband-ndr"
+        key = "a.networking_usd_per_node_roce" if fabric == "roce" else "a.networking_usd_per_node_ib_ndr"
+        tco_query = urlencode({"server": result.request.server, "nodes": result.request.num_nodes,
+                               "a.network_fabric": fabric, key: f"{result.cost.fabric_usd_per_node:.0f}"})
     # the drawing is built by app.charts.topology, every text in it escaped
     svg = Markup(result.svg) if result is not None else None
     context = {
         "active": "cluster", "values": values, "errors": errors, "result": result, "fig": fig,
-        "charts": fig is not None, "svg": svg,
+        "charts": fig is not None, "svg": svg, "tco_query": tco_query,
         "servers": servers, "fabrics": [(f, PROFILES[f].name) for f in FABRIC_CHOICES],
         "presets": list_presets(), "nccl": None, "nccl_errors": {}, "nccl_values": {"text": "", "nodes": "",
                                                                                     "collective": ""},

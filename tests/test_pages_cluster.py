@@ -75,3 +75,13 @@ def test_the_tco_page_opens_with_this_fabric_as_its_networking(client: TestClien
     tco = client.get(href)
     assert tco.status_code == 200
     assert f"{per_node:.0f}" in tco.text  # the assumption's field shows the fabric's figure
+
+
+def test_an_estimate_links_to_its_cluster(client: TestClient) -> None:
+    html = client.get("/estimate?model=llama-3.1-70b&hardware.server=nvidia-dgx-h100&hardware.num_nodes=4"
+                      "&parallelism.tp=8&training.train_tokens=1e10").text
+    href = re.search(r'href="([^"]+)" id="cluster-link"', html).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+    assert href.startswith("/cluster?") and "server=nvidia-dgx-h100" in href and "nodes=4" in href
+    assert "model=llama-3.1-70b" in href and "tp=8" in href
+    page = client.get(href)
+    assert page.status_code == 200 and re.search(r'id="sum-nodes">4 / 32<', page.text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -90,6 +91,19 @@ def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in known else "form"
 
 
+def cluster_url(request: EstimateRequest, result: EstimateResponse) -> str | None:
+    """``/cluster`` for this estimate's server and node count (and its preset, TP, PP and tokens for the scaling
+    curve); ``None`` without a catalog server."""
+    if not result.layout.server:
+        return None
+    params = {"server": result.layout.server, "nodes": str(request.hardware.num_nodes),
+              "model": request.model if isinstance(request.model, str) else "", "tp": str(result.layout.tp),
+              "pp": str(result.layout.pp)}
+    if request.training.train_tokens:
+        params["train_tokens"] = f"{request.training.train_tokens:g}"
+    return "/cluster?" + urlencode(params)
+
+
 def estimate_context(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
     """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
     query = request_to_query(request)
@@ -103,6 +117,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
         "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query)}",
+        "cluster_url": cluster_url(request, result),
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),

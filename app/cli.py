@@ -65,7 +65,6 @@ def serve(
     import uvicorn
 
     from app.core.serve import uvicorn_options
-
     from estimator import ESTIMATOR_VERSION, native
 
     settings = get_settings()

@@ -46,9 +46,9 @@ def _workers(server_pid: int) -> list[int]:
     found = []
     for pid in _children(server_pid):
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        if b"multiprocessing.spawn" in cmdline or b"spawn_main" in cmdline:
-            if b"resource_tracker" not in cmdline:
-                found.append(pid)
+        spawned = b"multiprocessing.spawn" in cmdline or b"spawn_main" in cmdline
+        if spawned and b"resource_tracker" not in cmdline:
+            found.append(pid)
     return found
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from estimator import memo, native
 from estimator.cluster import ClusterRequest, design_cluster
-from estimator.modelspec import clear_shapes
+from estimator.model.spec import clear_shapes
 from hardware_catalog import load_catalog
 
 JOB = {"model": "llama-3.1-70b",

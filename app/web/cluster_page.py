@@ -23,10 +23,10 @@ from app.schemas.clusters import NCCL_TEXT_MAX, NcclCheckRequest
 from app.services.clusters import compute_cluster, run_nccl_check
 from app.web.forms import plain_message
 from app.web.templating import render
+from estimator import list_presets
 from estimator.cluster import FABRIC_CHOICES, ClusterRequest
 from estimator.cluster.design import PROFILES
 from estimator.errors import EstimatorError
-from estimator.modelspec import list_presets
 
 __all__ = ["router"]
 

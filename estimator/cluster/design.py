@@ -2,7 +2,7 @@
 
 The topology comes from :mod:`estimator.cluster.fabric`; every part, its power and its price from the catalog's
 ``fabric.yaml`` (switches, optics, cables, each with its sources); nodes' power and racks from
-:mod:`estimator.rack`; the ownership TCO from :mod:`estimator.tco` with the designed fabric's cost as its
+:mod:`estimator.facility.rack`; the ownership TCO from :mod:`estimator.tco` with the designed fabric's cost as its
 networking capex (in place of the flat ``networking_usd_per_node`` assumption) and the fabric's own power added.
 """
 
@@ -26,7 +26,7 @@ from estimator.cluster.contract import (
 from estimator.cluster.fabric import Topology, design_topology
 from estimator.cluster.scaling import scaling_curve
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
+from estimator.facility.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
 from hardware_catalog import UnknownCatalogIdError
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ __all__ = ["curve_sizes", "scaling_curve"]
 #: share of the step above which a cause is named
 CAUSE_SHARE: Final = 0.05
 MAX_POINTS: Final = 16
-#: the step breakdown's collective entries (estimator.timing: per parallelism, total and exposed)
+#: the step breakdown's collective entries (estimator.training.timing: per parallelism, total and exposed)
 COLLECTIVE_KEYS: Final = ("parallel_s", "parallel_exposed_s", "p2p_s", "p2p_exposed_s")
 
 

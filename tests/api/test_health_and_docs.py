@@ -121,6 +121,7 @@ FROZEN_OPERATION_IDS = {
     ("GET", "/api/v1/saved-plans/{item_id}/print"): "saved-plans-print_saved_plan",
     ("POST", "/api/v1/clusters"): "clusters-create_cluster",
     ("POST", "/api/v1/clusters/nccl-checks"): "clusters-create_nccl_check",
+    ("GET", "/api/v1/version"): "version-get_version",
 }
 
 

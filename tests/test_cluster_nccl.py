@@ -179,3 +179,11 @@ def test_cli_cluster_prints_the_design_and_refuses_bad_sizes(tmp_path: Path) -> 
     zero.write_text(json.dumps({"server": "nvidia-dgx-h100", "num_nodes": 0}))
     result = runner.invoke(cli, ["cluster", "-i", str(zero)])
     assert result.exit_code == 2 and "num_nodes" in result.output
+
+
+def test_newer_nccl_tests_name_the_collective_in_their_header(catalog: Catalog) -> None:
+    body = H200.replace("sum ", "none")
+    before = "# nccl-tests version 2.20.0 (b4d5bee)\n# Collective test starting: all_gather_perf\n" + body
+    after = body.replace("#\n# Using devices", "# Collective test starting: reduce_scatter_perf\n#\n# Using devices", 1)
+    assert [r.collective for r in parse_nccl_tests(before)] == ["all_gather"]
+    assert [r.collective for r in parse_nccl_tests(after)] == ["reduce_scatter"]

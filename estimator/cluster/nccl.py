@@ -103,6 +103,8 @@ def parse_nccl_tests(text: str, collective: str | None = None) -> list[ParsedRun
             pending = collective or found.group(1)
         if "Collective test starting" in line and found:
             pending = collective or found.group(1)
+            if current is not None and not current.rows:  # printed after this run's header
+                current.collective = pending
         if line.lstrip().startswith("# nThread") or (current is None and _row(line) is not None):
             current = ParsedRun(pending)
             current.ring = ring

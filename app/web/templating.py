@@ -38,6 +38,7 @@ NAV = [
     ("serve", "/serve", N_("Serve it")),
     ("catalog", "/catalog", N_("Catalog")),
     ("quotes", "/quotes", N_("Saved quotes")),
+    ("measurements", "/measurements", N_("Measurements")),
 ]
 
 

@@ -16,7 +16,7 @@ from estimator import ESTIMATOR_VERSION, EstimateRequest, EstimateResponse, esti
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["PARTS", "calibration_records", "estimated_figures", "record", "versions"]
+__all__ = ["PARTS", "calibration_records", "estimated_figures", "measured_figures", "record", "versions"]
 
 #: the estimate's parts of the peak, in the order checks print them (``MemoryBreakdown``'s fields)
 PARTS = ("parameters", "gradients", "optimizer_states", "activations", "logits", "temporary", "overhead")
@@ -62,6 +62,19 @@ def record(*, kind: str, request: EstimateRequest, measured: dict[str, Any], est
     return body.model_dump(mode="json", exclude_none=False)
 
 
+def measured_figures(raw: dict[str, Any], *, memory_only: bool) -> dict[str, Any]:
+    """The measured side of a record from a raw measurement in ``benchmarks/calibration/measure.py``'s format
+    (what ``capplan check --run`` writes too): peak allocated and reserved, NVML used, and (unless
+    ``memory_only``: one rank of several on one GPU through the fake process group, whose step has no real
+    collectives) the median step time and tokens/s. One function for both, so a run and a calibration case of
+    the same request give the same figures for the same measurement."""
+    out = {k: raw[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes")
+           if raw.get(k) is not None}
+    if not memory_only:
+        out.update({k: raw[k] for k in ("step_time_s", "tokens_per_s") if raw.get(k)})
+    return out
+
+
 def _call_versions(provenance: dict[str, Any], call: int | None) -> dict[str, Any]:
     calls = {c["call"]: c for c in provenance.get("device_calls", [])}
     c = calls.get(call, provenance)
@@ -85,10 +98,7 @@ def calibration_records(path: Path, catalog: Catalog) -> tuple[list[dict[str, An
             continue
         request = EstimateRequest.model_validate(case["request"])
         fake = (case.get("run") or {}).get("world_size_fake")
-        measured = {k: m[k] for k in ("peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes")
-                    if m.get(k) is not None}
-        if not fake:
-            measured.update({k: m[k] for k in ("step_time_s", "tokens_per_s") if m.get(k)})
+        measured = measured_figures(m, memory_only=bool(fake))
         estimated = estimated_figures(estimate(request, catalog))
         if fake:
             estimated = {k: v for k, v in estimated.items() if k not in ("step_time_s", "tokens_per_s")}

@@ -37,6 +37,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
+from app.check.compare import PART_MAP
 from estimator import EstimateRequest, EstimateResponse
 from estimator.modelspec import resolve_model
 
@@ -49,13 +50,7 @@ __all__ = ["TRACED_PARTS", "LiveCounter", "TraceResult", "hf_config", "trace", "
 #: ``kMinBlockSize = 512``)
 BLOCK = 512
 #: the traced parts, and the estimate's parts each one is compared with
-TRACED_PARTS: dict[str, tuple[str, ...]] = {
-    "parameters": ("parameters",),
-    "gradients": ("gradients",),
-    "optimizer_states": ("optimizer_states",),
-    "activations": ("activations", "logits"),
-    "temporary": ("temporary",),
-}
+TRACED_PARTS = PART_MAP
 
 
 class TraceUnsupported(ValueError):
@@ -239,6 +234,9 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
         out["framework"] = f"{par.framework}'s own buffers (DeepSpeed / Megatron) are not traced: PyTorch FSDP2 runs"
     if tr.lora_kernel == "fused":
         out["fused_kernels"] = "fused LoRA kernels are not traced (peft's modules run)"
+    if lay.dp > 1 and par.sharding == "none":
+        out["ddp_buckets"] = ("DDP's gradient buckets: the trace runs one data-parallel rank without DDP "
+                              "(a fake process group cannot complete DDP's all-reduce)")
     if par.sharding in ("zero1", "zero2"):
         out["sharding"] = (f"{par.sharding} shards optimizer states (and gradients) only; the trace shards all "
                            "of them with FSDP2 or none")
@@ -305,8 +303,11 @@ def _build(request: EstimateRequest, cfg: Any) -> nn.Module:
             kwargs.pop("experts_implementation", None)
             model = AutoModelForCausalLM.from_config(cfg, **kwargs)
         model.config.use_cache = False
-        if tr.activation_checkpointing != "none":
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if tr.activation_checkpointing != "none":  # transformers 5.2x renamed it (the old name warns)
+            if hasattr(model, "activation_checkpointing_enable"):
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if tr.method == "lora":
             from peft import LoraConfig, get_peft_model
 

@@ -137,6 +137,45 @@ class LiveCounter(TorchDispatchMode):
                     parts[label] = parts.get(label, 0) + n
         self.peak_parts = parts
 
+    def resized(self, st: Any) -> None:
+        """A storage changed size in place (FSDP2 frees an all-gathered parameter with ``resize_(0)`` and
+        re-allocates it with ``resize_(n)``, outside the dispatcher): count its new size."""
+        key = id(st)
+        n = _rounded(int(st.nbytes()))
+        if key not in self._live:
+            if n:
+                self._live[key] = (0, self.phase)
+                self._refs[key] = weakref.ref(st, lambda _r, k=key: self._free(k))
+            else:
+                return
+        old, ph = self._live[key]
+        self._live[key] = (n, ph)
+        self.by_phase[ph] = self.by_phase.get(ph, 0) + n - old
+        self.current += n - old
+        if self.current > self.peak:
+            self.peak = self.current
+            self.peak_phase = self.stage
+            if self.current > self._snap_at * 1.002:
+                self._snapshot()
+
+    def __enter__(self) -> LiveCounter:
+        original = torch.UntypedStorage.resize_
+        counter = self
+
+        def resize_(st: Any, size: int) -> Any:
+            out = original(st, size)
+            counter.resized(st)
+            return out
+
+        self._original_resize = original
+        torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign]
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        torch.UntypedStorage.resize_ = self._original_resize  # type: ignore[method-assign]
+
     def storage_keys(self, tensors: Any, label: str) -> dict[int, str]:
         return {id(st): label for t in tensors if isinstance(t, torch.Tensor) for st in _storages(t)}
 
@@ -299,8 +338,11 @@ def _build(request: EstimateRequest, cfg: Any) -> nn.Module:
     with torch.device("meta"):
         try:
             model = AutoModelForCausalLM.from_config(cfg, **kwargs)
-        except (TypeError, ValueError):
-            kwargs.pop("experts_implementation", None)
+        except (TypeError, ValueError) as exc:
+            if "attention implementation" in str(exc) or "scaled_dot_product_attention" in str(exc):
+                kwargs["attn_implementation"] = "eager"  # e.g. Gemma 2 (soft-capped scores) in transformers 5.2x
+            else:
+                kwargs.pop("experts_implementation", None)
             model = AutoModelForCausalLM.from_config(cfg, **kwargs)
         model.config.use_cache = False
         if tr.activation_checkpointing != "none":  # transformers 5.2x renamed it (the old name warns)

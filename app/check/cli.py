@@ -33,7 +33,7 @@ def post_record(url: str, api_key: str, record: dict[str, Any], timeout: float =
         target += "/api/v1/measurements"
     req = urllib.request.Request(target, data=json.dumps(record).encode(), method="POST", headers={
         "Content-Type": "application/json", "X-API-Key": api_key, "Accept": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (the user's own URL)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         stored: dict[str, Any] = json.loads(resp.read())
     return stored
 
@@ -97,35 +97,40 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
         except EstimatorError as exc:
             fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
         estimated = estimated_figures(result)
+        import warnings
+
         from app.check.trace import TraceUnsupported
 
-        try:
-            if trace:
-                from app.check.trace import trace as run_trace
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' / peft's / torch's deprecation notes, not the user's
+            try:
+                if trace:
+                    from app.check.trace import trace as run_trace
 
-                traced = run_trace(request, result)
-                measured: dict[str, Any] = {"peak_allocated_bytes": traced.peak_allocated_bytes,
-                                            "parts_bytes": traced.parts_bytes,
-                                            "unrepresented": traced.unrepresented}
-                gpu_name, driver = None, None
-                notes = (f"capplan check --trace: one steady-state iteration on fake tensors, {traced.seconds:.1f} s; "
-                         f"peak in the {traced.peak_phase}; " + "; ".join(traced.notes))
-                header = (f"traced in {traced.seconds:.1f} s on this CPU (fake tensors; world size "
-                          f"{traced.world_size}{', FSDP2 rank 0' if traced.sharded else ''}); peak in the "
-                          f"{traced.peak_phase}")
-            else:
-                from app.check.run import device_info, measure
+                    traced = run_trace(request, result)
+                    measured: dict[str, Any] = {"peak_allocated_bytes": traced.peak_allocated_bytes,
+                                                "parts_bytes": traced.parts_bytes,
+                                                "unrepresented": traced.unrepresented}
+                    gpu_name, driver = None, None
+                    notes = (f"capplan check --trace: one steady-state iteration on fake tensors, "
+                             f"{traced.seconds:.1f} s; "
+                             f"peak in the {traced.peak_phase}; " + "; ".join(traced.notes))
+                    header = (f"traced in {traced.seconds:.1f} s on this CPU (fake tensors; world size "
+                              f"{traced.world_size}{', FSDP2 rank 0' if traced.sharded else ''}); peak in the "
+                              f"{traced.peak_phase}")
+                else:
+                    from app.check.run import device_info, measure
 
-                raw = measure(request, result, steps)
-                measured = measured_figures(raw, memory_only=raw["memory_only"])
-                info = device_info()
-                gpu_name, driver = info["gpu_name"], info["driver"]
-                notes = (f"capplan check --run: {steps} steps on {gpu_name}"
-                         + ("; one rank of the layout through the fake process group (memory only)"
-                            if raw["memory_only"] else ""))
-                header = notes
-        except TraceUnsupported as exc:
-            fail(str(exc))
+                    raw = measure(request, result, steps)
+                    measured = measured_figures(raw, memory_only=raw["memory_only"])
+                    info = device_info()
+                    gpu_name, driver = info["gpu_name"], info["driver"]
+                    notes = (f"capplan check --run: {steps} steps on {gpu_name}"
+                             + ("; one rank of the layout through the fake process group (memory only)"
+                                if raw["memory_only"] else ""))
+                    header = notes
+            except TraceUnsupported as exc:
+                fail(str(exc))
         import torch
 
         rec = record(kind="trace" if trace else "run", request=request, measured=measured, estimated=estimated,

@@ -27,8 +27,10 @@ bitsandbytes 4-bit and 8-bit kernels, and CUDA's autocast op lists (CPU autocast
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -271,6 +273,8 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
         out["fp8"] = "FP8 (Transformer Engine / torchao) needs CUDA kernels: not traced"
     if par.framework != "pytorch":
         out["framework"] = f"{par.framework}'s own buffers (DeepSpeed / Megatron) are not traced: PyTorch FSDP2 runs"
+    if tr.packed_document_tokens:
+        out["packed_documents"] = "documents packed into a sequence (varlen attention): traced as one document"
     if tr.lora_kernel == "fused":
         out["fused_kernels"] = "fused LoRA kernels are not traced (peft's modules run)"
     if lay.dp > 1 and par.sharding == "none":
@@ -387,6 +391,37 @@ def _materialize(model: nn.Module) -> None:
                 store[k] = memo[id(t)]
 
 
+@contextlib.contextmanager
+def _mask_choices_of_real_tensors() -> Iterator[None]:
+    """Make transformers choose the attention mask it chooses for real tensors. Its SDPA path skips the causal
+    mask (``is_causal=True``, grouped K/V read by the kernel) when nothing is padded, unless it sees a tracer:
+    a fake tensor counts as one (``transformers.utils.import_utils.is_tracing``: in ``_ignore_causal_mask_sdpa``
+    and ``find_packed_sequence_indices``, transformers 5.24 ``masking_utils.py``), and then it builds a boolean
+    S x S mask that each layer's SDPA turns into a float mask and keeps for backward, and repeats K and V for
+    GQA: +1 to +5 % over the H200's peak for Llama 3.1 8B at 4k tokens without checkpointing. Here a
+    training forward has no padding and no cache, so the skip decision is the real-tensor one."""
+    import transformers.masking_utils as masking
+
+    original = masking._ignore_causal_mask_sdpa
+
+    def ignore(padding_mask: Any, q_length: int, kv_length: int, q_offset: Any, kv_offset: Any,
+               local_attention_size: int | None = None) -> bool:
+        if padding_mask is None and q_length == kv_length and (
+                local_attention_size is None or kv_length < local_attention_size):
+            return True
+        return bool(original(padding_mask, q_length, kv_length, q_offset, kv_offset, local_attention_size))
+
+    original_packed = masking.find_packed_sequence_indices
+    masking._ignore_causal_mask_sdpa = ignore
+    # one sequence a row (positions 0..S-1): no packed documents, as transformers finds for real tensors
+    masking.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        masking._ignore_causal_mask_sdpa = original
+        masking.find_packed_sequence_indices = original_packed
+
+
 def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
     """Trace one steady-state iteration of ``request`` (its layout from ``result``, the estimate). Raises
     :class:`TraceUnsupported` for what it cannot build."""
@@ -450,7 +485,7 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
                 counter.reclassify = reclassify
                 counter.phase, counter.stage = "activations", "forward"
                 ctx = torch.autocast("cpu", dtype=torch.bfloat16) if mixed and not sharded else _null()
-                with ctx:
+                with ctx, _mask_choices_of_real_tensors():
                     loss = model(input_ids=ids, labels=ids).loss
                 counter.phase, counter.stage = "temporary", "backward"
                 loss.backward()

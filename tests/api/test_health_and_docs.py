@@ -119,6 +119,9 @@ FROZEN_OPERATION_IDS = {
     ("GET", "/api/v1/saved-plans/{item_id}.csv"): "saved-plans-export_saved_plan_csv",
     ("GET", "/api/v1/saved-plans/{item_id}.pdf"): "saved-plans-export_saved_plan_pdf",
     ("GET", "/api/v1/saved-plans/{item_id}/print"): "saved-plans-print_saved_plan",
+    ("POST", "/api/v1/measurements"): "measurements-create_measurement",
+    ("GET", "/api/v1/measurements"): "measurements-list_measurements",
+    ("GET", "/api/v1/measurements/{measurement_id}"): "measurements-get_measurement",
 }
 
 

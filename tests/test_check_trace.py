@@ -35,31 +35,33 @@ from estimator import EstimateRequest, EstimateResponse, estimate
 CATALOG = load_source_catalog()
 #: largest |traced - measured| / measured of the traced peak against the H200 calibration measurements of the
 #: same requests (benchmarks/check/trace_vs_calibration.json, 16 cases: full, LoRA, checkpointing on/off, FSDP2
-#: W=8, Gemma 2, Mixtral, Qwen 2.5, Mistral, foreach / SGD / Adafactor / eager): CPU autocast keeps more fp32
-#: casts alive than CUDA's, the rest is allocator rounding.
-TRACE_VS_GPU_PCT = 5.0
+#: W=8, Gemma 2, Mixtral, Qwen 2.5, Mistral, foreach / SGD / Adafactor / eager): at most 0.4 % (Gemma 2 9B
+#: full, +0.4 %), most within 0.3 %, on 2026-12-06; 1 % leaves room for the allocator's rounding of other
+#: shapes.
+TRACE_VS_GPU_PCT = 1.0
 
-#: scaled-down config.json fields of each family (same model_type and structure: GQA, tied or not, q/k norms,
-#: soft-capping, fused projections, experts), small enough to trace in seconds
-LLAMA_31 = {"name": "Llama 3.1 (2 layers, scaled)", "num_layers": 2, "hidden_size": 512, "num_attention_heads": 8,
-            "num_kv_heads": 2, "ffn_hidden_size": 1792, "vocab_size": 16032}
+#: each family's real widths from its config.json (Llama 3.1 8B, Qwen3-30B-A3B, Gemma 2 9B, Phi-3 mini) with 2
+#: decoder layers: a trace costs per operator, not per byte, so real widths and 4k tokens keep every part in its
+#: real proportion (logits against layers, experts against attention) for seconds of tracing
+LLAMA_31 = {"name": "Llama 3.1 8B widths, 2 layers", "num_layers": 2, "hidden_size": 4096,
+            "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 14336, "vocab_size": 128256}
 QWEN3_MOE = {"hf_config": {
-    "model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 768, "moe_intermediate_size": 96,
-    "num_experts": 16, "num_experts_per_tok": 4, "vocab_size": 15168, "tie_word_embeddings": False,
-    "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []}}
+    "model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 32,
+    "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+    "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": False,
+    "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [], "rms_norm_eps": 1e-06}}
 GEMMA_2 = {"hf_config": {
-    "model_type": "gemma2", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 1024, "vocab_size": 16000,
+    "model_type": "gemma2", "num_hidden_layers": 2, "hidden_size": 3584, "num_attention_heads": 16,
+    "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
     "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "sliding_window": 4096,
-    "query_pre_attn_scalar": 64, "tie_word_embeddings": True}}
+    "query_pre_attn_scalar": 256, "tie_word_embeddings": True}}
 PHI_3 = {"hf_config": {
-    "model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 12,
-    "num_key_value_heads": 12, "intermediate_size": 1024, "vocab_size": 32064, "tie_word_embeddings": False}}
+    "model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 3072, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064, "tie_word_embeddings": False}}
 
 
 def _request(model: Any, *, gpus: int = 1, **sections: dict[str, Any]) -> EstimateRequest:
-    training = {"seq_len": 1024, "attention": "sdpa", **sections.get("training", {})}
+    training = {"seq_len": 4096, "attention": "sdpa", **sections.get("training", {})}
     return EstimateRequest.model_validate({
         "model": model, "training": training, "parallelism": sections.get("parallelism", {}),
         "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": gpus}})
@@ -88,7 +90,13 @@ CLASSES = [
                  8, id="llama-fsdp2-w8-ck"),
     pytest.param(QWEN3_MOE, {"training": {"precision": "bf16-true"}}, 1, id="qwen3moe-full-true"),
     pytest.param(QWEN3_MOE, {"training": {"method": "lora", "lora_targets": "attention"}}, 1, id="qwen3moe-lora"),
-    pytest.param(GEMMA_2, {"training": {"method": "lora"}}, 1, id="gemma2-lora"),
+    pytest.param(GEMMA_2, {"training": {"method": "lora", "activation_checkpointing": "full"}}, 1,
+                 id="gemma2-lora-ck"),
+    pytest.param(GEMMA_2, {"training": {"method": "lora"}}, 1, id="gemma2-lora-nock", marks=pytest.mark.xfail(
+        reason="found by the trace (issue 31): transformers 5.24 runs Gemma 2 with eager attention (soft-capped "
+               "scores; SDPA refused), and without checkpointing each layer keeps about one more S x S x heads "
+               "bf16 tensor than the estimate counts: 600 MiB a layer at 4k tokens, -5.4 % here; the H200 "
+               "calibration has Gemma 2 with checkpointing only", strict=True)),
     pytest.param(GEMMA_2, {"training": {"precision": "bf16-true", "activation_checkpointing": "full"}}, 1,
                  id="gemma2-full-ck"),
     pytest.param(PHI_3, {"training": {"method": "lora"}}, 1, id="phi3-lora"),

@@ -52,6 +52,12 @@ def part_rows(measured: dict[str, Any], estimated: dict[str, Any]) -> list[Row]:
     for part, sources in PART_MAP.items():
         est = sum(int(e_parts.get(s, 0)) for s in sources) if e_parts else None
         rows.append(Row(part, m_parts.get(part), est, why.pop(part, None)))
+    if m_parts and e_parts:
+        # the trace splits by when a tensor was made (forward: activations; backward, step: temporary), the
+        # estimate by what it is (the logits' gradient is under logits): their sums compare like for like
+        traced = m_parts.get("activations", 0) + m_parts.get("temporary", 0)
+        est = sum(int(e_parts.get(s, 0)) for s in ("activations", "logits", "temporary"))
+        rows.append(Row("activations_and_temporary", traced, est))
     for part, value in m_parts.items():
         if part not in PART_MAP:
             rows.append(Row(part, value, None))

@@ -438,6 +438,10 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
     world = lay.shard_group_size if sharded else 1
     notes: list[str] = []
     model = _build(request, cfg)
+    ran = getattr(model.config, "_attn_implementation", None)
+    if ran == "eager" and tr.attention != "eager":
+        notes.append(f"attention: transformers runs {type(model).__name__} with eager attention (the request "
+                     f"says {tr.attention}): its S x S scores are traced")
     mixed = tr.precision == "bf16-mixed"
     if sharded:
         from torch.distributed.device_mesh import init_device_mesh

@@ -131,8 +131,12 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
                     header = notes
             except TraceUnsupported as exc:
                 fail(str(exc))
+        import os
+
         import torch
 
+        if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: rank 0 reports for the layout
+            return
         rec = record(kind="trace" if trace else "run", request=request, measured=measured, estimated=estimated,
                      versions_=versions(torch, driver), gpu_name=gpu_name, notes=notes[:2000])
         out = sys.stderr if json_out == "-" else sys.stdout

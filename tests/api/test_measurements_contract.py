@@ -39,7 +39,7 @@ def key() -> Iterator[str]:
 
 
 @schema.parametrize()
-@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@hypothesis_settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 def test_measurement_operations_conform_to_their_schema(case: Any, key: str) -> None:
     response = case.call_and_validate(headers={"X-API-Key": key}, excluded_checks=[positive_data_acceptance])
     if case.method.upper() == "POST" and response.status_code == 201:

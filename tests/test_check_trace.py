@@ -83,6 +83,8 @@ CLASSES = [
     pytest.param(LLAMA_31, {"training": {"activation_checkpointing": "full"}}, 1, id="llama-full-mixed-ck"),
     pytest.param(LLAMA_31, {"training": {"precision": "bf16-true"}}, 1, id="llama-full-true"),
     pytest.param(LLAMA_31, {"training": {"method": "lora"}}, 1, id="llama-lora"),
+    pytest.param(LLAMA_31, {"training": {"precision": "bf16-true", "gradient_accumulation_steps": 4}}, 1,
+                 id="llama-full-true-accum4"),
     pytest.param(LLAMA_31, {"training": {"method": "lora", "activation_checkpointing": "full"}}, 1,
                  id="llama-lora-ck"),
     pytest.param(LLAMA_31, {"parallelism": {"sharding": "fsdp"}}, 8, id="llama-fsdp2-w8"),
@@ -148,6 +150,15 @@ def test_fsdp2_holds_one_shard_of_the_states_per_rank() -> None:
                                 training={"activation_checkpointing": "full"}))
     assert eight.sharded and eight.world_size == 8
     assert eight.parts_bytes["optimizer_states"] == pytest.approx(one.parts_bytes["optimizer_states"] / 8, rel=0.02)
+
+
+def test_accumulation_holds_the_gradients_through_the_next_micro_batch() -> None:
+    """With 4 micro-batches a step, micro-batch 2 onwards runs with the full gradients held: the peak grows by
+    about one gradient of every trainable weight (bf16-true: 2 bytes a weight)."""
+    one, _ = _traced(_request(LLAMA_31, training={"precision": "bf16-true"}))
+    four, result = _traced(_request(LLAMA_31, training={"precision": "bf16-true", "gradient_accumulation_steps": 4}))
+    grads = result.model.trainable_params * 2  # bf16-true: bf16 gradients
+    assert four.peak_allocated_bytes - one.peak_allocated_bytes == pytest.approx(grads, rel=0.1)
 
 
 def test_checkpointing_lowers_the_traced_activations() -> None:

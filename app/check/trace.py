@@ -487,6 +487,12 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
                     return counter.storage_keys([p.grad for p in grads_of if p.grad is not None], "gradients")
 
                 counter.reclassify = reclassify
+                if tr.gradient_accumulation_steps > 1:  # micro-batch 2 on: the earlier ones' gradients are held
+                    counter.phase = "gradients"
+                    for p in params:
+                        p.grad = torch.zeros_like(p)
+                    notes.append(f"micro-batch 2 of {tr.gradient_accumulation_steps} traced: the gradients "
+                                 "accumulated so far are held through it")
                 counter.phase, counter.stage = "activations", "forward"
                 ctx = torch.autocast("cpu", dtype=torch.bfloat16) if mixed and not sharded else _null()
                 with ctx, _mask_choices_of_real_tensors():

@@ -73,12 +73,12 @@ def _gib(n: int | None) -> str:
 def format_rows(rows: list[Row]) -> str:
     """A plain-text table (GiB, 2**30 bytes): part, traced, estimated, estimated - traced, larger side; a part
     the check cannot represent shows its reason instead of a number."""
-    lines = [f"{'part':20} {'traced GiB':>10} {'estimate GiB':>12} {'diff GiB':>9} {'diff %':>7}  larger side"]
+    lines = [f"{'part':26} {'traced GiB':>10} {'estimate GiB':>12} {'diff GiB':>9} {'diff %':>7}  larger side"]
     for r in rows:
         if r.unrepresented:
-            lines.append(f"{r.part:20} {'n/a':>10} {_gib(r.estimated):>12}  not traced: {r.unrepresented}")
+            lines.append(f"{r.part:26} {'n/a':>10} {_gib(r.estimated):>12}  not traced: {r.unrepresented}")
             continue
         d = r.difference
-        pct = f"{d / r.measured * 100:+7.1f}" if d is not None and r.measured else "      -"
-        lines.append(f"{r.part:20} {_gib(r.measured):>10} {_gib(r.estimated):>12} {_gib(d):>9} {pct}  {r.larger}")
+        pct = f"{d / r.measured * 100:+7.1f}" if d is not None and r.measured and r.measured >= 2**20 else "      -"
+        lines.append(f"{r.part:26} {_gib(r.measured):>10} {_gib(r.estimated):>12} {_gib(d):>9} {pct}  {r.larger}")
     return "\n".join(lines)

@@ -314,9 +314,16 @@ class TraceResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _optimizer(request: EstimateRequest, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+#: optimizer implementations with no fake-tensor kernel: FakeTensorMode would run the real kernel on real
+#: tensors of the weights' sizes (``aten._fused_sgd_``: a minute for 1B weights, and their bytes in host RAM), so
+#: the trace runs them as a for-loop, whose temporaries are at most one weight's (the fused kernel has none)
+NO_FAKE_KERNEL = {("sgd", "fused")}
+
+
+def _optimizer(request: EstimateRequest, params: list[nn.Parameter], traced: bool = False) -> torch.optim.Optimizer:
     tr = request.training
-    impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[tr.optimizer_impl]
+    impl_name = "for-loop" if traced and (tr.optimizer, tr.optimizer_impl) in NO_FAKE_KERNEL else tr.optimizer_impl
+    impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[impl_name]
     if tr.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=1e-5, eps=1e-8, weight_decay=0.01, **impl)
     if tr.optimizer == "sgd":
@@ -466,7 +473,9 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
             else:
                 _materialize(model)
             params = [p for p in model.parameters() if p.requires_grad]
-            opt = _optimizer(request, params)
+            opt = _optimizer(request, params, traced=True)
+            if (tr.optimizer, tr.optimizer_impl) in NO_FAKE_KERNEL:
+                notes.append(f"{tr.optimizer} {tr.optimizer_impl} has no fake-tensor kernel: traced as a for-loop")
             model.train()
             ids = torch.randint(0, int(cfg.get_text_config().vocab_size), (tr.micro_batch_size, tr.seq_len))
             with counter:

@@ -466,8 +466,11 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
         fully_shard(model, mesh=mesh, mp_policy=mpp)
         notes.append(f"FSDP2 over a fake process group of {world}: rank 0 traced")
     counter = LiveCounter()
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        # no fallback: an operator without a fake kernel would run for real on real tensors of its sizes
+        with FakeTensorMode(allow_non_fake_inputs=True, allow_fallback_kernels=False):
             if sharded:
                 model.to_empty(device="cpu")
             else:
@@ -512,6 +515,9 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
                 counter.stage = "optimizer"
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+    except UnsupportedOperatorException as exc:
+        raise TraceUnsupported(f"the trace cannot run {exc.func}: it has no fake-tensor kernel "
+                               "(use --run on a GPU)") from exc
     finally:
         if sharded and dist.is_initialized():
             dist.destroy_process_group()

@@ -144,3 +144,16 @@ def test_a_run_and_a_calibration_case_give_the_same_figures_for_the_same_measure
     figures = MeasurementCreate.model_validate({**loaded, "measured": measured_figures(
         case["measured"], memory_only=False)}).model_dump(mode="json")["measured"]
     assert figures == loaded["measured"]
+
+
+def test_the_app_and_the_cli_never_import_the_check_extra() -> None:
+    """The server and every other command run without torch, transformers and peft (the base install does not
+    grow): importing them loads none of the three."""
+    import subprocess
+    import sys
+
+    code = ("import sys, app.main, app.cli, app.web.measurements_page, app.check.record, app.check.compare; "
+            "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True,
+                          text=True, check=True, env={"PATH": "/usr/bin:/bin", "CAPPLAN_NATIVE": "0"})
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

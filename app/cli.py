@@ -352,6 +352,11 @@ def catalog_show(
         typer.echo(f"{r.kind:12} {r.id:32}{mark} {r.origin:7} {name}")
 
 
+from app.check.cli import register as _register_check  # noqa: E402 (needs fail, _read_json above)
+
+_register_check(cli, fail, _read_json, _validation_message)
+
+
 def main() -> None:
     """The console entry point: bad settings and database failures end in one line, not a traceback."""
     try:

@@ -17,6 +17,7 @@ from app.web import (
     estimate_page,
     faq_page,
     layout_suggestion,
+    measurements_page,
     planner_page,
     saved_pages,
     serve_page,
@@ -30,6 +31,6 @@ __all__ = ["render_problem", "router"]
 router = APIRouter(include_in_schema=False,
                    dependencies=[Depends(use_locale), Depends(guard_page), Depends(reject_nul)])
 for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
-               saved_pages, serve_page, cluster_page):
+               saved_pages, serve_page, cluster_page, measurements_page):
     router.include_router(module.router)
 router.include_router(i18n_router)

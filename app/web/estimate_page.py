@@ -14,11 +14,12 @@ from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from app.deps import CatalogDep
+from app.deps import CatalogDep, SessionDep
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.form_start import model_field, server_gpu
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.measurements_page import KIND_LABELS, measured_beside
 from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
@@ -177,9 +178,13 @@ def home(request: Request, catalog: CatalogDep) -> HTMLResponse:
 
 
 @router.get("/estimate", response_class=HTMLResponse, name="estimate_page")
-def estimate_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
-    """The whole page, or (for htmx) the result fragment plus out-of-band field errors."""
+def estimate_page(request: Request, catalog: CatalogDep, session: SessionDep) -> HTMLResponse:
+    """The whole page, or (for htmx) the result fragment plus out-of-band field errors; a stored measurement of
+    the same request is shown beside the prediction ("measured on your hardware", issue 31)."""
     context, errors = run_form(catalog, request.query_params)
+    if context.get("result") is not None and context.get("inputs") is not None:
+        context.update(measured=measured_beside(session, context["inputs"], context["result"]),
+                       measured_kinds=KIND_LABELS)
     context.update(charts=True, active="home")
     headers = {"HX-Push-Url": context["share_url"]} if "share_url" in context else {}
     if is_htmx(request):

@@ -39,6 +39,7 @@ NAV = [
     ("serve", "/serve", N_("Serve it")),
     ("catalog", "/catalog", N_("Catalog")),
     ("quotes", "/quotes", N_("Saved quotes")),
+    ("measurements", "/measurements", N_("Measurements")),
 ]
 
 

@@ -122,6 +122,9 @@ FROZEN_OPERATION_IDS = {
     ("POST", "/api/v1/clusters"): "clusters-create_cluster",
     ("POST", "/api/v1/clusters/nccl-checks"): "clusters-create_nccl_check",
     ("GET", "/api/v1/version"): "version-get_version",
+    ("POST", "/api/v1/measurements"): "measurements-create_measurement",
+    ("GET", "/api/v1/measurements"): "measurements-list_measurements",
+    ("GET", "/api/v1/measurements/{measurement_id}"): "measurements-get_measurement",
 }
 
 

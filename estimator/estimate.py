@@ -14,6 +14,7 @@ from estimator.messages import N_, Num, Text, join
 from estimator.model.spec import ModelShape, shape_for
 from estimator.request import DEFAULT_GPU, EstimateRequest
 from estimator.response import (
+    ESTIMATOR_VERSION,
     EstimateResponse,
     HostResult,
     LayoutSummary,
@@ -34,7 +35,6 @@ from estimator.training.params import lora_params_per_layer
 from estimator.training.suggest import suggestions
 from estimator.training.timing import step_time_model, time_assumptions
 from estimator.training.train import TrainFigures, train_figures, train_warnings
-from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["ResolvedHardware", "estimate", "estimate_memory", "resolve_hardware"]

@@ -184,6 +184,7 @@ def _read(r: Reader, p: _Parsed, parsed: list[_Parsed]) -> None:
         r.set("model", {"hf_config": p.doc}, "(config.json)", p.doc.get("model_type"), note="the model's config.json",
               overrides=True)
         r.report.needs[:] = [n for n in r.report.needs if not n.startswith("model:")]
+        r.context["model_file"] = p.file.name
         return
     if fmt in ("axolotl", "llama-factory", "trainer", "trainer-cmdline", "torchtune"):
         r.context["trainer"] = True

@@ -4,7 +4,7 @@ config; nothing is downloaded).
 
 Presets are matched by the hub id in their ``source`` (estimator/data/model_presets.yaml) and by the repository
 name without the suffixes that do not change the shape (``-hf``, ``-Instruct``, ``-it``, ``-chat``, ``-base``,
-``-v0.1``/``-v0.2``), with ``Meta-`` dropped (``NousResearch/Meta-Llama-3.1-8B`` is ``llama-3.1-8b``). Llama 3 and
+``-v0.1``/``-v0.2``, ``-fp16``/``-bf16`` re-uploads), with ``Meta-`` dropped (``NousResearch/Meta-Llama-3.1-8B`` is ``llama-3.1-8b``). Llama 3 and
 Llama 3.1 of one size share every shape field of ``config.json`` (only the RoPE scaling and the context length
 differ), so ``Meta-Llama-3-8B`` is sized as ``llama-3.1-8b``.
 
@@ -27,7 +27,7 @@ from estimator.modelspec import list_presets, parse_hf_config
 __all__ = ["hf_cache_config", "preset_for"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
-_SUFFIXES = ("-hf", "-instruct", "-it", "-chat", "-base", "-v0.1", "-v0.2")
+_SUFFIXES = ("-hf", "-instruct", "-it", "-chat", "-base", "-v0.1", "-v0.2", "-fp16", "-bf16")
 #: the same config.json shape under another name (see the module docstring)
 _SAME_SHAPE = {"llama-3-8b": "llama-3.1-8b", "llama-3-70b": "llama-3.1-70b"}
 

@@ -74,9 +74,15 @@ def _degree(path: str) -> trainer.Handler:
     return handler
 
 
-def _dp_shard(r: Reader, key: str, value: Any) -> None:
-    if value is not None and as_int(r, key, value) > 1:
-        r.context["dp_shard_size"] = (key, as_int(r, key, value))
+def _dp_size(name: str) -> trainer.Handler:
+    def handler(r: Reader, key: str, value: Any) -> None:
+        if value is not None:
+            r.context[name] = (key, as_int(r, key, value))
+    return handler
+
+
+def _fsdp_version(r: Reader, key: str, value: Any) -> None:
+    trainer.fsdp_config(r, key.removesuffix("fsdp_version").rstrip(".") or "(top level)", {"fsdp_version": value})
 
 
 def _ckpt_offload(r: Reader, key: str, value: Any) -> None:
@@ -116,7 +122,9 @@ HANDLERS: dict[str, trainer.Handler] = {
     "tensor_parallel_size": _degree("parallelism.tp"),
     "context_parallel_size": _degree("parallelism.cp"),
     "expert_parallel_size": _degree("parallelism.ep"),
-    "dp_shard_size": _dp_shard,
+    "dp_shard_size": _dp_size("dp_shard_size"),
+    "dp_replicate_size": _dp_size("dp_replicate_size"),
+    "fsdp_version": _fsdp_version,
     "activation_offloading": _ckpt_offload,
     "tiled_mlp": lambda r, k, v: r.unrepresented(k, v, "tiled MLP (ALST): the MLP's activations computed in "
                                                  "sequence tiles; sized untiled") if as_bool(r, k, v)
@@ -155,10 +163,22 @@ def read(r: Reader, doc: Any) -> None:
     trainer.read_keys(r, doc, HANDLERS, NO_EFFECT)
     if r.context.get("liger_plugin") and not any(k.startswith("liger_") for k in doc):
         r.unrepresented("plugins", "LigerPlugin", "the Liger plugin without liger_* switches patches nothing")
-    if "dp_shard_size" in r.context and not r.has("parallelism.sharding"):
-        key, value = r.context["dp_shard_size"]
-        r.set("parallelism.sharding", "fsdp", key, value, note="data-parallel shards (FSDP2)")
-        r.set("parallelism.framework", "pytorch", key, value, explicit=False)
+    shard, replicate = r.context.get("dp_shard_size"), r.context.get("dp_replicate_size")
+    if shard is not None and shard[1] > 1:
+        if replicate is not None and replicate[1] > 1:
+            r.set("parallelism.sharding", "hsdp", replicate[0], replicate[1], note="replicas of FSDP2 shard groups")
+            r.set("parallelism.hsdp_shard_size", shard[1], shard[0], shard[1])
+        else:
+            r.set("parallelism.sharding", "fsdp", shard[0], shard[1], note="data-parallel shards (FSDP2)",
+                  overrides=True)
+        r.set("parallelism.framework", "pytorch", shard[0], shard[1], explicit=False)
+        # axolotl's device mesh is dp_replicate x dp_shard x cp x tp (utils/schemas/config.py): the GPUs it needs
+        gpus = shard[1] * (replicate[1] if replicate else 1) * r.get("parallelism.tp", 1) * r.get("parallelism.cp", 1)
+        per_node = gpus if gpus <= 8 else 8
+        if gpus % per_node == 0:
+            r.set("hardware.gpus_per_node", per_node, shard[0], shard[1], note=f"{gpus} GPUs in the device mesh",
+                  explicit=False)
+            r.set("hardware.num_nodes", gpus // per_node, shard[0], shard[1], explicit=False)
     for path, value, why in (("training.seq_len", 2048, "sequence_len not set: axolotl's default 2048"),
                              ("training.micro_batch_size", 1, "micro_batch_size not set: axolotl's default 1"),
                              ("training.method", "full", "no adapter: full fine-tuning")):

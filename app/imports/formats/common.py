@@ -80,6 +80,11 @@ def model_id(r: Reader, key: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ImportProblem(r.file, key, f"must be a model id such as meta-llama/Llama-3.1-8B, not {value!r}")
     name = value.strip()
+    given = r.context.get("model_file")
+    if given:
+        r.report.read.append({"file": r.file, "key": key, "value": name, "field": "model", "set": "(config.json)",
+                              "note": f"the shape from {given}"})
+        return
     found = preset_for(name)
     if found is not None:
         r.set("model", found, key, name, note="capplan preset")

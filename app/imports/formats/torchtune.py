@@ -6,7 +6,7 @@
 ``tokenizer.max_seq_len``; ``dtype`` bf16 trains in pure bf16 (weights and optimizer states,
 ``torchtune/training/precision.py``); ``enable_activation_checkpointing`` / ``enable_activation_offloading``;
 ``fsdp_cpu_offload``, ``tensor_parallel_dim`` (FSDP2 in the distributed recipes: a config with FSDP keys is
-distributed, one without is a single-device recipe); ``loss._component_`` (``CEWithChunkedOutputLoss``,
+distributed, as is one whose name does not say ``single_device``, torchtune's naming of its configs); ``loss._component_`` (``CEWithChunkedOutputLoss``,
 ``LinearCrossEntropyLoss``: the output projection and loss in chunks); ``dataset.packed``."""
 
 from __future__ import annotations
@@ -94,12 +94,14 @@ def read(r: Reader, doc: Any) -> None:
     if targets:
         lora_targets(r, "model.lora_attn_modules", targets)
     distributed = any(k in doc for k in _DISTRIBUTED_KEYS)
-    if distributed:
+    single = "single_device" in r.file
+    if distributed or not single:
         r.set("parallelism.framework", "pytorch", "(FSDP keys)", None, explicit=False)
-        r.set("parallelism.sharding", "fsdp", "(FSDP keys)", None, note="torchtune's distributed recipes shard "
-              "with FSDP2", explicit=False)
+        r.set("parallelism.sharding", "fsdp", "(FSDP keys)" if distributed else "(file name)", None,
+              note="torchtune's distributed recipes shard with FSDP2" + ("" if distributed else "; the name does "
+                                                                           "not say single_device"), explicit=False)
     else:
-        r.default("hardware.gpus_per_node", 1, "no FSDP keys: a single-device recipe")
+        r.default("hardware.gpus_per_node", 1, "a single_device recipe config (no FSDP keys)")
         r.default("hardware.num_nodes", 1, "a single-device recipe")
     for k, v in doc.items():
         if k == "model":

@@ -188,6 +188,7 @@ HANDLERS: dict[str, Handler] = {
     "bf16": _bf16, "fp16": _fp16, "bf16_full_eval": lambda r, k, v: r.no_effect(k),
     "torch_dtype": _dtype, "dtype": _dtype,
     "gradient_checkpointing": _checkpointing,
+    "activation_checkpointing": _checkpointing,  # transformers 5's name for gradient_checkpointing
     "optim": hf_optimizer,
     "deepspeed": _deepspeed,
     "fsdp": _fsdp, "fsdp_config": fsdp_config,
@@ -218,7 +219,7 @@ save_only_model seed data_seed eval_steps dataloader_num_workers dataloader_drop
 dataloader_persistent_workers dataloader_prefetch_factor run_name disable_tqdm remove_unused_columns label_names
 load_best_model_at_end metric_for_best_model greater_is_better report_to ddp_timeout ddp_find_unused_parameters
 ddp_backend push_to_hub hub_model_id hub_strategy hub_private_repo hub_token resume_from_checkpoint
-gradient_checkpointing_kwargs include_tokens_per_second include_num_input_tokens_seen neftune_noise_alpha
+gradient_checkpointing_kwargs activation_checkpointing_kwargs include_tokens_per_second include_num_input_tokens_seen neftune_noise_alpha
 optim_args group_by_length length_column_name full_determinism use_cpu auto_find_batch_size
 model_revision trust_remote_code use_fast_tokenizer chat_template dataset_name dataset_config dataset_mixture
 dataset_num_proc dataset_text_field dataset_train_split dataset_test_split dataset_kwargs eos_token pad_token

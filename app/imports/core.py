@@ -129,6 +129,9 @@ class Reader:
         ``overrides``: this file decides the field even over another file's explicit value (DeepSpeed's precision
         over the trainer's load dtype), the report saying so."""
         origin = Origin(self.file, key)
+        if path == "model" and self.context.get("model_file") and self.file != self.context["model_file"]:
+            self._read(key, raw, path, "(config.json)", f"the shape from {self.context['model_file']}", "")
+            return
         old = self.values.get(path)
         if old is not None and old.value != value and overrides:
             note = (note + "; " if note else "") + f"replaces {old.origin}'s {_show(old.value)}"

@@ -50,7 +50,9 @@ class ImportProblem(Exception):
 
 
 def check_size(name: str, text: str) -> None:
-    size = len(text.encode("utf-8", "surrogatepass"))
+    # characters <= UTF-8 bytes <= 4 x characters: encode (a copy) only when the length alone cannot tell
+    size = len(text) if len(text) > MAX_BYTES or 4 * len(text) <= MAX_BYTES else len(
+        text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise ImportProblem(name, "", f"{size:,} bytes is over the {MAX_BYTES:,}-byte limit for a config file")
 

@@ -94,6 +94,9 @@ def read(r: Reader, doc: Any) -> None:
     else:
         r.unrepresented("distributed_type", doc.get("distributed_type"), "not a GPU distributed type capplan sizes")
     machines = as_int(r, "num_machines", doc.get("num_machines", 1))
+    if kind == "NO" and doc.get("num_processes") is None:
+        r.set("hardware.num_nodes", 1, "distributed_type", "NO", note="one process")
+        r.set("hardware.gpus_per_node", 1, "distributed_type", "NO", note="one process")
     if "num_processes" in doc and doc["num_processes"] is not None:
         procs = as_int(r, "num_processes", doc["num_processes"])
         if procs < 1 or machines < 1 or procs % machines:

@@ -209,6 +209,9 @@ def read(r: Reader, doc: Any) -> None:
                 r.set(path, as_int(r, k, size), k, size)
             else:
                 r.no_effect(k)
+        elif k == "sparse_attention":
+            r.unrepresented(k, "...", "DeepSpeed sparse attention: removed from DeepSpeed (its config class refuses "
+                            "the block); sized as dense attention")
         elif k == "compression_training" or k == "data_efficiency" or k == "curriculum_learning":
             r.unrepresented(k, "...", "compression / curriculum training: sized as plain training")
         elif k in _NO_EFFECT_TOP:

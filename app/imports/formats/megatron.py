@@ -92,7 +92,9 @@ def _int(r: Reader, key: str, value: str | None) -> int | None:
     return as_int(r, key, value)
 
 
-def _shape_preset(arch: dict[str, Any]) -> str | None:
+def _shape_presets(arch: dict[str, Any]) -> list[str]:
+    """Presets with this shape (and vocabulary, when the arguments give one)."""
+    found = []
     for p in list_presets():
         shape = preset(p["id"])
         kv = arch.get("num_kv_heads") or arch["num_attention_heads"]
@@ -101,8 +103,8 @@ def _shape_preset(arch: dict[str, Any]) -> str | None:
                 arch["num_layers"], arch["hidden_size"], arch["num_attention_heads"], kv, arch["ffn_hidden_size"],
                 arch.get("num_experts", 1)) and arch.get("vocab_size", shape.vocab_size) == shape.vocab_size \
                 and arch.get("gated_mlp", True) == shape.gated_mlp:
-            return p["id"]
-    return None
+            found.append(p["id"])
+    return found
 
 
 def read(r: Reader, opts: list[tuple[str, str | None]]) -> None:
@@ -270,10 +272,17 @@ def _model(r: Reader, arch: dict[str, Any], keys: dict[str, str], tokenizer: tup
     shared = arch.pop("shared_expert_size", None)
     if shared and arch.get("moe_ffn_hidden_size"):
         arch["num_shared_experts"] = max(1, shared // arch["moe_ffn_hidden_size"])
-    found = _shape_preset(arch)
+    candidates = _shape_presets(arch)
     key = keys.get("num_layers", "--num-layers")
-    if found is not None:
-        r.set("model", found, key, arch["num_layers"], note=f"the shape of preset {found}")
+    if len(candidates) > 1 and tokenizer and tokenizer[1]:
+        named = preset_for(tokenizer[1])
+        candidates = [named] if named in candidates else candidates
+    if len(candidates) == 1:
+        r.set("model", candidates[0], key, arch["num_layers"], note=f"the shape of preset {candidates[0]}")
+        return
+    if len(candidates) > 1:
+        r.report.needs.append(f"model: the arguments' shape is that of {' and '.join(candidates)} (they differ in "
+                              "the vocabulary only): add --vocab-size, the tokenizer or the config.json")
         return
     if "vocab_size" not in arch:
         vocab_from = preset_for(tokenizer[1]) if tokenizer and tokenizer[1] else None

@@ -123,8 +123,9 @@ def fsdp_config(r: Reader, key: str, value: Any) -> None:
                 r.set("parallelism.sharding", "zero2", sub, v, note="parameters kept gathered after forward "
                       "(FSDP2 reshard_after_forward=False, SHARD_GRAD_OP)")
         elif name == "activation_checkpointing":
-            if as_bool(r, sub, v):
-                r.set("training.activation_checkpointing", "full", sub, v)
+            if as_bool(r, sub, v):  # on/off only: a file that names the mode (selective) is more specific
+                r.set("training.activation_checkpointing", "full", sub, v, explicit=r.get(
+                    "training.activation_checkpointing") in (None, "none"))
         elif name in ("auto_wrap_policy", "transformer_layer_cls_to_wrap", "state_dict_type", "sync_module_states",
                       "use_orig_params", "cpu_ram_efficient_loading", "backward_prefetch", "forward_prefetch",
                       "limit_all_gathers", "min_num_params", "offload_optimizer", "final_state_dict_type"):

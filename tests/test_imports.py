@@ -245,7 +245,8 @@ def test_hub_ids_resolve_to_presets_or_the_local_cache(tmp_path: Path, monkeypat
     ('{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4}', "train_batch_size"),
     ("distributed_type: FSDP\nnum_processes: 3\nnum_machines: 2\n", "num_processes"),
     ("[model]\nname = 'llama3'\nflavor = '8B'\n[training]\nseq_len = 'long'\n", "training.seq_len"),
-    ("torchrun --nproc-per-node 8 pretrain_gpt.py --recompute-granularity half --num-layers 2", "--recompute-granularity"),
+    ("torchrun --nproc-per-node 8 pretrain_gpt.py --recompute-granularity half --num-layers 2",
+     "--recompute-granularity"),
 ])
 def test_bad_values_name_their_key(text: str, key: str) -> None:
     with pytest.raises(ImportProblem) as exc:

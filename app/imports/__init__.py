@@ -249,7 +249,7 @@ def _finish(r: Reader, parsed: list[_Parsed]) -> None:
     formats = {p.format for p in parsed}
     ds_file = r.context.get("deepspeed_file") or r.context.get("deepspeed_inline")
     if r.context.get("deepspeed_inline"):
-        key, doc = r.context["deepspeed_inline"]
+        _key, doc = r.context["deepspeed_inline"]
         r.file = "(inline deepspeed)"
         deepspeed.read(r, doc)
     elif ds_file and "deepspeed" not in formats:

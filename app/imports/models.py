@@ -4,7 +4,8 @@ config; nothing is downloaded).
 
 Presets are matched by the hub id in their ``source`` (estimator/data/model_presets.yaml) and by the repository
 name without the suffixes that do not change the shape (``-hf``, ``-Instruct``, ``-it``, ``-chat``, ``-base``,
-``-v0.1``/``-v0.2``, ``-fp16``/``-bf16`` re-uploads), with ``Meta-`` dropped (``NousResearch/Meta-Llama-3.1-8B`` is ``llama-3.1-8b``). Llama 3 and
+``-v0.1``/``-v0.2``, ``-fp16``/``-bf16`` re-uploads), with ``Meta-`` dropped (``NousResearch/Meta-Llama-3.1-8B``
+is ``llama-3.1-8b``). Llama 3 and
 Llama 3.1 of one size share every shape field of ``config.json`` (only the RoPE scaling and the context length
 differ), so ``Meta-Llama-3-8B`` is sized as ``llama-3.1-8b``.
 
@@ -98,7 +99,7 @@ def hf_cache_config(model_id: str) -> dict[str, Any] | None:
                     continue
                 cfg = json.loads(path.read_text(encoding="utf-8"))
                 parse_hf_config(cfg)
-            except Exception:  # noqa: BLE001 - an unreadable cached config is the same as none
+            except Exception:  # an unreadable cached config is the same as none
                 continue
             if isinstance(cfg, dict):
                 return cfg

@@ -13,16 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_bool, as_int
+from app.imports.formats.common import as_bool, as_int, words
 from app.imports.formats.trainer import fsdp_config
 from app.imports.safe import ImportProblem
 
 __all__ = ["is_accelerate", "read"]
 
-_NO_EFFECT = frozenset("""compute_environment machine_rank main_training_function use_cpu rdzv_backend
+_NO_EFFECT = words("""compute_environment machine_rank main_training_function use_cpu rdzv_backend
 same_network main_process_ip main_process_port tpu_env tpu_use_cluster tpu_use_sudo debug enable_cpu_affinity
 gpu_ids downcast_bf16 dynamo_config ipex_config mpirun_config commands command_file tpu_name tpu_zone
-use_mps_device""".split())
+use_mps_device""")
 
 
 def is_accelerate(doc: Any) -> bool:
@@ -135,9 +135,7 @@ def read(r: Reader, doc: Any) -> None:
                     r.set("parallelism.sequence_parallel", as_bool(r, f"{k}.{mk}", mv), f"{k}.{mk}", mv)
                 else:
                     r.no_effect(f"{k}.{mk}")
-        elif k == "fp8_config":
-            r.no_effect(k)
-        elif k in _NO_EFFECT:
+        elif k == "fp8_config" or k in _NO_EFFECT:
             r.no_effect(k)
         else:
             r.unknown(k)

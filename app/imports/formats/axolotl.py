@@ -14,7 +14,7 @@ from typing import Any
 
 from app.imports.core import Reader
 from app.imports.formats import trainer
-from app.imports.formats.common import as_bool, as_int, attention, lora_targets
+from app.imports.formats.common import as_bool, as_int, attention, lora_targets, words
 from app.imports.safe import ImportProblem
 
 __all__ = ["read"]
@@ -141,7 +141,7 @@ HANDLERS: dict[str, trainer.Handler] = {
     if as_bool(r, k, v) else r.no_effect(k),
 }
 
-NO_EFFECT = trainer.NO_EFFECT | frozenset("""
+NO_EFFECT = trainer.NO_EFFECT | words("""
 datasets test_datasets dataset_prepared_path val_set_size num_epochs lr_scheduler warmup_ratio evals_per_epoch
 saves_per_epoch special_tokens tokens chat_template chat_template_jinja wandb_project wandb_entity wandb_watch
 wandb_name wandb_log_model lora_model_dir lora_alpha lora_fan_in_fan_out eval_sample_packing pad_to_sequence_len
@@ -154,7 +154,7 @@ min_sample_len eval_batch_size cosine_min_lr_ratio gradient_checkpointing_kwargs
 rl rl_beta dpo_beta trl profiler_steps use_tensorboard lr_quadratic_warmup logging_steps dataloader_prefetch_factor
 save_first_step seed plugins_config shuffle_before_merging_datasets skip_prepare_dataset remove_unused_columns
 save_safetensors lora_on_cpu merge_lora lora_modules_to_save peft_use_dora peft_use_rslora
-""".split())
+""")
 
 
 def read(r: Reader, doc: Any) -> None:

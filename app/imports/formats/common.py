@@ -10,7 +10,12 @@ from app.imports.core import Reader
 from app.imports.models import hf_cache_config, preset_for
 from app.imports.safe import ImportProblem
 
-__all__ = ["as_bool", "as_int", "attention", "hf_optimizer", "lora_targets", "model_id", "walk"]
+__all__ = ["as_bool", "as_int", "attention", "hf_optimizer", "lora_targets", "model_id", "walk", "words"]
+
+
+def words(text: str) -> frozenset[str]:
+    """The whitespace-separated names of ``text`` (the long key lists of each format)."""
+    return frozenset(text.split())
 
 #: Hugging Face ``TrainingArguments.optim`` (``transformers/training_args.py`` ``OptimizerNames``; axolotl and
 #: LLaMA-Factory pass it through) -> (optimizer, implementation, stack optimizer or None, what differs)
@@ -119,7 +124,7 @@ def hf_optimizer(r: Reader, key: str, value: Any) -> None:
 
 def attention(r: Reader, key: str, value: Any) -> None:
     name = str(value).strip().lower()
-    if name.startswith("flash") or name in ("fa2", "fa3", "fa", "kernels-community/flash-attn", "kernels-community/vllm-flash-attn3"):
+    if name.startswith(("flash", "kernels-community/")) or name in ("fa2", "fa3", "fa"):
         r.set("training.attention", "flash", key, value)
     elif name in ("sdpa", "sdp", "sdp_attention", "flex_attention", "flex"):
         if name.startswith("flex"):

@@ -17,24 +17,24 @@ from __future__ import annotations
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_bool, as_int, hf_optimizer
+from app.imports.formats.common import as_bool, as_int, hf_optimizer, words
 from app.imports.safe import ImportProblem
 
 __all__ = ["is_deepspeed", "read"]
 
 _TOP = ("train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimization")
 
-_NO_EFFECT_TOP = frozenset("""gradient_clipping steps_per_print wall_clock_breakdown prescale_gradients
+_NO_EFFECT_TOP = words("""gradient_clipping steps_per_print wall_clock_breakdown prescale_gradients
 gradient_predivide_factor scheduler zero_allow_untested_optimizer dump_state tensorboard wandb csv_monitor comet
 flops_profiler checkpoint data_types communication_data_type seq_parallel_communication_data_type
-zero_force_ds_cpu_optimizer memory_breakdown elasticity autotuning""".split())
-_NO_EFFECT_ZERO = frozenset("""overlap_comm contiguous_gradients reduce_scatter allgather_partitions
+zero_force_ds_cpu_optimizer memory_breakdown elasticity autotuning""")
+_NO_EFFECT_ZERO = words("""overlap_comm contiguous_gradients reduce_scatter allgather_partitions
 reduce_bucket_size allgather_bucket_size stage3_prefetch_bucket_size stage3_param_persistence_threshold
 stage3_max_live_parameters stage3_max_reuse_distance stage3_gather_16bit_weights_on_model_save
 gather_16bit_weights_on_model_save sub_group_size round_robin_gradients load_from_fp32_weights
 elastic_checkpoint ignore_unused_parameters cpu_offload memory_efficient_linear stage3_gather_fp16_weights_on_model_save
 prefetch_bucket_size param_persistence_threshold max_live_parameters max_reuse_distance
-use_multi_rank_bucket_allreduce log_trace_cache_warnings""".split())
+use_multi_rank_bucket_allreduce log_trace_cache_warnings""")
 
 
 def is_deepspeed(doc: Any) -> bool:
@@ -56,7 +56,7 @@ def _auto(r: Reader, key: str, value: Any, trainer_key: str, path: str, conv: An
 
 
 def _precision(r: Reader, doc: dict[str, Any]) -> None:
-    enabled = {}
+    enabled: dict[str, tuple[str, bool | None]] = {}
     for name in ("bf16", "fp16"):
         section = doc.get(name)
         if section is None:

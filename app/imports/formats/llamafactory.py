@@ -12,7 +12,7 @@ from typing import Any
 
 from app.imports.core import Reader
 from app.imports.formats import trainer
-from app.imports.formats.common import as_bool, as_int, attention, lora_targets
+from app.imports.formats.common import as_bool, as_int, attention, lora_targets, words
 from app.imports.safe import ImportProblem
 
 __all__ = ["read"]
@@ -84,15 +84,16 @@ HANDLERS: dict[str, trainer.Handler] = {
     else r.no_effect(k),
 }
 
-NO_EFFECT = trainer.NO_EFFECT | frozenset("""
+NO_EFFECT = trainer.NO_EFFECT | words("""
 dataset eval_dataset template max_samples overwrite_cache preprocessing_num_workers plot_loss val_size
 lora_alpha additional_target pissa_init pissa_convert loraplus_lr_ratio create_new_adapter adapter_name_or_path
 export_dir export_size export_device export_legacy_format infer_backend vllm_maxlen media_dir image_max_pixels
 video_max_pixels video_fps tokenized_path enable_thinking mask_history train_on_prompt streaming buffer_size
 pref_beta pref_loss dataset_dir ray_run_name ray_storage_path ray_num_workers resources_per_worker
 placement_strategy eval_on_each_dataset predict_with_generate do_sample max_new_tokens top_p top_k
-new_special_tokens ddp_timeout hf_hub_token ms_hub_token om_hub_token print_param_status include_effective_tokens_per_second
-""".split())
+new_special_tokens ddp_timeout hf_hub_token ms_hub_token om_hub_token print_param_status
+include_effective_tokens_per_second
+""")
 
 
 def read(r: Reader, doc: Any) -> None:

@@ -6,7 +6,8 @@ The model shape comes from ``--num-layers``, ``--hidden-size``, ``--ffn-hidden-s
 ``--num-query-groups``, ``--kv-channels``, ``--swiglu``, ``--normalization``, ``--untie-embeddings-and-output-
 weights``, ``--disable-bias-linear``, ``--add-qkv-bias``, ``--num-experts`` / ``--moe-router-topk`` /
 ``--moe-ffn-hidden-size``; a shape equal to a preset's is that preset. The accumulation is Megatron's own:
-``--global-batch-size`` / (``--micro-batch-size`` x data-parallel size) (``megatron/core/num_microbatches_calculator.py``),
+``--global-batch-size`` / (``--micro-batch-size`` x data-parallel size)
+(``megatron/core/num_microbatches_calculator.py``),
 the data-parallel size world / (TP x PP x CP) with the world from ``torchrun --nproc-per-node`` x ``--nnodes``.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_int, model_id
+from app.imports.formats.common import as_int, model_id, words
 from app.imports.models import preset_for
 from app.imports.safe import ImportProblem
 from estimator.modelspec import list_presets, preset
@@ -40,7 +41,7 @@ _SHAPE = {"num-layers": "num_layers", "hidden-size": "hidden_size", "ffn-hidden-
 _SHAPE_FLAGS = {"swiglu": ("gated_mlp", True), "untie-embeddings-and-output-weights": ("tied_embeddings", False),
                 "disable-bias-linear": ("mlp_bias", False), "add-qkv-bias": ("qkv_bias", True),
                 "qk-layernorm": ("qk_norm", True)}
-_NO_EFFECT = frozenset("""use-mcore-models rotary-base rotary-percent attention-dropout hidden-dropout init-method-std
+_NO_EFFECT = words("""use-mcore-models rotary-base rotary-percent attention-dropout hidden-dropout init-method-std
 apply-layernorm-1p train-samples train-iters lr-decay-samples lr-warmup-samples lr-decay-iters lr-warmup-iters lr
 min-lr decoupled-lr decoupled-min-lr lr-decay-style clip-grad weight-decay adam-beta1 adam-beta2 adam-eps
 grad-reduce-in-bf16 calculate-per-token-loss manual-gc manual-gc-interval empty-unused-memory-level
@@ -58,7 +59,7 @@ use-flash-attn transformer-impl no-gradient-accumulation-fusion no-bias-swiglu-f
 moe-router-load-balancing-type moe-aux-loss-coeff moe-grouped-gemm moe-token-dispatcher-type
 moe-router-pre-softmax moe-z-loss-coeff moe-router-dtype moe-permute-fusion bf16-params
 untie-embeddings-and-output-weights swiglu group-query-attention normalization disable-bias-linear add-qkv-bias
-no-position-embedding num-workers data-args-path per-split-data-args-path""".split())
+no-position-embedding num-workers data-args-path per-split-data-args-path""")
 
 
 def is_megatron(opts: list[tuple[str, str | None]]) -> bool:

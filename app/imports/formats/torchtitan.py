@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_bool, as_int, hf_optimizer
+from app.imports.formats.common import as_bool, as_int, hf_optimizer, words
 
 __all__ = ["is_torchtitan", "read"]
 
@@ -23,7 +23,8 @@ _FLAVORS = {("llama3", "8b"): "llama-3.1-8b", ("llama3", "70b"): "llama-3.1-70b"
             ("llama2", "7b"): "llama-2-7b", ("llama2", "13b"): "llama-2-13b", ("llama2", "70b"): "llama-2-70b"}
 _SCHEDULES = {"1f1b": "1f1b", "gpipe": "gpipe", "interleaved1f1b": "interleaved", "looped_bfs": "interleaved",
               "interleavedzerobubble": "interleaved", "zbvzerobubble": "interleaved"}
-_NO_EFFECT_SECTIONS = ("job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "fault_tolerance",
+_NO_EFFECT_SECTIONS = ("job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm",
+                       "fault_tolerance",
                        "experimental", "memory_estimation", "float8", "mx", "quantize")
 
 
@@ -123,7 +124,7 @@ def read(r: Reader, values: dict[str, Any]) -> None:
     _parallel(r, degrees, local, global_)
 
 
-_KNOWN_NO_EFFECT = frozenset("""training.max_norm training.steps training.dataset training.dataset_path
+_KNOWN_NO_EFFECT = words("""training.max_norm training.steps training.dataset training.dataset_path
 training.warmup_steps training.seed training.deterministic training.gc_freq training.mixed_precision_reduce
 training.dataloader training.gc_debug model.hf_assets_path model.tokenizer_path model.print_after_conversion
 model.print_model parallelism.disable_loss_parallel parallelism.enable_async_tensor_parallel
@@ -131,7 +132,7 @@ parallelism.pipeline_parallel_microbatch_size parallelism.pipeline_parallel_spli
 parallelism.module_fqns_per_model_part parallelism.context_parallel_rotate_method
 parallelism.pipeline_parallel_layers_per_stage parallelism.expert_tensor_parallel_degree
 parallelism.enable_compiled_autograd parallelism.pipeline_parallel_first_stage_less_layers
-parallelism.pipeline_parallel_last_stage_less_layers""".split())
+parallelism.pipeline_parallel_last_stage_less_layers""")
 
 
 def _model(r: Reader, name: Any, flavor: Any) -> None:
@@ -147,9 +148,9 @@ def _model(r: Reader, name: Any, flavor: Any) -> None:
 
 def _parallel(r: Reader, d: dict[str, int], local: int | None, global_: tuple[str, int] | None) -> None:
     tp, pp, cp, ep = (d.get(f"{n}_parallel_degree", 1) for n in ("tensor", "pipeline", "context", "expert"))
-    for n, path in ((tp, "tp"), (pp, "pp"), (cp, "cp"), (ep, "ep")):
+    for n, path, word in ((tp, "tp", "tensor"), (pp, "pp", "pipeline"), (cp, "cp", "context"), (ep, "ep", "expert")):
         if n > 1:
-            r.set(f"parallelism.{path}", n, f"parallelism.{ {'tp': 'tensor', 'pp': 'pipeline', 'cp': 'context', 'ep': 'expert'}[path]}_parallel_degree", n)
+            r.set(f"parallelism.{path}", n, f"parallelism.{word}_parallel_degree", n)
     replicate, shard = d.get("data_parallel_replicate_degree", 1), d.get("data_parallel_shard_degree", -1)
     world = r.get("hardware.num_nodes", 1) * r.get("hardware.gpus_per_node", 8)
     if shard == -1:

@@ -6,7 +6,8 @@
 ``tokenizer.max_seq_len``; ``dtype`` bf16 trains in pure bf16 (weights and optimizer states,
 ``torchtune/training/precision.py``); ``enable_activation_checkpointing`` / ``enable_activation_offloading``;
 ``fsdp_cpu_offload``, ``tensor_parallel_dim`` (FSDP2 in the distributed recipes: a config with FSDP keys is
-distributed, as is one whose name does not say ``single_device``, torchtune's naming of its configs); ``loss._component_`` (``CEWithChunkedOutputLoss``,
+distributed, as is one whose name does not say ``single_device``, torchtune's naming of its configs);
+``loss._component_`` (``CEWithChunkedOutputLoss``,
 ``LinearCrossEntropyLoss``: the output projection and loss in chunks); ``dataset.packed``."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_bool, as_int, hf_optimizer, lora_targets
+from app.imports.formats.common import as_bool, as_int, hf_optimizer, lora_targets, words
 from app.imports.models import preset_for
 from app.imports.safe import ImportProblem
 
@@ -31,10 +32,10 @@ _OPTIMIZERS = {"torch.optim.adamw": "adamw_torch", "torch.optim.adam": "adamw_to
                "adamw_torch_4bit", "torch.optim.sgd": "sgd", "torch.optim.muon": "muon"}
 _DISTRIBUTED_KEYS = ("fsdp_cpu_offload", "tensor_parallel_dim", "custom_sharded_layers", "fsdp_reshard_after_forward",
                      "data_parallel_shard_dim", "data_parallel_replicate_dim", "context_parallel_dim")
-_NO_EFFECT = frozenset("""output_dir seed shuffle epochs max_steps_per_epoch resume_from_checkpoint device log_every_n_steps
+_NO_EFFECT = words("""output_dir seed shuffle epochs max_steps_per_epoch resume_from_checkpoint device log_every_n_steps
 log_peak_memory_stats log_level run_val_every_n_steps batch_size_val save_adapter_weights_only clip_grad_norm
 checkpointer metric_logger profiler lr_scheduler dataset_val tensor_parallel_plan inference quantizer
-save_every_n_steps kd_ratio teacher_checkpointer teacher_model""".split())
+save_every_n_steps kd_ratio teacher_checkpointer teacher_model""")
 
 
 def is_torchtune(doc: Any) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.imports.core import Reader
-from app.imports.formats.common import as_bool, as_int, attention, hf_optimizer, lora_targets, model_id
+from app.imports.formats.common import as_bool, as_int, attention, hf_optimizer, lora_targets, model_id, words
 from app.imports.safe import ImportProblem
 
 __all__ = ["HANDLERS", "NO_EFFECT", "TRL_KEYS", "finish", "read", "read_keys"]
@@ -210,7 +210,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 #: keys read that change neither memory nor time (learning schedule, logging, data, saving, hub)
-NO_EFFECT = frozenset("""
+NO_EFFECT = words("""
 output_dir overwrite_output_dir do_train do_eval do_predict eval_strategy evaluation_strategy prediction_loss_only
 per_device_eval_batch_size eval_accumulation_steps eval_delay learning_rate weight_decay adam_beta1 adam_beta2
 adam_epsilon max_grad_norm num_train_epochs lr_scheduler_type lr_scheduler_kwargs warmup_ratio warmup_steps
@@ -220,7 +220,8 @@ save_only_model seed data_seed eval_steps dataloader_num_workers dataloader_drop
 dataloader_persistent_workers dataloader_prefetch_factor run_name disable_tqdm remove_unused_columns label_names
 load_best_model_at_end metric_for_best_model greater_is_better report_to ddp_timeout ddp_find_unused_parameters
 ddp_backend push_to_hub hub_model_id hub_strategy hub_private_repo hub_token resume_from_checkpoint
-gradient_checkpointing_kwargs activation_checkpointing_kwargs include_tokens_per_second include_num_input_tokens_seen neftune_noise_alpha
+gradient_checkpointing_kwargs activation_checkpointing_kwargs include_tokens_per_second
+include_num_input_tokens_seen neftune_noise_alpha
 optim_args group_by_length length_column_name full_determinism use_cpu auto_find_batch_size
 model_revision trust_remote_code use_fast_tokenizer chat_template dataset_name dataset_config dataset_mixture
 dataset_num_proc dataset_text_field dataset_train_split dataset_test_split dataset_kwargs eos_token pad_token
@@ -229,7 +230,7 @@ num_generations max_prompt_length max_completion_length temperature beta reward_
 callbacks system_prompt benchmarks hub_model_revision wandb_entity wandb_project wandb_run_group
 lora_alpha lora_modules_to_save use_rslora use_dora lora_task_type bnb_4bit_quant_type use_bnb_nested_quant
 bnb_4bit_compute_dtype log_completions num_completions_to_print scale_rewards
-""".split())
+""")
 
 #: keys only TRL's configs have: the file is read as TRL (``training.stack`` "trl")
 TRL_KEYS = frozenset({"max_length", "max_seq_length", "packing", "dataset_text_field", "completion_only_loss",
@@ -270,9 +271,10 @@ def precision(r: Reader, *, pure_when_loaded_bf16: bool = True) -> None:
                         "(the same bytes per value)")
         r.set("training.precision", "bf16-mixed", fp16[0], fp16[1], note="nearest: fp16 has bf16's sizes")
     elif bf16 is not None:
-        pure = pure_when_loaded_bf16 and dtype is not None and "bf" in dtype[1]
+        loaded = dtype[1] if dtype is not None else ""
+        pure = pure_when_loaded_bf16 and "bf" in loaded
         r.set("training.precision", "bf16-true" if pure else "bf16-mixed", bf16[0], bf16[1],
-              note=f"model loaded in {dtype[1]} ({dtype[0]})" if pure else "autocast over fp32 weights")
+              note=f"model loaded in {loaded}" if pure else "autocast over fp32 weights")
     elif dtype is not None and "bf" in dtype[1]:
         r.set("training.precision", "bf16-true", dtype[0], dtype[1], note="bf16 weights without autocast")
     else:

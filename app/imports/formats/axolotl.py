@@ -153,7 +153,8 @@ dataset_processes shuffle_merged_datasets default_system_message field_messages 
 min_sample_len eval_batch_size cosine_min_lr_ratio gradient_checkpointing_kwargs embeddings_skip_upcast
 rl rl_beta dpo_beta trl profiler_steps use_tensorboard lr_quadratic_warmup logging_steps dataloader_prefetch_factor
 save_first_step seed plugins_config shuffle_before_merging_datasets skip_prepare_dataset remove_unused_columns
-save_safetensors lora_on_cpu merge_lora lora_modules_to_save peft_use_dora peft_use_rslora
+save_safetensors lora_on_cpu merge_lora lora_modules_to_save peft_use_dora peft_use_rslora reinit_weights
+pretraining_dataset model_config
 """)
 
 

@@ -79,6 +79,19 @@ HANDLERS: dict[str, trainer.Handler] = {
     "enable_liger_kernel": trainer.HANDLERS["use_liger_kernel"],
     "use_unsloth": _unsloth,
     "neat_packing": trainer.HANDLERS["packing"],
+    "fp8": lambda r, k, v: r.set("training.precision", "fp8-mixed", k, v) if as_bool(r, k, v) else r.no_effect(k),
+    "use_badam": lambda r, k, v: r.unrepresented(k, v, "BAdam: one block of layers trained at a time (gradients "
+                                                 "and optimizer states for that block only); sized as full")
+    if as_bool(r, k, v) else r.no_effect(k),
+    "use_llama_pro": lambda r, k, v: r.unrepresented(k, v, "LLaMA Pro: added blocks trained, the rest frozen; sized "
+                                                     "as full") if as_bool(r, k, v) else r.no_effect(k),
+    "use_muon": lambda r, k, v: r.stack("training.optimizer", "muon", k, v, "Muon for the 2-D matrices",
+                                        fallback=("training.optimizer", "adamw")) if as_bool(r, k, v)
+    else r.no_effect(k),
+    "use_galore": lambda r, k, v: r.unrepresented(k, v, "GaLore: low-rank gradient projection (smaller optimizer "
+                                                  "states); sized as AdamW") if as_bool(r, k, v) else r.no_effect(k),
+    "use_apollo": lambda r, k, v: r.unrepresented(k, v, "APOLLO: low-rank optimizer states; sized as AdamW")
+    if as_bool(r, k, v) else r.no_effect(k),
     "stage": lambda r, k, v: r.unrepresented(k, v, f"stage {v!r}: a reference / reward model adds memory; sized "
                                              "as supervised training") if str(v) in ("dpo", "kto", "ppo", "rm")
     else r.no_effect(k),
@@ -91,6 +104,11 @@ export_dir export_size export_device export_legacy_format infer_backend vllm_max
 video_max_pixels video_fps tokenized_path enable_thinking mask_history train_on_prompt streaming buffer_size
 pref_beta pref_loss dataset_dir ray_run_name ray_storage_path ray_num_workers resources_per_worker
 placement_strategy eval_on_each_dataset predict_with_generate do_sample max_new_tokens top_p top_k
+fp8_backend fp8_enable_fsdp_float8_all_gather freeze_trainable_layers freeze_trainable_modules
+freeze_extra_modules pissa_iter quantization_method quantization_type double_quantization badam_mode
+badam_switch_mode badam_switch_interval badam_verbose badam_start_block badam_update_ratio galore_rank
+galore_target galore_update_interval galore_scale galore_proj_type apollo_rank apollo_target apollo_scale
+loraplus_lr_embedding use_adam_mini
 new_special_tokens ddp_timeout hf_hub_token ms_hub_token om_hub_token print_param_status
 include_effective_tokens_per_second
 """)

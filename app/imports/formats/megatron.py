@@ -40,7 +40,7 @@ _SHAPE = {"num-layers": "num_layers", "hidden-size": "hidden_size", "ffn-hidden-
 #: boolean shape flags: (ModelArch field, value when the flag is given); Megatron's defaults are the other value
 _SHAPE_FLAGS = {"swiglu": ("gated_mlp", True), "untie-embeddings-and-output-weights": ("tied_embeddings", False),
                 "disable-bias-linear": ("mlp_bias", False), "add-qkv-bias": ("qkv_bias", True),
-                "qk-layernorm": ("qk_norm", True)}
+                "qk-layernorm": ("qk_norm", True), "quick-geglu": ("gated_mlp", True)}
 _NO_EFFECT = words("""use-mcore-models rotary-base rotary-percent attention-dropout hidden-dropout init-method-std
 apply-layernorm-1p train-samples train-iters lr-decay-samples lr-warmup-samples lr-decay-iters lr-warmup-iters lr
 min-lr decoupled-lr decoupled-min-lr lr-decay-style clip-grad weight-decay adam-beta1 adam-beta2 adam-eps
@@ -59,7 +59,14 @@ use-flash-attn transformer-impl no-gradient-accumulation-fusion no-bias-swiglu-f
 moe-router-load-balancing-type moe-aux-loss-coeff moe-grouped-gemm moe-token-dispatcher-type
 moe-router-pre-softmax moe-z-loss-coeff moe-router-dtype moe-permute-fusion bf16-params
 untie-embeddings-and-output-weights swiglu group-query-attention normalization disable-bias-linear add-qkv-bias
-no-position-embedding num-workers data-args-path per-split-data-args-path""")
+no-position-embedding num-workers data-args-path per-split-data-args-path no-create-attention-mask-in-dataloader
+no-mmap-bin-files lr-warmup-fraction tiktoken-pattern profile profile-step-start profile-step-end profile-ranks
+use-rope-scaling rope-type no-bias-gelu-fusion no-bias-dropout-fusion export-force-local-attention
+glu-linear-offset softmax-type activation-func-clamp-value enable-gpt-oss accumulate-allreduce-grads-in-fp32
+disable-bf16-reduced-precision-matmul moe-per-layer-logging record-memory-history no-check-for-nan-in-loss-and-grad
+init-model-with-meta-device use-nccl-ub fsdp-manual-registration logging-level norm-epsilon
+moe-router-score-function moe-router-topk-scaling-factor moe-token-drop-policy rotary-scaling-factor mscale
+mscale-all-dim multi-latent-attention step-batch-size-schedule""")
 
 
 def is_megatron(opts: list[tuple[str, str | None]]) -> bool:
@@ -229,6 +236,13 @@ def read(r: Reader, opts: list[tuple[str, str | None]]) -> None:
         elif flag == "tokenizer-model":
             tokenizer = (key, value)
             r.no_effect(key)
+        elif flag in ("window-size", "window-attn-skip-freq", "moe-layer-freq", "fsdp-double-buffer"):
+            r.unrepresented(key, value, {"window-size": "sliding-window attention: sized as full attention",
+                                         "window-attn-skip-freq": "which layers use the window: not sized",
+                                         "moe-layer-freq": "dense and MoE layers interleaved: sized as every "
+                                                           "layer MoE", "fsdp-double-buffer":
+                                         "Megatron-FSDP's double-buffered all-gather: one more layer's "
+                                         "parameters resident"}[flag])
         elif flag == "cpu-offloading":
             r.unrepresented(key, value, "Megatron activation / weight CPU offloading: not sized")
         elif flag == "cross-entropy-loss-fusion":

@@ -35,7 +35,7 @@ _DISTRIBUTED_KEYS = ("fsdp_cpu_offload", "tensor_parallel_dim", "custom_sharded_
 _NO_EFFECT = words("""output_dir seed shuffle epochs max_steps_per_epoch resume_from_checkpoint device log_every_n_steps
 log_peak_memory_stats log_level run_val_every_n_steps batch_size_val save_adapter_weights_only clip_grad_norm
 checkpointer metric_logger profiler lr_scheduler dataset_val tensor_parallel_plan inference quantizer
-save_every_n_steps kd_ratio teacher_checkpointer teacher_model""")
+save_every_n_steps kd_ratio teacher_checkpointer teacher_model low_cpu_ram""")
 
 
 def is_torchtune(doc: Any) -> bool:
@@ -142,6 +142,11 @@ def read(r: Reader, doc: Any) -> None:
                 r.set("parallelism.sharding", "hsdp", k, v)
             else:
                 r.no_effect(k)
+        elif k == "fsdp" and isinstance(v, dict):
+            if as_bool(r, "fsdp.cpu_offload", v.get("cpu_offload", False)):
+                r.set("parallelism.offload", "optimizer+params", "fsdp.cpu_offload", v["cpu_offload"])
+            else:
+                r.no_effect("fsdp.cpu_offload")
         elif k in ("data_parallel_shard_dim", "custom_sharded_layers"):
             r.no_effect(k)
         elif k == "tokenizer" and isinstance(v, dict):

@@ -229,7 +229,8 @@ completion_only_loss assistant_only_loss loss_type use_vllm vllm_mode vllm_gpu_m
 num_generations max_prompt_length max_completion_length temperature beta reward_funcs reward_weights
 callbacks system_prompt benchmarks hub_model_revision wandb_entity wandb_project wandb_run_group
 lora_alpha lora_modules_to_save use_rslora use_dora lora_task_type bnb_4bit_quant_type use_bnb_nested_quant
-bnb_4bit_compute_dtype log_completions num_completions_to_print scale_rewards
+bnb_4bit_compute_dtype log_completions num_completions_to_print scale_rewards packing_strategy
+average_tokens_across_devices hub_always_push
 """)
 
 #: keys only TRL's configs have: the file is read as TRL (``training.stack`` "trl")

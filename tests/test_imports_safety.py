@@ -37,6 +37,7 @@ def _peak(fn: Callable[[], object]) -> int:
     ("a: !!python/name:os.system", "tag"),
     ("a: !custom 1", "tag"),
     ("a: !!binary aGVsbG8=", "tag"),
+    ("a: &x [1, {b: *x}]", "recursive alias"),                             # a value that contains itself
 ])
 def test_hostile_yaml_is_refused_in_little_memory(text: str, match: str) -> None:
     peak = _peak(lambda: load_yaml("f", text))

@@ -239,7 +239,11 @@ def import_files(files: list[SourceFile]) -> ImportResult:
     for p in parsed:
         r.report.files.append({"name": p.file.name, "format": p.format.replace("-cmdline", " (command line)")})
     for p in reading:
-        _read(r, p, parsed)
+        try:
+            _read(r, p, parsed)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, ZeroDivisionError, OverflowError) as exc:
+            # a value of a type the reader does not expect (a list where a number goes): named, never a 500
+            raise ImportProblem(p.file.name, "", f"cannot read a value ({type(exc).__name__}: {exc})"[:300]) from None
     r.file = "(import)"
     _finish(r, parsed)
     return ImportResult(r.request(), r.report)

@@ -113,17 +113,22 @@ def _expanded_size(root: yaml.Node) -> int:
     """Values the node graph expands to with every alias followed, counted once per distinct node (memoised,
     iterative): an alias bomb's 10^9 values are counted in a few hundred steps."""
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the current path: meeting one again is a recursive alias (&a [*a])
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
         if id(node) in sizes:
             continue
+        if not done and id(node) in open_nodes:
+            line = node.start_mark.line + 1 if node.start_mark else 0
+            raise ImportProblem("", f"line {line}", "a recursive alias (a value that contains itself): refused")
         children: list[yaml.Node] = []
         if isinstance(node, yaml.SequenceNode):
             children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [n for pair in node.value for n in pair]
         if done or not children:
+            open_nodes.discard(id(node))
             sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
             if sizes[id(node)] > MAX_NODES:
                 line = node.start_mark.line + 1 if node.start_mark else 0
@@ -131,6 +136,7 @@ def _expanded_size(root: yaml.Node) -> int:
                                     "(aliases of aliases): refused")
             continue
         stack.append((node, True))
+        open_nodes.add(id(node))
         stack.extend((c, False) for c in children if id(c) not in sizes)
     return sizes[id(root)]
 

@@ -245,7 +245,10 @@ def read_keys(r: Reader, doc: dict[str, Any], handlers: dict[str, Handler], no_e
         k = str(key)
         handler = handlers.get(k)
         if handler is not None:
-            handler(r, k, value)
+            try:
+                handler(r, k, value)
+            except (TypeError, ValueError, AttributeError, KeyError, ZeroDivisionError, OverflowError):
+                raise ImportProblem(r.file, k, f"cannot read the value {value!r:.80}") from None
         elif k in no_effect:
             r.no_effect(k)
         elif k == "model_init_kwargs" and isinstance(value, dict):

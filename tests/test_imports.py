@@ -254,6 +254,21 @@ def test_bad_values_name_their_key(text: str, key: str) -> None:
     assert exc.value.key == key, str(exc.value)
 
 
+def test_nemo_overrides_read_as_the_megatron_flags_they_set() -> None:
+    line = ("python megatron_gpt_finetuning.py trainer.devices=8 trainer.num_nodes=2 trainer.precision=bf16-mixed "
+            "model.tensor_model_parallel_size=4 model.pipeline_model_parallel_size=2 model.sequence_parallel=True "
+            "model.micro_batch_size=1 model.global_batch_size=128 model.encoder_seq_length=4096 "
+            "model.peft.peft_scheme=lora model.peft.lora_tuning.adapter_dim=32 "
+            "model.restore_from_path=meta-llama/Llama-3.1-70B model.activations_checkpoint_granularity=selective")
+    req = import_files([SourceFile("nemo.sh", line)]).request
+    assert (req.model, req.training.method, req.training.lora_rank, req.training.lora_targets) == (
+        "llama-3.1-70b", "lora", 32, "qkv")
+    assert (req.parallelism.tp, req.parallelism.pp, req.parallelism.sequence_parallel) == (4, 2, True)
+    # 16 GPUs / (TP 4 x PP 2) = DP 2: 128 / (1 x 2) = 64 micro-batches
+    assert (req.hardware.num_nodes, req.hardware.gpus_per_node, req.training.gradient_accumulation_steps) == (2, 8, 64)
+    assert req.training.activation_checkpointing == "selective" and req.parallelism.framework == "megatron"
+
+
 def test_format_detection() -> None:
     for name, fmt in (("axolotl/lora.yml", "axolotl"), ("llama-factory/qwen3_lora_sft.yaml", "llama-factory"),
                       ("torchtune/8B_lora.yaml", "torchtune"), ("deepspeed/ds_config_z2.json", "deepspeed"),

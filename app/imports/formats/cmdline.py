@@ -16,6 +16,7 @@ from app.imports.safe import ImportProblem, check_size
 __all__ = ["options", "tokens"]
 
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_]\w*)=(.*)$")
+_OVERRIDE = re.compile(r"(^|\s)[+~]?[A-Za-z_]\w*\.[\w.]+=")  # a NeMo / Hydra override: model.micro_batch_size=1
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:\[@\])?(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
 
 
@@ -92,7 +93,7 @@ def tokens(name: str, text: str) -> list[str]:
                                    "set", "source", ".", "exit", "while", "case", "esac"):
             continue
         words.append(subst(_strip_comment(stripped)))
-    if not any(" --" in f" {w}" for w in words):  # a config script: only assignments (sourced by a launcher)
+    if not any(" --" in f" {w}" or _OVERRIDE.search(w) for w in words):  # only assignments: a sourced config
         words = [v for v in variables.values() if " --" in f" {v}"]
     out: list[str] = []
     for w in words:

@@ -251,6 +251,9 @@ def read(r: Reader, opts: list[tuple[str, str | None]]) -> None:
             r.no_effect(key)
         else:
             r.unknown(key)
+    if any(flag == "nemo-peft" for _, flag, _ in values) and r.get("training.method") == "lora":
+        r.default("training.lora_targets", "qkv", "NeMo 1.x LoRA adapts the fused q/k/v projection by default "
+                  "(lora_tuning.target_modules [attention_qkv])")
     per_stage = r.context.pop("layers_per_virtual", None)
     if per_stage and per_stage[1] and "num_layers" in arch:
         uneven = any(flag == "account-for-embedding-in-pipeline-split" for _, flag, _ in values)

@@ -116,14 +116,72 @@ def _validation_message(errors: list[Any]) -> str:
     return f"{field}: {first.detail}{more}" if first else "invalid request"
 
 
+def _imported(paths: list[str], fmt: str | None) -> Any:
+    """The configs at ``paths`` read into a request (app.imports); a bad file exits 2 naming the file and key."""
+    from app.imports import FORMATS, ImportProblem, SourceFile, import_files
+
+    if fmt is not None and fmt not in FORMATS:
+        fail(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    files = []
+    for path in paths:
+        try:
+            size = Path(path).stat().st_size if path != "-" else 0
+            if size > (1 << 20):
+                fail(f"{path}: {size:,} bytes is over the 1,048,576-byte limit for a config file")
+            text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
+        files.append(SourceFile(name=path, content=text, format=fmt))
+    try:
+        return import_files(files)
+    except ImportProblem as exc:
+        fail(str(exc).replace("\n", " "))
+
+
+@cli.command("import")
+def import_configs(
+    files: Annotated[list[str], typer.Argument(help="config files of one run (e.g. a trainer YAML and its DeepSpeed "
+                                               "JSON); - for stdin")],
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="axolotl, llama-factory, trainer, torchtune, "
+                                            "deepspeed, accelerate, torchtitan, megatron or hf-config [detected]")]
+    = None,
+    report: Annotated[bool, typer.Option("--report", help="print the reading report (JSON) with the request on "
+                                         "stdout instead of the plain report on stderr")] = False,
+) -> None:
+    """Read existing training configs into an estimate request (printed as JSON); the reading report (keys read,
+    what capplan cannot represent, defaults filled, what is missing) goes to stderr."""
+    result = _imported(files, fmt)
+    if report:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        typer.echo(json.dumps(result.request.model_dump(mode="json", exclude_unset=True), indent=2))
+        typer.echo(result.report.text(), err=True)
+
+
 @cli.command()
 def estimate(
-    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one request or a list; - for stdin")],
+    input_file: Annotated[str | None, typer.Option(
+        "--input", "-i", help="JSON file with one request or a list; - for stdin")] = None,
+    from_files: Annotated[list[str] | None, typer.Option(
+        "--from", help="estimate from existing training configs instead (repeat for several files: a trainer YAML "
+        "and its DeepSpeed JSON); see capplan import")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="the format of the --from files [detected]")]
+    = None,
 ) -> None:
     """Estimate one request (or a JSON list of them) and print the response(s) as JSON."""
     from fastapi.exceptions import RequestValidationError
 
-    payload = _read_json(input_file)
+    if (input_file is None) == (not from_files):
+        fail("give --input FILE (a request) or --from FILE (a training config), not both or neither")
+    if from_files:
+        imported = _imported(from_files, fmt)
+        if imported.report.needs:
+            fail(imported.report.needs[0])
+        typer.echo(imported.report.text(), err=True)
+        payload: Any = imported.request.model_dump(mode="json", exclude_unset=True)
+    else:
+        assert input_file is not None
+        payload = _read_json(input_file)
     try:
         parsed = parse_one_or_many(payload)
     except RequestValidationError as exc:

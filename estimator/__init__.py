@@ -33,10 +33,7 @@ from estimator.planner.contract import PlanRequest, PlanResponse  # noqa: E402
 from estimator.planner.plan import plan  # noqa: E402
 from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer  # noqa: E402
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training  # noqa: E402
-from estimator.response import (
-    ESTIMATOR_VERSION,
-    EstimateResponse,
-)
+from estimator.response import ESTIMATOR_VERSION, EstimateResponse  # noqa: E402
 from estimator.tco import (  # noqa: E402
     JobCost,
     OwnershipTco,

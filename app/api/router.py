@@ -13,6 +13,7 @@ from app.api.routes import (
     clusters,
     compare,
     estimates,
+    imports,
     inference,
     measurements,
     plans,
@@ -44,5 +45,5 @@ api_router = APIRouter(
     responses=problem_responses(400, 401, 429),
 )
 for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans, inference, version, clusters,
-               measurements):
+               measurements, imports):
     api_router.include_router(module.router)

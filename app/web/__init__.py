@@ -16,6 +16,7 @@ from app.web import (
     compare_page,
     estimate_page,
     faq_page,
+    import_page,
     layout_suggestion,
     measurements_page,
     planner_page,
@@ -33,4 +34,5 @@ router = APIRouter(include_in_schema=False,
 for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
                saved_pages, serve_page, cluster_page, measurements_page):
     router.include_router(module.router)
+router.include_router(import_page.router)
 router.include_router(i18n_router)

@@ -242,7 +242,7 @@ def test_unknown_quote_is_a_404_page(client: TestClient) -> None:
 
 def test_compare_defaults_to_a100_h100_h200(client: TestClient) -> None:
     html = client.get(f"/compare?{JOB}").text
-    options = re.findall(r'<tr data-option="([^"]+)"', html)
+    options = re.findall(r'<tr data-option="([^"]+)" data-layout="yours"', html)
     assert [o.split("-")[0] for o in options] == ["a100", "h100", "h200"]
     fig = _figure(html, "cmp-memory")
     capacity = next(t for t in fig["data"] if t["name"] == "GPU capacity")

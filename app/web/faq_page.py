@@ -204,13 +204,11 @@ def _serving(request_paths: set[str], catalog: Catalog) -> Answer:
                                  catalog)
     weights = probe.model.total_params * 2
     a = Answer("serve", _("Can the training node serve the model afterwards?"), "")
-    if "/serve" in request_paths:
-        a.short = _("Yes: the serving estimate sizes it.")
-        a.links = [(_("Serving estimate"), f"/serve?model={MODEL}")]
-    else:
-        a.short = _("Not estimated yet: capplan has no serving estimator. The weights alone are %(all)s in bf16, "
-                    "%(per)s per GPU on 8 GPUs with tensor parallelism; the KV cache, batch and latency are not "
-                    "sized.") % {"all": gib(weights), "per": gib(weights / 8)}
+    # the Serve page is always part of the app (app.web.serve_page): never answer as if it were not
+    a.short = _("Yes: the serving estimate sizes it (the weights alone are %(all)s in bf16, %(per)s per GPU on 8 "
+                "GPUs with tensor parallelism; the serving page adds the KV cache, batch and latency).") % {
+        "all": gib(weights), "per": gib(weights / 8)}
+    a.links = [(_("Serving estimate"), f"/serve?model={MODEL}&gpu={A100}&server=nvidia-dgx-a100-640gb")]
     a.assumptions = [_("Weights: the model's parameter count x 2 bytes (bf16); no KV cache, activations or "
                        "serving framework overhead counted.")]
     return a
@@ -221,7 +219,7 @@ _LOCK = threading.Lock()
 
 
 def answers(catalog: Catalog, request_paths: set[str]) -> list[Answer]:
-    key = (str(getattr(catalog, "version", "")) or str(id(catalog)), "/serve" in request_paths, current_locale())
+    key = (str(getattr(catalog, "version", "")) or str(id(catalog)), True, current_locale())
     with _LOCK:
         found = _CACHE.get(key)
     if found is not None:

@@ -1,0 +1,180 @@
+"""One truth per number (issue 28): no button changes what the user chose, and one job's figures read the same
+on the estimate, its suggested layout, the planner, /compare, the FAQ and the Serve page.
+
+Each test here reproduces one bullet of the issue (it failed on the commit before the fix)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html import unescape
+from urllib.parse import parse_qs, parse_qsl, urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.settings import Settings
+from app.main import create_app
+from app.web.forms import parse_form
+from estimator import estimate
+
+XE9680_H100 = "model=llama-3.1-70b&training.method=full&training.train_tokens=1e9&hardware.server=dell-xe9680-h100"
+SCRATCH_A100 = ("model=llama-3.1-70b&training.activation_checkpointing=full&training.train_tokens=1411074129920"
+                "&parallelism.sharding=zero3&hardware.gpu=a100-sxm4-80gb")
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    db = tmp_path_factory.mktemp("truth") / "truth.db"
+    settings = Settings(database_url=f"sqlite:///{db}", rate_limit_anonymous="100000/minute",
+                        rate_limit_web_writes="100000/minute", rate_limit_web_pages="100000/minute")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def _href(html: str, dom_id: str) -> str | None:
+    match = re.search(rf'id="{dom_id}" href="([^"]+)"|href="([^"]+)"[^>]*id="{dom_id}"', html)
+    return unescape(match.group(1) or match.group(2)) if match else None
+
+
+def _attr(html: str, dom_id: str, attr: str) -> str | None:
+    match = re.search(rf'<[^>]*id="{dom_id}"[^>]*>', html)
+    if not match:
+        return None
+    found = re.search(rf'{attr}="([^"]*)"', match.group(0))
+    return found.group(1) if found else None
+
+
+def _text(html: str, dom_id: str) -> str:
+    match = re.search(rf'id="{dom_id}"[^>]*>(.*?)</(?:dd|span|p|td|strong)>', html, re.S)
+    assert match, dom_id
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", match.group(1)))).strip()
+
+
+def _request(url: str):  # type: ignore[no-untyped-def]
+    req = parse_form(dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))).request
+    assert req is not None, url
+    return req
+
+
+def test_use_this_layout_keeps_the_server_nodes_and_owned_cost_basis(client: TestClient) -> None:
+    page = client.get(f"/estimate?{XE9680_H100}").text
+    card = client.get(f"/estimate/layout?{XE9680_H100}").text
+    url = _href(card, "use-layout")
+    assert url is not None, "the 70B full fine-tune does not fit as given: a layout is suggested"
+    chosen, mine = _request(url), _request(f"/estimate?{XE9680_H100}")
+    assert chosen.hardware.server == "dell-xe9680-h100" and chosen.hardware.gpu == mine.hardware.gpu
+    assert chosen.hardware.num_nodes == mine.hardware.num_nodes
+    assert chosen.model == mine.model and chosen.training.method == mine.training.method
+    assert (chosen.cost or mine.cost) is None or (chosen.cost == mine.cost), "the cost basis is the user's"
+    assert "cost.basis=rent" not in url
+    opened = client.get(url).text
+    assert _attr(opened, "kpi-cost", "data-basis") == "own", "an owned server stays owned"
+    assert _attr(card, "layout-cost", "data-usd") == _attr(opened, "kpi-cost", "data-usd")
+    assert "kpi-cost" not in page or _attr(page, "kpi-cost", "data-basis") == "own"
+
+
+def test_the_suggestion_box_shows_the_figures_of_the_estimate_it_opens(client: TestClient) -> None:
+    for query in (XE9680_H100, SCRATCH_A100, "model=llama-3.1-70b&training.method=lora&hardware.gpu=a100-sxm4-80gb"):
+        card = client.get(f"/estimate/layout?{query}").text
+        url = _href(card, "use-layout")
+        if url is None:
+            assert "use-layout" not in card
+            continue
+        opened = client.get(url).text
+        mem = _text(card, "layout-mem").split(" GiB")[0]
+        assert _text(opened, "kpi-total").startswith(mem + " GiB"), query
+        result = estimate(_request(url))
+        assert result.memory.fits and result.memory.total_bytes <= result.memory.capacity_bytes, (
+            "a layout the box says fits is within the card's memory")
+        if "layout-ttt" in card:
+            assert _text(card, "layout-ttt").removesuffix(" to train") == _text(opened, "kpi-ttt")
+
+
+def test_a_plan_on_other_hardware_is_only_a_separate_labelled_link() -> None:
+    from app.web.layout_suggestion import adopt_layout, same_hardware
+
+    mine = _request(f"/estimate?{XE9680_H100}")
+    other = mine.model_copy(update={"hardware": mine.hardware.model_copy(update={"gpu": "b200-sxm-180gb",
+                                                                                   "server": None}),
+                                    "parallelism": mine.parallelism.model_copy(update={"tp": 8})})
+    adopted = adopt_layout(mine, other)
+    assert not same_hardware(mine, other) and same_hardware(mine, adopted)
+    assert adopted.parallelism.tp == 8 and adopted.cost == mine.cost and adopted.host == mine.host
+
+
+def test_the_estimate_shows_the_global_batch_the_suggestion_and_planner_use(client: TestClient) -> None:
+    page = client.get(f"/estimate?{XE9680_H100}").text
+    assert _text(page, "global-batch").startswith("8 sequences")
+    assert "Global batch: 8 sequences" in unescape(page)
+    card = client.get(f"/estimate/layout?{XE9680_H100}").text
+    assert "Global batch: 8 sequences" in unescape(card)
+    plan_url = _href(card, "layout-plan-link")
+    assert plan_url and parse_qs(urlsplit(plan_url).query)["global_batch_size"] == ["8"]
+    use = _request(_href(card, "use-layout") or "")
+    t = use.training
+    assert t.micro_batch_size * t.gradient_accumulation_steps * use.dp == 8
+
+
+def test_ways_to_make_it_fit_and_the_suggestion_name_the_same_recipe_the_same_way(client: TestClient) -> None:
+    page = client.get(f"/estimate?{XE9680_H100}").text
+    card = client.get(f"/estimate/layout?{XE9680_H100}").text
+    words = _text(card, "layout-words").split(":", 1)[1].split(" — ")[0].strip()
+    table = page[page.index('id="ways-table"'):page.index("</table>", page.index('id="ways-table"'))]
+    rows = re.findall(r"<tr><td>.*?</tr>", table, re.S)
+    assert rows
+    for row in rows:
+        recipe = unescape(re.search(r'class="muted way-recipe">([^<]*)<', row).group(1))  # type: ignore[union-attr]
+        assert recipe.split(" ")[0] in {"pytorch", "deepspeed", "megatron"}, "the framework is named"
+        per_gpu = unescape(re.findall(r'<td class="num">([^<]*)</td>', row)[0])
+        if recipe == words:
+            assert per_gpu == _text(card, "layout-mem").split(" per GPU")[0]
+
+
+def test_compare_shows_the_users_layout_and_the_planners_best_per_option(client: TestClient) -> None:
+    job = ("model=llama-3.1-70b&training.method=full&training.train_tokens=1e9&parallelism.sharding=zero3"
+           "&parallelism.offload=optimizer%2Bparams&training.activation_checkpointing=full&hardware.gpu=h100-sxm5-80gb")
+    html = client.get(f"/compare?{job}&gpus=h100-sxm5-80gb&gpus=h200-sxm-141gb&gpus=b200-sxm-180gb").text
+    rows = re.findall(r'<tr data-option="([^"]+)" data-layout="(\w+)"', html)
+    assert [r[1] for r in rows] == ["yours", "planner"] * 3
+    assert "your layout" in html and "planner's best layout for this option" in unescape(html)
+    planned = {opt: _request(unescape(u)) for opt, u in re.findall(
+        r'data-option="([^"]+)" data-layout="planner".*?<a href="([^"]+)"', html, re.S)}
+    assert planned["b200-sxm-180gb"].parallelism.offload == "none", "the B200 is not held to the H100's offload"
+
+
+def test_compare_shows_no_speed_or_cost_for_an_option_that_does_not_fit(client: TestClient) -> None:
+    job = "model=llama-3.1-70b&training.method=full&training.train_tokens=1e9&hardware.gpu=a100-sxm4-80gb"
+    html = client.get(f"/compare?{job}&gpus=a100-sxm4-80gb").text
+    row = re.search(r'<tr data-option="a100-sxm4-80gb" data-layout="yours".*?</tr>', html, re.S)
+    assert row and "Does not fit" in row.group(0)
+    for cls in ("tps", "ttt"):
+        assert re.search(rf'class="num {cls}">–<', row.group(0)), cls
+    assert re.search(r'class="num cost" >–<', row.group(0))
+
+
+def test_the_faq_links_the_serving_estimate(client: TestClient) -> None:
+    page = unescape(client.get("/faq").text)
+    section = page[page.index('id="faq-serve"'):]
+    section = section[:section.index("</section>")]
+    assert "no serving estimator" not in page
+    assert 'href="/serve?' in section
+
+
+def test_serve_it_opens_on_the_smallest_tensor_parallel_size_that_starts(client: TestClient) -> None:
+    page = client.get("/estimate?model=llama-3.1-70b&training.method=lora&hardware.server=nvidia-dgx-a100-640gb").text
+    url = _href(page, "serve-link")
+    assert url
+    serve = client.get(url).text
+    assert 'id="starts-badge">starts' in serve
+    tp = int(parse_qs(urlsplit(url).query).get("tp", ["1"])[0])
+    if tp > 1:  # one less does not start
+        smaller = re.sub(r"tp=\d+", f"tp={tp // 2}", url)
+        assert "will not start" in client.get(smaller).text
+
+
+def test_the_longest_single_request_is_not_above_max_model_len(client: TestClient) -> None:
+    serve = unescape(client.get("/serve?model=llama-3.1-70b&gpu=a100-sxm4-80gb&server=nvidia-dgx-a100-640gb&tp=8"
+                                "&max_model_len=8192").text)
+    cell = _text(serve, "longest-request")
+    assert int(cell.split(" tokens")[0].replace(",", "")) <= 8192

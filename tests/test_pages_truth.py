@@ -178,3 +178,43 @@ def test_the_longest_single_request_is_not_above_max_model_len(client: TestClien
                                 "&max_model_len=8192").text)
     cell = _text(serve, "longest-request")
     assert int(cell.split(" tokens")[0].replace(",", "")) <= 8192
+
+
+def _kw(html: str, dom_id: str) -> float:
+    return float(_text(html, dom_id).split(" kW")[0].replace(",", ""))
+
+
+def test_power_and_rack_read_the_same_on_the_estimate_and_tco(client: TestClient) -> None:
+    from app.services.power import node_power, rack_fit
+    from hardware_catalog import load_catalog
+
+    job = XE9680_H100 + ("&parallelism.sharding=zero3&parallelism.offload=optimizer&parallelism.framework=deepspeed"
+                         "&training.activation_checkpointing=full")
+    page = client.get(f"/estimate?{job}").text
+    tco = client.get(f"/tco?server=dell-xe9680-h100&{job}").text
+    power = node_power(load_catalog(), "dell-xe9680-h100")
+    for label, est_id, tco_id, value in (("peak", "node-power-peak", "tco-power-peak", power.peak_kw),
+                                         ("at load", "node-power-load", "tco-power-load", power.at_load_kw),
+                                         ("average", "node-power-avg", "tco-power-avg", power.average_kw)):
+        assert _kw(page, est_id) == _kw(tco, tco_id) == round(value, 1), label
+    assert "average at 80% utilisation" in unescape(page) and "average at 80% utilisation" in unescape(tco)
+    rack = rack_fit(load_catalog(), "dell-xe9680-h100", 40.0)
+    assert _text(page, "node-rack").startswith(f"{rack.nodes_per_rack} nodes")
+    assert _text(tco, "kpi-rack-nodes").startswith(str(rack.nodes_per_rack))
+    assert "Per 40 kW rack" in page and "Nodes per 40 kW rack" in unescape(tco)
+
+
+def test_the_tco_headline_says_how_it_squares_with_the_per_run_table(client: TestClient) -> None:
+    job = XE9680_H100 + ("&parallelism.sharding=zero3&parallelism.offload=optimizer&parallelism.framework=deepspeed"
+                         "&training.activation_checkpointing=full")
+    tco = unescape(client.get(f"/tco?server=dell-xe9680-h100&{job}").text)
+    headline = _text(tco, "tco-verdict")
+    runs = re.search(r'id="job-runs".*?</table>', tco, re.S)
+    assert runs
+    cells = dict(re.findall(r'<th scope="row">([^<]+)</th><td>[^<]*</td><td class="num cost" data-usd="([\d.]+)"',
+                            runs.group(0)))
+    owned = next(float(v) for k, v in cells.items() if k.startswith("own "))
+    offer = re.search(r"Renting (.+?\(on-demand\))", headline)
+    if offer and float(cells[offer.group(1)]) > owned:  # the horizon favours renting, the run owning
+        note = _text(tco, "tco-per-run")
+        assert "Per run of this job, owning is cheaper" in note and "amortises" in note

@@ -120,7 +120,7 @@ def _figures(rows: list[Row]) -> dict[str, str]:
     ok = [r for r in rows if r.result is not None]
     # speed, time and cost only for what fits: a layout that runs out of memory has none
     fit = [r for r in ok if r.result and r.result.memory.fits]
-    figs = {"memory": figure_json(memory_figure([(r.label, r.result.memory) for r in ok if r.result],
+    figs = {"memory": figure_json(memory_figure([(_bar(r), r.result.memory) for r in ok if r.result],
                                                 title=_("Memory on the busiest GPU")))}
     if any(r.result.time for r in fit if r.result):
         tps = [(_bar(r), r.result.time.tokens_per_s if r.result and r.result.time else None) for r in fit]

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections", "serving_lines"]
 
+#: what a quoted price is, said next to it (the cost to train below is the estimate, not the offer)
+PRICE_COVERS = ("the price offered for the option named here, as agreed with the seller; the cost to train below "
+                "is capplan's estimate of running this job, for comparison, and not part of the offer")
 #: a quote is valid for this many days from the revision's date (prices in the catalog move)
 QUOTE_VALID_DAYS = 30
 GIB = 2**30
@@ -34,12 +37,12 @@ class Line:
 
 
 def _duration(seconds: float | None) -> str:
+    """The pages' own duration (app.web.templating.duration): one figure reads the same on the quote."""
     if seconds is None:
         return "n/a"
-    hours = seconds / 3600
-    if hours >= 48:
-        return f"{hours / 24:,.1f} days"
-    return f"{hours:,.1f} h" if hours >= 1 else f"{seconds / 60:,.0f} min"
+    from app.web.templating import duration
+
+    return duration(seconds)
 
 
 def _gib(value: Any) -> str:
@@ -60,9 +63,19 @@ def display_names(catalog: Catalog | None) -> dict[str, str]:
     return dict(sorted(names.items(), key=lambda kv: -len(kv[0])))
 
 
+#: references to the project's own files (``(docs/accuracy.md)``): internal, never on a customer document
+_INTERNAL = re.compile(r"\s*\((?:see )?(?:docs|estimator|benchmarks)/[\w./#-]+\)"
+                       r"|\s*(?:docs|estimator)/[\w./#-]+\.(?:md|json|py)")
+
+
+def customer_text(text: Any) -> str:
+    """``text`` without references to the project's internal files."""
+    return _INTERNAL.sub("", str(text))
+
+
 def named(text: Any, names: dict[str, str]) -> str:
-    """``text`` with every catalog id replaced by its display name."""
-    out = str(text)
+    """``text`` with every catalog id replaced by its display name (and no internal file references)."""
+    out = customer_text(text)
     if not names:
         return out
     pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in names) + r")(?![\w-])")
@@ -100,7 +113,12 @@ def _layout(inputs: dict[str, Any], result: dict[str, Any], names: dict[str, str
                                                   (("tensor parallel", "tp"), ("pipeline parallel", "pp"),
                                                    ("context parallel", "cp"), ("expert parallel", "ep"))
                                                   if (lay.get(v) or 1) > 1]
-    lines = [Line("Hardware", where), Line("Parallelism", ", ".join(parts) + f"; sharding {lay.get('sharding')}")]
+    p = inputs.get("parallelism") or {}
+    offload = str(p.get("offload") or "none")
+    extra = f"; {offload} offloaded to CPU memory" if offload != "none" else ""
+    framework = f" ({p.get('framework')})" if p.get("framework") else ""
+    lines = [Line("Hardware", where), Line("Parallelism", ", ".join(parts) + f"; sharding {lay.get('sharding')}"
+                                            + framework + extra)]
     if per_node.get("recommended_ram_gib"):
         lines.append(Line("Host RAM per node", f"{count(per_node['recommended_ram_gib'])} GiB recommended"))
     return lines
@@ -198,6 +216,7 @@ def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
     if rev.price is not None:
         chosen = names.get(str(rev.chosen_option), rev.chosen_option) if rev.chosen_option else None
         offer = [Line("Quoted price", price(float(rev.price), rev.currency or "USD")),
+                 Line("What the price covers", PRICE_COVERS),
                  Line("Servers", count(rev.server_count or 1))]
         if chosen:
             offer.insert(0, Line("Chosen option", str(chosen)))

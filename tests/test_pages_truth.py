@@ -218,3 +218,34 @@ def test_the_tco_headline_says_how_it_squares_with_the_per_run_table(client: Tes
     if offer and float(cells[offer.group(1)]) > owned:  # the horizon favours renting, the run owning
         note = _text(tco, "tco-per-run")
         assert "Per run of this job, owning is cheaper" in note and "amortises" in note
+
+
+@pytest.mark.parametrize("typed", ["1B", "1,000,000,000", "1e9", "1000000000", "1 B"])
+def test_token_counts_are_read_as_people_type_them(client: TestClient, typed: str) -> None:
+    from urllib.parse import quote
+
+    base = "/estimate?model=llama-3.1-8b&training.method=lora&hardware.gpu=h100-sxm5-80gb&hardware.gpus_per_node=1"
+    page = client.get(f"{base}&training.train_tokens={quote(typed)}")
+    assert page.status_code == 200, typed
+    plain = client.get(f"{base}&training.train_tokens=1000000000").text
+    assert _text(page.text, "kpi-ttt") == _text(plain, "kpi-ttt")
+
+
+def test_a_portuguese_price_and_token_count_are_accepted(client: TestClient) -> None:
+    job = ("model=llama-3.1-8b&training.method=lora&training.train_tokens=1.000.000.000&hardware.gpu=h100-sxm5-80gb"
+           "&hardware.gpus_per_node=1")
+    client.cookies.set("capplan_lang", "pt_BR")
+    try:
+        page = client.get(f"/estimate?{job}")
+        assert page.status_code == 200 and 'id="kpi-ttt"' in page.text
+        prefill = re.search(r'id="quote-price"[^>]*value="([^"]*)"', page.text)
+        assert prefill and "," in prefill.group(1), "pre-filled in pt-BR format"
+        saved = client.post("/quotes", data={"query": job.replace("1.000.000.000", "1000000000"), "name": "q",
+                                             "customer": "ACME", "price": "12.500,50"},
+                            headers={"Origin": "http://testserver"}, follow_redirects=False)
+        assert saved.status_code == 303, saved.text[:300]
+        qid = urlsplit(saved.headers["location"]).path.rstrip("/").split("/")[-1]
+        assert client.get(f"/api/v1/quotes/{qid}.json").json()["revisions"][0]["price"] in ("12500.50", "12500.5",
+                                                                                            12500.5)
+    finally:
+        client.cookies.delete("capplan_lang")

@@ -249,3 +249,24 @@ def test_a_portuguese_price_and_token_count_are_accepted(client: TestClient) -> 
                                                                                             12500.5)
     finally:
         client.cookies.delete("capplan_lang")
+
+
+def test_the_planner_page_ranks_no_megatron_for_lora_and_no_part_of_a_cloud_instance(client: TestClient) -> None:
+    html = unescape(client.get("/plan?model=llama-3.1-8b&training.method=lora&training.train_tokens=1e9"
+                               "&objective=cost&constraints.gpus=h100-sxm5-80gb&constraints.max_nodes=1").text)
+    assert 'id="plan-winner"' in html
+    urls = re.findall(r'href="(/estimate\?[^"]+)"', html)
+    chosen = [_request(u) for u in urls]
+    assert chosen, "the ranked plans link their estimates"
+    assert all(r.parallelism.framework != "megatron" for r in chosen), "Megatron-LM has no LoRA"
+    winner = re.search(r'id="plan-winner">[^<]*·\s*(\d+)×(\d+)', html)
+    assert winner and int(winner.group(2)) == 8, "a p5.48xlarge is rented whole (8 GPUs)"
+    from app.services.plan_rules import plan_problem, usable_plan
+    from estimator.planner.plan import PlanRequest
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    response = usable_plan(PlanRequest.model_validate({
+        "model": "llama-3.1-8b", "training": {"method": "lora", "train_tokens": 1e9}, "objective": "cost",
+        "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 1}}), catalog)
+    assert response.plans and all(plan_problem(p, catalog) is None for p in response.plans)

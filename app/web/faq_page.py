@@ -18,6 +18,7 @@ from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.schemas.tco import UpgradeRequest, UpgradeSide
+from app.services.plan_rules import usable_plan
 from app.services.tco import compute_upgrade
 from app.web import backend
 from app.web.forms import request_to_query
@@ -25,7 +26,7 @@ from app.web.layout_suggestion import layout_words
 from app.web.templating import duration, gib, money, num, render
 from estimator import EstimateRequest, EstimatorError
 from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
-from estimator.planner.plan import PlanRequest, plan
+from estimator.planner.plan import PlanRequest
 from estimator.rack import plan_rack_for_server
 
 if TYPE_CHECKING:
@@ -78,9 +79,9 @@ def _scratch(catalog: Catalog) -> Answer:
     off_req = EstimateRequest.model_validate({**base, "training": train,
                                               "parallelism": {"sharding": "zero3", "offload": "optimizer+params"}})
     plain, off = backend.run_estimate(plain_req, catalog), backend.run_estimate(off_req, catalog)
-    best = plan(PlanRequest.model_validate({"model": MODEL, "training": {"method": "full", "train_tokens": tokens},
-                                            "hardware": {"gpu": A100, "num_nodes": 1, "gpus_per_node": 8},
-                                            "top_k": 1}), catalog).plans
+    best = usable_plan(PlanRequest.model_validate({
+        "model": MODEL, "training": {"method": "full", "train_tokens": tokens},
+        "hardware": {"gpu": A100, "num_nodes": 1, "gpus_per_node": 8}, "top_k": 1}), catalog).plans
     a = Answer("scratch", _("Can 8x A100 80GB train a 70B model from scratch?"), "")
     fits, no_fit = _("fits"), _("does not fit")
     a.facts.append((_("Without offload (ZeRO-3, full checkpointing)"),

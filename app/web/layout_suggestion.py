@@ -24,7 +24,7 @@ from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
 from estimator.cost import CostChoice
 from estimator.planner.contract import Constraints
-from estimator.planner.plan import Plan, PlanRequest, plan
+from estimator.planner.plan import Plan, PlanRequest
 from estimator.request import Hardware, Training
 
 if TYPE_CHECKING:
@@ -76,7 +76,9 @@ def plan_request_for(req: EstimateRequest, top_k: int = 1) -> PlanRequest:
 
 
 def best_plan(req: EstimateRequest, catalog: Catalog) -> Plan | None:
-    response = plan(plan_request_for(req), catalog)
+    from app.services.plan_rules import usable_plan
+
+    response = usable_plan(plan_request_for(req), catalog)
     return response.plans[0] if response.plans else None
 
 

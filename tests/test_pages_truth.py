@@ -270,3 +270,32 @@ def test_the_planner_page_ranks_no_megatron_for_lora_and_no_part_of_a_cloud_inst
         "model": "llama-3.1-8b", "training": {"method": "lora", "train_tokens": 1e9}, "objective": "cost",
         "constraints": {"gpus": ["h100-sxm5-80gb"], "max_nodes": 1}}), catalog)
     assert response.plans and all(plan_problem(p, catalog) is None for p in response.plans)
+
+
+def test_brl_needs_a_dated_sourced_rate_and_the_pages_show_it_formatted_by_babel(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from babel.numbers import format_currency
+
+    with pytest.raises(ValueError, match="CAPPLAN_BRL_RATE_DATE"):
+        Settings(database_url="sqlite://", brl_per_usd=5.0)
+    with pytest.raises(ValueError, match="CAPPLAN_BRL_PER_USD"):
+        Settings(database_url="sqlite://", currency="BRL")
+    db = tmp_path_factory.mktemp("brl") / "brl.db"
+    settings = Settings(database_url=f"sqlite:///{db}", rate_limit_anonymous="100000/minute",
+                        rate_limit_web_pages="100000/minute", brl_per_usd=5.5, brl_rate_date="2026-12-01",
+                        brl_rate_source="Banco Central do Brasil PTAX")
+    job = XE9680_H100 + ("&parallelism.sharding=zero3&parallelism.offload=optimizer&parallelism.framework=deepspeed"
+                         "&training.activation_checkpointing=full")
+    with TestClient(create_app(settings)) as brl:
+        usd_page = brl.get(f"/estimate?{job}").text
+        usd = float(_attr(usd_page, "kpi-cost", "data-usd") or 0)
+        assert _text(usd_page, "kpi-cost").startswith(f"${usd:,.0f}") and 'id="currency-BRL"' in usd_page
+        brl.cookies.set("capplan_currency", "BRL")
+        brl.cookies.set("capplan_lang", "pt_BR")
+        page = brl.get(f"/estimate?{job}").text
+        assert _attr(page, "kpi-cost", "data-usd") == f"{usd:.2f}", "the USD amount stays in data-usd"
+        shown = format_currency(usd * 5.5, "BRL", format="¤ #,##0", locale="pt_BR", currency_digits=False)
+        assert _text(page, "kpi-cost").startswith(unescape(shown)), (_text(page, "kpi-cost"), shown)
+        rate_note = _text(page, "currency-rate") or ""
+        assert "5,5000" in rate_note and "2026-12-01" in rate_note and "PTAX" in rate_note
+        assert "US$" not in (_text(page, "kpi-cost") or ""), "one currency in one figure"

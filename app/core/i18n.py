@@ -96,9 +96,13 @@ def _param(value: Any) -> str:
     if isinstance(value, Num):
         return localize_number(str(value))
     if isinstance(value, Money):
+        from app.core.currency import current as current_currency
+
         digits = value.spec.rsplit(".", 1)[-1].rstrip("f") if "." in value.spec else "0"
         pattern = "¤ #,##0" + ("." + "0" * int(digits or 0) if int(digits or 0) else "")
-        return str(format_currency(value.value, "USD", format=pattern, locale=_current.get(), currency_digits=False))
+        shown = current_currency()
+        return str(format_currency(value.value * shown.per_usd, shown.code, format=pattern, locale=_current.get(),
+                                   currency_digits=False))
     return str(value)
 
 

@@ -135,10 +135,10 @@ def datetime_(value: Any) -> str:
 def _shown(value: float, currency: str) -> tuple[float, str]:
     """A USD amount in the reader's currency (app.core.currency: the operator's dated rate); other currencies as
     they are."""
-    if currency != "USD":
-        return value, currency
     display = current_currency()
-    return value * display.per_usd, display.code
+    if currency != "USD" or display.code == "USD":
+        return value, currency
+    return float(value) * display.per_usd, display.code
 
 
 def money(value: float | None, currency: str = "USD") -> str:

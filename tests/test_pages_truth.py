@@ -6,6 +6,8 @@ Each test here reproduces one bullet of the issue (it failed on the commit befor
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from html import unescape
 from urllib.parse import parse_qs, parse_qsl, urlsplit
@@ -299,3 +301,26 @@ def test_brl_needs_a_dated_sourced_rate_and_the_pages_show_it_formatted_by_babel
         rate_note = _text(page, "currency-rate") or ""
         assert "5,5000" in rate_note and "2026-12-01" in rate_note and "PTAX" in rate_note
         assert "US$" not in (_text(page, "kpi-cost") or ""), "one currency in one figure"
+
+
+def test_the_customer_quote_in_portuguese_says_what_the_price_covers_and_nothing_internal(client: TestClient) -> None:
+    job = XE9680_H100 + ("&parallelism.sharding=zero3&parallelism.offload=optimizer&parallelism.framework=deepspeed"
+                         "&training.activation_checkpointing=full")
+    saved = client.post("/quotes", data={"query": job, "name": "XE9680", "customer": "ACME", "price": "2500"},
+                        headers={"Origin": "http://testserver"}, follow_redirects=False)
+    qid = urlsplit(saved.headers["location"]).path.rstrip("/").split("/")[-1]
+    english = unescape(client.get(f"/api/v1/quotes/{qid}/print").text)
+    assert "What the price covers" in english and "optimizer offloaded to CPU memory" in english
+    assert "docs/" not in english and "accuracy.md" not in english
+    pt = unescape(client.get(f"/api/v1/quotes/{qid}/print?lang=pt_BR").text)
+    for words in ("Oferta", "O que o preço cobre", "Válida até", "Memória por GPU", "US$ 2.500,00", "GiB"):
+        assert words in pt, words
+    for english_words in ("Offer", "Quoted price", "Valid until", "Time to train", "$2,500.00", "Cost to train"):
+        assert english_words not in pt, english_words
+    assert re.search(r"\d{1,3}(?:\.\d{3})*,\d GiB", pt), "pt-BR decimals"
+    if shutil.which("pdftotext"):
+        body = client.get(f"/api/v1/quotes/{qid}.pdf?lang=pt_BR").content
+        text = subprocess.run(["pdftotext", "-layout", "-", "-"], input=body, capture_output=True,
+                              check=True).stdout.decode()
+        assert "Oferta" in text and "US$ 2.500,00" in text and "Offer" not in text
+    assert client.get(f"/api/v1/quotes/{qid}/print?lang=xx").status_code == 422

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextvars
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,18 @@ def _translations(locale: str) -> Translations | NullTranslations:
 
 def current() -> str:
     return _current.get()
+
+
+@contextmanager
+def using_locale(locale: str | None) -> Iterator[str]:
+    """Render in ``locale`` (a known one, else English) for the block: a customer document asked in Portuguese
+    from an API route, which has no page locale of its own."""
+    chosen = locale if locale in LOCALES else DEFAULT
+    token = _current.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _current.reset(token)
 
 
 def gettext(message: str) -> str:

@@ -93,8 +93,15 @@ def _date(value: Any) -> str:
 
     from babel.dates import format_date
 
-    day = value.date() if isinstance(value, datetime) else (
-        value if isinstance(value, date) else date.fromisoformat(str(value)[:10]))
+    if isinstance(value, datetime):
+        day = value.date()
+    elif isinstance(value, date):
+        day = value
+    else:  # a catalog date may be partial ("2024-06", "2024"): shown as written
+        try:
+            day = date.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
     return day.isoformat() if current_locale() == "en" else str(format_date(day, format="medium",
                                                                              locale=current_locale()))
 

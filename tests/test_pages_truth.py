@@ -324,3 +324,28 @@ def test_the_customer_quote_in_portuguese_says_what_the_price_covers_and_nothing
                               check=True).stdout.decode()
         assert "Oferta" in text and "US$ 2.500,00" in text and "Offer" not in text
     assert client.get(f"/api/v1/quotes/{qid}/print?lang=xx").status_code == 422
+
+
+def test_the_quote_carries_power_rack_and_a_priced_bill_of_materials(client: TestClient) -> None:
+    job = XE9680_H100 + ("&parallelism.sharding=zero3&parallelism.offload=optimizer&parallelism.framework=deepspeed"
+                         "&training.activation_checkpointing=full")
+    page = client.get(f"/estimate?{job}").text
+    saved = client.post("/quotes", data={"query": job, "name": "XE9680", "customer": "ACME", "price": "2500"},
+                        headers={"Origin": "http://testserver"}, follow_redirects=False)
+    qid = urlsplit(saved.headers["location"]).path.rstrip("/").split("/")[-1]
+    doc = unescape(client.get(f"/api/v1/quotes/{qid}/print").text)
+    lines = dict((re.sub(r"<[^>]+>", "", a), re.sub(r"<[^>]+>", "", b))
+                 for a, b in re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", doc, re.S))
+    power = lines["Power per node"]
+    for est_id in ("node-power-peak", "node-power-load", "node-power-avg"):
+        assert _text(page, est_id) in power, est_id
+    rack = next(v for k, v in lines.items() if k.startswith("Per ") and k.endswith("kW rack"))
+    assert rack.startswith(_text(page, "node-rack").split(" ")[0] + " nodes")
+    assert "Bill of materials" in doc and "no catalog price" in lines["Server: Dell PowerEdge XE9680 (8x H100 SXM5)"]
+    dgx = "model=llama-3.1-8b&training.method=lora&training.train_tokens=1e9&hardware.server=nvidia-dgx-h100"
+    saved = client.post("/quotes", data={"query": dgx, "name": "DGX", "customer": "ACME", "price": "2500"},
+                        headers={"Origin": "http://testserver"}, follow_redirects=False)
+    qid = urlsplit(saved.headers["location"]).path.rstrip("/").split("/")[-1]
+    doc = unescape(client.get(f"/api/v1/quotes/{qid}/print").text)
+    assert re.search(r"<th>Server: NVIDIA DGX H100[^<]*</th><td>1 x \$270,000 = \$270,000</td>", doc)
+    assert "Priced items: $270,000" in doc

@@ -67,7 +67,7 @@ def print_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None 
     numbers, money and dates in ``locale`` (English by default; ``pt_BR``)."""
     names = display_names(catalog)
     with using_locale(locale) as chosen:
-        return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names),
+        return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names, catalog),
                                                             lang=chosen.replace("_", "-"), when=_when(rev))
 
 

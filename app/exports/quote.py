@@ -275,7 +275,60 @@ def serving_lines(inputs: dict[str, Any] | None, result: dict[str, Any] | None,
     return lines
 
 
-def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
+def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Catalog | None) -> list[Line]:
+    """Peak / at load / average power per node and nodes per rack, from the functions the pages use
+    (app.services.power), with the same labels as the estimate's node panel and /tco."""
+    hw = inputs.get("hardware") or {}
+    server = hw.get("server")
+    if catalog is None or not server or server not in getattr(catalog, "servers", {}):
+        host = result.get("host") or {}
+        peak = host.get("power_w_per_node")
+        return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
+    from app.services.power import node_power, rack_fit
+    from estimator.tco import TcoAssumptions
+
+    util = (inputs.get("cost") or {}).get("utilisation")
+    a = TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
+    power = node_power(catalog, server, a)
+    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or _host_rack_default())
+    rack = rack_fit(catalog, server, budget)
+    return [Line(_("Power per node"), "; ".join([
+                f"{_one(power.peak_kw)} kW " + _("peak"), f"{_one(power.at_load_kw)} kW " + _("at load"),
+                f"{_one(power.average_kw)} kW " + _("average at %(pct)s utilisation") % {"pct": _pct(a.utilisation)}])),
+            Line(_("Per %(kw)s kW rack") % {"kw": f"{budget:g}"},
+                 _("%(n)s nodes (limited by %(what)s)") % {"n": rack.nodes_per_rack, "what": _(rack.limited_by)})]
+
+
+def _one(value: float) -> str:
+    from app.web.templating import num
+
+    return num(value, 1)
+
+
+def _host_rack_default() -> float:
+    from estimator.host_options import HostOptions
+
+    return float(HostOptions().resolved().rack_kw_budget or 40.0)
+
+
+def bill_of_materials(result: dict[str, Any], names: dict[str, str]) -> tuple[list[Line], str | None]:
+    """The estimate's bill of materials, each line priced where the catalog has a price, and the priced total."""
+    lines, total, priced = [], 0.0, 0
+    for b in result.get("bill_of_materials") or []:
+        qty = int(b.get("quantity") or 1)
+        unit = b.get("unit_price_usd")
+        if unit is not None:
+            total += float(unit) * qty
+            priced += 1
+            value = _("%(qty)s x %(unit)s = %(total)s") % {"qty": qty, "unit": _money(float(unit)),
+                                                             "total": _money(float(unit) * qty)}
+        else:
+            value = _("%(qty)s, no catalog price") % {"qty": qty}
+        lines.append(Line(named(b.get("item", ""), names), value))
+    return lines, (_money(total) if priced else None)
+
+
+def quote_sections(rev: Any, names: dict[str, str], catalog: Catalog | None = None) -> dict[str, Any]:
     """The quote's sections (label, value lines) and notes, with display names only."""
     result, inputs = rev.result or {}, rev.inputs or {}
     fits = bool(result.get("memory", {}).get("fits"))
@@ -303,4 +356,7 @@ def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
         "suggestions": [named(translate(s.get("summary", "")), names) for s in result.get("suggestions", [])]
         if not fits else [],
         "serving": serving_lines(getattr(rev, "serving_inputs", None), getattr(rev, "serving_result", None), names),
+        "power": power_and_rack(inputs, result, catalog),
+        "bom": bill_of_materials(result, names)[0],
+        "bom_total": bill_of_materials(result, names)[1],
     }

@@ -349,3 +349,39 @@ def test_the_quote_carries_power_rack_and_a_priced_bill_of_materials(client: Tes
     doc = unescape(client.get(f"/api/v1/quotes/{qid}/print").text)
     assert re.search(r"<th>Server: NVIDIA DGX H100[^<]*</th><td>1 x \$270,000 = \$270,000</td>", doc)
     assert "Priced items: $270,000" in doc
+
+
+def test_a_quote_of_several_options_from_compare_shows_them_side_by_side(client: TestClient) -> None:
+    job = "model=llama-3.1-8b&training.method=lora&training.train_tokens=1e9&hardware.gpu=h100-sxm5-80gb"
+    compare = client.get(f"/compare?{job}&servers=nvidia-dgx-h100&servers=nvidia-dgx-a100-640gb").text
+    assert 'id="multi-quote-form"' in compare
+    values = re.findall(r'name="option" value="([^"]+)"', compare)
+    picked = [v for v in values if v.startswith("yours|")][:2] + [v for v in values if v.startswith("planner|")][:1]
+    assert len(picked) == 3
+    query = unescape(re.search(r'id="multi-quote-form">\s*<input type="hidden" name="query" value="([^"]*)"',
+                               compare).group(1))  # type: ignore[union-attr]
+    saved = client.post("/quotes/options", data={"query": query, "option": picked, "name": "ACME 8B",
+                                                 "customer": "ACME", "price": "1000"},
+                        headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert saved.status_code == 303, saved.text[:400]
+    doc = unescape(client.get(saved.headers["location"]).text)
+    heads = re.findall(r'<th scope="col" data-quote="(\d+)">', doc)
+    assert len(heads) == 3
+    for label in ("Per-GPU memory", "Time to train", "Cost to train", "Power per node", "Quoted price", "Parallelism"):
+        row = re.search(rf"<tr><th scope=\"row\">{re.escape(label)}</th>(.*?)</tr>", doc, re.S)
+        assert row and row.group(1).count("<td>") == 3, label
+    # each column is the saved quote's own figures: the same as that option's estimate
+    dgx = re.search(r'<tr data-option="nvidia-dgx-h100" data-layout="yours".*?</tr>', compare, re.S)
+    assert dgx
+    usd = re.search(r'data-usd="([\d.]+)"', dgx.group(0)).group(1)  # type: ignore[union-attr]
+    from app.web.templating import money
+
+    assert money(float(usd)) in doc
+    assert "What the price covers" in doc and "docs/" not in doc
+    pt = unescape(client.get(saved.headers["location"] + "&lang=pt_BR").text)
+    assert "Opções para ACME" in pt and "Memória por GPU" in pt
+    pdf = client.get(saved.headers["location"].replace("side-by-side?", "side-by-side.pdf?"))
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+    one = client.post("/quotes/options", data={"query": query, "option": picked[:1], "name": "x", "customer": "y"},
+                      headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert one.status_code == 422 and "two to four" in one.text

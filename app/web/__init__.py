@@ -18,6 +18,7 @@ from app.web import (
     estimate_page,
     faq_page,
     layout_suggestion,
+    multi_quote,
     planner_page,
     saved_pages,
     serve_page,
@@ -32,7 +33,7 @@ router = APIRouter(include_in_schema=False,
                    dependencies=[Depends(use_locale), Depends(use_currency), Depends(guard_page),
                                  Depends(reject_nul)])
 for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
-               saved_pages, serve_page):
+               multi_quote, saved_pages, serve_page):
     router.include_router(module.router)
 router.include_router(i18n_router)
 router.include_router(currency_router)

@@ -19,6 +19,7 @@ from app.core.i18n import N_, translate
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
 from app.formatting import count, percent, rate
+from estimator import EstimatorError
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -289,9 +290,14 @@ def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Cata
 
     util = (inputs.get("cost") or {}).get("utilisation")
     a = TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
-    power = node_power(catalog, server, a)
     budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or _host_rack_default())
-    rack = rack_fit(catalog, server, budget)
+    try:
+        power = node_power(catalog, server, a)
+        rack = rack_fit(catalog, server, budget)
+    except (EstimatorError, AttributeError, KeyError):  # a catalog without the server's power facts
+        host = result.get("host") or {}
+        peak = host.get("power_w_per_node")
+        return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
     return [Line(_("Power per node"), "; ".join([
                 f"{_one(power.peak_kw)} kW " + _("peak"), f"{_one(power.at_load_kw)} kW " + _("at load"),
                 f"{_one(power.average_kw)} kW " + _("average at %(pct)s utilisation") % {"pct": _pct(a.utilisation)}])),

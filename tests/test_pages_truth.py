@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from html import unescape
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 import pytest
@@ -385,3 +386,32 @@ def test_a_quote_of_several_options_from_compare_shows_them_side_by_side(client:
     one = client.post("/quotes/options", data={"query": query, "option": picked[:1], "name": "x", "customer": "y"},
                       headers={"Origin": "http://testserver"}, follow_redirects=False)
     assert one.status_code == 422 and "two to four" in one.text
+
+
+def _figures(html: str) -> dict[str, Any]:
+    import json
+
+    return {name: json.loads(body) for name, body in
+            re.findall(r'<script type="application/json" id="fig-([\w-]+)">(.*?)</script>', html, re.S)}
+
+
+def test_chart_labels_and_ticks_follow_portuguese(client: TestClient) -> None:
+    job = "model=llama-3.1-8b&training.method=lora&training.train_tokens=1e9&hardware.gpu=h100-sxm5-80gb"
+    client.cookies.set("capplan_lang", "pt_BR")
+    try:
+        compare = client.get(f"/compare?{job}&servers=nvidia-dgx-h100&servers=nvidia-dgx-a100-640gb").text
+        tco = client.get(f"/tco?server=nvidia-dgx-h100&{job}").text
+    finally:
+        client.cookies.delete("capplan_lang")
+    figs = _figures(compare)
+    assert figs, "the compare charts carry their figures"
+    cost_text = figs["cmp-cost"]["data"][0]["text"]
+    assert all(t.startswith("US$ ") and not re.search(r"\.\d{1,2}$", t) for t in cost_text if t != "n/a"), cost_text
+    speed = figs["cmp-speed"]["data"][0]["text"]
+    assert not any(re.search(r"\d\.\d", t) for t in speed), speed  # "1,63k", never "1.63k"
+    for fig in _figures(tco).values():
+        for axis in ("yaxis", "xaxis"):
+            ax = fig["layout"].get(axis, {})
+            assert "$" not in str(ax.get("tickformat", "")), (axis, ax)
+            if ax.get("tickprefix"):
+                assert ax["tickprefix"] == "US$ "

@@ -415,3 +415,27 @@ def test_chart_labels_and_ticks_follow_portuguese(client: TestClient) -> None:
             assert "$" not in str(ax.get("tickformat", "")), (axis, ax)
             if ax.get("tickprefix"):
                 assert ax["tickprefix"] == "US$ "
+
+
+def test_a_quote_of_several_options_from_tco_keeps_each_rows_cost(client: TestClient) -> None:
+    job = ("model=llama-3.1-8b&training.method=lora&training.train_tokens=1e9&hardware.server=nvidia-dgx-h100"
+           "&parallelism.sharding=zero3")
+    tco = client.get(f"/tco?server=nvidia-dgx-h100&{job}").text
+    form = re.search(r'<form method="post" action="/quotes/options" id="tco-quote-form">.*?</form>', tco, re.S)
+    assert form, "the per-run table offers a multi-option quote"
+    query = unescape(re.search(r'name="query" value="([^"]*)"', form.group(0)).group(1))  # type: ignore[union-attr]
+    values = [unescape(v) for v in re.findall(r'name="option" value="([^"]+)"', form.group(0))]
+    own = next(v for v in values if v.startswith("own|"))
+    rent = next(v for v in values if v.startswith("rent|") and v.endswith("@on-demand"))
+    saved = client.post("/quotes/options", data={"query": query, "option": [own, rent], "name": "DGX",
+                                                 "customer": "ACME"},
+                        headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert saved.status_code == 303, saved.text[:400]
+    doc = unescape(client.get(saved.headers["location"]).text)
+    from app.web.templating import money
+
+    runs = re.search(r'id="job-runs".*?</table>', tco, re.S).group(0)  # type: ignore[union-attr]
+    own_usd = re.search(r'<tr data-kind="own">.*?data-usd="([\d.]+)"', runs, re.S).group(1)  # type: ignore[union-attr]
+    assert money(float(own_usd)) in doc, "the owned column costs what /tco's owned row costs"
+    for raw in ("nvidia-dgx-h100", "aws-p5-48xlarge", "coreweave-h100"):
+        assert raw not in re.sub(r'href="[^"]*"', "", doc), raw

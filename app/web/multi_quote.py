@@ -26,7 +26,8 @@ from app.services.saved import SAVERS, find_revision, find_saved
 from app.web.forms import parse_form
 from app.web.layout_suggestion import adopt_layout, best_plan
 from app.web.templating import render
-from estimator import EstimatorError
+from estimator import EstimateRequest, EstimatorError
+from estimator.cost import CostChoice
 
 __all__ = ["MAX_OPTIONS", "MIN_OPTIONS", "router"]
 
@@ -35,13 +36,30 @@ MIN_OPTIONS, MAX_OPTIONS = 2, 4
 WEB_ACTOR = "web"
 
 
-def _option(value: str) -> tuple[str, CompareOption]:
-    """``yours|gpu:h100-sxm5-80gb`` or ``planner|server:nvidia-dgx-h100`` -> (layout kind, option)."""
+def _option(value: str) -> tuple[str, CompareOption | None]:
+    """``yours|gpu:h100-sxm5-80gb`` or ``planner|server:nvidia-dgx-h100`` (from /compare), ``own|server:X`` or
+    ``rent|offer:ID@pricing`` (from /tco's per-run table) -> (kind, option)."""
     kind, _sep, what = value.partition("|")
     field, _sep, ident = what.partition(":")
-    if kind not in ("yours", "planner") or field not in ("gpu", "server") or not ident:
-        raise ValueError(value)
-    return kind, CompareOption(**{field: ident})
+    if kind in ("yours", "planner", "own") and field in ("gpu", "server") and ident:
+        return kind, CompareOption(**{field: ident})
+    if kind == "rent" and field == "offer" and ident:
+        return f"rent:{ident}", None
+    raise ValueError(value)
+
+
+def _tco_request(job: EstimateRequest, kind: str, catalog: Any) -> EstimateRequest:
+    """/tco's options keep the job's server and node count; ``own`` prices it owned, ``rent:ID@pricing`` on that
+    cloud offer (the per-run table's own rows)."""
+    if kind == "own":
+        return job.model_copy(update={"cost": (job.cost or CostChoice()).model_copy(update={"basis": "own",
+                                                                                            "offer_id": None})})
+    offer_id, _sep, pricing = kind.removeprefix("rent:").partition("@")
+    if not any(o.id == offer_id for o in catalog.cloud_offers):
+        raise ValueError(offer_id)
+    choice = (job.cost or CostChoice()).model_copy(update={"basis": "rent", "offer_id": offer_id,
+                                                           "pricing": pricing or "on-demand"})
+    return job.model_copy(update={"cost": CostChoice.model_validate(choice.model_dump())})
 
 
 class _Invalid(ApiError):
@@ -74,17 +92,29 @@ def save_options(request: Request, session: SessionDep, catalog: CatalogDep,
     except ValueError as exc:
         raise _problem(f"unknown option {exc}") from None
     job = form.request
-    basis = common_basis(job, [o for _k, o in chosen])
+    basis = common_basis(job, [o for _k, o in chosen if o is not None])
     ids = []
     for k, (kind, opt) in enumerate(chosen, start=1):
-        req = option_request(job, opt, catalog, basis)
+        try:
+            if kind == "own" or kind.startswith("rent:"):
+                server = opt.server if opt is not None else None
+                req = _tco_request(job.model_copy(update={"hardware": job.hardware.model_copy(update={
+                    "server": server})}) if server else job, kind, catalog)
+            elif opt is None:
+                raise ValueError(kind)
+            else:
+                req = option_request(job, opt, catalog, basis)
+        except (ValueError, ValidationError):
+            raise _problem(f"unknown option {kind}") from None
         if kind == "planner" and req.hardware.world_size > 1:
             best = best_plan(req, catalog)
             if best is not None:
                 req = adopt_layout(req, best.request)
-        label = opt.server or opt.gpu or ""
+        label = (kind.removeprefix("rent:").split("@")[0] if kind.startswith("rent:") or opt is None
+                 else opt.server or opt.gpu or "")
         try:
-            body = QuoteCreate(name=f"{name or _('Quote')}: {k}/{len(chosen)} {label}"[:200],
+            shown = display_names(catalog).get(label, label)
+            body = QuoteCreate(name=f"{name or _('Quote')}: {k}/{len(chosen)} {shown}"[:200],
                                customer=customer or "-", inputs=req, price=_price(price) or "0",
                                currency="USD", server_count=req.hardware.num_nodes, chosen_option=label)
             item = SAVERS["quote"](session=session, catalog=catalog, body=body, actor=WEB_ACTOR)

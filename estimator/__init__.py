@@ -27,13 +27,13 @@ from estimator.errors import (  # noqa: E402 (after the compiled build's finder 
     UnsupportedCombinationError,
 )
 from estimator.estimate import estimate  # noqa: E402
-from estimator.modelspec import list_presets  # noqa: E402
+from estimator.facility.rack import RackPlan, plan_rack_for_server  # noqa: E402
+from estimator.model.spec import list_presets  # noqa: E402
 from estimator.planner.contract import PlanRequest, PlanResponse  # noqa: E402
 from estimator.planner.plan import plan  # noqa: E402
 from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer  # noqa: E402
-from estimator.rack import RackPlan, plan_rack_for_server  # noqa: E402
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training  # noqa: E402
-from estimator.response import EstimateResponse  # noqa: E402
+from estimator.response import ESTIMATOR_VERSION, EstimateResponse  # noqa: E402
 from estimator.tco import (  # noqa: E402
     JobCost,
     OwnershipTco,
@@ -48,7 +48,6 @@ from estimator.tco import (  # noqa: E402
     ownership_tco,
     tco_options,
 )
-from estimator.version import ESTIMATOR_VERSION  # noqa: E402
 
 __all__ = [
     "ESTIMATOR_VERSION",

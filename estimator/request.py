@@ -13,8 +13,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from estimator import request_rules as rules
-from estimator.cost import CostChoice
 from estimator.host_options import HostInput
+from estimator.tco.run_cost import CostChoice
 
 __all__ = [
     "DEFAULT_GPU",

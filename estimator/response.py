@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.cost import CostResult
 from estimator.messages import Message
+from estimator.tco.run_cost import CostResult
+
+#: The estimator's version, in every response (training and serving) and recorded with every saved quote and plan,
+#: so that a saved result can be recomputed and audited.
+ESTIMATOR_VERSION = "0.1.0"
 
 __all__ = [
+    "ESTIMATOR_VERSION",
     "EstimateResponse",
     "HostResult",
     "LayoutSummary",

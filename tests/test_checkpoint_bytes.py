@@ -1,4 +1,4 @@
-"""Checkpoint sizes (estimator.host.checkpoint) against the bytes torch.save and torch distributed checkpoint
+"""Checkpoint sizes (estimator.training.checkpoint) against the bytes torch.save and torch distributed checkpoint
 actually write, for small Llama-shaped models built in plain torch (issue #8).
 
 Tolerance: 1% of the file size. The formula counts the tensor bytes exactly; what is left is per-record
@@ -19,10 +19,11 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from estimator.host.checkpoint import checkpoint_size
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.job import job_of
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
 
 TOLERANCE = 0.01
 
@@ -92,7 +93,7 @@ def request(tied: bool = False, *, precision: str = "bf16-mixed", optimizer: str
 
 def expected(req: EstimateRequest, fmt: str = "torch.save") -> Any:
     shape = ModelShape(resolve_model(req.model))
-    return checkpoint_size(req, shape, build_layout(req, shape), fmt)  # type: ignore[arg-type]
+    return checkpoint_size(job_of(req), shape, build_layout(job_of(req), shape), fmt)  # type: ignore[arg-type]
 
 
 def build(tied: bool, dtype: torch.dtype = torch.float32) -> Any:

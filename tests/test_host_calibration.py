@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 
 from estimator.estimate import estimate
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.ram import process_ram
 from estimator.host_options import GIB, HostOptions
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.job import job_of
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
 
 DATA = Path(__file__).resolve().parent / "data" / "host_memory_h200.json"
 TOLERANCE = 0.10
@@ -44,9 +45,9 @@ def _load() -> dict[str, Any]:
 def estimate_process_bytes(request: dict[str, Any]) -> tuple[int, dict[str, int]]:
     req = EstimateRequest.model_validate(request)
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
-    ckpt = checkpoint_size(req, shape, layout)
-    _, train = process_ram(req, shape, layout, ckpt, AS_RUN, rank0=True)
+    layout = build_layout(job_of(req), shape)
+    ckpt = checkpoint_size(job_of(req), shape, layout)
+    _, train = process_ram(job_of(req), shape, layout, ckpt, AS_RUN, rank0=True)
     return train.total, train.items
 
 

@@ -12,11 +12,12 @@ import itertools
 import pytest
 
 from estimator.errors import InvalidRequestError
-from estimator.layout import build_layout
-from estimator.memory import MemoryPeak, peak_memory
-from estimator.modelspec import ModelShape, list_presets, resolve_model
-from estimator.params import lora_params_per_layer
+from estimator.job import job_of
+from estimator.model.spec import ModelShape, list_presets, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.layout import build_layout
+from estimator.training.memory import MemoryPeak, peak_memory
+from estimator.training.params import lora_params_per_layer
 
 GIB = 1 << 30
 H200 = 141 * 10**9
@@ -25,7 +26,7 @@ H200 = 141 * 10**9
 def _peak(body: dict) -> tuple[MemoryPeak, ModelShape]:
     req = EstimateRequest.model_validate(body)
     shape = ModelShape(resolve_model(req.model))
-    return peak_memory(req, shape, build_layout(req, shape), H200), shape
+    return peak_memory(job_of(req), shape, build_layout(job_of(req), shape), H200), shape
 
 
 def _phase(peak: MemoryPeak, name: str):  # type: ignore[no-untyped-def]
@@ -251,9 +252,9 @@ def test_activation_rates_are_shared_only_where_they_are_equal() -> None:
     checkpointing each memoised answer is the one computed afresh (fails when a read is left out of the key)."""
     from pydantic import ValidationError
 
-    from estimator.activations import _activation_rates, activation_rates
     from estimator.memo import clear_all
-    from estimator.modelspec import shape_for
+    from estimator.model.spec import shape_for
+    from estimator.training.activations import _activation_rates, activation_rates
 
     names = ("per_token", "recompute_per_token", "attention_backward_per_token", "residual_dtype", "residual_div",
              "tokens_per_sequence", "full_checkpointing")
@@ -270,10 +271,11 @@ def test_activation_rates_are_shared_only_where_they_are_equal() -> None:
                                             "sequence_parallel": sp},
                             "hardware": {"num_nodes": nodes}})
                         shape = shape_for(req.model)
-                        layout = build_layout(req, shape)
+                        layout = build_layout(job_of(req), shape)
                     except (ValidationError, InvalidRequestError):
                         continue
-                    memo, fresh = activation_rates(req, shape, layout), _activation_rates(req, shape, layout)
+                    job = job_of(req)
+                    memo, fresh = activation_rates(job, shape, layout), _activation_rates(job, shape, layout)
                     assert [getattr(memo, n) for n in names] == [getattr(fresh, n) for n in names], (fw, sh, tp, sp)
                     compared += 1
     assert compared >= 60

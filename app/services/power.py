@@ -2,13 +2,13 @@
 /tco, /compare's node table and quotes read them from here, with the same three labels.
 
 - **peak**: the server's provisioning maximum (the catalog's ``max_power_kw``, else 1.82 x the GPUs' TDP):
-  :func:`estimator.rack.node_peak_power_w` (via :func:`estimator.rack.plan_rack_for_server`); what a rack and
+  :func:`estimator.facility.rack.node_peak_power_w` (via :func:`estimator.facility.rack.plan_rack_for_server`); what a rack and
   its PDUs must be sized for.
-- **at load**: every GPU at its TDP plus the rest of the server: :func:`estimator.rack.node_power_at_load_w`
+- **at load**: every GPU at its TDP plus the rest of the server: :func:`estimator.facility.rack.node_power_at_load_w`
   (lynx-cortex datacenter economics: 8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
-- **average**: GPU TDP x utilisation + the rest of the server: :func:`estimator.rack.node_average_power_w`
+- **average**: GPU TDP x utilisation + the rest of the server: :func:`estimator.facility.rack.node_average_power_w`
   (issue 4's formula), the draw the TCO's electricity bill uses, at the stated utilisation.
-- **nodes per rack** for a stated rack budget: :func:`estimator.rack.plan_rack_for_server` (the smaller of
+- **nodes per rack** for a stated rack budget: :func:`estimator.facility.rack.plan_rack_for_server` (the smaller of
   rack kW / peak kW per node and the rack's free units / node height).
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from estimator.rack import (
+from estimator.facility.rack import (
     RackPlan,
     node_average_power_w,
     node_peak_power_w,

@@ -25,7 +25,7 @@ from app.web.layout_suggestion import adopt_layout, best_plan, layout_words
 from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
-from estimator.cost import CostChoice
+from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Gpu

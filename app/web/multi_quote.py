@@ -27,7 +27,7 @@ from app.web.forms import parse_form
 from app.web.layout_suggestion import adopt_layout, best_plan
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
-from estimator.cost import CostChoice
+from estimator.tco.run_cost import CostChoice
 
 __all__ = ["MAX_OPTIONS", "MIN_OPTIONS", "router"]
 

@@ -18,12 +18,13 @@ from app.services.power import node_power, rack_fit
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
-from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
+from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.host.bom import choose_server
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
-from estimator.suggest import apply_changes
+from estimator.job import job_of
 from estimator.tco import TcoAssumptions
+from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -92,7 +93,7 @@ def sized_server(catalog: Catalog, request: EstimateRequest, result: EstimateRes
     if chosen is not None:
         return chosen, False
     gpu = catalog.gpus.get(result.layout.gpu)
-    standin = choose_server(request, None, gpu, catalog) if gpu is not None else None
+    standin = choose_server(job_of(request), None, gpu, catalog) if gpu is not None else None
     return standin, standin is not None
 
 

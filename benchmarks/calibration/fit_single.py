@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.calibration.fit_single``. The five constan
 the H200 single-GPU steps (``gemm_eff``, ``elem_scale``, ``autocast_extra``, ``cpu_layer_fwd_s``, ``lora_bytes``) are
 refitted with one model family's cases left out (least squares on log step time, coordinate descent in log space
 from the shipped values), and the left-out family's errors are computed with the refitted constants: errors on
-cases the fit never saw, which calibrate the single-GPU error bar (``estimator.accuracy.held_out_bar``).
+cases the fit never saw, which calibrate the single-GPU error bar (``estimator.training.accuracy.held_out_bar``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from estimator.efficiency import H200_FIT, Constants
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.job import job_of
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.training.efficiency import H200_FIT, Constants
+from estimator.training.layout import build_layout
+from estimator.training.timing import step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT_JSON = ROOT / "tests" / "data" / "time_held_out_h200.json"
@@ -49,14 +50,15 @@ def _prepared() -> tuple[tuple[Any, ...], ...]:
     out = []
     for fam, case, measured in _cases():
         req = EstimateRequest.model_validate(case["request"])
+        job = job_of(req)
         shape = ModelShape(resolve_model(req.model))
-        out.append((fam, req, shape, build_layout(req, shape), catalog.gpus[req.hardware.gpu], catalog, measured))
+        out.append((fam, job, shape, build_layout(job, shape), catalog.gpus[req.hardware.gpu], catalog, measured))
     return tuple(out)
 
 
 def _errors(k: Constants, rows: list[tuple[Any, ...]]) -> list[float]:
-    return [step_time(req, shape, layout, gpu, None, cat, k).step_time_s / measured - 1.0
-            for _, req, shape, layout, gpu, cat, measured in rows]
+    return [step_time(job, shape, layout, gpu, None, cat, k).step_time_s / measured - 1.0
+            for _, job, shape, layout, gpu, cat, measured in rows]
 
 
 def _loss(k: Constants, rows: list[tuple[Any, ...]]) -> float:

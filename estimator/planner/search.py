@@ -2,14 +2,14 @@
 
 For one world (a hardware option on a number of nodes) every valid structure (:mod:`estimator.planner.space`)
 gets a lower bound on its step time: the step-time model's own forward + backward time of one micro-batch
-(``estimator.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times the
-fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
+(``estimator.training.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times
+the fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
 the tensor-parallel collectives the model counts. Structures are visited in bound order and the visit stops when
 the bound reaches the ``keep``-th best step time found: no later structure can beat them.
 
 A visited structure is priced in three steps:
 
-1. Memory (:func:`estimator.memory.peak_memory`, cached per layout and shared across GPU types: allocated bytes
+1. Memory (:func:`estimator.training.memory.peak_memory`, cached per layout and shared across GPU types: allocated bytes
    and overheads do not depend on the GPU). The lightest-memory variant (heaviest checkpointing, smallest
    micro-batch) is checked first; if it does not fit, nothing of the structure does. Memory grows with the
    micro-batch and shrinks with checkpointing, so the largest micro-batch that fits is bisected per
@@ -23,8 +23,8 @@ A visited structure is priced in three steps:
    the catalog maximum, else the default ceiling; for a GPU without a server, the server ``estimate()`` would
    suggest) cannot run, however well it fits the GPUs. This is what stops CPU-offload layouts of very large
    models.
-4. The step-time model (:func:`estimator.timing.step_time_model`) for the surviving variants: the largest fitting
-   micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
+4. The step-time model (:func:`estimator.training.timing.step_time_model`) for the surviving variants: the largest
+   fitting micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
    it). Heuristic: full recomputation (one more forward, about a third of the compute) is priced only when what
    is paid per micro-batch (exposed communication, offload, bubble) exceeds ``FULL_RECOMPUTE_SHARE`` of the
    compute of the lighter level, since only that shrinks with a larger micro-batch.
@@ -39,28 +39,29 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from estimator import budget
-from estimator.accuracy import memory_error_bar_pct
-from estimator.comm import fabric_for
 from estimator.construct import replaced
-from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
 from estimator.estimate import _measured_kind as measured_memory_kind
 from estimator.host.bom import choose_server
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
-from estimator.layout import Layout, build_layout
-from estimator.memory import MemoryFloor, memory_floor, peak_memory
-from estimator.modelspec import CachedShape
+from estimator.job import Job, job_of
+from estimator.model.spec import CachedShape
+from estimator.planner import budget
 from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest
 from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
-from estimator.timing import StepTime, step_time_model
+from estimator.training.accuracy import memory_error_bar_pct
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.comm import fabric_for
+from estimator.training.efficiency import rates_for
+from estimator.training.layout import Layout, build_layout
+from estimator.training.memory import MemoryFloor, memory_floor, peak_memory
+from estimator.training.timing import StepTime, step_time_model
 from hardware_catalog import Catalog
 
 __all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
@@ -172,7 +173,7 @@ class SearchContext:
         self._parallelism: dict[Structure, Any] = {}
         self._trainings: dict[tuple[str, int, int, int], Any] = {}
         self._hardwares: dict[tuple[str, int, int], Hardware] = {}
-        self._requests: dict[tuple[object, ...], EstimateRequest] = {}
+        self._jobs: dict[tuple[object, ...], Job] = {}
         self._model_flops = _model_flops_per_step(shape, req.training, self.gbs)
         self._micro: dict[tuple[object, ...], float | None] = {}
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
@@ -206,9 +207,15 @@ class SearchContext:
 
     # ----------------------------------------------------------------------------------------- requests
     def request(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> EstimateRequest:
+        """The per-layout request (its job's)."""
+        return self.job(world, s, ckpt, mbs, gas).request
+
+    def job(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> Job:
+        """The per-layout request, made once (``construct.replaced``: sections shared) and turned into its job
+        there, which the model takes."""
         key = (world.hw.key, world.num_nodes, world.gpus_per_node, s, ckpt, mbs, gas)
-        req = self._requests.get(key)
-        if req is None:
+        job = self._jobs.get(key)
+        if job is None:
             tkey = (ckpt, mbs, gas, s.vp)
             if tkey not in self._trainings:
                 schedule = "interleaved" if s.vp > 1 else self.training.pipeline_schedule  # Megatron's VP schedule
@@ -217,10 +224,10 @@ class SearchContext:
                     "virtual_stages": s.vp, "pipeline_schedule": schedule})
             if s not in self._parallelism:
                 self._parallelism[s] = s.parallelism(self.pins.parallelism.get("tp_plan"))
-            req = replaced(self.base, {"training": self._trainings[tkey], "parallelism": self._parallelism[s],
-                                       "hardware": self._hardware(world)})
-            self._requests[key] = req
-        return req
+            job = self._jobs[key] = job_of(replaced(self.base, {"training": self._trainings[tkey],
+                                                                "parallelism": self._parallelism[s],
+                                                                "hardware": self._hardware(world)}))
+        return job
 
     def _hardware(self, world: World) -> Hardware:
         key = (world.hw.key, world.num_nodes, world.gpus_per_node)
@@ -233,9 +240,9 @@ class SearchContext:
     def layout(self, world: World, s: Structure) -> Layout | None:
         key = (world.num_nodes, world.gpus_per_node, s)
         if key not in self._layouts:
-            req = self.request(world, s, self.ckpts[0], 1, 1)
+            job = self.job(world, s, self.ckpts[0], 1, 1)
             try:
-                self._layouts[key] = build_layout(req, self.shape)
+                self._layouts[key] = build_layout(job, self.shape)
             except InvalidRequestError:
                 self._layouts[key] = None
         return self._layouts[key]
@@ -249,7 +256,7 @@ class SearchContext:
             layout = self.layout(world, s)
             assert layout is not None
             self.stats.memory_checks += 1
-            peak = peak_memory(self.request(world, s, ckpt, mbs, gas), self.shape, layout, world.hw.capacity_bytes)
+            peak = peak_memory(self.job(world, s, ckpt, mbs, gas), self.shape, layout, world.hw.capacity_bytes)
             self._memory_cache[key] = (peak.peak_allocated, peak.hard_overhead, peak.soft_overhead)
         return self._memory_cache[key]
 
@@ -265,7 +272,7 @@ class SearchContext:
 
     def margin(self, world: World, s: Structure) -> float:
         """The safety margin on the memory need, as a fraction: ``memory_margin_pct`` when given, else the memory
-        error bar the estimate gives this layout (``estimator.accuracy.memory_error_bar_pct``, the same call as
+        error bar the estimate gives this layout (``estimator.training.accuracy.memory_error_bar_pct``, the same call as
         ``estimate``'s), so a plan the planner keeps fits even at the top of its error bar."""
         if self.margin_pct is not None:
             return self.margin_pct / 100.0
@@ -274,9 +281,9 @@ class SearchContext:
             layout = self.layout(world, s)
             if layout is None:
                 return 0.0
-            req = self.request(world, s, self.ckpts[0], 1, 1)
-            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", req.training.method,
-                                                      measured_memory_kind(req, layout), layout.tp > 1) / 100.0
+            job = self.job(world, s, self.ckpts[0], 1, 1)
+            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", job.training.method,
+                                                      measured_memory_kind(job, layout), layout.tp > 1) / 100.0
         return self._margins[key]
 
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
@@ -300,9 +307,9 @@ class SearchContext:
             layout = self.layout(world, s)
             assert layout is not None
             self.stats.host_checks += 1
-            req = self.request(world, s, self.ckpts[0], 1, 1)
-            ckpt = checkpoint_size(req, self.shape, layout)
-            self._host_ram[key] = host_ram(req, self.shape, layout, ckpt, self.host_options).per_node
+            job = self.job(world, s, self.ckpts[0], 1, 1)
+            ckpt = checkpoint_size(job, self.shape, layout)
+            self._host_ram[key] = host_ram(job, self.shape, layout, ckpt, self.host_options).per_node
         return self._host_ram[key]
 
     def ram_limit(self, world: World) -> RamLimit:
@@ -312,7 +319,7 @@ class SearchContext:
             server = world.hw.server
             if server is None:
                 probe = EstimateRequest(hardware=self._hardware(world))
-                server = choose_server(probe, None, world.hw.gpu, self.catalog)
+                server = choose_server(job_of(probe), None, world.hw.gpu, self.catalog)
             self._ram_limits[key] = ram_limit(server)
         return self._ram_limits[key]
 
@@ -353,7 +360,7 @@ class SearchContext:
                     rows.append(-1)
                     continue
                 rows.append(len(floors))
-                floors.append(memory_floor(self.request(world, s, self.ckpts[0], 1, 1), self.shape, layout))
+                floors.append(memory_floor(self.job(world, s, self.ckpts[0], 1, 1), self.shape, layout))
                 margins.append(self.margin(world, s))
             self._floors[key] = (scr.Floors.of(floors, margins), rows)
         return self._floors[key]
@@ -398,8 +405,8 @@ class SearchContext:
         layout = self.layout(world, s)
         assert layout is not None
         self.stats.time_evaluations += 1
-        req = self.request(world, s, ckpt, mbs, gas)
-        return step_time_model(req, self.shape, layout, world.hw.gpu, world.hw.server)
+        job = self.job(world, s, ckpt, mbs, gas)
+        return step_time_model(job, self.shape, layout, world.hw.gpu, world.hw.server)
 
     def lower_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> float:
         """Seconds no variant of ``s`` can beat (module docstring)."""
@@ -446,7 +453,7 @@ class SearchContext:
     def _tp_bound(self, world: World, s: Structure, split: tuple[int, int]) -> float:
         if s.tp <= 1:
             return 0.0
-        from estimator.comm import collective_time, place_group
+        from estimator.training.comm import collective_time, place_group
 
         fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
         group = place_group(s.tp, 1, world.gpus_per_node)
@@ -587,7 +594,7 @@ class _ScreenRows:
 
 def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:
     """Forward + backward FLOPs of one step without recomputation: 6 N T for the linears (4 N T with a frozen
-    base: no weight gradients) and 3.5x the causal attention forward (``estimator.flops`` counts the same)."""
+    base: no weight gradients) and 3.5x the causal attention forward (``estimator.training.flops`` counts the same)."""
     a = shape.dims
     tokens = float(sequences * training.seq_len)
     linear = shape.active_params() - shape.embedding_params() + (a.vocab_size * a.hidden_size
@@ -612,11 +619,11 @@ def _micro_batch_seconds(ctx: SearchContext, world: World, s: Structure, mbs: in
     if layout is None:
         return None
     try:
-        from estimator.flops import workload
-        from estimator.timing import micro_batch, style_for
+        from estimator.training.flops import workload
+        from estimator.training.timing import micro_batch, style_for
     except ImportError:  # pragma: no cover - the step-time model renamed its parts
         return None
-    req = ctx.request(world, s, "none", mbs, 1)
+    job = ctx.job(world, s, "none", mbs, 1)
     rates = rates_for(world.hw.gpu, ctx.training.precision)
-    work = workload(req, ctx.shape, layout)
-    return float(micro_batch(req, ctx.shape, layout, work, rates, style_for(req, layout)).total)
+    work = workload(job, ctx.shape, layout)
+    return float(micro_batch(job, ctx.shape, layout, work, rates, style_for(job, layout)).total)

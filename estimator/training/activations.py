@@ -1,0 +1,388 @@
+"""Activation memory: bytes saved for backward per token and layer, and the logits/loss buffers.
+
+The counting follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph saves, with tensor-parallel
+(/t) and sequence-parallel (/t) splits. It is refined for the code that actually runs:
+
+- Hugging Face ``modeling_llama.py``: RMSNorm upcasts to fp32 (saves the fp32 input and, when its weight is
+  trained, the normalised bf16 tensor); SDPA/flash attention saves q, k, v, the output and the log-sum-exp
+  (Dao 2023, FlashAttention-2, arXiv 2307.08691) instead of the s x s score matrix; the attention output is
+  made contiguous before ``o_proj``; SwiGLU saves gate, up, silu(gate) and their product.
+- ``torch.autocast`` casts the input of every linear separately (q, k and v each save their own bf16 copy)
+  and keeps the residual stream in the fp32 parameter dtype (PyTorch AMP docs, "CUDA ops that can autocast").
+- PyTorch autograd saves an operand only when the other operand needs a gradient (``derivatives.yaml``), so
+  a frozen base (LoRA) saves fewer tensors; PEFT's ``lora.Linear`` saves its own cast of the input.
+- Eager attention adds fp32 softmax probabilities and their bf16 copy (6 bytes per score). Its backward holds
+  16 bytes per score at once: the fp32 probabilities, the fp32 cast of their gradient, the ``grad * output``
+  temporary that PyTorch's CUDA softmax backward allocates (``aten/src/ATen/native/cuda/SoftMax.cu``,
+  ``softmax_backward_cuda_out``: ``Tensor tmp = grad * output;``) and the fp32 input gradient; the bf16 copy is
+  freed by then (the ``AV`` matmul's backward ran first). Measured on the H200 (Llama 3.2 1B, eager, full
+  checkpointing, 2k and 4k tokens): the backward peak sits 15.7 bytes per score above the states.
+- QLoRA (bitsandbytes ``Linear4bit`` + PEFT ``lora.bnb.Linear4bit``): ``MatMul4Bit.forward`` keeps only the
+  packed weight for backward (``ctx.tensors = (None, B)``, ``bitsandbytes/autograd/_functions.py``), and
+  under autocast PEFT does not cast the input to the adapter dtype (``requires_conversion = not
+  torch.is_autocast_enabled()``, ``peft/tuners/lora/bnb.py``), so every adapter of a layer saves the same
+  bf16 input tensor instead of its own cast.
+- Logits: HF ``ForCausalLMLoss`` upcasts the logits to fp32; cross-entropy saves fp32 log-probabilities and
+  its backward holds the gradient and the log-probabilities at once (12 bytes per logit at the peak).
+  Megatron's vocab-parallel cross-entropy keeps bf16 logits and an fp32 softmax sharded by t. PyTorch's
+  vocab-parallel loss (``loss_parallel()``, ``torch/distributed/tensor/parallel/loss.py``) decomposes the
+  log-softmax: ``_log_softmax`` holds ``shifted = x - x_max`` and ``exp(shifted)`` next to the fp32 input
+  (14 bytes per local logit with the bf16 logits), and ``_nll_loss_and_log_softmax_backward`` computes
+  ``(grad_input + torch.exp(x)) * grad_output`` with a zero-filled ``grad_input`` beside the saved
+  log-probabilities (16 bytes): 4 bytes per logit more than the fused kernel, each way. Measured on the H200
+  (Llama 3.2 1B, tp=2, 8k tokens; tests/data/calibration_h200_raw/call5_tp.jsonl).
+- Sequence parallelism: Megatron's linear layers save the sequence-sharded input and all-gather it again in
+  backward (``megatron/core/tensor_parallel/layers.py``, ``LinearWithGradAccumulationAndAsyncCommunication``),
+  so the projection inputs are split by t (Korthikanti Table 2). PyTorch's DTensor plan (torchtitan:
+  ``SequenceParallel`` norms, ``PrepareModuleInput(desired_input_layouts=Replicate())`` before attention and
+  MLP, ``torch/distributed/tensor/parallel/style.py``) all-gathers first, and autograd saves the gathered,
+  full-sequence input of q/k/v and gate/up (each its own autocast copy): only the norms and the residual
+  stream are split by t. Measured on the H200 (Llama 3.1 8B, tp=2/4/8).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from estimator.job import Job
+from estimator.memo import BoundedMemo
+from estimator.model.spec import ModelShape
+from estimator.training.layout import Layout
+
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
+
+
+class ActivationModel:
+    """Per-rank activation bytes for one micro-batch."""
+
+    per_layer_bytes: Final[int]  # saved by one decoder layer without recomputation
+    stored_per_layer_bytes: Final[int]  # what one layer keeps between forward and backward under the chosen policy
+    recompute_layer_bytes: Final[int]  # transient: one layer's activations rebuilt during backward (0 if none)
+    logits_forward_bytes: Final[int]
+    logits_backward_bytes: Final[int]
+    residual_bytes: Final[int]  # one residual-stream tensor (a layer's input)
+    tokens: Final[int]
+    attention_backward_bytes: Final[int]  # transient of one layer's attention-core backward beyond what it stored
+
+    def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
+                 logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
+                 attention_backward_bytes: int = 0) -> None:
+        self.per_layer_bytes = per_layer_bytes
+        self.stored_per_layer_bytes = stored_per_layer_bytes
+        self.recompute_layer_bytes = recompute_layer_bytes
+        self.logits_forward_bytes = logits_forward_bytes
+        self.logits_backward_bytes = logits_backward_bytes
+        self.residual_bytes = residual_bytes
+        self.tokens = tokens
+        self.attention_backward_bytes = attention_backward_bytes
+
+
+def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
+    """(bytes of the residual stream, whether autocast casts each linear input).
+
+    Autocast runs for bf16-mixed without parameter sharding; FSDP's MixedPrecisionPolicy instead hands the
+    layers bf16 parameters, so nothing is cast per op. A LoRA/QLoRA base is stored in bf16, so its residual
+    stream is bf16 even when the fp32 adapters run under autocast."""
+    rv = job
+    t, p = rv.training, rv.parallelism
+    if t.precision == "fp32":
+        return 4, False
+    autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
+                and layout.sharding in ("none", "zero1"))
+    frozen_bf16 = t.method in ("lora", "qlora")
+    return (4 if autocast and not frozen_bf16 else 2), autocast
+
+
+def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
+    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor."""
+    saved_input = 4 * h
+    normalised = (residual if residual == 4 else 2) * h if trainable else 0
+    return saved_input + normalised
+
+
+def _linear_inputs(shape: ModelShape, job: Job, residual: int, autocast: bool) -> tuple[float, float]:
+    """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
+    q- or ffn-sized, split by TP)."""
+    a, t = shape.dims, job.training
+    h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
+    n_up = 2 if a.gated_mlp else 1
+    # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
+    # :func:`_attention_core`): HF's ``sdpa_attention_forward`` returns ``attn_output.transpose(1, 2)
+    # .contiguous()``, a no-op on the flash kernel's (batch, seq, heads, dim) output, and the reshape before
+    # ``o_proj`` is a view, so nothing new is saved unless the input is cast (each LoRA adapter's own copy) or
+    # the attention core is recomputed (selective checkpointing keeps its output, not its insides). Eager
+    # attention saves its output only as o_proj's input (its ``AV`` matmul keeps the probabilities and v): one
+    # copy either way.
+    o_shared = t.activation_checkpointing != "selective"
+    if t.method == "full":
+        attn_in = 3 * 2 * h if autocast else residual * h
+        mlp_in = n_up * 2 * h if autocast else residual * h
+        return attn_in + mlp_in, (0 if o_shared else 2 * qd) + 2 * f
+    n_attn, n_mlp = 3, n_up
+    x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(job, autocast)
+
+    def group(count: int, width: int) -> float:
+        """Bytes per token the adapters of ``count`` linears sharing one input of ``width`` save."""
+        return count * (adapter_bytes + mask) * width if separate else x_bytes * width
+
+    # lora_B saves lora_A's rank-r output, in the adapters' compute dtype
+    n_adapters = n_attn + 1 + (n_mlp + 1 if t.lora_targets == "all-linear" else 0)
+    rank_inputs = n_adapters * t.lora_rank * adapter_bytes
+    attn_h = group(n_attn, h)
+    o_in = 0.0 if (o_shared and not separate) else group(1, qd)
+    if t.lora_targets == "all-linear":
+        return attn_h + group(n_mlp, h) + rank_inputs, o_in + group(1, f)
+    return attn_h + rank_inputs, o_in
+
+
+def _adapter_input_regime(job: Job, autocast: bool) -> tuple[int, int, bool, int]:
+    """(bytes of a layer's input, bytes of what each adapter saves, whether each adapter saves its own tensor,
+    dropout-mask bytes) per element, for PEFT's ``lora.Linear`` / ``lora.bnb.Linear4bit`` forward
+    (``peft/tuners/lora/layer.py`` and ``bnb.py``: ``result = self.base_layer(x)``, then
+    ``x = self._cast_input_dtype(x, lora_A.weight.dtype)`` and ``result + lora_B(lora_A(dropout(x))) * scaling``).
+    Measured per layer with ``torch.autograd.graph.saved_tensors_hooks`` on the H200 (device call 7,
+    ``tests/data/calibration_h200_raw/call7_lora.jsonl``, ``saved_tensors``): the dropout adds exactly one bool
+    byte per element of every adapted input, bf16-true LoRA saves a 4-byte copy per adapter.
+
+    The frozen base layer saves no input (autograd keeps an operand only for the other's gradient,
+    ``tools/autograd/derivatives.yaml``); ``lora_A`` saves its input, in the dtype its matmul runs in:
+
+    - PEFT keeps the adapters in fp32 (``get_peft_model(autocast_adapter_dtype=True)``) and
+      ``_cast_input_dtype`` makes each adapter its own fp32 copy of a bf16 input. Under ``torch.autocast``
+      ``lora_A`` then casts that copy back to bf16: each adapter saves its own 2-byte tensor. Without autocast
+      (bf16-true, plain PyTorch) the fp32 copy itself is saved: 4 bytes per adapter.
+    - QLoRA under autocast skips the cast (``requires_conversion = not torch.is_autocast_enabled()``): the
+      adapters of q/k/v (and of gate/up) share the layer's bf16 input.
+    - FSDP2's ``MixedPrecisionPolicy`` and DeepSpeed hand the adapters bf16 weights: no cast, shared input.
+    - ``lora_dropout`` > 0: ``nn.Dropout`` runs once per adapter (PEFT keeps one per adapted linear), so each
+      saves its own output, and the dropout keeps its mask: ``native_dropout`` on CUDA returns a bool mask,
+      1 byte per element (``aten/src/ATen/native/cuda/Dropout.cu``), saved for ``native_dropout_backward``.
+    """
+    rv = job
+    t, p = rv.training, rv.parallelism
+    x_bytes = 4 if t.precision == "fp32" else 2
+    if autocast:
+        adapter = 2
+    elif p.framework == "pytorch" and p.normalized_sharding in ("none", "zero1") and t.precision == "bf16-true":
+        adapter = 4
+    else:
+        adapter = x_bytes
+    dropout = t.lora_dropout > 0
+    separate = dropout or adapter != x_bytes or (autocast and t.method == "lora")
+    return x_bytes, adapter, separate, 1 if dropout else 0
+
+
+def _effective_attention(shape: ModelShape, job: Job) -> str:
+    """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
+    rv = job
+    if shape.dims.attn_logit_softcapping and rv.parallelism.framework != "megatron":
+        return "eager"
+    return rv.training.attention
+
+
+def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
+    """(stored, recomputed) bytes per token of the attention core (q, k, v, output, log-sum-exp; eager: the
+    fp32 softmax and its bf16 copy, 6 bytes per score).
+
+    Selective recomputation (Korthikanti et al. 2022, Sec. 5) keeps q, k and v and recomputes the core in
+    backward: the score matrices (eager) or the flash output and log-sum-exp are not stored; one layer's worth
+    is rebuilt at a time."""
+    rv = job
+    a = shape.dims
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    qkv = 2 * qd + 2 * 2 * kvd
+    rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
+    if _effective_attention(shape, job) == "eager":
+        window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
+        rest += 6 * a.num_attention_heads * window
+    if rv.training.activation_checkpointing == "selective":
+        return qkv, rest
+    return qkv + rest, 0.0
+
+
+# Eager attention backward: bytes per score held at once while the softmax backward runs (fp32
+# probabilities, fp32 gradient, PyTorch's ``grad * output`` temporary, fp32 input gradient), against the 6
+# bytes per score the layer stored (module docstring).
+EAGER_BACKWARD_BYTES_PER_SCORE: Final = 16
+
+
+def _attention_backward_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
+    """Transient of one layer's eager attention-core backward beyond its stored scores, per token (split by
+    t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
+    rv = job
+    if rv.parallelism.framework == "megatron" or _effective_attention(shape, job) != "eager":
+        return 0.0
+    a = shape.dims
+    window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
+    return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
+
+
+def _mlp_elementwise(shape: ModelShape, ffn: int, job: Job) -> float:
+    """gate, silu(gate), up (gated) or the pre-activation (plain) tensors saved by the activation."""
+    saved = 3 * 2 * ffn if shape.dims.gated_mlp else 2 * ffn
+    return saved
+
+
+def _moe_bytes(shape: ModelShape, job: Job) -> float:
+    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them)."""
+    a = shape.dims
+    k, h = a.experts_per_token, a.hidden_size
+    per_expert = _mlp_elementwise(shape, shape.expert_ffn, job) + 2 * shape.expert_ffn + 2 * h
+    shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, job) + 2 * shape.expert_ffn)
+    return 4 * a.num_experts + 2 * h * k + k * per_expert + shared
+
+
+def _split(value: float, divisor: int) -> float:
+    return value / divisor
+
+
+def _layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
+    """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
+    rv = job
+    residual, autocast = _regime(job, layout)
+    a, tp = shape.dims, layout.tp
+    trainable_norm = rv.training.method == "full"
+    norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
+    h_inputs, split_inputs = _linear_inputs(shape, job, residual, autocast)
+    replicated = norms + h_inputs
+    sharded = split_inputs
+    sharded += _attention_core(shape, job)[0]
+    dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, job)
+    if shape.is_moe:
+        frac = shape.moe_layers / a.num_layers
+        dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, job)
+    sharded += dense_mlp
+    rep_div = tp if layout.sequence_parallel else 1
+    if layout.sequence_parallel and rv.parallelism.framework == "pytorch":
+        # PyTorch SP (DTensor): the all-gathered, full-sequence input is what the projections save
+        return _split(norms, rep_div) + h_inputs + _split(sharded, tp)
+    return _split(replicated, rep_div) + _split(sharded, tp)
+
+
+def _megatron_layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
+    """Korthikanti et al. 2022, Sec. 4.1 / Table 2, generalised to GQA and gated MLPs (fp16/bf16 Megatron-LM).
+
+    Attention block 11sbh + 5as^2b (QKV input 2, Q and K 4, V 2, out-proj input 2, dropout mask 1, scores
+    softmax 2 + mask 1 + dropout 2 per score), MLP 19sbh with a 4h MLP (input 2, two 8h tensors, mask 1),
+    LayerNorms 4sbh. Without sequence parallelism the 10sbh of LayerNorm inputs, QKV/MLP inputs and dropout
+    masks stay replicated across tensor-parallel ranks; everything else is split by t.
+    """
+    a, t = shape.dims, job.training
+    h = a.hidden_size
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    ffn_tensors = (8 if a.gated_mlp else 4) * a.ffn_hidden_size
+    if shape.is_moe:
+        ffn_tensors = a.experts_per_token * (8 if a.gated_mlp else 4) * shape.expert_ffn + 2 * h * a.experts_per_token
+    replicated = 10 * h
+    sharded = 2 * qd + 2 * kvd + 2 * kvd + 2 * qd + ffn_tensors
+    if t.attention == "eager" and t.activation_checkpointing != "selective":
+        sharded += 5 * a.num_attention_heads * t.seq_len // layout.cp
+    if t.activation_checkpointing == "selective" and t.attention != "eager":
+        sharded -= 2 * qd  # core attention output not kept (FlashAttention recomputes it with the core)
+    rep_div = layout.tp if layout.sequence_parallel else 1
+    return replicated / rep_div + sharded / layout.tp
+
+
+def _selective_recompute_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
+    """Selective recomputation rebuilds one layer's attention core at a time in backward (split by t)."""
+    rv = job
+    if rv.training.activation_checkpointing != "selective":
+        return 0.0
+    if rv.parallelism.framework == "megatron":
+        a, t = shape.dims, rv.training
+        if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
+            return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
+        return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
+    return _attention_core(shape, job)[1] / layout.tp
+
+
+def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
+    rv = job
+    vocab_local = shape.dims.vocab_size / layout.logits_tp
+    logits = tokens * vocab_local
+    if rv.parallelism.framework == "megatron":
+        return int(10 * logits), int(6 * logits)
+    softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
+    loss_parallel = 4 * logits if rv.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
+    return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
+
+
+class ActivationRates:
+    """What :func:`activation_model` scales by the micro-batch's tokens: the per-token parts of one request."""
+
+    per_token: Final[float]  # one layer's saved bytes per token
+    recompute_per_token: Final[float]  # selective recomputation's transient per token
+    attention_backward_per_token: Final[float]  # eager attention-core backward transient per token
+    residual_dtype: Final[int]
+    residual_div: Final[int]
+    tokens_per_sequence: Final[int]
+    full_checkpointing: Final[bool]
+
+    def __init__(self, per_token: float, recompute_per_token: float, attention_backward_per_token: float,
+                 residual_dtype: int, residual_div: int, tokens_per_sequence: int, full_checkpointing: bool) -> None:
+        self.per_token = per_token
+        self.recompute_per_token = recompute_per_token
+        self.attention_backward_per_token = attention_backward_per_token
+        self.residual_dtype = residual_dtype
+        self.residual_div = residual_div
+        self.tokens_per_sequence = tokens_per_sequence
+        self.full_checkpointing = full_checkpointing
+
+
+def _rates_key(job: Job, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
+    """Everything :func:`_activation_rates` reads: from the request, and of the layout its tensor and context
+    degrees, sequence parallelism and sharding (not the data-parallel degree: the planner's node counts share
+    one answer)."""
+    rv = job
+    t = rv.training
+    return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
+            t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
+            rv.parallelism.framework)
+
+
+_RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)
+
+
+def activation_rates(job: Job, shape: ModelShape, layout: Layout) -> ActivationRates:
+    """The per-token parts of ``job``'s activations, memoised on :func:`_rates_key` (the suggestions and the
+    largest-micro-batch search ask again for requests that differ in the micro-batch or the model states)."""
+    key = _rates_key(job, shape, layout)
+    found = _RATES.get(key)
+    if found is None:
+        found = _RATES.remember(key, _activation_rates(job, shape, layout))
+    return found
+
+
+def _activation_rates(job: Job, shape: ModelShape, layout: Layout) -> ActivationRates:
+    rv = job
+    t = rv.training
+    per_token = (_megatron_layer_bytes_per_token(shape, job, layout) if rv.parallelism.framework == "megatron"
+                 else _layer_bytes_per_token(shape, job, layout))
+    return ActivationRates(per_token=per_token,
+                           recompute_per_token=_selective_recompute_per_token(shape, job, layout),
+                           attention_backward_per_token=_attention_backward_per_token(shape, job, layout),
+                           residual_dtype=_regime(job, layout)[0],
+                           residual_div=layout.tp if layout.sequence_parallel else 1,
+                           tokens_per_sequence=t.seq_len,
+                           full_checkpointing=t.activation_checkpointing == "full")
+
+
+def activation_model(job: Job, shape: ModelShape, layout: Layout,
+                     micro_batch_size: int | None = None, rates: ActivationRates | None = None) -> ActivationModel:
+    """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
+    when given, with ``rates`` computed once: the largest-micro-batch search)."""
+    r = rates or activation_rates(job, shape, layout)
+    tokens = (micro_batch_size or job.training.micro_batch_size) * r.tokens_per_sequence // layout.cp
+    per_layer = int(r.per_token * tokens)
+    residual = r.residual_dtype * shape.dims.hidden_size * tokens
+    residual //= r.residual_div
+    if r.full_checkpointing:
+        stored, recompute = residual, per_layer
+    else:
+        stored, recompute = per_layer, int(r.recompute_per_token * tokens)
+    fwd, bwd = _logits(job, shape, layout, tokens)
+    return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
+                           recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
+                           residual_bytes=residual, tokens=tokens,
+                           attention_backward_bytes=int(r.attention_backward_per_token * tokens))

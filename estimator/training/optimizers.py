@@ -1,0 +1,90 @@
+"""Every optimizer the estimator knows, in one table: what its states cost, which temporaries its
+implementations allocate, whether it runs on the CPU, how its step is priced, and which of that was measured.
+
+Adding an optimizer: add its id to ``Optimizer`` in :mod:`estimator.request` and a row here; the memory model
+(:mod:`estimator.training.memory`), host RAM (:mod:`estimator.host.ram`), checkpoints
+(:mod:`estimator.training.checkpoint`), the step time (:mod:`estimator.training.timing`), the layout checks
+(:mod:`estimator.training.layout`) and the error bars (:mod:`estimator.training.accuracy`, :mod:`estimator.estimate`)
+read it.
+
+Sources:
+- AdamW (``torch/optim/adamw.py``): ``exp_avg`` and ``exp_avg_sq`` per parameter (``torch.zeros_like``), in the
+  parameter dtype. The foreach implementation (``_multi_tensor_adamw``) allocates full-size intermediates over
+  the whole list (``torch._foreach_sqrt(exp_avg_sqs)`` and its quotient); the for-loop one, two per tensor.
+- bitsandbytes 8-bit AdamW (Dettmers et al. 2022, arXiv 2110.02861): two int8 states + one fp32 absmax per
+  2048-element block each (``state1``, ``state2``, ``absmax1``, ``absmax2`` in the state dict); its own fused
+  kernel, GPU only (``Optimizer8bit.step``).
+- SGD with momentum: one ``momentum_buffer``; Lion (Chen et al. 2023, arXiv 2302.06675): one ``exp_avg``.
+- Adafactor (Shazeer & Stern 2018, arXiv 1804.04235; ``torch/optim/_adafactor.py``): factored second moment
+  (``row_var`` + ``col_var`` per matrix, ``variance`` per vector), no momentum by default; Hugging Face's
+  ``Adafactor`` steps tensor by tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from estimator.request import Optimizer, OptimizerImpl
+
+__all__ = ["OPTIMIZERS", "OptimizerSpec", "StepCost", "optimizer_spec"]
+
+#: how the step time prices an optimizer (:func:`estimator.training.timing._optimizer_cost`): ``adam`` = the measured
+#: AdamW bytes of the implementation x ``adam_ratio``; ``adam8bit`` and ``adafactor`` have their own constants.
+StepCost = Literal["adam", "adam8bit", "adafactor"]
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """One optimizer.
+
+    ``full_states``: full-size state tensors per parameter in the state dtype (AdamW 2, SGD and Lion 1);
+    ``blockwise_8bit``: two int8 states + an fp32 absmax per 2048 elements instead; ``factored``: Adafactor's
+    row / column second moment, counted per matrix by the callers. ``saved_tensors``: state tensors per
+    parameter tensor in a saved ``optimizer.state_dict()`` (checkpoint records). ``temporaries``: whether the
+    PyTorch foreach / for-loop implementations' intermediates apply (bitsandbytes has its own fused kernel: it
+    always runs as ``fused``). ``cpu_offload_refusal``: why it cannot run on the CPU (``None``: it can).
+    ``step_cost`` / ``adam_ratio``: how its step is priced. ``memory_measured`` / ``time_measured``: among the
+    set-ups our H200 runs measured (docs/accuracy.md).
+    """
+
+    id: Optimizer
+    full_states: int
+    saved_tensors: int
+    blockwise_8bit: bool = False
+    factored: bool = False
+    temporaries: bool = True
+    cpu_offload_refusal: str | None = None
+    step_cost: StepCost = "adam"
+    adam_ratio: float = 1.0
+    memory_measured: bool = True
+    time_measured: bool = True
+
+    def state_bytes(self, dtype_bytes: int) -> float:
+        """Optimizer-state bytes per trainable parameter, with states of ``dtype_bytes`` (factored: 0 here)."""
+        if self.blockwise_8bit:
+            return 2 + 2 * 4 / 2048
+        return self.full_states * dtype_bytes
+
+    def implementation(self, requested: OptimizerImpl) -> OptimizerImpl:
+        """The implementation that actually runs: ``fused`` where the library has only its own kernel."""
+        return requested if self.temporaries else "fused"
+
+
+# SGD with momentum and Lion touch fewer state bytes per parameter than AdamW (one state instead of two): 0.71 of
+# AdamW's measured step bytes.
+OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
+    OptimizerSpec("adamw", full_states=2, saved_tensors=2),
+    OptimizerSpec("adamw-8bit", full_states=0, saved_tensors=4, blockwise_8bit=True, temporaries=False,
+                  cpu_offload_refusal="8-bit AdamW (bitsandbytes) runs on the GPU; it cannot be offloaded",
+                  step_cost="adam8bit"),
+    OptimizerSpec("sgd", full_states=1, saved_tensors=1, adam_ratio=0.71),
+    OptimizerSpec("adafactor", full_states=0, saved_tensors=2, factored=True, step_cost="adafactor"),
+    OptimizerSpec("lion", full_states=1, saved_tensors=1, adam_ratio=0.71, memory_measured=False,
+                  time_measured=False),
+)}
+
+
+def optimizer_spec(optimizer: str) -> OptimizerSpec:
+    """The row of ``optimizer`` (an id of :data:`estimator.request.Optimizer`)."""
+    return OPTIMIZERS[optimizer]

@@ -117,7 +117,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "query": query,
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
-        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query)}",
+        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query, catalog)}",
         "cluster_url": cluster_url(request, result),
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
@@ -128,15 +128,31 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "cost": cost_to_train(catalog, result),
         "cost_result": result.cost,
         "ways_out": _ways_out(request, result),
+        "global_batch": _global_batch(request),
+        "batch_parts": f"{request.training.micro_batch_size} × {request.training.gradient_accumulation_steps} × "
+                       f"dp {result.layout.dp}",
         "ways_cost": _ways_cost(catalog, request, result),
         "node": node_panel(catalog, request, result),
         "can_save": True,
     }
 
 
-def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str]]:
-    """Each suggestion of a result that does not fit, with the link to its estimate."""
-    return [(s, f"/estimate?{request_to_query(apply_changes(request, s.changes))}") for s in result.suggestions]
+def _global_batch(request: EstimateRequest) -> int:
+    from app.web.layout_suggestion import global_batch
+
+    return global_batch(request)
+
+
+def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str, str]]:
+    """Each suggestion of a result that does not fit, with the link to its estimate and its whole recipe in the
+    words of the suggested-layout card (framework included), so one recipe reads the same in both places."""
+    from app.web.layout_suggestion import layout_words
+
+    out = []
+    for s in result.suggestions:
+        changed = apply_changes(request, s.changes)
+        out.append((s, f"/estimate?{request_to_query(changed)}", layout_words(changed)))
+    return out
 
 
 #: suggestions re-estimated for their cost (the page shows no cost for a setup that does not fit, but theirs)
@@ -161,12 +177,16 @@ def run_form(catalog: Catalog, params: Any) -> tuple[dict[str, Any], FormErrors]
     form = parse_form(params)
     context: dict[str, Any] = {"result": None, "inputs": form.request}
     if form.request is not None:
+        from app.web.layout_suggestion import global_batch
+
+        context["global_batch"] = global_batch(form.request)
         try:
             result = backend.run_estimate(form.request, catalog)
         except EstimatorError as exc:
             form.errors.add(_field_of(exc, form.values), exc.message)
         else:
-            context = {**estimate_context(catalog, form.request, result), "inputs": form.request}
+            context = {**estimate_context(catalog, form.request, result), "inputs": form.request,
+                       "global_batch": context["global_batch"]}
     return {**form_context(catalog, form.values, form.errors), **context}, form.errors
 
 

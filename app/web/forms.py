@@ -202,7 +202,26 @@ def _coerce(spec: FieldSpec, raw: str, present: bool) -> Any:
         return raw.lower() in ("1", "true", "on", "yes") if present else False
     if raw == "":
         return None if spec.optional else spec.default
+    if spec.name in COUNT_FIELDS:
+        return _count(raw)
     return raw
+
+
+#: token counts typed as people write them: "1B", "1.5T", "1,000,000,000" (pt-BR "1.000.000.000"), "1e9"
+COUNT_FIELDS = frozenset({"training.train_tokens"})
+
+
+def _count(raw: str) -> str:
+    """The count as digits when it reads as one in the page's locale (app.formatting.parse_count); else as typed,
+    for the contract's own message."""
+    from app.core.i18n import current
+    from app.formatting import parse_count
+
+    locale = current()
+    try:
+        return str(parse_count(raw, "en_US" if locale == "en" else locale))
+    except ValueError:
+        return raw
 
 
 def _model_input(values: dict[str, Any], errors: FormErrors) -> Any:

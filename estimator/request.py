@@ -39,7 +39,8 @@ class _Frozen(BaseModel):
 
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-true", "fp32", "fp8-mixed"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion", "paged-adamw-8bit", "paged-adamw", "adamw-4bit",
+                    "muon"]
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
 Checkpointing = Literal["none", "selective", "full"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
@@ -48,6 +49,14 @@ Framework = Literal["pytorch", "deepspeed", "megatron"]
 Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
 TpPlan = rules.TpPlan
+#: how the loss is computed from the last hidden state (estimator.stacks: each kernel and its source)
+LossKernel = Literal["materialized", "chunked", "fused"]
+#: fused kernels patched into the model (Liger: RMSNorm, SwiGLU, RoPE)
+FusedKernels = Literal["none", "liger"]
+#: saved activations copied to pinned host memory during forward and back for backward
+ActivationOffloading = Literal["none", "checkpoints", "all"]
+#: the fine-tuning stack whose documented defaults fill the fields a request leaves out (estimator.stacks)
+Stack = Literal["transformers", "trl", "axolotl", "llama-factory", "torchtune", "unsloth"]
 
 #: The tensor-parallel plan each framework applies when ``parallelism.tp_plan`` is null. Megatron-LM always
 #: splits the vocabulary (``VocabParallelEmbedding``, ``ColumnParallelLinear`` output layer and
@@ -191,6 +200,47 @@ class Training(_Frozen):
         "framework's default (megatron fused, pytorch and deepspeed peft). Step time only: the activation memory is "
         "peft's either way")
 
+    stack: Stack = Field(
+        default="transformers", description="the fine-tuning stack that runs the job: its documented defaults fill "
+        "the fields this request leaves out (estimator.stacks lists each default and its source; the estimate's "
+        "assumptions name the ones applied). \"transformers\": Hugging Face Trainer + peft, the estimator's "
+        "historical behaviour")
+    loss_kernel: LossKernel | None = Field(
+        default=None, description="how the loss is computed: \"materialized\" (Hugging Face ForCausalLMLoss: the "
+        "full logits upcast to fp32 and kept for backward), \"chunked\" (TRL loss_type=\"chunked_nll\", torchtune "
+        "CEWithChunkedOutputLoss: one fp32 chunk of logits at a time) or \"fused\" (Liger fused linear "
+        "cross-entropy, Apple Cut Cross-Entropy, Unsloth: the full logits never exist); null: the stack's default "
+        "(transformers: materialized)")
+    fused_kernels: FusedKernels | None = Field(
+        default=None, description="fused kernels patched into the model: \"liger\" (Liger RMSNorm, SwiGLU, RoPE: "
+        "use_liger_kernel / liger_kernel: true / enable_liger_kernel) or \"none\"; null: the stack's default")
+    activation_offloading: ActivationOffloading | None = Field(
+        default=None, description="saved activations copied to pinned host memory: \"checkpoints\" (each "
+        "checkpointed layer's input: Unsloth use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: "
+        "offload; needs activation_checkpointing \"full\"), \"all\" (every saved tensor: torchtune / TRL "
+        "activation_offloading) or \"none\"; null: the stack's default. GPU memory down, host RAM and PCIe traffic "
+        "up")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stack_defaults(cls, data: Any) -> Any:
+        """Fill the fields the request leaves out (or null) with the stack's documented defaults
+        (:data:`estimator.stacks.STACK_DEFAULTS`); a field the request sets wins."""
+        from estimator.stacks import apply_stack_defaults  # the table imports this module's types
+
+        return apply_stack_defaults(data)
+
+    @model_validator(mode="after")
+    def _check_stack_combinations(self) -> Training:
+        """A combination a stack's own code refuses is refused here, with that code's reason."""
+        from estimator.stacks import training_refusal
+
+        refusal = training_refusal(self)
+        if refusal is not None:
+            field, message = refusal
+            raise _field_error("Training", field, getattr(self, field), message)
+        return self
+
     @model_validator(mode="after")
     def _check_schedule(self) -> Training:
         """Virtual pipeline stages are chunks of the interleaved 1F1B schedule (Narayanan et al. 2021, Sec. 2.2;
@@ -277,6 +327,19 @@ class EstimateRequest(_Frozen):
                                    "rack power); null: the defaults shown in HostInput")
     cost: CostChoice | None = Field(default=None, description="how to price the run (own or rent); null: a "
                                     "chosen server is owned, else the cheapest hyperscaler on-demand offer")
+
+    @model_validator(mode="after")
+    def _check_stack(self) -> EstimateRequest:
+        """A stack / parallelism combination the stack does not run is refused with its reason."""
+        from estimator.stacks import request_refusal
+
+        refusal = request_refusal(self)
+        if refusal is not None:
+            section, field = refusal[0].split(".", 1)
+            raise ValidationError.from_exception_data("EstimateRequest", [InitErrorDetails(
+                type=PydanticCustomError("value_error", refusal[1]), loc=(section, field),
+                input=getattr(getattr(self, section), field))])
+        return self
 
     @property
     def dp(self) -> int:

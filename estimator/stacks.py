@@ -1,0 +1,193 @@
+"""The fine-tuning stacks people run (issue 29): each stack's documented defaults, the combinations a stack's own
+code refuses, and the assumption lines an estimate shows for them.
+
+``training.stack`` names the stack; :func:`apply_stack_defaults` fills the request fields the request leaves out
+(or null) from :data:`STACK_DEFAULTS`, so an explicit field always wins, and the resolved request carries every
+value (its JSON shows what was estimated). ``"transformers"`` (the default) is the estimator's historical
+behaviour: the materialised loss, no fused kernels, no offloading, so a request without the new fields is
+estimated exactly as before.
+
+Sources (read for this module; file @ commit):
+
+- TRL ``trl/trainer/sft_config.py`` @016013e8: ``loss_type`` unset means ``"chunked_nll"`` ("the ``lm_head``
+  projection is computed on non-ignored tokens only ... and the cross-entropy is processed in chunks of tokens";
+  "Not compatible with ``use_liger_kernel``", which makes it ``"nll"`` and Liger's fused linear cross-entropy
+  runs instead); ``gradient_checkpointing`` defaults to True; ``activation_offloading`` False.
+- torchtune ``torchtune/modules/loss/ce_chunked_output_loss.py`` (``CEWithChunkedOutputLoss``, 8 chunks, "saves
+  memory by only upcasting one chunk at a time") and ``recipes/configs/llama3_1/8B_lora_single_device.yaml``
+  (``enable_activation_checkpointing: True``, ``enable_activation_offloading: False``) (meta-pytorch/torchtune,
+  as read for shared/reference/stacks-fabrics-nccl.md).
+- Unsloth ``unsloth/models/loader.py`` @015bdef0 (``load_in_4bit = True``), ``unsloth/models/llama.py``
+  @015bdef0 (``use_gradient_checkpointing = "unsloth"``: each checkpointed layer input copied to host memory;
+  the fused, chunked cross-entropy).
+- LLaMA-Factory ``src/llamafactory/hparams/model_args.py`` @ff6d4d12: ``disable_gradient_checkpointing=False``
+  (checkpointing on), ``enable_liger_kernel=False``, ``use_unsloth_gc=False``.
+- axolotl ``src/axolotl/utils/schemas/config.py`` @70be5461: ``liger_kernel``, the ``cut_cross_entropy`` plugin
+  and ``gradient_checkpointing: offload`` (``"unsloth"`` is deprecated to ``"offload"``) are opt-in keys: no
+  stack-wide default changes the loss, the kernels or offloading.
+- Hugging Face transformers ``src/transformers/loss/loss_utils.py`` (``ForCausalLMLoss``: logits upcast to fp32,
+  cross-entropy on the full logits) and ``TrainingArguments`` (``gradient_checkpointing=False``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from estimator.request import EstimateRequest, Training
+
+__all__ = ["STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "request_refusal", "stack_assumptions",
+           "training_refusal"]
+
+#: the request fields a stack may fill, in the order they are applied (the loss depends on the kernels)
+NEW_FIELDS: Final = ("fused_kernels", "loss_kernel", "activation_offloading")
+
+
+class StackDefault:
+    """One documented default of a stack: the request field, its value and the file that sets it."""
+
+    __slots__ = ("field", "source", "value")
+
+    def __init__(self, field: str, value: str, source: str) -> None:
+        self.field = field
+        self.value = value
+        self.source = source
+
+
+_TRANSFORMERS_LOSS = "transformers src/transformers/loss/loss_utils.py ForCausalLMLoss"
+_TRL = "trl/trainer/sft_config.py @016013e8"
+_TORCHTUNE = "torchtune recipes/configs/llama3_1/8B_lora_single_device.yaml"
+_UNSLOTH_LOADER = "unsloth/models/loader.py @015bdef0"
+_UNSLOTH_LLAMA = "unsloth/models/llama.py @015bdef0"
+_LLAMA_FACTORY = "LLaMA-Factory src/llamafactory/hparams/model_args.py @ff6d4d12"
+_AXOLOTL = "axolotl src/axolotl/utils/schemas/config.py @70be5461"
+
+#: each stack's defaults for the request's fields. Fields a stack leaves alone keep the request's own default.
+STACK_DEFAULTS: Final[dict[str, tuple[StackDefault, ...]]] = {
+    "transformers": (
+        StackDefault("loss_kernel", "materialized", _TRANSFORMERS_LOSS),
+        StackDefault("fused_kernels", "none", "transformers TrainingArguments use_liger_kernel=False"),
+        StackDefault("activation_offloading", "none", "transformers TrainingArguments (no activation offloading)"),
+    ),
+    "trl": (
+        StackDefault("loss_kernel", "chunked", _TRL + " loss_type=\"chunked_nll\""),
+        StackDefault("fused_kernels", "none", _TRL + " use_liger_kernel=False"),
+        StackDefault("activation_offloading", "none", _TRL + " activation_offloading=False"),
+        StackDefault("activation_checkpointing", "full", _TRL + " gradient_checkpointing=True"),
+    ),
+    "axolotl": (
+        StackDefault("loss_kernel", "materialized", _AXOLOTL + " (cut_cross_entropy is an opt-in plugin)"),
+        StackDefault("fused_kernels", "none", _AXOLOTL + " (liger_kernel is opt-in)"),
+        StackDefault("activation_offloading", "none", _AXOLOTL + " (gradient_checkpointing: offload is opt-in)"),
+    ),
+    "llama-factory": (
+        StackDefault("loss_kernel", "materialized", _LLAMA_FACTORY + " (the transformers loss)"),
+        StackDefault("fused_kernels", "none", _LLAMA_FACTORY + " enable_liger_kernel=False"),
+        StackDefault("activation_offloading", "none", _LLAMA_FACTORY + " use_unsloth_gc=False"),
+        StackDefault("activation_checkpointing", "full", _LLAMA_FACTORY + " disable_gradient_checkpointing=False"),
+    ),
+    "torchtune": (
+        StackDefault("loss_kernel", "chunked", "torchtune torchtune/modules/loss/ce_chunked_output_loss.py "
+                     "CEWithChunkedOutputLoss (num_output_chunks=8)"),
+        StackDefault("fused_kernels", "none", _TORCHTUNE),
+        StackDefault("activation_offloading", "none", _TORCHTUNE + " enable_activation_offloading: False"),
+        StackDefault("activation_checkpointing", "full", _TORCHTUNE + " enable_activation_checkpointing: True"),
+    ),
+    "unsloth": (
+        StackDefault("method", "qlora", _UNSLOTH_LOADER + " load_in_4bit=True"),
+        StackDefault("loss_kernel", "fused", _UNSLOTH_LLAMA + " fused, chunked cross-entropy (no full logits)"),
+        StackDefault("fused_kernels", "none", _UNSLOTH_LLAMA + " (Unsloth's own Triton kernels are not modelled: "
+                     "sized as the Hugging Face modules)"),
+        StackDefault("activation_checkpointing", "full", _UNSLOTH_LLAMA + " use_gradient_checkpointing=\"unsloth\""),
+        StackDefault("activation_offloading", "checkpoints", _UNSLOTH_LLAMA + " use_gradient_checkpointing="
+                     "\"unsloth\" (checkpointed layer inputs to host memory)"),
+    ),
+}
+
+#: the dependent default: a stack that turns Liger on computes the loss with Liger's fused linear cross-entropy
+#: (TRL: loss_type becomes "nll" and Liger's patched forward runs LigerFusedLinearCrossEntropyLoss;
+#: LLaMA-Factory / axolotl liger_fused_linear_cross_entropy on by default once Liger is on)
+_LIGER_LOSS: Final = StackDefault("loss_kernel", "fused", "Liger-Kernel src/liger_kernel/transformers/"
+                                  "monkey_patch.py @00eba634 (fused_linear_cross_entropy=True with Liger on)")
+
+
+def _absent(section: dict[str, Any], field: str) -> bool:
+    return section.get(field) is None
+
+
+def apply_stack_defaults(data: Any) -> Any:
+    """The training section with the stack's defaults in the fields it leaves out or null (a dict in, a new
+    dict out; anything else is returned as is for pydantic to refuse)."""
+    if not isinstance(data, dict):
+        return data
+    stack = data.get("stack", "transformers")
+    if stack is None:
+        stack = "transformers"
+    defaults = STACK_DEFAULTS.get(stack) if isinstance(stack, str) else None
+    if defaults is None:
+        return data  # pydantic names training.stack in its literal error
+    if all(data.get(f) is not None for f in NEW_FIELDS) and stack == "transformers":
+        return data
+    out = dict(data)
+    explicit_loss = not _absent(out, "loss_kernel")
+    for d in defaults:
+        if _absent(out, d.field):
+            out[d.field] = d.value
+    if not explicit_loss and out.get("fused_kernels") == "liger":
+        out["loss_kernel"] = _LIGER_LOSS.value
+    return out
+
+
+def stack_default_fields(training: Training) -> list[StackDefault]:
+    """The stack's defaults that the resolved training section holds (the ones an estimate names)."""
+    found = [d for d in STACK_DEFAULTS[training.stack] if getattr(training, d.field) == d.value]
+    if training.fused_kernels == "liger" and training.loss_kernel == "fused":
+        found.append(_LIGER_LOSS)
+    return found
+
+
+def training_refusal(t: Training) -> tuple[str, str] | None:
+    """(field, the stack's own reason) for a combination the stack's code refuses; ``None`` when it runs."""
+    if t.stack == "trl" and t.loss_kernel == "chunked" and t.fused_kernels == "liger":
+        return ("loss_kernel", "TRL's loss_type=\"chunked_nll\" is \"not compatible with use_liger_kernel\" "
+                "(trl/trainer/sft_config.py @016013e8): with Liger on, TRL runs Liger's fused linear "
+                "cross-entropy; use loss_kernel \"fused\" or leave it empty")
+    if t.activation_offloading == "checkpoints" and t.activation_checkpointing != "full":
+        return ("activation_offloading", "\"checkpoints\" offloads the input of each checkpointed layer (Unsloth "
+                "use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: offload): it needs "
+                "activation_checkpointing \"full\"; use \"all\" to offload every saved tensor without checkpointing")
+    if t.optimizer == "muon" and t.optimizer_impl == "foreach":
+        return ("optimizer_impl", "torch.optim.Muon: \"Foreach is not supported for Muon yet\" "
+                "(torch/optim/_muon.py @098e03f9): use \"for-loop\"")
+    return None
+
+
+def request_refusal(req: EstimateRequest) -> tuple[str, str] | None:
+    """(dotted field, reason) for a stack / parallelism combination the stack does not run."""
+    t, p = req.training, req.parallelism
+    if t.stack == "unsloth" and (p.normalized_sharding in ("zero3", "hsdp") or p.tp > 1 or p.pp > 1):
+        return ("training.stack", "Unsloth patches the model for one GPU per process (data parallel only): its "
+                "offloaded checkpointing (use_gradient_checkpointing=\"unsloth\", unsloth/models/llama.py "
+                "@015bdef0) and fused loss are not run under FSDP / ZeRO-3, tensor or pipeline parallelism; "
+                "use another stack for a sharded job")
+    if t.activation_offloading != "none" and p.offload == "optimizer+params":
+        return ("training.activation_offloading", "activation offloading and parameter offloading both "
+                "stream over the same PCIe link each step; capplan does not model them together")
+    if t.loss_kernel == "fused" and p.framework == "megatron":
+        return ("training.loss_kernel", "Megatron-LM computes its own vocab-parallel cross-entropy "
+                "(megatron/core/tensor_parallel/cross_entropy.py); Liger / Cut Cross-Entropy / Unsloth's fused loss "
+                "patch Hugging Face models: use framework pytorch or deepspeed")
+    return None
+
+
+def stack_assumptions(training: Training) -> list[str]:
+    """One line per stack default the estimate used, with its source; nothing for the plain transformers
+    defaults (the historical behaviour, described by the rest of the assumptions)."""
+    if training.stack == "transformers" and training.loss_kernel == "materialized" \
+            and training.fused_kernels == "none" and training.activation_offloading == "none":
+        return []
+    lines = [f"Stack {training.stack}: {d.field} {d.value} ({d.source})" for d in stack_default_fields(training)]
+    if training.stack == "transformers":
+        lines = [line for line in lines if not line.endswith(_TRANSFORMERS_LOSS + ")")
+                 and "TrainingArguments" not in line]
+    return lines

@@ -31,6 +31,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
+from estimator.stacks import mechanism_notes, stack_assumptions
 from estimator.suggest import suggestions
 from estimator.timing import step_time_model, time_assumptions
 from estimator.train import TrainFigures, train_figures, train_warnings
@@ -240,10 +241,11 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     return trusted(EstimateResponse, model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
+                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio)
+                            + stack_assumptions(req.training),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                            + train_warnings(req, layout) + cost_notes,
+                            + train_warnings(req, layout) + cost_notes + mechanism_notes(req.training),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost)

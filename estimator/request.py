@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from estimator import request_rules as rules
+from estimator import stacks
 from estimator.cost import CostChoice
 from estimator.host_options import HostInput
 
@@ -226,16 +227,12 @@ class Training(_Frozen):
     def _stack_defaults(cls, data: Any) -> Any:
         """Fill the fields the request leaves out (or null) with the stack's documented defaults
         (:data:`estimator.stacks.STACK_DEFAULTS`); a field the request sets wins."""
-        from estimator.stacks import apply_stack_defaults  # the table imports this module's types
-
-        return apply_stack_defaults(data)
+        return stacks.apply_stack_defaults(data)
 
     @model_validator(mode="after")
     def _check_stack_combinations(self) -> Training:
         """A combination a stack's own code refuses is refused here, with that code's reason."""
-        from estimator.stacks import training_refusal
-
-        refusal = training_refusal(self)
+        refusal = stacks.training_refusal(self)
         if refusal is not None:
             field, message = refusal
             raise _field_error("Training", field, getattr(self, field), message)
@@ -331,9 +328,7 @@ class EstimateRequest(_Frozen):
     @model_validator(mode="after")
     def _check_stack(self) -> EstimateRequest:
         """A stack / parallelism combination the stack does not run is refused with its reason."""
-        from estimator.stacks import request_refusal
-
-        refusal = request_refusal(self)
+        refusal = stacks.request_refusal(self)
         if refusal is not None:
             section, field = refusal[0].split(".", 1)
             raise ValidationError.from_exception_data("EstimateRequest", [InitErrorDetails(

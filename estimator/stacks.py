@@ -33,11 +33,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from estimator.messages import Text
+
 if TYPE_CHECKING:
     from estimator.request import EstimateRequest, Training
 
-__all__ = ["STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "request_refusal", "stack_assumptions",
-           "training_refusal"]
+__all__ = ["MODELLED", "STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "mechanism_notes", "request_refusal",
+           "stack_assumptions", "training_refusal"]
 
 #: the request fields a stack may fill, in the order they are applied (the loss depends on the kernels)
 NEW_FIELDS: Final = ("fused_kernels", "loss_kernel", "activation_offloading")
@@ -55,6 +57,7 @@ class StackDefault:
 
 
 _TRANSFORMERS_LOSS = "transformers src/transformers/loss/loss_utils.py ForCausalLMLoss"
+_TRANSFORMERS_ARGS = "transformers src/transformers/training_args.py"
 _TRL = "trl/trainer/sft_config.py @016013e8"
 _TORCHTUNE = "torchtune recipes/configs/llama3_1/8B_lora_single_device.yaml"
 _UNSLOTH_LOADER = "unsloth/models/loader.py @015bdef0"
@@ -66,8 +69,8 @@ _AXOLOTL = "axolotl src/axolotl/utils/schemas/config.py @70be5461"
 STACK_DEFAULTS: Final[dict[str, tuple[StackDefault, ...]]] = {
     "transformers": (
         StackDefault("loss_kernel", "materialized", _TRANSFORMERS_LOSS),
-        StackDefault("fused_kernels", "none", "transformers TrainingArguments use_liger_kernel=False"),
-        StackDefault("activation_offloading", "none", "transformers TrainingArguments (no activation offloading)"),
+        StackDefault("fused_kernels", "none", _TRANSFORMERS_ARGS + " use_liger_kernel=False"),
+        StackDefault("activation_offloading", "none", _TRANSFORMERS_ARGS + " (no activation offloading)"),
     ),
     "trl": (
         StackDefault("loss_kernel", "chunked", _TRL + " loss_type=\"chunked_nll\""),
@@ -115,18 +118,25 @@ def _absent(section: dict[str, Any], field: str) -> bool:
     return section.get(field) is None
 
 
+#: the plain transformers section (a request without a training section, the commonest case)
+_PLAIN: Final[dict[str, str]] = {d.field: d.value for d in STACK_DEFAULTS["transformers"]}
+
+
 def apply_stack_defaults(data: Any) -> Any:
     """The training section with the stack's defaults in the fields it leaves out or null (a dict in, a new
     dict out; anything else is returned as is for pydantic to refuse)."""
     if not isinstance(data, dict):
         return data
+    if len(data) == 0:
+        return _PLAIN
     stack = data.get("stack", "transformers")
     if stack is None:
         stack = "transformers"
     defaults = STACK_DEFAULTS.get(stack) if isinstance(stack, str) else None
     if defaults is None:
         return data  # pydantic names training.stack in its literal error
-    if all(data.get(f) is not None for f in NEW_FIELDS) and stack == "transformers":
+    if stack == "transformers" and data.get("loss_kernel") is not None and data.get("fused_kernels") is not None \
+            and data.get("activation_offloading") is not None:
         return data
     out = dict(data)
     explicit_loss = not _absent(out, "loss_kernel")
@@ -183,11 +193,34 @@ def request_refusal(req: EstimateRequest) -> tuple[str, str] | None:
 def stack_assumptions(training: Training) -> list[str]:
     """One line per stack default the estimate used, with its source; nothing for the plain transformers
     defaults (the historical behaviour, described by the rest of the assumptions)."""
-    if training.stack == "transformers" and training.loss_kernel == "materialized" \
-            and training.fused_kernels == "none" and training.activation_offloading == "none":
-        return []
-    lines = [f"Stack {training.stack}: {d.field} {d.value} ({d.source})" for d in stack_default_fields(training)]
     if training.stack == "transformers":
-        lines = [line for line in lines if not line.endswith(_TRANSFORMERS_LOSS + ")")
-                 and "TrainingArguments" not in line]
-    return lines
+        return []
+    return [Text("Stack %(stack)s: %(field)s %(value)s (%(source)s).", stack=training.stack, field=d.field,
+                 value=d.value, source=d.source) for d in stack_default_fields(training)]
+
+
+#: whether the training model (memory, activations, timing, host RAM) sizes each mechanism value yet (the
+#: formulas are in :mod:`estimator.mechanisms`; their wiring follows the training model's move, issue 27)
+MODELLED: Final[dict[tuple[str, str], bool]] = {
+    ("loss_kernel", "materialized"): True,
+    ("loss_kernel", "chunked"): False,
+    ("loss_kernel", "fused"): False,
+    ("fused_kernels", "none"): True,
+    ("fused_kernels", "liger"): False,
+    ("activation_offloading", "none"): True,
+    ("activation_offloading", "checkpoints"): False,
+    ("activation_offloading", "all"): False,
+}
+
+
+def mechanism_notes(training: Training) -> list[str]:
+    """A warning per mechanism the request asks for that the training model does not size yet: the estimate
+    then describes the stack without it (an overestimate of memory), and says so rather than hide it."""
+    out: list[str] = []
+    for field in ("loss_kernel", "fused_kernels", "activation_offloading"):
+        value = getattr(training, field)
+        if not MODELLED[(field, value)]:
+            out.append(Text("%(field)s %(value)s is not in this estimate's memory and time yet: it is sized as "
+                            "without it (more memory than the stack uses).", field="training." + field,
+                            value=value))
+    return out

@@ -21,6 +21,7 @@ from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.cost import CostChoice
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
+from estimator.stacks import STACK_DEFAULTS
 
 __all__ = [
     "SECTIONS",
@@ -77,6 +78,17 @@ LABELS: dict[str, tuple[str, str]] = {
                                                      "and its own input copy")),
     "training.lora_kernel": (N_("LoRA kernels"), N_("peft (one adapter per linear) or fused (NeMo AutoModel's triton "
                                                     "LoRA, Megatron); empty: the framework's default; step time only")),
+    "training.stack": (N_("Fine-tuning stack"), N_("Its documented defaults fill the fields left empty (TRL: "
+                                                   "chunked loss and checkpointing; Unsloth: 4-bit base, fused loss, "
+                                                   "offloaded checkpoints)")),
+    "training.loss_kernel": (N_("Loss kernel"), N_("materialized (full fp32 logits), chunked (TRL, torchtune) or "
+                                                   "fused (Liger, Cut Cross-Entropy, Unsloth); empty: the stack's "
+                                                   "default")),
+    "training.fused_kernels": (N_("Fused kernels"), N_("liger: Liger RMSNorm, SwiGLU and RoPE; empty: the "
+                                                       "stack's default")),
+    "training.activation_offloading": (N_("Activation offloading"), N_("checkpoints (Unsloth, axolotl offload) or "
+                                                                       "all saved tensors (torchtune, TRL) to host "
+                                                                       "memory; empty: the stack's default")),
     "parallelism.tp_plan": (N_("Tensor-parallel plan"), N_("vocab-parallel (Megatron, torchtitan) or "
                                                            "replicated-embeddings (Hugging Face tp_plan=\"auto\", "
                                                            "accelerate, DeepSpeed AutoTP); empty: the framework's "
@@ -96,6 +108,10 @@ LABELS: dict[str, tuple[str, str]] = {
                                                                   "default")),
     "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
 }
+
+#: Fields a stack's defaults may fill (estimator.stacks.STACK_DEFAULTS): a link that leaves one out gets the
+#: stack's value, not the form's default.
+STACK_SET_FIELDS = frozenset("training." + d.field for defaults in STACK_DEFAULTS.values() for d in defaults)
 
 #: The cost section of the form (``cost.*`` of the estimate request): sent only when a field differs from its
 #: default, so that an untouched form is the API's ``cost: null``.
@@ -274,8 +290,11 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
         "model": _get(params, "model") or EstimateRequest.model_fields["model"].default,
         "model_json": _get(params, "model_json"),
     }
+    absent: set[str] = set()
     for spec in specs:
         present = spec.name in params
+        if not present:
+            absent.add(spec.name)
         values[spec.name] = _coerce(spec, _get(params, spec.name), present)
     model_raw = _model_input(values, errors)
     if errors:
@@ -283,6 +302,8 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
     sections: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     for spec in specs:
         value = values[spec.name]
+        if spec.name in absent and spec.name in STACK_SET_FIELDS:
+            continue  # left out of a link: the stack's default (training.stack) fills it
         if value is not None and not (spec.name.startswith(COST_SECTION + ".") and value == spec.default):
             section, name = spec.name.split(".", 1)
             sections[section][name] = value

@@ -1,0 +1,166 @@
+"""Issue 29: the fine-tuning stacks' request fields, their defaults and refusals (estimator.stacks), the new
+optimizer rows (estimator.optimizers) and the mechanisms' formulas (estimator.mechanisms)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from estimator import estimate
+from estimator.mechanisms import (
+    liger_norm_bytes,
+    liger_swiglu_saving,
+    loss_bytes,
+    muon_gather_bytes,
+    muon_newton_schulz_flops,
+    offload_split,
+    offload_transfer_seconds,
+)
+from estimator.optimizers import OPTIMIZERS, optimizer_spec
+from estimator.request import EstimateRequest, Training
+from estimator.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
+
+GiB = 1024**3
+
+
+def test_the_default_stack_is_todays_behaviour() -> None:
+    t = Training()
+    assert (t.stack, t.loss_kernel, t.fused_kernels, t.activation_offloading) == (
+        "transformers", "materialized", "none", "none")
+    assert t.activation_checkpointing == "none" and t.method == "full"
+    assert stack_assumptions(t) == []
+
+
+@pytest.mark.parametrize("stack", sorted(STACK_DEFAULTS))
+def test_each_stack_fills_what_the_request_leaves_out(stack: str) -> None:
+    t = Training(stack=stack)  # type: ignore[arg-type]
+    for d in STACK_DEFAULTS[stack]:
+        assert getattr(t, d.field) == d.value, d.field
+        assert "@" in d.source or ".py" in d.source or ".yaml" in d.source, d.source  # a file (and commit) named
+    if stack != "transformers":
+        lines = stack_assumptions(t)
+        assert len(lines) == len(STACK_DEFAULTS[stack]) and all(line.startswith(f"Stack {stack}:") for line in lines)
+
+
+def test_explicit_fields_override_the_stack() -> None:
+    trl = Training(stack="trl", loss_kernel="materialized", activation_checkpointing="none")
+    assert trl.loss_kernel == "materialized" and trl.activation_checkpointing == "none"
+    assert not any("loss_kernel" in line for line in stack_assumptions(trl))
+    unsloth = Training(stack="unsloth", method="lora")
+    assert unsloth.method == "lora" and unsloth.loss_kernel == "fused"
+    assert unsloth.activation_offloading == "checkpoints"
+    # null is "the stack's default", as a field left out
+    assert Training(stack="trl", loss_kernel=None).loss_kernel == "chunked"
+
+
+def test_liger_turns_the_loss_fused_unless_the_request_names_one() -> None:
+    assert Training(stack="trl", fused_kernels="liger").loss_kernel == "fused"
+    assert Training(fused_kernels="liger").loss_kernel == "fused"
+    assert Training(fused_kernels="liger", loss_kernel="materialized").loss_kernel == "materialized"
+
+
+@pytest.mark.parametrize(("fields", "field", "words"), [
+    ({"loss_kernel": "logits"}, "loss_kernel", "materialized"),
+    ({"fused_kernels": "unsloth"}, "fused_kernels", "liger"),
+    ({"activation_offloading": "disk"}, "activation_offloading", "checkpoints"),
+    ({"stack": "nemo"}, "stack", "torchtune"),
+    ({"optimizer": "adamw-2bit"}, "optimizer", "muon"),
+    ({"stack": "trl", "fused_kernels": "liger", "loss_kernel": "chunked"}, "loss_kernel", "use_liger_kernel"),
+    ({"activation_offloading": "checkpoints"}, "activation_offloading", "activation_checkpointing \"full\""),
+    ({"optimizer": "muon", "optimizer_impl": "foreach"}, "optimizer_impl", "Foreach is not supported for Muon"),
+])
+def test_unknown_values_and_refused_combinations_name_the_field(fields: dict, field: str, words: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        Training(**fields)
+    first = err.value.errors()[0]
+    assert first["loc"] == (field,) and words in first["msg"]
+
+
+@pytest.mark.parametrize(("body", "loc", "words"), [
+    ({"training": {"stack": "unsloth"}, "parallelism": {"sharding": "fsdp"}}, ("training", "stack"), "FSDP"),
+    ({"training": {"stack": "unsloth"}, "parallelism": {"tp": 2}}, ("training", "stack"), "tensor"),
+    ({"training": {"loss_kernel": "fused"}, "parallelism": {"framework": "megatron"}}, ("training", "loss_kernel"),
+     "vocab-parallel cross-entropy"),
+    ({"training": {"activation_offloading": "all"}, "parallelism": {"sharding": "fsdp", "offload":
+      "optimizer+params"}}, ("training", "activation_offloading"), "PCIe"),
+])
+def test_stack_and_parallelism_refusals(body: dict, loc: tuple[str, str], words: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        EstimateRequest.model_validate(body)
+    first = err.value.errors()[0]
+    assert first["loc"] == loc and words in first["msg"]
+
+
+def test_unmodelled_mechanisms_are_warned_not_hidden() -> None:
+    base = {"model": "llama-3.1-8b", "training": {"method": "lora", "seq_len": 2048},
+            "hardware": {"gpu": "h100-sxm5-80gb", "gpus_per_node": 1}}
+    plain = estimate(EstimateRequest.model_validate(base))
+    trl = estimate(EstimateRequest.model_validate({**base, "training": {**base["training"], "stack": "trl"}}))
+    assert not any("training.loss_kernel" in w for w in plain.warnings)
+    if not MODELLED[("loss_kernel", "chunked")]:
+        assert any("training.loss_kernel chunked" in w for w in trl.warnings)
+    assert any("Stack trl: loss_kernel chunked (trl/trainer/sft_config.py @016013e8" in a for a in trl.assumptions)
+
+
+# ------------------------------------------------------------------------------------------ optimizer rows
+
+
+def test_new_optimizer_rows_state_bytes() -> None:
+    """bytes per trainable parameter, states in fp32 under mixed precision (dtype 4) and bf16 (dtype 2)."""
+    assert optimizer_spec("paged-adamw-8bit").state_bytes(4) == optimizer_spec("adamw-8bit").state_bytes(4)
+    assert optimizer_spec("paged-adamw").state_bytes(2) == 8  # bitsandbytes 32-bit states whatever the params
+    assert optimizer_spec("adamw-4bit").state_bytes(4) == pytest.approx(2 * (0.5 + 4 / 128))  # 1.0625
+    assert optimizer_spec("muon").state_bytes(4) == 4  # one momentum buffer per matrix
+    assert optimizer_spec("muon").implementation("fused") == "for-loop"
+    assert optimizer_spec("adamw").implementation("foreach") == "foreach"
+    for name in ("paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"):
+        spec = OPTIMIZERS[name]
+        assert not spec.memory_measured and spec.cpu_offload_refusal
+
+
+def test_a_new_optimizer_is_estimated_and_its_bar_widened() -> None:
+    body = {"model": "llama-3.1-8b", "training": {"optimizer": "adamw-4bit", "seq_len": 1024},
+            "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": 1}}
+    four = estimate(EstimateRequest.model_validate(body))
+    adamw = estimate(EstimateRequest.model_validate({**body, "training": {"seq_len": 1024}}))
+    saved = adamw.memory.breakdown_bytes.optimizer_states - four.memory.breakdown_bytes.optimizer_states
+    params = four.model.trainable_params
+    assert saved == pytest.approx(params * (8 - 1.0625), rel=0.01)
+    assert any("adamw-4bit" in a for a in four.assumptions)  # the unmeasured-optimizer line
+    assert four.memory.error_bar_pct > adamw.memory.error_bar_pct
+
+
+# ------------------------------------------------------------------------------------------ mechanisms
+
+
+def test_loss_kernels_keep_less_than_the_materialised_loss() -> None:
+    """Llama 3.1 8B (hidden 4096, vocabulary 128,256) at 16k tokens: the materialised loss keeps 12 bytes per
+    logit at backward (23.5 GiB), the chunked 6 + one fp32 chunk, the fused none (the bf16 input gradient)."""
+    tokens, vocab, hidden = 16384, 128256, 4096
+    mat = loss_bytes("materialized", tokens, vocab, hidden, False)
+    chunked = loss_bytes("chunked", tokens, vocab, hidden, False)
+    fused = loss_bytes("fused", tokens, vocab, hidden, False)
+    assert mat[1] / GiB == pytest.approx(12 * tokens * vocab / GiB)
+    assert chunked[1] == int(6 * tokens * vocab + tokens * vocab)
+    assert fused == (4 * tokens * hidden + 4 * tokens, 2 * tokens * hidden + 4 * tokens)
+    assert mat[1] > chunked[1] > fused[0] > fused[1]
+    assert loss_bytes("materialized", tokens, vocab, hidden, True)[0] == mat[0] + 2 * tokens * vocab
+
+
+def test_liger_kernels_and_offloading() -> None:
+    assert liger_swiglu_saving(14336) == 2 * 14336
+    assert liger_norm_bytes(4096, 2) == 2 * 4096 + 4
+    assert offload_split("none", 1000, 10, 100) == (1000, 0)
+    assert offload_split("all", 1000, 10, 100) == (200, 800)
+    assert offload_split("checkpoints", 1000, 10, 100) == (920, 80)
+    assert offload_transfer_seconds(0, 25e9, 1.0) == 0.0
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0) == 0.0  # 0.8 s of PCIe hidden behind 1 s of compute
+    assert offload_transfer_seconds(25 * 10**9, 25e9, 1.0) == pytest.approx(1.0)
+
+
+def test_muon_newton_schulz_and_gather() -> None:
+    # a 4096 x 14336 matrix: m = 4096, n = 14336, five steps of 4 m^2 n + 2 m^3
+    assert muon_newton_schulz_flops(14336, 4096) == pytest.approx(5 * (4 * 4096**2 * 14336 + 2 * 4096**3))
+    assert muon_newton_schulz_flops(4096, 14336) == muon_newton_schulz_flops(14336, 4096)
+    assert muon_gather_bytes(4096, 4096, 1) == 0
+    assert muon_gather_bytes(4096, 4096, 8) == int(2 * 4096 * 4096 * 4 * 7 / 8)

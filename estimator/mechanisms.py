@@ -15,6 +15,8 @@ Sources (file @ commit, as read):
   flight. TRL's ``loss_type="chunked_nll"`` (``trl/trainer/sft_config.py`` @016013e8) also drops the ignored
   tokens before the LM head: sized here with every token trained (pre-training style packing; a completion-only
   dataset saves more).
+- TRL's chunked loss: ``ChunkedLogProbFunction`` (huggingface/trl ``trl/kernels/chunked_logprob.py`` @483dc652), see
+  :func:`loss_bytes`.
 - Fused loss: Liger ``fused_linear_cross_entropy_forward`` (linkedin/Liger-Kernel
   ``src/liger_kernel/ops/fused_linear_cross_entropy.py`` @00eba634): ``chunk_size`` = next power of two of
   ``BT / ceil(V / H)`` so the transient logits chunk is about ``BT x H`` elements in the input dtype; the input
@@ -56,35 +58,59 @@ __all__ = [
 
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 CHUNKED_LOSS_CHUNKS: Final = 8
+#: TRL trl/kernels/chunked_logprob.py tiles
+TRL_TOKEN_CHUNK: Final = 4096
+TRL_VOCAB_CHUNK: Final = 32768
 #: torch.optim.Muon ns_steps default (DEFAULT_NS_STEPS)
 NS_STEPS: Final = 5
 
 
-def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softcap: bool,
-               head_trainable_bytes: int = 0) -> tuple[int, int]:
-    """(forward peak, backward start) bytes of the loss on one rank, for ``tokens`` tokens and ``vocab_local``
-    vocabulary entries per rank.
+def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softcap: bool, *,
+               impl: str = "torchtune", head_trainable: bool = False, head_grad_bytes: int = 0) -> tuple[int, int]:
+    """(forward peak, backward peak) bytes of the loss on one rank beyond the LM head's input, for ``tokens``
+    tokens and ``vocab_local`` vocabulary entries per rank.
 
     ``materialized``: Hugging Face's 10 / 12 bytes per logit (+2 for a softcap's saved tanh).
-    ``chunked``: the bf16 logits and the fp32 log-probabilities of every chunk kept (6 bytes per logit), one
-    fp32 chunk (upcast and its softmax, 8 bytes per logit of one chunk) in flight each way.
-    ``fused``: no logits kept: the bf16 input gradient (2 x tokens x hidden) from forward to backward, the
-    transient logits chunk (about tokens x hidden elements in bf16) and the fp32 per-token loss in forward;
-    ``head_trainable_bytes``: the LM head's gradient, made in forward when the head trains (else 0).
+
+    ``chunked``, ``impl="torchtune"`` (``CEWithChunkedOutputLoss``, eager): the bf16 logits and the fp32
+    log-probabilities of every chunk kept (6 bytes per logit), one fp32 chunk (its upcast and softmax, 8 bytes per
+    logit of one chunk) in flight each way.
+
+    ``chunked``, ``impl="trl"`` (TRL's ``ChunkedLogProbFunction``, huggingface/trl
+    ``trl/kernels/chunked_logprob.py`` @483dc652, what ``loss_type="chunked_nll"`` runs): the projection on
+    ``[TOKEN_CHUNK_SIZE=4096, VOCAB_CHUNK_SIZE=32768]`` tiles in the compute dtype, five fp32 statistics per token,
+    ``log_z`` and the entropy (fp32) kept; with a frozen head (LoRA) the forward also builds the per-token
+    Jacobian (hidden-sized, input dtype) kept for backward, whose backward is ``grad_logprobs * jacobian.float()``
+    (fp32) cast back; with a trained head the backward recomputes the tiles into an fp32 ``grad_hidden`` and an
+    fp32 ``grad_weight`` (``head_grad_bytes`` x 2 for bf16 weights: the fp32 accumulator, then its cast).
+
+    ``fused`` (Liger ``fused_linear_cross_entropy_forward``; Cut Cross-Entropy sized the same, at most): no logits
+    kept; the bf16 input gradient (2 x tokens x hidden) made in forward and kept for backward, the transient
+    logits chunk (about tokens x hidden elements, bf16) and the fp32 per-token loss in forward; with a trained
+    head its gradient (``head_grad_bytes``, the parameter dtype) is also made in forward.
     """
     logits = tokens * vocab_local
     cap = 2 * logits if softcap else 0
     if kernel == "materialized":
         return int(10 * logits + cap), int(12 * logits + cap)
+    if kernel == "chunked" and impl == "trl":
+        tile = 2 * min(tokens, TRL_TOKEN_CHUNK) * min(vocab_local, TRL_VOCAB_CHUNK)
+        stats, kept = 20 * tokens, 8 * tokens
+        if not head_trainable:
+            jacobian = 2 * tokens * hidden
+            expected_w = 4 * min(tokens, TRL_TOKEN_CHUNK) * hidden
+            return (int(kept + jacobian + stats + tile + expected_w),
+                    int(kept + jacobian + 4 * tokens * hidden + 2 * tokens * hidden))
+        return int(kept + stats + tile), int(kept + tile + 4 * tokens * hidden + 2 * head_grad_bytes)
     if kernel == "chunked":
         chunk = logits / CHUNKED_LOSS_CHUNKS
-        kept = 6 * logits + cap
-        return int(kept + 8 * chunk), int(kept + 8 * chunk)
+        kept_logits = 6 * logits + cap
+        return int(kept_logits + 8 * chunk), int(kept_logits + 8 * chunk)
     grad_input = 2 * tokens * hidden
     chunk_logits = 2 * tokens * hidden
     per_token = 4 * tokens
-    return (int(grad_input + chunk_logits + per_token + head_trainable_bytes),
-            int(grad_input + per_token + head_trainable_bytes))
+    head = head_grad_bytes if head_trainable else 0
+    return int(grad_input + chunk_logits + per_token + head), int(grad_input + per_token + head)
 
 
 def liger_swiglu_saving(ffn: int) -> int:

@@ -135,16 +135,25 @@ def test_a_new_optimizer_is_estimated_and_its_bar_widened() -> None:
 
 def test_loss_kernels_keep_less_than_the_materialised_loss() -> None:
     """Llama 3.1 8B (hidden 4096, vocabulary 128,256) at 16k tokens: the materialised loss keeps 12 bytes per
-    logit at backward (23.5 GiB), the chunked 6 + one fp32 chunk, the fused none (the bf16 input gradient)."""
+    logit at backward (23.5 GiB), torchtune's chunked loss 6 + one fp32 chunk, TRL's tiles and Liger's fused loss
+    no logits at all."""
     tokens, vocab, hidden = 16384, 128256, 4096
     mat = loss_bytes("materialized", tokens, vocab, hidden, False)
     chunked = loss_bytes("chunked", tokens, vocab, hidden, False)
+    trl_lora = loss_bytes("chunked", tokens, vocab, hidden, False, impl="trl")
+    trl_full = loss_bytes("chunked", tokens, vocab, hidden, False, impl="trl", head_trainable=True,
+                          head_grad_bytes=2 * vocab * hidden)
     fused = loss_bytes("fused", tokens, vocab, hidden, False)
     assert mat[1] / GiB == pytest.approx(12 * tokens * vocab / GiB)
     assert chunked[1] == int(6 * tokens * vocab + tokens * vocab)
     assert fused == (4 * tokens * hidden + 4 * tokens, 2 * tokens * hidden + 4 * tokens)
-    assert mat[1] > chunked[1] > fused[0] > fused[1]
+    tile = 2 * 4096 * 32768  # one [4096, 32768] bf16 tile
+    assert trl_lora[0] == 8 * tokens + 2 * tokens * hidden + 20 * tokens + tile + 4 * 4096 * hidden
+    assert trl_full[1] == 8 * tokens + tile + 4 * tokens * hidden + 4 * vocab * hidden  # fp32 grad_weight
+    assert mat[1] > chunked[1] > max(trl_lora) and mat[1] > max(fused)
     assert loss_bytes("materialized", tokens, vocab, hidden, True)[0] == mat[0] + 2 * tokens * vocab
+    assert loss_bytes("fused", tokens, vocab, hidden, False, head_trainable=True, head_grad_bytes=10)[1] == \
+        fused[1] + 10
 
 
 def test_liger_kernels_and_offloading() -> None:

@@ -65,8 +65,12 @@ def serve(
     import uvicorn
 
     from app.core.serve import uvicorn_options
+    from estimator import ESTIMATOR_VERSION, native
 
     settings = get_settings()
+    # which estimator this server runs (the compiled build is a few times faster; docs/native.md), before uvicorn
+    # starts; each worker logs it again when it starts (app.main), and GET /api/v1/version reports it
+    typer.echo(f"capplan serve: estimator {ESTIMATOR_VERSION}, {native.describe()}", err=True)
     if workers > 1:
         if settings.rate_limit_storage.strip().startswith("memory://"):
             fail("--workers above 1 needs CAPPLAN_RATE_LIMIT_STORAGE set to a store every worker shares "

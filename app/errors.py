@@ -24,7 +24,6 @@ from app.core.request_id import HEADER, request_id_of
 from app.core.security_headers import csp_nonce, security_headers
 from app.openapi import allowed_methods
 from app.schemas.problem import PROBLEM_MEDIA_TYPE, FieldError, Problem
-from estimator.budget import DeadlineExceeded
 from estimator.errors import (
     EstimatorError,
     ModelConfigError,
@@ -32,6 +31,7 @@ from estimator.errors import (
     UnknownModelError,
     UnsupportedCombinationError,
 )
+from estimator.planner.budget import DeadlineExceeded
 from hardware_catalog import UnknownCatalogIdError
 
 __all__ = [
@@ -274,7 +274,8 @@ RETRY_AFTER_S = 5
 
 
 async def _over_deadline(request: Request, exc: Exception) -> Response:
-    """A computation past the per-request wall-clock cap (estimator.budget): the server is too busy for it now."""
+    """A computation past the per-request wall-clock cap (estimator.planner.budget): the server is too busy for it
+    now."""
     return problem_response(request, 503, "over-time", "Service unavailable",
                             f"{exc}; the server is busy: retry later, or narrow the request",
                             headers={"Retry-After": str(RETRY_AFTER_S)})

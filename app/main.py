@@ -68,8 +68,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         build = native.status()
-        log.info("estimator: %s", f"compiled ({build.modules} modules)" if build.active else
-                 f"plain Python ({build.reason})")
+        # uvicorn's own logger, so that `capplan serve` shows it (each worker says which estimator it runs)
+        logging.getLogger("uvicorn.error").info(
+            "capplan estimator %s: %s", ESTIMATOR_VERSION,
+            f"compiled ({build.modules} modules)" if build.active else f"plain Python ({build.reason})")
         with frozen_heap(settings.gc_freeze):
             yield
     finally:

@@ -23,9 +23,9 @@ from typing import Any
 
 from estimator import EstimateRequest, estimate, native
 from estimator.estimate import MAX_MICRO_BATCH_SEARCH
-from estimator.layout import build_layout
-from estimator.memory import max_micro_batch, peak_memory
-from estimator.modelspec import shape_for
+from estimator.model.spec import shape_for
+from estimator.training.layout import build_layout
+from estimator.training.memory import max_micro_batch, peak_memory
 
 CASES: dict[str, dict[str, Any]] = {
     "llama-3.1-8b full, 8x H100 (defaults; does not fit: suggestions)": {"model": "llama-3.1-8b"},

@@ -35,9 +35,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from estimator import EstimateRequest, EstimatorError, estimate, list_presets
+from estimator.facility.rack import plan_rack_for_server
 from estimator.planner.plan import PlanRequest, plan
 from estimator.planner.reverse import ReverseRequest, answer
-from estimator.rack import plan_rack_for_server
 from estimator.tco import (
     JobCost,
     TcoAssumptions,

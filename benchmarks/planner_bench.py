@@ -14,7 +14,7 @@ Run: ``.venv/bin/python benchmarks/planner_bench.py [--runs 7]``. Prints figures
 2. The screen's rate: :func:`estimator.planner.screen.may_fit` over the (structure, micro-batch) rows of the
    405B search, tiled to about 2 million rows (median of ``--runs``), in rows per second and in layouts per
    second (a row decides a layout at every checkpointing level); next to it, the exact path's layouts per
-   second (section 1) and one exact memory estimate (``estimator.memory._peak_memory``, past its memo) per
+   second (section 1) and one exact memory estimate (``estimator.training.memory._peak_memory``, past its memo) per
    second.
 3. Per configuration: the median time of one ``estimator.estimate`` (memory, step time, time to train) against
    one ``llm_analysis.analysis.LLMAnalysis.training`` for the same model, GPU, layout and batch (PyPI
@@ -43,7 +43,7 @@ import numpy as np
 
 from estimator import memo, native
 from estimator.estimate import estimate
-from estimator.modelspec import ModelShape, clear_shapes, preset
+from estimator.model.spec import ModelShape, clear_shapes, preset
 from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest, PlanResponse
 from estimator.planner.plan import plan
@@ -161,10 +161,10 @@ def _cold_search(req: PlanRequest, catalog: Any, runs: int) -> tuple[float, floa
 
 def bench_screen(runs: int) -> None:
     """``screen.may_fit`` over real rows (the 405B search's), tiled; and one exact memory estimate, for scale."""
-    from estimator.memory import _peak_memory
-    from estimator.modelspec import CachedShape, resolve_model
+    from estimator.model.spec import CachedShape, resolve_model
     from estimator.planner.hardware import hardware_options, worlds_for
     from estimator.planner.search import SearchContext
+    from estimator.training.memory import _peak_memory
 
     catalog = load_catalog()
     req = PlanRequest.model_validate(SEARCHES[1][1])

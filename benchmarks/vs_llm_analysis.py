@@ -40,11 +40,11 @@ from typing import Any
 
 from estimator import native
 from estimator.estimate import estimate, resolve_hardware
-from estimator.layout import build_layout
-from estimator.memory import peak_memory
-from estimator.modelspec import preset, shape_for
+from estimator.model.spec import preset, shape_for
 from estimator.request import EstimateRequest
-from estimator.timing import step_time, step_time_model
+from estimator.training.layout import build_layout
+from estimator.training.memory import peak_memory
+from estimator.training.timing import step_time, step_time_model
 from hardware_catalog import Catalog, load_catalog
 
 # (label, estimator request, llm-analysis GPU name): the 70B Megatron layouts of benchmarks/estimate_speed.py and

@@ -27,11 +27,11 @@ from estimator.errors import (  # noqa: E402 (after the compiled build's finder 
     UnsupportedCombinationError,
 )
 from estimator.estimate import estimate  # noqa: E402
-from estimator.modelspec import list_presets  # noqa: E402
+from estimator.facility.rack import RackPlan, plan_rack_for_server  # noqa: E402
+from estimator.model.spec import list_presets  # noqa: E402
 from estimator.planner.contract import PlanRequest, PlanResponse  # noqa: E402
 from estimator.planner.plan import plan  # noqa: E402
 from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer  # noqa: E402
-from estimator.rack import RackPlan, plan_rack_for_server  # noqa: E402
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training  # noqa: E402
 from estimator.response import EstimateResponse  # noqa: E402
 from estimator.tco import (  # noqa: E402

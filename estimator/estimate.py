@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
-from estimator.comm import network_warnings
 from estimator.construct import trusted
-from estimator.cost import CostResult, choose_basis, cost_of_run
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.explain import assumptions_for, warnings_for
 from estimator.host.bom import bill_of_materials, choose_server
 from estimator.host.sizing import host_result
-from estimator.layout import Layout, build_layout
 from estimator.memo import BoundedMemo
-from estimator.memory import MemoryPeak, max_micro_batch, peak_memory
 from estimator.messages import N_, Num, Text, join
-from estimator.modelspec import ModelShape, shape_for
-from estimator.optimizers import OPTIMIZERS
-from estimator.params import lora_params_per_layer
+from estimator.model.spec import ModelShape, shape_for
 from estimator.request import DEFAULT_GPU, EstimateRequest
 from estimator.reqview import view
 from estimator.response import (
@@ -32,9 +24,17 @@ from estimator.response import (
     TrainResult,
 )
 from estimator.stacks import mechanism_notes, stack_assumptions
-from estimator.suggest import suggestions
-from estimator.timing import step_time_model, time_assumptions
-from estimator.train import TrainFigures, train_figures, train_warnings
+from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
+from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
+from estimator.training.comm import network_warnings
+from estimator.training.explain import assumptions_for, warnings_for
+from estimator.training.layout import Layout, build_layout
+from estimator.training.memory import MemoryPeak, max_micro_batch, peak_memory
+from estimator.training.optimizers import OPTIMIZERS
+from estimator.training.params import lora_params_per_layer
+from estimator.training.suggest import suggestions
+from estimator.training.timing import step_time_model, time_assumptions
+from estimator.training.train import TrainFigures, train_figures, train_warnings
 from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
 
@@ -96,7 +96,8 @@ def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, cap
 
 
 def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> int:
-    """Largest micro-batch whose total fits (:func:`estimator.memory.max_micro_batch`); 0 if even 1 does not."""
+    """Largest micro-batch whose total fits (:func:`estimator.training.memory.max_micro_batch`); 0 if even 1 does
+    not."""
     return max_micro_batch(req, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
 
 
@@ -253,7 +254,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
 
 def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,
           fits: bool) -> tuple[CostResult | None, list[str]]:
-    """The run on its cost basis (:mod:`estimator.cost`): own with a server, else rent; no total when it does
+    """The run on its cost basis (:mod:`estimator.tco.run_cost`): own with a server, else rent; no total when it does
     not fit."""
     server_id = hw.server.id if hw.server is not None else None
     basis, notes = choose_basis(catalog, hw.gpu.id, server_id, layout.num_nodes, layout.gpus_per_node, req.cost)

@@ -35,7 +35,7 @@ Sources (file @ commit, as read):
   Unsloth ``Unsloth_Offloaded_Gradient_Checkpointer`` (``unsloth/models/llama.py`` @015bdef0;
   axolotl ``src/axolotl/utils/gradient_checkpointing/unsloth.py``): each checkpointed layer's input
   ``.to("cpu", non_blocking=True)`` in forward and back in backward.
-- Optimizers: :mod:`estimator.optimizers` (their rows); Muon ``torch/optim/_muon.py`` @098e03f9
+- Optimizers: :mod:`estimator.training.optimizers` (their rows); Muon ``torch/optim/_muon.py`` @098e03f9
   (``_zeropower_via_newtonschulz``: bf16 copy, transposed to the short side, ``ns_steps=5`` of
   ``A = X X^T; B = bA + cA^2; X = aX + BX``).
 """

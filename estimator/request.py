@@ -14,8 +14,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from estimator import request_rules as rules
 from estimator import stacks
-from estimator.cost import CostChoice
 from estimator.host_options import HostInput
+from estimator.tco.run_cost import CostChoice
 
 __all__ = [
     "DEFAULT_GPU",

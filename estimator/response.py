@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimator.cost import CostResult
 from estimator.messages import Message
+from estimator.tco.run_cost import CostResult
 
 __all__ = [
     "EstimateResponse",

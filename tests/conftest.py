@@ -13,6 +13,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 POSTGRES_URL_ENV = "CAPPLAN_TEST_POSTGRES_URL"
+REDIS_URL_ENV = "CAPPLAN_TEST_REDIS_URL"  # a Redis server for the several-workers test (scripts/test starts one)
 
 # Starlette's TestClient sends ``Host: testserver``: allow it (and the loopback names the live servers use)
 # for every Settings the tests make, unless a test sets its own list
@@ -25,6 +26,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """In CI the PostgreSQL tests must run: refuse to start without their database."""
     if os.environ.get("CI", "").lower() == "true" and not os.environ.get(POSTGRES_URL_ENV):
         raise pytest.UsageError(f"CI=true but {POSTGRES_URL_ENV} is unset: the postgres tests would be skipped")
+    if os.environ.get("CI", "").lower() == "true" and not os.environ.get(REDIS_URL_ENV):
+        raise pytest.UsageError(f"CI=true but {REDIS_URL_ENV} is unset: the several-workers test would be skipped")
 
 
 @contextmanager
@@ -50,6 +53,15 @@ def postgres_server_url() -> str:
     if not server_url:
         pytest.skip(f"{POSTGRES_URL_ENV} is not set")
     return server_url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """``CAPPLAN_TEST_REDIS_URL`` (a Redis server the test may flush). Skips when unset, which CI forbids."""
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        pytest.skip(f"{REDIS_URL_ENV} is not set")
+    return url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.calibration import accuracy_report as report
-from estimator.accuracy import memory_error_bar_pct
+from estimator.training.accuracy import memory_error_bar_pct
 
 
 def test_committed_memory_accuracy_files_are_up_to_date() -> None:

@@ -9,9 +9,9 @@ from test_host_support import catalog
 
 from estimator.host.bom import bill_of_materials, choose_server, switch_counts
 from estimator.host.sizing import host_result, host_sizing
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+from estimator.training.layout import build_layout
 
 KEYS = {"item", "sku", "quantity", "unit_price_usd", "source"}
 

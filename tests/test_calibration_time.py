@@ -1,8 +1,9 @@
 """Step time against the H200 calibration measurements (``tests/data/calibration_h200.json``).
 
 Every measured, non-OOM single-GPU case (``run.world_size_fake`` is null): the median of the timed steps
-(``measured.step_time_s``, PyTorch 2.11 + Hugging Face transformers 5.17) against ``estimator.timing.step_time``
-for the case's own request. Acceptance (issue #3): median |error| <= 10%, every case within +-20%.
+(``measured.step_time_s``, PyTorch 2.11 + Hugging Face transformers 5.17) against
+``estimator.training.timing.step_time`` for the case's own request. Acceptance (issue #3): median |error| <= 10%,
+every case within +-20%.
 
 When a case's timed steps disagree by more than ``NOISY_SPREAD`` (slowest / fastest - 1: the host, a shared
 VM, disturbed a CPU-bound run -- small QLoRA models, whose Python path issues the kernels), three steps give no
@@ -15,7 +16,7 @@ step time is compute plus the framework's own copies (FSDP2's copy-in/out, DDP's
 compared with the estimate's compute only: the step minus its exposed communication and minus the slow-down
 that hidden communication causes (``timing.COMM_OVERLAP_PENALTY`` of it: NCCL kernels that never ran), and held
 to the same +-20%. (The FSDP2 cases set ``fsdp_scale``; the other fitted constants come from the single-GPU
-cases -- ``estimator/efficiency.py``.)
+cases -- ``estimator/training/efficiency.py``.)
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import COMM_OVERLAP_PENALTY, step_time
+from estimator.training.layout import build_layout
+from estimator.training.timing import COMM_OVERLAP_PENALTY, step_time
 from hardware_catalog import Catalog, load_catalog
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration_h200.json"

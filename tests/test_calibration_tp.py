@@ -45,7 +45,7 @@ def test_sequence_parallel_saves_the_gathered_projection_inputs() -> None:
 def test_measured_kinds_get_their_class_error_bar() -> None:
     """TP (and 2-D) requests get the p90 of these cases ("tensor_parallel"), ZeRO-1 the sharded class's bar:
     both are measured kinds now, not the unmeasured floor."""
-    from estimator.accuracy import accuracy_table
+    from estimator.training.accuracy import accuracy_table
 
     table = accuracy_table()["memory_error_bar_pct"]
     for c in CASES:

@@ -1,4 +1,4 @@
-"""Checkpoint sizes (estimator.host.checkpoint) against the bytes torch.save and torch distributed checkpoint
+"""Checkpoint sizes (estimator.training.checkpoint) against the bytes torch.save and torch distributed checkpoint
 actually write, for small Llama-shaped models built in plain torch (issue #8).
 
 Tolerance: 1% of the file size. The formula counts the tensor bytes exactly; what is left is per-record
@@ -19,10 +19,10 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from estimator.host.checkpoint import checkpoint_size
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
 
 TOLERANCE = 0.01
 

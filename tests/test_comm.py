@@ -1,4 +1,4 @@
-"""The alpha-beta collective model of estimator.comm against nccl-tests' formulas and measured busbw.
+"""The alpha-beta collective model of estimator.training.comm against nccl-tests' formulas and measured busbw.
 
 Figures: ``../shared/reference/hardware-facts.md`` Sec. 2.2 (NVIDIA/nccl-tests ``doc/PERFORMANCE.md``:
 all-reduce moves ``2(n-1)/n`` of the buffer, all-gather / reduce-scatter ``(n-1)/n``; busbw 475 GB/s for
@@ -12,7 +12,7 @@ from functools import cache
 
 import pytest
 
-from estimator.comm import (
+from estimator.training.comm import (
     INTER_LATENCY_S,
     INTRA_LATENCY_S,
     Fabric,

@@ -10,12 +10,12 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from estimator.construct import replaced, trusted
-from estimator.cost import CostBasis
 from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.messages import Num, Text
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 from estimator.response import HostResult
+from estimator.tco.run_cost import CostBasis
 from hardware_catalog import load_catalog
 
 BASE = EstimateRequest.model_validate({"model": "llama-3.1-70b", "training": {"method": "lora", "seq_len": 2048},

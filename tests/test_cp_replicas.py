@@ -11,11 +11,11 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.network import inter_node_traffic
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
 
 
 def _req(sharding: str, cp: int, nodes: int, **par: object) -> EstimateRequest:

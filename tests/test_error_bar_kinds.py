@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.estimate import _measured_kind
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
+from estimator.training.layout import build_layout
 
 
 @pytest.mark.parametrize("training, parallelism, nodes, gpus, measured", [
@@ -54,10 +54,10 @@ def test_unmeasured_reasons_are_shared_only_where_they_are_equal() -> None:
 
     from estimator.errors import InvalidRequestError
     from estimator.estimate import _unmeasured, _unmeasured_memory_reasons
-    from estimator.layout import build_layout
     from estimator.memo import clear_all
-    from estimator.modelspec import shape_for
+    from estimator.model.spec import shape_for
     from estimator.request import EstimateRequest
+    from estimator.training.layout import build_layout
 
     clear_all()
     compared = 0

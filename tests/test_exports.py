@@ -23,7 +23,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from estimator.modelspec import preset
+from estimator.model.spec import preset
 from estimator.planner.contract import PlanLayout
 from estimator.planner.exports.launch import accelerate_config, build_exports, deepspeed_config, torchrun_argv
 from estimator.planner.exports.megatron import megatron_args

@@ -1,12 +1,12 @@
-"""The GPU fabric of a node (estimator.comm.gpu_fabric), used by the step time and the NCCL exports alike."""
+"""The GPU fabric of a node (estimator.training.comm.gpu_fabric), used by the step time and the NCCL exports alike."""
 
 from __future__ import annotations
 
 import pytest
 
-from estimator.comm import fabric_for, gpu_fabric
 from estimator.planner.contract import PlanLayout
 from estimator.planner.exports.nccl import environment
+from estimator.training.comm import fabric_for, gpu_fabric
 from hardware_catalog import load_catalog
 
 CATALOG = load_catalog()

@@ -1,4 +1,4 @@
-"""FLOP counts of estimator.flops against the closed forms they follow.
+"""FLOP counts of estimator.training.flops against the closed forms they follow.
 
 - 6 N T for dense training (Kaplan et al. 2020, arXiv 2001.08361, Sec. 2.1) plus causal attention
   ``6 L b s^2 h / 2`` (Narayanan et al. 2021, arXiv 2104.04473, Eq. 2 without the causal saving, halved here
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from estimator.flops import attention_flops, model_flops_per_step, workload
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.flops import attention_flops, model_flops_per_step, workload
+from estimator.training.layout import build_layout
 
 
 def _setup(training: dict[str, Any] | None = None, parallelism: dict[str, Any] | None = None,
@@ -112,10 +112,10 @@ def test_layer_parts_are_shared_only_where_they_are_equal() -> None:
     """``flops._memo_layer_parts`` keys the layout by its tensor and expert degrees only: for layouts that differ
     in node count, sharding, pipeline or context degree, tensor or expert degree, method and LoRA kernel, each
     memoised answer is the one computed afresh for that very layout (fails when a read is left out of the key)."""
-    from estimator.flops import _layer_parts, _memo_layer_parts
-    from estimator.layout import build_layout
     from estimator.memo import clear_all
-    from estimator.modelspec import shape_for
+    from estimator.model.spec import shape_for
+    from estimator.training.flops import _layer_parts, _memo_layer_parts
+    from estimator.training.layout import build_layout
 
     clear_all()
     cases: list[tuple[str, dict[str, object], int, dict[str, object]]] = [

@@ -1,4 +1,4 @@
-"""estimator.gcpause.paused: automatic garbage collection off inside, restored after, counted across nested and
+"""estimator.planner.gcpause.paused: automatic garbage collection off inside, restored after, counted across nested and
 concurrent searches; a collector that was off stays off."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from estimator.gcpause import paused
+from estimator.planner.gcpause import paused
 
 
 @pytest.fixture(autouse=True)

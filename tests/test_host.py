@@ -10,16 +10,16 @@ import pytest
 from test_host_support import catalog
 
 from estimator.errors import InvalidRequestError
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.network import inter_node_traffic
 from estimator.host.ram import BREAKDOWN_KEYS, host_ram
 from estimator.host.sizing import NicConfig, host_result, host_sizing, recommend_dimms, recommend_nics
-from estimator.host.tensors import local_tensors, pow2ceil
 from estimator.host_options import GIB, HostOptions, host_defaults
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 from estimator.response import HostResult
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
+from estimator.training.tensors import local_tensors, pow2ceil
 
 
 def make(model: str = "llama-3.1-8b", *, gpu: str = "h100-sxm5-80gb", server: str | None = "nvidia-dgx-h100",
@@ -310,10 +310,10 @@ def test_local_tensors_are_shared_only_where_they_are_equal() -> None:
     """``local_tensors`` is memoised on the tensor and expert degrees and the layers per stage, not the whole
     layout: for layouts that differ in node count, sharding, pipeline split, tensor or expert degree, each answer
     from the memo is the one computed afresh for that very layout."""
-    from estimator.host.tensors import _local_tensors_uncached, local_tensors, stages
-    from estimator.layout import build_layout
     from estimator.memo import clear_all
-    from estimator.modelspec import shape_for
+    from estimator.model.spec import shape_for
+    from estimator.training.layout import build_layout
+    from estimator.training.tensors import _local_tensors_uncached, local_tensors, stages
 
     clear_all()
     cases = [("llama-3.1-70b", {"sharding": sh, "tp": tp, "pp": pp}, nodes, method)

@@ -16,9 +16,9 @@ import pytest
 from test_host_support import catalog
 
 from estimator import estimate
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
+from estimator.training.layout import build_layout
 
 GIB = 1 << 30
 HARDWARE = Hardware(gpu="a100-sxm4-80gb", server="nvidia-dgx-a100-640gb", num_nodes=1, gpus_per_node=8)

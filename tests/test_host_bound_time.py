@@ -1,8 +1,8 @@
 """Launch-bound (host-bound) steps get their own step-time error bar and an assumption line (issue 14, items 4-5).
 
 A step is launch-bound when issuing its forward from Python takes the host at least ``HOST_BOUND_SHARE`` of the
-forward's GPU time (``estimator.timing.Pass.host_bound``, LoRA adapters at peft's measured per-adapter cost). The
-rule is checked against the measured phases of the families call (``tests/data/families_h200_raw``: where the
+forward's GPU time (``estimator.training.timing.Pass.host_bound``, LoRA adapters at peft's measured per-adapter
+cost). The rule is checked against the measured phases of the families call (``tests/data/families_h200_raw``: where the
 host returns from forward only after about the forward's GPU time, the GPU waited on it), and the class's bar
 against its held-out cases.
 """
@@ -15,9 +15,9 @@ import pytest
 
 from benchmarks.calibration import families as fam
 from benchmarks.calibration import time_report
-from estimator.accuracy import HELD_OUT_COVERAGE, accuracy_table, time_error_bar_pct
 from estimator.estimate import estimate
 from estimator.request import EstimateRequest
+from estimator.training.accuracy import HELD_OUT_COVERAGE, accuracy_table, time_error_bar_pct
 
 # The host returns from the forward after at least this share of its GPU time only when the GPU waited on it.
 MEASURED_WAIT_SHARE = 0.85

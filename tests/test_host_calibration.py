@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from estimator.estimate import estimate
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.ram import process_ram
 from estimator.host_options import GIB, HostOptions
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.layout import build_layout
 
 DATA = Path(__file__).resolve().parent / "data" / "host_memory_h200.json"
 TOLERANCE = 0.10

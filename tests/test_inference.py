@@ -10,7 +10,7 @@ from estimator.inference import InferenceRequest, estimate_inference
 from estimator.inference.kv import kv_layout
 from estimator.inference.memory import longest_request
 from estimator.inference.weights import linear_bytes, weight_bytes_per_gpu
-from estimator.modelspec import ModelShape, preset
+from estimator.model.spec import ModelShape, preset
 
 GiB = 2**30
 

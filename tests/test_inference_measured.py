@@ -136,7 +136,7 @@ def _sustained_s(d: dict[str, Any]) -> float:
 
 def _engine_like_step(batch: int, ctx: int, chunk: int) -> float:
     from estimator.inference.speed import SpeedModel
-    from estimator.modelspec import ModelShape, preset
+    from estimator.model.spec import ModelShape, preset
 
     shape = ModelShape(preset("llama-3.1-8b"))
     m = SpeedModel(engine=ENGINES["vllm"], shape=shape, weights=weight_bytes_per_gpu(shape, "fp8", 128, True, 1),

@@ -12,7 +12,7 @@ import pytest
 
 from estimator.inference import InferenceRequest, estimate_inference
 from estimator.inference.kv import kv_layout
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import ModelArch
 
 GiB = 2**30
@@ -82,7 +82,7 @@ def test_sglang_issue21348_qwen3_235b_tp4_pool_bytes_per_token() -> None:
     ("deepseek-v3", "auto", 61 * (512 + 64) * 2),      # MLA latent: kv_lora_rank + rope dim, no separate V
 ])
 def test_kv_bytes_per_token_by_attention_kind(model: str, dtype: str, expected: int) -> None:
-    from estimator.modelspec import preset
+    from estimator.model.spec import preset
 
     assert kv_layout(ModelShape(preset(model)), dtype, "bf16", 1).bytes_per_token == expected
 
@@ -126,8 +126,8 @@ def test_tensorrt_llm_0_14_throughput(model: str, gpu: str, tp: int, isl: int, o
 
 
 def test_speed_error_bar_covers_the_published_throughput_p90() -> None:
-    from estimator.accuracy import p90
     from estimator.inference.estimate import SPEED_ERROR_BAR_PCT
+    from estimator.training.accuracy import p90
 
     errors = [abs(trtllm_error(*row)) * 100 for row in TRTLLM_0_14]
     assert p90(errors) <= SPEED_ERROR_BAR_PCT

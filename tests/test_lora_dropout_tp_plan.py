@@ -19,10 +19,10 @@ import pytest
 
 from benchmarks.calibration.compare import load_lora_cases, load_parallel_cases
 from estimator import EstimateRequest, estimate
-from estimator.activations import activation_rates
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import DEFAULT_TP_PLAN, Parallelism
+from estimator.training.activations import activation_rates
+from estimator.training.layout import build_layout
 
 RAW = Path(__file__).parent / "data" / "calibration_h200_raw"
 LORA = {c["id"]: c for c in load_lora_cases()}

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from estimator import EstimateRequest, EstimatorError, estimate
 from estimator.memo import clear_all
-from estimator.modelspec import clear_shapes
+from estimator.model.spec import clear_shapes
 
 BASES: dict[str, dict[str, Any]] = {
     "8B LoRA FSDP, 2 nodes": {

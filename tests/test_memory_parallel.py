@@ -12,11 +12,11 @@ import itertools
 import pytest
 
 from estimator.errors import InvalidRequestError
-from estimator.layout import build_layout
-from estimator.memory import MemoryPeak, peak_memory
-from estimator.modelspec import ModelShape, list_presets, resolve_model
-from estimator.params import lora_params_per_layer
+from estimator.model.spec import ModelShape, list_presets, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.layout import build_layout
+from estimator.training.memory import MemoryPeak, peak_memory
+from estimator.training.params import lora_params_per_layer
 
 GIB = 1 << 30
 H200 = 141 * 10**9
@@ -251,9 +251,9 @@ def test_activation_rates_are_shared_only_where_they_are_equal() -> None:
     checkpointing each memoised answer is the one computed afresh (fails when a read is left out of the key)."""
     from pydantic import ValidationError
 
-    from estimator.activations import _activation_rates, activation_rates
     from estimator.memo import clear_all
-    from estimator.modelspec import shape_for
+    from estimator.model.spec import shape_for
+    from estimator.training.activations import _activation_rates, activation_rates
 
     names = ("per_token", "recompute_per_token", "attention_backward_per_token", "residual_dtype", "residual_div",
              "tokens_per_sequence", "full_checkpointing")

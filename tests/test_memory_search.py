@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from estimator.activations import activation_model, activation_rates
 from estimator.errors import EstimatorError
-from estimator.layout import build_layout
-from estimator.memory import Phase, _busiest, _busiest_total, _largest, _overhead_input, _phases, _stage_bases
-from estimator.modelspec import shape_for
-from estimator.overhead import hard_overhead_bytes, overhead_bytes
+from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest
+from estimator.training.activations import activation_model, activation_rates
+from estimator.training.layout import build_layout
+from estimator.training.memory import Phase, _busiest, _busiest_total, _largest, _overhead_input, _phases, _stage_bases
+from estimator.training.overhead import hard_overhead_bytes, overhead_bytes
 
 
 def _sample() -> list[EstimateRequest]:

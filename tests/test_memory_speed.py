@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-import estimator.memory as memory
-from estimator.layout import build_layout
-from estimator.modelspec import shape_for
+import estimator.training.memory as memory
+from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest
+from estimator.training.layout import build_layout
 
 H100, H200 = 80 * 10**9, 141 * 10**9
 

@@ -3,7 +3,7 @@
 import pytest
 
 from estimator.errors import ModelConfigError, UnknownModelError
-from estimator.modelspec import ModelShape, list_presets, parse_hf_config, preset, resolve_model
+from estimator.model.spec import ModelShape, list_presets, parse_hf_config, preset, resolve_model
 from estimator.request import HfConfigModel
 
 # Published counts: each preset's `published_params` and `source` in estimator/data/model_presets.yaml
@@ -124,8 +124,8 @@ def test_text_config_fields_are_read() -> None:
 
 def test_cached_shapes_of_one_architecture_are_equal_and_shared() -> None:
     """Memos keyed by a shape hit for another instance of the same model (compiled too, where the class would
-    otherwise compare by identity), and requests for one model share one instance (estimator.modelspec.shape_for)."""
-    from estimator.modelspec import CachedShape, shape_for
+    otherwise compare by identity), and requests for one model share one instance (estimator.model.spec.shape_for)."""
+    from estimator.model.spec import CachedShape, shape_for
 
     a, b = CachedShape(preset("llama-3.1-70b")), CachedShape(preset("llama-3.1-70b"))
     assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1

@@ -35,9 +35,9 @@ def _keep_status() -> Iterator[None]:
 def _fake_build(tmp_path: Path, **changes: object) -> Path:
     """A native directory whose manifest matches the current sources, with empty stand-ins for the files."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    module, support = f"estimator/timing{suffix}", f"capplan_estimator__mypyc{suffix}"
+    module, support = f"estimator/training/timing{suffix}", f"capplan_estimator__mypyc{suffix}"
     manifest: dict[str, object] = {"ext_suffix": suffix, "sources": native.current_sources(),
-                                   "modules": {"estimator.timing": module},
+                                   "modules": {"estimator.training.timing": module},
                                    "support": {"capplan_estimator__mypyc": support}}
     manifest.update(changes)
     for rel in (module, support):
@@ -51,24 +51,24 @@ def test_a_matching_build_maps_each_module_to_its_file(tmp_path: Path) -> None:
     build = _fake_build(tmp_path)
     files = native._check(json.loads((build / native.MANIFEST_NAME).read_text()), build)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    assert files == {"estimator.timing": build / f"estimator/timing{suffix}",
+    assert files == {"estimator.training.timing": build / f"estimator/training/timing{suffix}",
                      "capplan_estimator__mypyc": build / f"capplan_estimator__mypyc{suffix}"}
 
 
 def test_an_edited_source_makes_the_build_unusable(tmp_path: Path) -> None:
     sources = dict(native.current_sources())
-    sources["estimator/timing.py"] = "0" * 64
+    sources["estimator/training/timing.py"] = "0" * 64
     build = _fake_build(tmp_path, sources=sources)
     reason = native._check(json.loads((build / native.MANIFEST_NAME).read_text()), build)
-    assert reason == "estimator/timing.py changed since the build (scripts/build-native rebuilds)"
+    assert reason == "estimator/training/timing.py changed since the build (scripts/build-native rebuilds)"
 
 
 def test_an_added_source_makes_the_build_unusable(tmp_path: Path) -> None:
     sources = dict(native.current_sources())
-    del sources["estimator/flops.py"]
+    del sources["estimator/training/flops.py"]
     build = _fake_build(tmp_path, sources=sources)
     reason = native._check(json.loads((build / native.MANIFEST_NAME).read_text()), build)
-    assert reason == "estimator/flops.py added or removed since the build (scripts/build-native rebuilds)"
+    assert reason == "estimator/training/flops.py added or removed since the build (scripts/build-native rebuilds)"
 
 
 def test_a_build_for_another_interpreter_is_not_used(tmp_path: Path) -> None:
@@ -80,9 +80,9 @@ def test_a_build_for_another_interpreter_is_not_used(tmp_path: Path) -> None:
 def test_a_missing_file_makes_the_build_unusable(tmp_path: Path) -> None:
     build = _fake_build(tmp_path)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    (build / f"estimator/timing{suffix}").unlink()
+    (build / f"estimator/training/timing{suffix}").unlink()
     reason = native._check(json.loads((build / native.MANIFEST_NAME).read_text()), build)
-    assert reason == f"missing from the build: {build / f'estimator/timing{suffix}'}"
+    assert reason == f"missing from the build: {build / f'estimator/training/timing{suffix}'}"
 
 
 def test_required_but_unusable_is_an_import_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +120,7 @@ def native_build() -> None:
 @pytest.mark.slow
 def test_compiled_modules_are_the_ones_imported(native_build: None) -> None:
     probe = _run("-c", "import sys, estimator; s = estimator.native.status(); "
-                 "print(s.active, s.modules, sys.modules['estimator.timing'].__file__)", native_mode="1")
+                 "print(s.active, s.modules, sys.modules['estimator.training.timing'].__file__)", native_mode="1")
     assert probe.returncode == 0, probe.stderr
     active, modules, timing_file = probe.stdout.split()
     assert active == "True" and int(modules) > 40

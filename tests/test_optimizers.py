@@ -1,4 +1,4 @@
-"""The optimizer table (estimator/optimizers.py): one row per optimizer the contract accepts, and the facts its
+"""The optimizer table (estimator/training/optimizers.py): one row per optimizer the contract accepts, and the facts its
 readers take from it."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import get_args
 
 import pytest
 
-from estimator.optimizers import OPTIMIZERS, optimizer_spec
-from estimator.precision import optimizer_state_bytes
 from estimator.request import Optimizer, OptimizerImpl
+from estimator.training.optimizers import OPTIMIZERS, optimizer_spec
+from estimator.training.precision import optimizer_state_bytes
 
 
 def test_every_optimizer_of_the_contract_has_one_row() -> None:

@@ -15,8 +15,8 @@ from app.schemas.tco import UpgradeRequest, UpgradeSide
 from app.services.tco import compute_upgrade
 from app.web.faq_page import TOKENS_PER_PARAM, UPGRADE_CANDIDATE, UPGRADE_CURRENT, UPGRADE_JOB
 from estimator import EstimateRequest, estimate
-from estimator.airflow import airflow_cfm
-from estimator.rack import plan_rack_for_server
+from estimator.facility.airflow import airflow_cfm
+from estimator.facility.rack import plan_rack_for_server
 from hardware_catalog import load_catalog
 
 

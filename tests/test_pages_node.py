@@ -14,7 +14,7 @@ from app.core.settings import Settings
 from app.main import create_app
 from app.web.node_panel import node_panel
 from estimator import EstimateRequest, estimate
-from estimator.airflow import airflow_cfm
+from estimator.facility.airflow import airflow_cfm
 from hardware_catalog import load_catalog
 
 #: Llama 3.1 70B full fine-tuning, ZeRO-3 with parameters and optimizer offloaded, full checkpointing: the

@@ -7,8 +7,8 @@ import pytest
 
 from estimator.errors import InvalidRequestError
 from estimator.estimate import estimate
-from estimator.pipeline_split import split_layers
 from estimator.request import EstimateRequest
+from estimator.training.pipeline_split import split_layers
 
 
 def test_llama3_405b_paper_split_removes_a_layer_from_first_and_last_stage() -> None:

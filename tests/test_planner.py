@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from estimator.layout import build_layout
-from estimator.memory import peak_memory
-from estimator.modelspec import CachedShape, ModelShape, resolve_model
+from estimator.model.spec import CachedShape, ModelShape, resolve_model
 from estimator.planner.contract import Plan, PlanRequest, PlanResponse
 from estimator.planner.hardware import hardware_options, worlds_for
 from estimator.planner.plan import plan
 from estimator.planner.search import SearchContext
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.training.layout import build_layout
+from estimator.training.memory import peak_memory
+from estimator.training.timing import step_time
 from hardware_catalog import load_catalog
 
 CATALOG = load_catalog()
@@ -263,7 +263,7 @@ def test_layouts_compare_and_hash_by_fields() -> None:
     were built, and survive pickling (process pools); any field tells two apart."""
     import pickle
 
-    from estimator.layout import Layout
+    from estimator.training.layout import Layout
 
     fields: dict[str, Any] = {
         "world_size": 64, "dp": 2, "tp": 8, "pp": 4, "cp": 1, "ep": 1, "vp": 2, "sharding": "zero1", "shard_group": 2,

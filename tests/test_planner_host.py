@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from estimator.host.sizing import ram_limit
-from estimator.modelspec import CachedShape, resolve_model
+from estimator.model.spec import CachedShape, resolve_model
 from estimator.planner.contract import PlanRequest, PlanResponse
 from estimator.planner.hardware import HwOption, World
 from estimator.planner.plan import plan

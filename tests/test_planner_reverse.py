@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from estimator.modelspec import ModelShape, preset
+from estimator.model.spec import ModelShape, preset
 from estimator.planner.contract import PlanRequest
 from estimator.planner.reverse import fewest_gpus, largest_model, longest_sequence
 from hardware_catalog import load_catalog

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from estimator.memory import memory_floor
-from estimator.modelspec import CachedShape, resolve_model
+from estimator.model.spec import CachedShape, resolve_model
 from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest
 from estimator.planner.hardware import hardware_options, worlds_for
 from estimator.planner.plan import plan
 from estimator.planner.search import SearchContext
+from estimator.training.memory import memory_floor
 from hardware_catalog import load_catalog
 from tests.planner_screen_cases import CASES
 
@@ -94,7 +94,7 @@ def test_the_memory_floor_never_exceeds_the_exact_need(model: str, training: dic
 
 
 def test_may_fit_applies_the_margin_and_the_usable_memory() -> None:
-    from estimator.memory import MemoryFloor
+    from estimator.training.memory import MemoryFloor
 
     f = scr.Floors.of([MemoryFloor(states=60, grads=10, residual_bytes_per_token=2, residual_div=1, layers=1, cp=1)],
                       [0.5])

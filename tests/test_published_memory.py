@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from estimator.estimate import estimate
-from estimator.layout import build_layout
-from estimator.memory import peak_memory
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.layout import build_layout
+from estimator.training.memory import peak_memory
 
 GIB = 1 << 30
 CSV = Path(__file__).parent / "data" / "published-results.csv"

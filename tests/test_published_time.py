@@ -32,11 +32,11 @@ from functools import cache
 import pytest
 from test_published_time_cases import PublishedCase, all_cases, foundry
 
-from estimator.accuracy import accuracy_table, time_error_bar_pct
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.training.accuracy import accuracy_table, time_error_bar_pct
+from estimator.training.layout import build_layout
+from estimator.training.timing import step_time
 from hardware_catalog import Catalog, load_catalog
 
 MEDIAN_LIMIT = 0.15
@@ -116,8 +116,8 @@ def test_large_model_parallel_fp8_rows_are_not_systematically_slow() -> None:
 
 @pytest.mark.parametrize("case", [c for c in _cases() if c.source == "AutoModel"], ids=lambda c: c.id)
 def test_automodel_rows_are_unmeasured_kinds_with_the_floor(case: PublishedCase) -> None:
-    from estimator.accuracy import time_kind_measured
-    from estimator.timing import time_assumptions
+    from estimator.training.accuracy import time_kind_measured
+    from estimator.training.timing import time_assumptions
 
     req = EstimateRequest.model_validate(case.request)
     layout = build_layout(req, ModelShape(resolve_model(req.model)))
@@ -173,7 +173,7 @@ def test_a100_to_h100_speedup_sign_and_size() -> None:
 def test_accuracy_json_time_bars_are_what_the_error_tables_give() -> None:
     """``estimator/data/accuracy.json``'s ``time_error_bar_pct`` and ``time_coverage`` are generated
     (``benchmarks/calibration/time_report.py``), not hand-written: they must equal
-    :func:`estimator.accuracy.time_error_bars` of the H200 calibration errors by family and the published-run
+    :func:`estimator.training.accuracy.time_error_bars` of the H200 calibration errors by family and the published-run
     errors by source."""
     from benchmarks.calibration.time_report import bars, tables
 
@@ -212,7 +212,7 @@ def test_single_gpu_held_out_refits_are_current() -> None:
 
     from benchmarks.calibration.fit_single import FITTED
     from benchmarks.calibration.time_report import family
-    from estimator.efficiency import H200_FIT
+    from estimator.training.efficiency import H200_FIT
 
     data = json.loads((Path(__file__).parent / "data" / "time_held_out_h200.json").read_text())
     assert data["shipped"] == {n: getattr(H200_FIT, n) for n in FITTED}
@@ -248,7 +248,7 @@ def test_shipped_fused_ratio_is_the_fit_over_the_published_megatron_rows() -> No
     """``Constants.fused_ratio`` is what ``benchmarks/calibration/fit_framework.py`` fits on every published
     Megatron row; each source, held out of that fit, stays within the 15% median."""
     from benchmarks.calibration.fit_framework import fit
-    from estimator.efficiency import H200_FIT
+    from estimator.training.efficiency import H200_FIT
 
     result = fit()
     assert result["fused_ratio"] == H200_FIT.fused_ratio

@@ -7,7 +7,7 @@ request contract can express, each turned into tokens/s per GPU:
   H100, A100-80GB and A100-40GB tables (``tokens_per_s_per_gpu``). MPT models: LayerNorm, plain GELU MLP of 4h,
   tied 50368-token vocabulary, learned positions (the table's NumParams include ``max_seq_len x d_model``),
   flash attention, FSDP FULL_SHARD (SHARD_GRAD_OP rows as ZeRO-2), activation checkpointing as listed. A100
-  nodes have 8 x 200 Gb/s RoCE ("1600 Gbps"), the default for A100 in :mod:`estimator.comm`.
+  nodes have 8 x 200 Gb/s RoCE ("1600 Gbps"), the default for A100 in :mod:`estimator.training.comm`.
 - torchtitan (``pytorch/torchtitan`` ``docs/performance.md``): the eager (no ``torch.compile``) BF16 rows:
   Llama 3.1 8B FSDP on 8 and 128 H100 (Table 1 and 3), and the older A100-80GB table (Llama 3 8B / 70B,
   Llama 2 13B / 70B on 64 GPUs).

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from estimator.construct import replaced
 from estimator.memo import field_values
-from estimator.modelspec import shape_for
+from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
 from estimator.reqview import view
 

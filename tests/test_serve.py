@@ -80,10 +80,26 @@ def test_serve_runs_the_httptools_protocol_with_the_header_timeout() -> None:
     from app.core.settings import Settings
 
     protocol = uvicorn_options(Settings(header_timeout_s=3))["http"]
-    assert issubclass(protocol, HttpToolsProtocol)
-    assert protocol.header_timeout_s == 3
+    assert issubclass(protocol.func, HttpToolsProtocol)
+    assert protocol.keywords == {"header_timeout_s": 3}
     fallback = uvicorn_options(Settings(header_timeout_s=3), h11=True)["http"]
-    assert issubclass(fallback, H11Protocol) and fallback.header_timeout_s == 3
+    assert issubclass(fallback.func, H11Protocol) and fallback.keywords == {"header_timeout_s": 3}
+
+
+def test_the_uvicorn_options_pickle_for_spawned_workers() -> None:
+    """`capplan serve --workers 2` died with "_pickle.PicklingError: Can't pickle <class
+    'app.core.serve.CapplanHttpToolsHeaderTimeoutProtocol'>" (issue 27): uvicorn pickles its config into each
+    spawned worker, and the protocol class was built at run time."""
+    import pickle
+
+    from app.core.serve import uvicorn_options
+    from app.core.settings import Settings
+
+    for h11 in (False, True):
+        options = uvicorn_options(Settings(header_timeout_s=4), h11=h11)
+        again = pickle.loads(pickle.dumps(options))
+        assert again["http"].func is options["http"].func and again["http"].keywords == {"header_timeout_s": 4}
+        assert {k: v for k, v in again.items() if k != "http"} == {k: v for k, v in options.items() if k != "http"}
 
 
 def test_the_heap_is_frozen_while_serving_and_unfrozen_after() -> None:

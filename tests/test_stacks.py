@@ -1,5 +1,5 @@
 """Issue 29: the fine-tuning stacks' request fields, their defaults and refusals (estimator.stacks), the new
-optimizer rows (estimator.optimizers) and the mechanisms' formulas (estimator.mechanisms)."""
+optimizer rows (estimator.training.optimizers) and the mechanisms' formulas (estimator.mechanisms)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from estimator.mechanisms import (
     offload_split,
     offload_transfer_seconds,
 )
-from estimator.optimizers import OPTIMIZERS, optimizer_spec
 from estimator.request import EstimateRequest, Training
 from estimator.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
+from estimator.training.optimizers import OPTIMIZERS, optimizer_spec
 
 GiB = 1024**3
 

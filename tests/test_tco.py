@@ -289,7 +289,7 @@ def test_a_job_faster_on_h100_says_upgrade() -> None:
 def test_the_upgrade_prices_both_cloud_runs_from_one_provider_class() -> None:
     """Like for like (issue 16): both cloud runs come from the same provider class, the cheapest of that class for
     each GPU, never a neocloud A100 against a hyperscaler H100."""
-    from estimator.cost import provider_class
+    from estimator.tco.run_cost import provider_class
 
     catalog = load_catalog()
     u = compare_upgrade(A100_10D, _job("nvidia-dgx-h100", "h100-sxm5-80gb", 4 * DAY), GOLDEN)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.rack import (
+from estimator.facility.rack import (
     btu_per_hour,
     gpu_power_w,
     node_peak_power_w,

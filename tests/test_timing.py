@@ -1,4 +1,4 @@
-"""Behaviour of the step-time model (estimator.timing) and the training totals (estimator.train).
+"""Behaviour of the step-time model (estimator.training.timing) and the training totals (estimator.training.train).
 
 Directional checks with their sources: the pipeline bubble ``(p-1)/(m v)`` (Narayanan et al. 2021, Sec. 2.2),
 recomputation adds a forward (Korthikanti et al. 2022), TP collectives are exposed, DDP/FSDP communication
@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from estimator.accuracy import accuracy_table, time_kind_measured
 from estimator.estimate import estimate
-from estimator.host.checkpoint import checkpoint_target
 from estimator.host.sizing import host_sizing
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
-from estimator.timing import host_issue_ratio, step_time, step_time_model
-from estimator.train import train_result, train_warnings
+from estimator.training.accuracy import accuracy_table, time_kind_measured
+from estimator.training.checkpoint import checkpoint_target
+from estimator.training.layout import build_layout
+from estimator.training.timing import host_issue_ratio, step_time, step_time_model
+from estimator.training.train import train_result, train_warnings
 from hardware_catalog import Catalog, load_catalog
 
 
@@ -278,7 +278,7 @@ def test_a_step_larger_than_the_budget_bills_only_the_budget_and_warns() -> None
 
 
 def test_train_and_host_write_checkpoints_to_the_same_place_in_the_same_time() -> None:
-    """One node writes to local NVMe, several to shared storage (estimator.host.checkpoint.checkpoint_target);
+    """One node writes to local NVMe, several to shared storage (estimator.training.checkpoint.checkpoint_target);
     the response's train and host blocks give one checkpoint write time."""
     assert checkpoint_target(1) == "local" and checkpoint_target(16) == "shared"
     assert checkpoint_target(16, "local") == "local"

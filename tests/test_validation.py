@@ -4,9 +4,9 @@ import pytest
 from pydantic import ValidationError
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
+from estimator.training.layout import build_layout
 
 
 def _layout(**kw: object):  # type: ignore[no-untyped-def]

@@ -35,7 +35,7 @@ def step_time_parts(time: TimeResult) -> list[tuple[str, float]]:
     """``(label, seconds)`` per part of a step, adding up to ``step_time_s``.
 
     The estimator's step is compute + pipeline bubble + communication not overlapped + optimizer step + CPU
-    offload transfers (``estimator.timing.step_time``). Compute is split into forward, backward and recompute
+    offload transfers (``estimator.training.timing.step_time``). Compute is split into forward, backward and recompute
     when the estimator gives that breakdown; what compute holds beyond them (the slow-down of overlapped
     communication, DDP gradient buckets) is its own bar, "Other compute". Parts of zero seconds are left out;
     whatever the named parts do not explain (a newer estimator's term) shows as "Other", so the bars always sum

@@ -16,6 +16,7 @@ installed (a dependency) :class:`HttpToolsHeaderTimeoutProtocol` adds the same h
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import h11
@@ -32,9 +33,16 @@ _TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nConte
 class _HeaderTimer:
     """The header timer both protocols share: armed by the protocol while a request's headers are due,
     disarmed when they are in (or the connection is lost); when it fires while the headers are still due
-    (:meth:`_headers_due`), a 408 and close."""
+    (:meth:`_headers_due`), a 408 and close. The timeout is a keyword of the constructor (``header_timeout_s``),
+    bound by :func:`uvicorn_options` with :func:`functools.partial`: a module-level class and a partial of it
+    pickle by reference, which ``capplan serve --workers N`` needs (uvicorn pickles its config into each spawned
+    worker; a class built at run time cannot be pickled)."""
 
     header_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, header_timeout_s: float = 10.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout_s = header_timeout_s
     _header_timer: asyncio.TimerHandle | None = None
     loop: Any
     transport: Any
@@ -119,9 +127,11 @@ class HttpToolsHeaderTimeoutProtocol(_HeaderTimer, HttpToolsProtocol):
 def uvicorn_options(settings: Settings, *, h11: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``uvicorn.run`` from the settings: the header timeout (a protocol subclass with
     the setting bound: httptools', or h11's with ``h11``), the keep-alive timeout, and a cap on open
-    connections just above what the app's queue can hold (uvicorn answers 503 to connections beyond it)."""
-    base: type[HttpToolsProtocol | H11Protocol] = HeaderTimeoutProtocol if h11 else HttpToolsHeaderTimeoutProtocol
-    protocol = type(f"Capplan{base.__name__}", (base,), {"header_timeout_s": settings.header_timeout_s})
+    connections just above what the app's queue can hold (uvicorn answers 503 to connections beyond it).
+    Everything returned pickles (``--workers N`` spawns its workers with the config pickled)."""
+    base: type[HeaderTimeoutProtocol | HttpToolsHeaderTimeoutProtocol] = (
+        HeaderTimeoutProtocol if h11 else HttpToolsHeaderTimeoutProtocol)
+    protocol = functools.partial(base, header_timeout_s=settings.header_timeout_s)
     return {
         "http": protocol,
         "timeout_keep_alive": settings.keep_alive_timeout_s,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from estimator import EstimateRequest, EstimateResponse
-from estimator.cost import CostChoice, CostResult
+from estimator.tco.run_cost import CostChoice, CostResult
 
 __all__ = ["CompareOption", "CompareRequest", "CompareResponse", "CompareResult", "CompareRow"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator import EstimateRequest, EstimateResponse
+from estimator.facility.rack import RackPlan
 from estimator.messages import Message
-from estimator.rack import RackPlan
 from estimator.tco import AssumptionRow, JobCost, OwnVsCloud, RunCost, TcoAssumptions, TcoOption, UpgradeAnswer
 
 __all__ = [

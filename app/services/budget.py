@@ -1,11 +1,11 @@
-"""The work budget of one request (estimator.budget) from the settings: planner layouts and wall clock."""
+"""The work budget of one request (estimator.planner.budget) from the settings: planner layouts and wall clock."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
 from app.core.settings import Settings
-from estimator.budget import Budget, work_budget
+from estimator.planner.budget import Budget, work_budget
 
 __all__ = ["request_budget"]
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from app.catalog_kinds import source_items
 from app.schemas.compare import CompareOption, CompareRequest, CompareResponse, CompareResult, CompareRow
 from estimator import EstimateRequest, EstimateResponse, EstimatorError, estimate
-from estimator.cost import CostChoice
+from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

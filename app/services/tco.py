@@ -25,8 +25,8 @@ from estimator import (
     UnknownHardwareError,
     estimate,
 )
+from estimator.facility.rack import btu_per_hour, node_power_at_load_w, plan_rack_for_server, racks_needed
 from estimator.messages import Num, Text
-from estimator.rack import btu_per_hour, node_power_at_load_w, plan_rack_for_server, racks_needed
 from estimator.tco import (
     MAX_TIME_TO_TRAIN_S,
     JobCost,
@@ -116,7 +116,7 @@ def _check_offer(body: TcoRequest, catalog: Catalog) -> None:
 
 
 def rack_for(server_id: str, num_nodes: int, a: TcoAssumptions, catalog: Catalog) -> TcoRack:
-    """Rack planning of ``num_nodes`` servers in racks of ``a.rack_kw`` (estimator.rack, as the estimate's host
+    """Rack planning of ``num_nodes`` servers in racks of ``a.rack_kw`` (estimator.facility.rack, as the estimate's host
     sizing): the plan on the peak power of a node, and its power at load."""
     server, gpu = resolve_server(catalog, server_id)
     plan = plan_rack_for_server(server_id, a.rack_kw, assumptions=a, catalog=catalog)

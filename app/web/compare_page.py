@@ -24,7 +24,7 @@ from app.web.forms import COST_SECTION, field_specs, parse_form, request_to_quer
 from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
-from estimator.cost import CostChoice
+from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Gpu

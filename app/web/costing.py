@@ -1,4 +1,4 @@
-"""The cost of a result for the pages: the estimate's own ``cost`` (:mod:`estimator.cost`, one basis for every
+"""The cost of a result for the pages: the estimate's own ``cost`` (:mod:`estimator.tco.run_cost`, one basis for every
 page, the API and quotes), in the shape the templates read."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from estimator import EstimateResponse
-from estimator.cost import CostResult
+from estimator.tco.run_cost import CostResult
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

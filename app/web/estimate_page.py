@@ -22,7 +22,7 @@ from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
-from estimator.suggest import apply_changes
+from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

@@ -24,9 +24,9 @@ from app.web.forms import request_to_query
 from app.web.layout_suggestion import layout_words
 from app.web.templating import duration, gib, money, num, render
 from estimator import EstimateRequest, EstimatorError
-from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
+from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
+from estimator.facility.rack import plan_rack_for_server
 from estimator.planner.plan import PlanRequest, plan
-from estimator.rack import plan_rack_for_server
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from estimator.cost import CostChoice
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 from estimator.stacks import STACK_DEFAULTS
+from estimator.tco.run_cost import CostChoice
 
 __all__ = [
     "SECTIONS",

@@ -22,10 +22,10 @@ from app.web.costing import cost_to_train
 from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
-from estimator.cost import CostChoice
 from estimator.planner.contract import Constraints
 from estimator.planner.plan import Plan, PlanRequest, plan
 from estimator.request import Hardware, Training
+from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

@@ -17,11 +17,11 @@ from app.core.i18n import gettext as _
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
-from estimator.airflow import DEFAULT_DELTA_T_K, airflow_cfm
+from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.host.bom import choose_server
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
-from estimator.suggest import apply_changes
+from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

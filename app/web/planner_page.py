@@ -39,12 +39,12 @@ from app.web.forms import FormErrors, _build_model, _model_input, plain_message,
 from app.web.layout_suggestion import plan_vs_estimate
 from app.web.templating import is_htmx, render
 from estimator import EstimatorError
-from estimator.cost import CostChoice
 from estimator.messages import Text
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
 from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from estimator.request import Training
+from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

@@ -22,7 +22,7 @@ from app.web.templating import render
 from estimator.errors import EstimatorError
 from estimator.inference import InferenceRequest, estimate_inference
 from estimator.inference.request import Engine, KvCacheDtype, WeightsFormat
-from estimator.modelspec import list_presets
+from estimator.model.spec import list_presets
 
 __all__ = ["router", "serve_query", "serving_request"]
 

@@ -34,7 +34,6 @@ from app.web import backend
 from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimatorError
-from estimator.cost import CostChoice, choose_basis, offer_confidence
 from estimator.messages import Text
 from estimator.tco import (
     JobCost,
@@ -50,6 +49,7 @@ from estimator.tco import (
     ownership_tco,
     tco_options,
 )
+from estimator.tco.run_cost import CostChoice, choose_basis, offer_confidence
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog

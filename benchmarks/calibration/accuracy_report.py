@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.calibration import compare
 from benchmarks.calibration.compare import GIB, ROOT, MemoryRow, error_summary, memory_rows, p90, provenance
-from estimator.accuracy import UNMEASURED_MEMORY_ERROR_PCT
+from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT
 
 ACCURACY_JSON = ROOT / "estimator" / "data" / "accuracy.json"
 ACCURACY_MD = ROOT / "docs" / "accuracy-memory.md"

@@ -50,7 +50,7 @@ def provenance(path: Path = CALIBRATION_FILE) -> dict[str, Any]:
 
 
 def _klass(req: EstimateRequest) -> str:
-    """The error-bar class of a measured case (``estimator.accuracy``): tensor parallelism (alone or under
+    """The error-bar class of a measured case (``estimator.training.accuracy``): tensor parallelism (alone or under
     FSDP2) first, then sharded, LoRA/QLoRA, full."""
     if req.parallelism.tp > 1:
         return "tensor_parallel"

@@ -5,7 +5,7 @@ Run: ``.venv/bin/python -m benchmarks.calibration.families`` (prints a table). E
 request it ran: the family's ``config.json`` fields (truncated to the layers it ran) as ``model.hf_config``, one
 H200, micro-batch 1, LoRA r 16 on all linear layers (peft, dropout 0) under bf16 autocast or full fine-tuning in
 bf16 ("bf16-true") with fused AdamW, the attention it ran, no accumulation. The error is estimated / measured
-step time - 1. Held out of every fit: no constant of ``estimator.efficiency`` was fitted on these cases
+step time - 1. Held out of every fit: no constant of ``estimator.training.efficiency`` was fitted on these cases
 (``docs/accuracy-time.md``, "Families the fit never saw").
 """
 
@@ -52,11 +52,11 @@ def step_cases() -> list[dict[str, Any]]:
 
 
 def estimated_step_s(res: dict[str, Any], constants: Any = None) -> float:
-    from estimator.efficiency import H200_FIT
-    from estimator.layout import build_layout
-    from estimator.modelspec import ModelShape, resolve_model
+    from estimator.model.spec import ModelShape, resolve_model
     from estimator.request import EstimateRequest
-    from estimator.timing import step_time
+    from estimator.training.efficiency import H200_FIT
+    from estimator.training.layout import build_layout
+    from estimator.training.timing import step_time
 
     req = EstimateRequest.model_validate(request(res))
     shape = ModelShape(resolve_model(req.model))

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator.efficiency import H200_FIT, Constants
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.training.efficiency import H200_FIT, Constants
+from estimator.training.layout import build_layout
+from estimator.training.timing import step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = tuple(round(0.05 * i, 2) for i in range(2, 31))  # 0.10 .. 1.50

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.calibration.fit_single``. The five constan
 the H200 single-GPU steps (``gemm_eff``, ``elem_scale``, ``autocast_extra``, ``cpu_layer_fwd_s``, ``lora_bytes``) are
 refitted with one model family's cases left out (least squares on log step time, coordinate descent in log space
 from the shipped values), and the left-out family's errors are computed with the refitted constants: errors on
-cases the fit never saw, which calibrate the single-GPU error bar (``estimator.accuracy.held_out_bar``).
+cases the fit never saw, which calibrate the single-GPU error bar (``estimator.training.accuracy.held_out_bar``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from estimator.efficiency import H200_FIT, Constants
-from estimator.layout import build_layout
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
-from estimator.timing import step_time
+from estimator.training.efficiency import H200_FIT, Constants
+from estimator.training.layout import build_layout
+from estimator.training.timing import step_time
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD_OUT_JSON = ROOT / "tests" / "data" / "time_held_out_h200.json"

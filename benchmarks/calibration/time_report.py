@@ -4,7 +4,7 @@ step-time error bars of estimator/data/accuracy.json from the measured and publi
 Run: ``.venv/bin/python -m benchmarks.calibration.time_report``. The errors are those the step-time tests
 compute (``tests/test_calibration_time.py``: the H200 calibration set; ``tests/test_published_time.py``: the
 published runs of ``tests/test_published_time_cases.py``); the error bars are
-:func:`estimator.accuracy.time_error_bars` of them, and ``tests/test_published_time.py`` checks that
+:func:`estimator.training.accuracy.time_error_bars` of them, and ``tests/test_published_time.py`` checks that
 ``accuracy.json`` holds exactly those.
 """
 
@@ -21,8 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from estimator.accuracy import LONG_SEQUENCE_TOKENS, held_out_bar, p90, time_error_bars
-from estimator.timing import HOST_BOUND_SHARE
+from estimator.training.accuracy import LONG_SEQUENCE_TOKENS, held_out_bar, p90, time_error_bars
+from estimator.training.timing import HOST_BOUND_SHARE
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCURACY_JSON = ROOT / "estimator" / "data" / "accuracy.json"
@@ -61,7 +61,7 @@ class Row:
     measured: float
     estimated: float
     group: str = ""  # model family (calibration) or source (published)
-    klass: str = ""  # step-time error class (estimator.accuracy.time_class), "" = an unmeasured kind
+    klass: str = ""  # step-time error class (estimator.training.accuracy.time_class), "" = an unmeasured kind
 
     @property
     def error(self) -> float:
@@ -89,10 +89,10 @@ def family(case: dict[str, Any]) -> str:
 def published_class(case: Any) -> str:
     """The step-time class of a published case, or "" where its kind was never measured (its row then only
     feeds the floor)."""
-    from estimator.accuracy import time_class, time_kind_measured
-    from estimator.layout import build_layout
-    from estimator.modelspec import ModelShape, resolve_model
+    from estimator.model.spec import ModelShape, resolve_model
     from estimator.request import EstimateRequest
+    from estimator.training.accuracy import time_class, time_kind_measured
+    from estimator.training.layout import build_layout
 
     req = EstimateRequest.model_validate(case.request)
     layout = build_layout(req, ModelShape(resolve_model(req.model)))
@@ -151,7 +151,7 @@ def single_held_out(host: bool | None = None) -> dict[str, list[float]]:
 
 def host_bound_ids() -> frozenset[str]:
     """The H200 single-GPU cases (calibration set and per-family call) whose step the host paces
-    (``estimator.timing.host_issue_ratio`` at ``HOST_BOUND_SHARE`` or more): the ``host_bound`` error class."""
+    (``estimator.training.timing.host_issue_ratio`` at ``HOST_BOUND_SHARE`` or more): the ``host_bound`` error class."""
     return frozenset(cid for cid, x in _all_host_ratios().items() if x >= HOST_BOUND_SHARE)
 
 
@@ -165,10 +165,10 @@ def _all_host_ratios() -> dict[str, float]:
 
 
 def _host_ratio(request: dict[str, Any]) -> float:
-    from estimator.layout import build_layout
-    from estimator.modelspec import ModelShape, resolve_model
+    from estimator.model.spec import ModelShape, resolve_model
     from estimator.request import EstimateRequest
-    from estimator.timing import host_issue_ratio
+    from estimator.training.layout import build_layout
+    from estimator.training.timing import host_issue_ratio
     from hardware_catalog import load_catalog
 
     req = EstimateRequest.model_validate(request)
@@ -177,8 +177,8 @@ def _host_ratio(request: dict[str, Any]) -> float:
 
 
 def bars(t: Tables) -> dict[str, Any]:
-    """``{"bars": ..., "coverage": ...}`` of :func:`estimator.accuracy.time_error_bars`: the single-GPU class on
-    the leave-one-family-out refit errors, the published classes by source."""
+    """``{"bars": ..., "coverage": ...}`` of :func:`estimator.training.accuracy.time_error_bars`: the single-GPU class
+    on the leave-one-family-out refit errors, the published classes by source."""
     published = [r for rows in t.published.values() for r in rows]
     by_family: dict[str, list[float]] = {}
     for r in published:
@@ -244,7 +244,7 @@ def _host_bound_section(b: dict[str, Any]) -> list[str]:
     rest = held_out_bar(single_held_out(False))
     c = b["coverage"]["host_bound"]
     return [_fill("Launch-bound steps (`host_bound`): a step whose forward takes the host at least as long to issue "
-                  "from Python as the GPU takes to run it (`estimator.timing.Pass.host_bound`, "
+                  "from Python as the GPU takes to run it (`estimator.training.timing.Pass.host_bound`, "
                   "`HOST_BOUND_SHARE` = 1: the eager layer's `cpu_layer_fwd_s`, each LoRA adapter at peft's "
                   "measured 0.14 ms per adapter and forward, `Constants.peft_adapter_fwd_s`, from the families call's "
                   "`phases_median.cpu_fwd_s`, LoRA minus full fine-tuning; QLoRA's 4-bit path) gets its own class "
@@ -349,7 +349,8 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
     geo_m, geo_e = _geo([r.measured for r in t.pairs]), _geo([r.estimated for r in t.pairs])
     single_a = [abs(r.error) for r in t.single]
     lines = [
-        "How well `estimator.timing.step_time` predicts measured step times: on the H200 we measured ourselves",
+        "How well `estimator.training.timing.step_time` predicts measured step times: on the H200 we measured "
+        "ourselves",
         "(`tests/data/calibration_h200.json`, method in `docs/calibration-method.md`) and on published training runs",
         "(`tests/data/published-results.csv`). Error = estimated / measured - 1 (for published rows, on tokens/s per",
         "GPU, so a positive error means the estimate is faster than the run). Generated by",
@@ -403,8 +404,10 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
         f"| (all rows: shipped) | {sum(v['rows'] for v in fw['held_out'].values())} | {fw['fused_ratio']:.2f} | "
         f"{fw['all_rows_median_abs_pct']:.1f}% |", "",
         f"{h} `error_bar_pct`: calibrated on held-out groups", "",
-        _fill("`error_bar_pct` is the bar of the class the estimate falls in (`estimator.accuracy.time_class`), "
-              "calibrated on held-out groups (`estimator.accuracy.held_out_bar`): each model family of the H200 "
+        _fill("`error_bar_pct` is the bar of the class the estimate falls in "
+              "(`estimator.training.accuracy.time_class`), "
+              "calibrated on held-out groups (`estimator.training.accuracy.held_out_bar`): each model family of the "
+              "H200 "
               "set, each published source, is left out in turn and the bar the other groups give (their p90 "
               "|error|) is checked on it; the bar is widened until at least 80% of the rows fall inside the bar "
               "fitted without their own group; the shipped bar is that widening times the class's p90, rounded "
@@ -432,7 +435,7 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
               + "; the published rows "
               "were fitted to nothing but `fused_ratio` (the Megatron rows, leave-one-source-out above) and "
               "`lora_fused_ratio` (NeMo's three LoRA rows). The floor, for kinds never "
-              "measured (`estimator.accuracy.time_kind_measured`: fp32, fp8 outside Megatron, CPU offload, "
+              "measured (`estimator.training.accuracy.time_kind_measured`: fp32, fp8 outside Megatron, CPU offload, "
               "DeepSpeed, Lion, expert parallelism, context or pipeline parallelism outside Megatron, a GPU other "
               "than the H200 on one GPU or A100/H100/H200 SXM on several, flash-attn on one GPU, QLoRA on several "
               "GPUs), is the held-out bar of every published row below "
@@ -467,8 +470,8 @@ def render(t: Tables, b: dict[str, Any], level: int = 2) -> str:
 
 PROSE = """{h} Constants and what they were fitted on
 
-All constants live in `estimator/efficiency.py` (`Constants`, default `H200_FIT`). Measured by micro-benchmarks on
-the H200 (PyTorch 2.11, CUDA 13; 153 GEMMs, 20 SDPA shapes, copies, AdamW on 839M parameters): GEMM saturation
+All constants live in `estimator/training/efficiency.py` (`Constants`, default `H200_FIT`). Measured by micro-benchmarks
+on the H200 (PyTorch 2.11, CUDA 13; 153 GEMMs, 20 SDPA shapes, copies, AdamW on 839M parameters): GEMM saturation
 sizes `gemm_k0`=178, `gemm_r0`=234; attention forward 0.70 / backward 0.62 of peak at long sequences; HBM 0.90
 of datasheet; fp8 GEMM 0.89 of the bf16 fraction; AdamW copy-equivalent bytes/param fused fp32 35.2, foreach 95.6;
 RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step time):
@@ -509,7 +512,7 @@ is scaled by the GPU's published maximum achievable matmul fraction over the H20
 A100 SXM 86.9%, A100 PCIe 81.1%, H100 SXM 80.3%, MI300X 51.4%; H200 82.5% by our own micro-benchmark); GPUs
 without a figure keep the H200's. The flash-attn package's FlashAttention-2 runs at 0.47 of the native kernel on
 Hopper/Blackwell (FlashAttention-3 paper: 35% vs 75% utilisation on H100). Communication uses the measured
-nccl-tests bus bandwidths of `hardware-facts.md` Sec. 2.2 (`estimator/comm.py`). MFU is model FLOPs over the
+nccl-tests bus bandwidths of `hardware-facts.md` Sec. 2.2 (`estimator/training/comm.py`). MFU is model FLOPs over the
 dense peak of the precision the matmuls run in: bf16 (TF32 for fp32 training), and the fp8 peak for fp8-mixed
 (so an fp8 MFU reads about half a bf16 one at the same step time; the response's assumptions say so).
 
@@ -527,7 +530,7 @@ times of the slowest stage. Calculon itself was not re-run here: the issue quote
 H100 pre-training rows it can express; capplan's median over the NeMo and Megatron-Bridge rows is in the table
 above.
 
-Uneven pipeline stages (`estimator/pipeline_split.py`): any `pp x virtual_stages` up to the layer count; even
+Uneven pipeline stages (`estimator/training/pipeline_split.py`): any `pp x virtual_stages` up to the layer count; even
 where it divides, else the embedding and the LM head + loss each weigh one layer (Megatron-LM's
 `--account-for-embedding-in-pipeline-split` / `--account-for-loss-in-pipeline-split`, torchtitan's
 `input_weight` / `output_weight`), or `parallelism.first_stage_layers` / `last_stage_layers`

@@ -16,7 +16,7 @@ from estimator.inference.engines import ENGINES
 from estimator.inference.kv import kv_layout
 from estimator.inference.speed import SpeedModel
 from estimator.inference.weights import weight_bytes_per_gpu
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import ModelArch
 
 RAW = Path(__file__).resolve().parents[2] / "tests/data/serving_h200_raw"

@@ -28,12 +28,12 @@ from estimator.host.sizing import (
     recommend_nvme,
 )
 from estimator.host_options import host_defaults
-from estimator.layout import Layout
 from estimator.memo import ObjectMemo
 from estimator.messages import Num, Text
 from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.response import HostResult
+from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["bill_of_materials", "choose_server", "switch_counts"]

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.host.tensors import local_tensors, stages
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.layout import Layout
+from estimator.training.tensors import local_tensors, stages
 
 __all__ = ["NetworkTraffic", "inter_node_traffic"]
 

@@ -35,16 +35,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from estimator.host.checkpoint import CheckpointSize
-from estimator.host.tensors import Tensor, local_tensors, pow2ceil, stages
 from estimator.host_options import GIB, HostOptions, host_defaults
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import ModelShape
-from estimator.optimizers import optimizer_spec
-from estimator.precision import optimizer_state_bytes
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.checkpoint import CheckpointSize
+from estimator.training.layout import Layout
+from estimator.training.optimizers import optimizer_spec
+from estimator.training.precision import optimizer_state_bytes
+from estimator.training.tensors import Tensor, local_tensors, pow2ceil, stages
 
 __all__ = ["BREAKDOWN_KEYS", "HostRam", "ProcessRam", "host_ram", "process_ram"]
 

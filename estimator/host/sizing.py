@@ -23,18 +23,18 @@ from functools import lru_cache
 from typing import Any, Final, TypeVar
 
 from estimator.construct import trusted
-from estimator.host.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
+from estimator.facility.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text, join
-from estimator.modelspec import ModelShape
-from estimator.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.response import HostResult
+from estimator.training.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
+from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = [
@@ -458,7 +458,7 @@ def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, 
 def _power(layout: Layout, gpu: Gpu, server: Server | None) -> tuple[float, float, str]:
     d = host_defaults()
     ratio = d.num("power", "server_watts_per_gpu_tdp")
-    peak = node_peak_power_w(gpu, server, layout.gpus_per_node, ratio)  # estimator.rack, shared with the TCO
+    peak = node_peak_power_w(gpu, server, layout.gpus_per_node, ratio)  # estimator.facility.rack, shared with the TCO
     source = "catalog max_power_kw" if _attr(server, "max_power_kw", default=None) else \
         Text("%(ratio)s x GPU TDP (DGX H100 ratio)", ratio=ratio)
     return peak, peak * d.num("power", "average_draw_fraction"), source

@@ -14,7 +14,7 @@ from estimator.inference.response import CurvePoint, InferenceResponse, MemoryBu
 from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, WorkloadPoint
 from estimator.inference.weights import weight_bytes_per_gpu
 from estimator.messages import Num, Text
-from estimator.modelspec import ModelShape, resolve_model
+from estimator.model.spec import ModelShape, resolve_model
 from estimator.version import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 
 __all__ = ["KvLayout", "kv_layout"]
 

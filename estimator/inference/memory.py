@@ -22,7 +22,7 @@ from estimator.inference.engines import EngineProfile, GiB, sglang_fraction
 from estimator.inference.kv import KvLayout
 from estimator.inference.weights import WeightBytes
 from estimator.messages import Text
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 
 if TYPE_CHECKING:
     from hardware_catalog import Gpu

@@ -38,7 +38,7 @@ from typing import Final
 from estimator.inference.engines import EngineProfile
 from estimator.inference.kv import KvLayout
 from estimator.inference.weights import WeightBytes
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 
 __all__ = ["DECODE_GEMM_EFFICIENCY", "GEMM_EFFICIENCY", "Link", "SpeedModel", "WorkloadPoint", "smooth"]
 

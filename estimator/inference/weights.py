@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from estimator.modelspec import Linear, ModelShape
+from estimator.model.spec import Linear, ModelShape
 
 __all__ = ["WeightBytes", "linear_bytes", "weight_bytes_per_gpu"]
 

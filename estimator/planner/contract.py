@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from estimator.cost import CostChoice
 from estimator.host_options import HostInput
 from estimator.messages import Message
 from estimator.request import EstimateRequest, Hardware, ModelInput, Parallelism, Training
 from estimator.response import EstimateResponse
+from estimator.tco.run_cost import CostChoice
 
 __all__ = [
     "DEFAULT_BATCH_TOKENS",
@@ -190,7 +190,7 @@ class PlanCost(_Frozen):
     cost_usd: float | None = Field(description="the whole run (null without training.train_tokens)")
     usd_per_million_tokens: float
     price_date: str | None = None
-    basis: str | None = Field(default=None, description="own | rent: the cost basis (estimator.cost)")
+    basis: str | None = Field(default=None, description="own | rent: the cost basis (estimator.tco.run_cost)")
     label: Message | None = Field(default=None, description="what is priced, in words (owned server or offer)")
     confidence: str | None = Field(default=None, description="high | medium | low: the price's confidence")
     gpu_hours: float | None = None

@@ -2,7 +2,7 @@
 
 The step time splits into compute (forward, backward, recomputation), exposed communication by kind (tensor,
 data, pipeline, context, expert parallel), the pipeline bubble, the optimizer and CPU offload
-(:mod:`estimator.timing`). Both plans train the same tokens per step, so seconds per step compare directly;
+(:mod:`estimator.training.timing`). Both plans train the same tokens per step, so seconds per step compare directly;
 the parts where they differ most, named with the layout choice that causes them, are the explanation.
 
 Plans within ``TIE_SHARE`` of the winner on both time and cost (e.g. the same layout with another offload

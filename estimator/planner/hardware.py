@@ -4,7 +4,7 @@ Hardware options come from the request (pinned ``hardware`` fields) and ``constr
 looked up in :mod:`hardware_catalog`. Without either, the planner searches every catalog GPU that has a price
 for the chosen pricing (a cloud offer, or a server to own), eight to a node.
 
-Prices per GPU-hour come from the one cost basis (:mod:`estimator.cost`): the cheapest hyperscaler on-demand
+Prices per GPU-hour come from the one cost basis (:mod:`estimator.tco.run_cost`): the cheapest hyperscaler on-demand
 or reserved offer of the GPU, or owning the server (:func:`estimator.tco.ownership_tco`: capex over its
 depreciation life plus opex, per useful GPU-hour). A GPU option without a server under ``owned`` pricing falls
 back to the cheapest server that carries the GPU; an option that can only be priced the other way is flagged.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from estimator.cost import CostBasis, CostChoice, choose_basis
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.tco.run_cost import CostBasis, CostChoice, choose_basis
 from hardware_catalog import Catalog, Gpu, Server
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ class PriceBook:
         return self._cache[key]
 
     def _price(self, world: World) -> HourlyPrice | None:
-        """The world's cost basis (:func:`estimator.cost.choose_basis`, as the plan's estimate reports it)."""
+        """The world's cost basis (:func:`estimator.tco.run_cost.choose_basis`, as the plan's estimate reports it)."""
         hw = world.hw
         basis, _notes = choose_basis(self.catalog, hw.gpu.id, hw.server.id if hw.server is not None else None,
                                      world.num_nodes, world.gpus_per_node, self.choice, strict=True)

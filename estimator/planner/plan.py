@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from estimator import budget, gcpause
-from estimator.cost import CostResult
 from estimator.estimate import estimate
 from estimator.messages import Num, Text
-from estimator.modelspec import resolve_model, shape_for
+from estimator.model.spec import resolve_model, shape_for
+from estimator.planner import budget, gcpause
 from estimator.planner.contract import (
     Constraints,
     Plan,
@@ -37,6 +36,7 @@ from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
 from estimator.planner.search import Found, SearchContext
+from estimator.tco.run_cost import CostResult
 from hardware_catalog import Catalog
 
 __all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
@@ -243,7 +243,7 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
     """Search, rank and explain. ``progress(evaluated, total)`` is called as the worlds are searched;
     ``screen=False`` skips the vectorised screen (same answer, slower: the benchmarks' baseline)."""
     t0 = time.perf_counter()
-    with gcpause.paused():  # the search's caches hold no cycles (estimator.gcpause); they are freed on return
+    with gcpause.paused():  # the search's caches hold no cycles (estimator.planner.gcpause); they are freed on return
         return _plan(req, catalog or default_catalog(), progress, screen, t0)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.messages import Message, Num, Text, join
-from estimator.modelspec import CachedShape, list_presets, preset, resolve_model, shape_for
+from estimator.model.spec import CachedShape, list_presets, preset, resolve_model, shape_for
 from estimator.planner.contract import Plan, PlanRequest
 from estimator.planner.hardware import HwOption, PriceBook, World, hardware_options, worlds_for
 from estimator.planner.plan import Scored, default_catalog, make_plan, score

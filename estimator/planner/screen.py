@@ -4,7 +4,7 @@ step-time bound only see structures that may fit.
 The screen is a filter that never changes the planner's answer. It only ever answers a question whose exact
 answer it has proven, and it proves it with bounds that hold by construction rather than by copying a formula:
 
-- **Memory floor.** For every structure, :func:`estimator.memory.memory_floor` gives (exactly, from the memory
+- **Memory floor.** For every structure, :func:`estimator.training.memory.memory_floor` gives (exactly, from the memory
   model's own model-state accounting) the bytes each phase of the first pipeline stage holds whatever the
   micro-batch and checkpointing (parameters, optimizer states, persistent gradient buckets), the gradients the
   ``backward-end`` phase adds, and the residual stream each decoder layer keeps per token (what full
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from estimator.memory import MemoryFloor
+from estimator.training.memory import MemoryFloor
 
 __all__ = ["Floors", "may_fit", "need_floor"]
 
@@ -40,7 +40,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True)
 class Floors:
-    """The memory floors of a list of structures, one row each (:class:`estimator.memory.MemoryFloor`), and
+    """The memory floors of a list of structures, one row each (:class:`estimator.training.memory.MemoryFloor`), and
     each structure's safety margin on the memory need (a fraction)."""
 
     states: IntArray
@@ -69,7 +69,7 @@ def need_floor(floors: Floors, structure: IntArray, micro_batch: IntArray, seq_l
     """A lower bound on the memory need of each layout ``(structure[i], micro_batch[i])``, in bytes: the model
     states every phase holds plus the larger of the gradients (``backward-end``) and the residual stream each
     layer keeps (``forward``), with the activation model's own integer rounding
-    (``estimator.activations.activation_model``)."""
+    (``estimator.training.activations.activation_model``)."""
     tokens = micro_batch * seq_len // floors.cp[structure]
     residual = floors.residual_per_token[structure] * tokens // floors.residual_div[structure]
     need: IntArray = floors.states[structure] + np.maximum(floors.grads[structure], floors.layers[structure] * residual)

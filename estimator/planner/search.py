@@ -2,14 +2,14 @@
 
 For one world (a hardware option on a number of nodes) every valid structure (:mod:`estimator.planner.space`)
 gets a lower bound on its step time: the step-time model's own forward + backward time of one micro-batch
-(``estimator.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times the
-fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
+(``estimator.training.timing.micro_batch``, no recomputation, one accumulation step) at the largest micro-batch, times
+the fewest micro-batches (per-sequence time falls as micro-batches grow), plus the smallest pipeline bubble and half
 the tensor-parallel collectives the model counts. Structures are visited in bound order and the visit stops when
 the bound reaches the ``keep``-th best step time found: no later structure can beat them.
 
 A visited structure is priced in three steps:
 
-1. Memory (:func:`estimator.memory.peak_memory`, cached per layout and shared across GPU types: allocated bytes
+1. Memory (:func:`estimator.training.memory.peak_memory`, cached per layout and shared across GPU types: allocated bytes
    and overheads do not depend on the GPU). The lightest-memory variant (heaviest checkpointing, smallest
    micro-batch) is checked first; if it does not fit, nothing of the structure does. Memory grows with the
    micro-batch and shrinks with checkpointing, so the largest micro-batch that fits is bisected per
@@ -23,8 +23,8 @@ A visited structure is priced in three steps:
    the catalog maximum, else the default ceiling; for a GPU without a server, the server ``estimate()`` would
    suggest) cannot run, however well it fits the GPUs. This is what stops CPU-offload layouts of very large
    models.
-4. The step-time model (:func:`estimator.timing.step_time_model`) for the surviving variants: the largest fitting
-   micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
+4. The step-time model (:func:`estimator.training.timing.step_time_model`) for the surviving variants: the largest
+   fitting micro-batch per checkpointing level, and for pipelines the next smaller one too (the bubble shrinks with
    it). Heuristic: full recomputation (one more forward, about a third of the compute) is priced only when what
    is paid per micro-batch (exposed communication, offload, bubble) exceeds ``FULL_RECOMPUTE_SHARE`` of the
    compute of the lighter level, since only that shrinks with a larger micro-batch.
@@ -39,28 +39,28 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from estimator import budget
-from estimator.accuracy import memory_error_bar_pct
-from estimator.comm import fabric_for
 from estimator.construct import replaced
-from estimator.efficiency import rates_for
 from estimator.errors import InvalidRequestError
 from estimator.estimate import _measured_kind as measured_memory_kind
 from estimator.host.bom import choose_server
-from estimator.host.checkpoint import checkpoint_size
 from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
-from estimator.layout import Layout, build_layout
-from estimator.memory import MemoryFloor, memory_floor, peak_memory
-from estimator.modelspec import CachedShape
+from estimator.model.spec import CachedShape
+from estimator.planner import budget
 from estimator.planner import screen as scr
 from estimator.planner.contract import PlanRequest
 from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
-from estimator.timing import StepTime, step_time_model
+from estimator.training.accuracy import memory_error_bar_pct
+from estimator.training.checkpoint import checkpoint_size
+from estimator.training.comm import fabric_for
+from estimator.training.efficiency import rates_for
+from estimator.training.layout import Layout, build_layout
+from estimator.training.memory import MemoryFloor, memory_floor, peak_memory
+from estimator.training.timing import StepTime, step_time_model
 from hardware_catalog import Catalog
 
 __all__ = ["Found", "HostMiss", "SearchContext", "Stats"]
@@ -265,7 +265,7 @@ class SearchContext:
 
     def margin(self, world: World, s: Structure) -> float:
         """The safety margin on the memory need, as a fraction: ``memory_margin_pct`` when given, else the memory
-        error bar the estimate gives this layout (``estimator.accuracy.memory_error_bar_pct``, the same call as
+        error bar the estimate gives this layout (``estimator.training.accuracy.memory_error_bar_pct``, the same call as
         ``estimate``'s), so a plan the planner keeps fits even at the top of its error bar."""
         if self.margin_pct is not None:
             return self.margin_pct / 100.0
@@ -446,7 +446,7 @@ class SearchContext:
     def _tp_bound(self, world: World, s: Structure, split: tuple[int, int]) -> float:
         if s.tp <= 1:
             return 0.0
-        from estimator.comm import collective_time, place_group
+        from estimator.training.comm import collective_time, place_group
 
         fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
         group = place_group(s.tp, 1, world.gpus_per_node)
@@ -587,7 +587,7 @@ class _ScreenRows:
 
 def _model_flops_per_step(shape: CachedShape, training: Any, sequences: int) -> float:
     """Forward + backward FLOPs of one step without recomputation: 6 N T for the linears (4 N T with a frozen
-    base: no weight gradients) and 3.5x the causal attention forward (``estimator.flops`` counts the same)."""
+    base: no weight gradients) and 3.5x the causal attention forward (``estimator.training.flops`` counts the same)."""
     a = shape.dims
     tokens = float(sequences * training.seq_len)
     linear = shape.active_params() - shape.embedding_params() + (a.vocab_size * a.hidden_size
@@ -612,8 +612,8 @@ def _micro_batch_seconds(ctx: SearchContext, world: World, s: Structure, mbs: in
     if layout is None:
         return None
     try:
-        from estimator.flops import workload
-        from estimator.timing import micro_batch, style_for
+        from estimator.training.flops import workload
+        from estimator.training.timing import micro_batch, style_for
     except ImportError:  # pragma: no cover - the step-time model renamed its parts
         return None
     req = ctx.request(world, s, "none", mbs, 1)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import MAX_ACCUMULATION_STEPS, Parallelism, Training
 
 __all__ = ["CKPT_LEVELS", "MAX_MICRO_BATCH", "Pins", "Structure", "micro_batches", "structures"]
@@ -201,7 +201,7 @@ def _ep_options(shape: ModelShape, dp: int) -> list[int]:
 def _splits(layers: int, chunks: int) -> bool:
     """Whether ``chunks`` model chunks split the layers as Megatron-LM does: evenly, or evenly once the embedding
     and the loss each count as a layer (``--account-for-embedding/loss-in-pipeline-split``,
-    :mod:`estimator.pipeline_split`)."""
+    :mod:`estimator.training.pipeline_split`)."""
     return layers % chunks == 0 or (layers + 2) % chunks == 0
 
 

@@ -16,8 +16,8 @@ shown by :func:`assumption_table`. Formulas (``docs/tco.md`` has the long form):
     break-even     = capex / (cloud $/month - own opex $/month)                   (months)
     upgrade payback= (capex B - capex A) / (opex per run A - opex per run B)      (runs; set against the life)
 
-Node power (GPU TDP, the server's own GPU SKU, peak and average) and rack planning live in :mod:`estimator.rack`,
-the one implementation shared with the estimate's host sizing.
+Node power (GPU TDP, the server's own GPU SKU, peak and average) and rack planning live in
+:mod:`estimator.facility.rack`, the one implementation shared with the estimate's host sizing.
 
 The package: :mod:`~estimator.tco.assumptions` (the editable assumptions and their sourced defaults),
 :mod:`~estimator.tco.results` (the job input and the frozen results), :mod:`~estimator.tco.costs` (the
@@ -29,9 +29,9 @@ its energy. Money is in US dollars, energy in kWh, power in W or kW as named.
 
 from __future__ import annotations
 
-from estimator.rack import node_average_power_w as node_average_power_w
-from estimator.rack import node_power_at_load_w as node_power_at_load_w
-from estimator.rack import resolve_server as resolve_server
+from estimator.facility.rack import node_average_power_w as node_average_power_w
+from estimator.facility.rack import node_power_at_load_w as node_power_at_load_w
+from estimator.facility.rack import resolve_server as resolve_server
 from estimator.tco import assumptions, costs, results, upgrade
 from estimator.tco.assumptions import *  # noqa: F403 (the names are said once, in each submodule's __all__)
 from estimator.tco.costs import *  # noqa: F403

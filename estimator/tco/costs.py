@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any, ParamSpec
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
+from estimator.facility.rack import node_average_power_w, node_power_at_load_w, resolve_server
 from estimator.messages import Money, Num, Text
-from estimator.rack import node_average_power_w, node_power_at_load_w, resolve_server
 from estimator.tco.assumptions import (
     HOURS_PER_MONTH,
     HOURS_PER_YEAR,

@@ -1,7 +1,7 @@
 """How far a cloud offer's price may be trusted (``high`` / ``medium`` / ``low``), from what the catalog records
 of it: the price's sources, its date against the catalog's newest price, the figures it marks uncertain.
 
-One rule for every price that reaches a total: the run's cost basis (:mod:`estimator.cost`), the TCO's cloud
+One rule for every price that reaches a total: the run's cost basis (:mod:`estimator.tco.run_cost`), the TCO's cloud
 options (:mod:`estimator.tco.costs`) and the TCO page. Pure: catalog objects are read by attribute.
 """
 

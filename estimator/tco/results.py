@@ -117,7 +117,8 @@ class RunCost(_Frozen):
     energy_kwh: float
     facility_energy_kwh: float
     price_date: str | None
-    confidence: str | None = Field(default=None, description="high | medium | low: the price's (estimator.cost)")
+    confidence: str | None = Field(default=None,
+                                   description="high | medium | low: the price's (estimator.tco.run_cost)")
 
     @property
     def time_to_train_h(self) -> float:

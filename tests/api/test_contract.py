@@ -127,7 +127,7 @@ def _bind_offer_ids_to_the_catalog(api: Any) -> int:
     path gives, ``CloudOffer``. Its root choice (``is_likely_root_transition``) then takes every operation
     carrying ``cost`` for one that fails on random data, and with other roots left (the catalog POSTs, recompute
     on random ids, all 4xx) ``POST /quotes`` and ``POST /saved-plans`` were never called: no call on a saved id
-    at all. ``cost.offer_id`` is optional and is looked up in the catalog (``estimator.cost``), so the slots are
+    at all. ``cost.offer_id`` is optional and is looked up in the catalog (``estimator.tco.run_cost``), so the slots are
     rebound to the catalog's cloud-offer ids before the links are inferred. Returns how many were rebound."""
     graph = api.analysis.dependency_graph
     cloud_offer = graph.resources.get("CloudOffer")

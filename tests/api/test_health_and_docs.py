@@ -119,6 +119,7 @@ FROZEN_OPERATION_IDS = {
     ("GET", "/api/v1/saved-plans/{item_id}.csv"): "saved-plans-export_saved_plan_csv",
     ("GET", "/api/v1/saved-plans/{item_id}.pdf"): "saved-plans-export_saved_plan_pdf",
     ("GET", "/api/v1/saved-plans/{item_id}/print"): "saved-plans-print_saved_plan",
+    ("GET", "/api/v1/version"): "version-get_version",
 }
 
 

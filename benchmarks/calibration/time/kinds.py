@@ -17,7 +17,7 @@ the model and optimizer are built exactly as ``measure.py`` builds them (its fun
 Writes ``DIR/kinds.jsonl`` (one line per case) and ``DIR/provenance.json``.
 
 NOT RUN YET: no device machine could be started in the session that wrote it (2026-12-03, four attempts), so
-the constants fitted on device call 4 (``estimator/efficiency.py``: ``eager_bytes_scale``, ``adam8bit_*``,
+the constants fitted on device call 4 (``estimator/training/efficiency.py``: ``eager_bytes_scale``, ``adam8bit_*``,
 ``cpu_qlora_linear_s``) rest on whole-step times only. What to look at when it runs: whether the small QLoRA
 steps are CPU-bound in forward and recompute (``cpu_fwd_s`` vs ``gpu_fwd_s``, kernel busy time vs wall), the
 bitsandbytes 8-bit step's per-tensor vs per-parameter cost (``micro-adamw8bit``), the eager attention kernels'

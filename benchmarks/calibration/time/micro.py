@@ -2,7 +2,7 @@
 """Micro-benchmarks on one H200 for the step-time efficiency curves (GEMM, flash attention, memory-bound).
 
 Run once on the lent H200 (torch 2.11, 2026-12-02) with ``python3 benchmarks/calibration/time/micro.py``; its
-output is ``tests/data/micro_h200.json``, from which ``estimator/efficiency.py`` takes its measured constants
+output is ``tests/data/micro_h200.json``, from which ``estimator/training/efficiency.py`` takes its measured constants
 (GEMM efficiency curve, SDPA attention curves, fp8 ratio, HBM copy fraction, AdamW bytes, launch cost). Kept as
 it ran (a device script, not linted).
 """

@@ -25,7 +25,7 @@ def _parallel(layout: PlanLayout, arch: ModelArch) -> list[str]:
             f"--context-parallel-size={layout.cp}"]
     chunks = layout.pp * layout.virtual_stages
     if layout.pp > 1 and arch.num_layers % chunks:
-        # uneven: the embedding and the loss each take a layer's place (estimator.pipeline_split, "weighted")
+        # uneven: the embedding and the loss each take a layer's place (estimator.training.pipeline_split, "weighted")
         args += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
     if layout.virtual_stages > 1:
         per_stage = max(1, (arch.num_layers + (2 if arch.num_layers % chunks else 0)) // chunks)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.comm import gpu_fabric
 from estimator.messages import Text
 from estimator.planner.contract import EnvVar, PlanLayout
+from estimator.training.comm import gpu_fabric
 from hardware_catalog import Gpu, Server
 
 __all__ = ["EnvVar", "environment"]

@@ -11,8 +11,8 @@
   ``server_watts_per_gpu_tdp`` (1.82, DGX H100: 10.2 kW for 8 x 700 W) x GPUs x TDP
   (``estimator/data/host_defaults.yaml``, from epoch-research/training-cost-trends ``energy.py``).
 - Checkpoint: the bytes of one checkpoint (weights + optimizer states by framework and layout,
-  :func:`estimator.host.checkpoint.checkpoint_size`, DCP format) and the time for the busiest node to write
-  its share to the target :func:`estimator.host.checkpoint.checkpoint_target` picks, as the host sizing does:
+  :func:`estimator.training.checkpoint.checkpoint_size`, DCP format) and the time for the busiest node to write
+  its share to the target :func:`estimator.training.checkpoint.checkpoint_target` picks, as the host sizing does:
   local NVMe on one node (the server's data drives, ``nvme_bays``, else 2, at the catalog's per-drive write
   rate for its PCIe generation), shared storage across nodes (the catalog's parallel-fs/NFS per-node write
   rate, else ``host_defaults.yaml`` ``storage.shared_fs_write_gbps_per_node``). In a full estimate the host
@@ -27,14 +27,14 @@ import math
 from typing import Any, Final
 
 from estimator.construct import trusted
-from estimator.host.checkpoint import checkpoint_size, checkpoint_target
 from estimator.host_options import host_defaults
-from estimator.layout import Layout
 from estimator.messages import Num, Text
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.response import TimeResult, TrainResult
+from estimator.training.checkpoint import checkpoint_size, checkpoint_target
+from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["TrainFigures", "node_power_w", "train_figures", "train_result", "train_warnings", "with_host_checkpoint"]

@@ -45,11 +45,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.layout import Layout
 
 __all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
 

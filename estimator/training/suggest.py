@@ -1,7 +1,7 @@
 """What to change when a layout does not fit: up to three knobs at a time, each re-estimated.
 
 A "does not fit" verdict is only useful with a way out. Rather than a generic hint, every candidate change
-below is applied to the request and its memory peak computed by the same model (``estimator.memory``), so
+below is applied to the request and its memory peak computed by the same model (``estimator.training.memory``), so
 each suggestion carries the per-GPU total it would give and whether that fits. The candidates are the
 standard memory levers, in the order practitioners reach for them (Korthikanti et al. 2022 for activation
 recomputation; Rajbhandari et al. 2020, ZeRO, for sharding and offload; Hu et al. 2021 / Dettmers et al. 2023
@@ -21,13 +21,13 @@ from pydantic import BaseModel
 
 from estimator.construct import trusted
 from estimator.errors import EstimatorError
-from estimator.layout import layout_or_none
-from estimator.memory import peak_total
 from estimator.messages import N_, Text, capitalized, join
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.reqview import view
 from estimator.response import Suggestion
+from estimator.training.layout import layout_or_none
+from estimator.training.memory import peak_total
 
 __all__ = ["apply_changes", "suggestions"]
 

@@ -18,7 +18,7 @@ marks uncertain, a price taken from secondary sources only, a server price estim
 ``confidence="low"`` into every total it feeds.
 
 Pure: catalog objects are read by attribute, no web, database or plotting imports. Compiled (issue 19); its
-pydantic models live in :mod:`estimator.cost_models` (plain Python, as pydantic models are) and are imported
+pydantic models live in :mod:`estimator.tco.run_cost_models` (plain Python, as pydantic models are) and are imported
 from here.
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from estimator.construct import trusted
-from estimator.cost_models import Basis, CostBasis, CostChoice, CostResult
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.memo import BoundedMemo, ObjectMemo, field_values
 from estimator.messages import Text
@@ -42,6 +41,7 @@ from estimator.tco.offers import (
     price_field,
     provider_class,
 )
+from estimator.tco.run_cost_models import Basis, CostBasis, CostChoice, CostResult
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server

@@ -17,12 +17,12 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
-from estimator.optimizers import OPTIMIZERS
 from estimator.reqview import view
+from estimator.training.optimizers import OPTIMIZERS
 
 if TYPE_CHECKING:
-    from estimator.layout import Layout
     from estimator.request import EstimateRequest
+    from estimator.training.layout import Layout
 
 __all__ = ["accuracy_table", "held_out_bar", "memory_error_bar_pct", "p90", "time_class", "time_error_bar_pct",
            "time_error_bars", "time_kind_measured"]
@@ -97,7 +97,7 @@ def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> boo
 
 def time_class(multi_gpu: bool, framework: str = "pytorch", seq_len: int = 0, host_bound: bool = False) -> str:
     """The step-time error class: ``host_bound`` (the host's Python issue time, not the GPU, paces the step:
-    ``estimator.timing.Pass.host_bound``; the measured H200 steps of that regime), ``single_gpu`` (the H200
+    ``estimator.training.timing.Pass.host_bound``; the measured H200 steps of that regime), ``single_gpu`` (the H200
     calibration set), ``megatron`` (published Megatron-LM / Megatron-Core / NeMo / Megatron-Bridge runs),
     ``multi_gpu`` (published PyTorch runs below ``LONG_SEQUENCE_TOKENS``), ``multi_gpu_long`` (published PyTorch
     runs at or above it: llm-foundry's 2023 long-sequence attention kernels, a known gap)."""
@@ -187,9 +187,9 @@ def time_error_bars(single_gpu: Mapping[str, Sequence[float]], pytorch: Mapping[
       family one reported as ``megatron_by_family``;
     - ``unmeasured_floor``: every published run below ``LONG_SEQUENCE_TOKENS`` tokens, by source, and never
       below the single-GPU or the Megatron class: the error to expect of a set-up no measurement covers;
-    - ``host_bound`` (when given): the measured H200 steps the host paces (``estimator.timing.Pass.host_bound``),
-      by model family (held-out refit errors and the per-family device call's cases); never narrower than
-      ``single_gpu``;
+    - ``host_bound`` (when given): the measured H200 steps the host paces
+      (``estimator.training.timing.Pass.host_bound``), by model family (held-out refit errors and the per-family
+      device call's cases); never narrower than ``single_gpu``;
     - ``all``: the widest class (the fallback).
 
     Returns ``{"bars": {class: pct}, "coverage": {class: held_out_bar(...)}}``."""

@@ -24,17 +24,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from estimator.activations import ActivationModel, activation_model, activation_rates
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
 from estimator.messages import N_
-from estimator.modelspec import ModelShape
-from estimator.optimizers import optimizer_spec
-from estimator.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
-from estimator.params import ParamPlacement, place_params
-from estimator.precision import optimizer_state_bytes, state_bytes
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.activations import ActivationModel, activation_model, activation_rates
+from estimator.training.layout import Layout
+from estimator.training.optimizers import optimizer_spec
+from estimator.training.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
+from estimator.training.params import ParamPlacement, place_params
+from estimator.training.precision import optimizer_state_bytes, state_bytes
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
 
@@ -584,7 +584,7 @@ def _busiest_stage(bases: tuple[_StageBase, ...], act: ActivationModel) -> tuple
 def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
                    bases: tuple[_StageBase, ...]) -> int:
     """The allocated peak plus the hard overhead of the busiest stage (:func:`_busiest`,
-    :func:`~estimator.overhead.hard_overhead_bytes`) without building the phases: what the largest-micro-batch
+    :func:`~estimator.training.overhead.hard_overhead_bytes`) without building the phases: what the largest-micro-batch
     search compares with the capacity at each size it tries."""
     best_bytes, best = _busiest_stage(bases, act)
     return best_bytes + hard_overhead_bytes(_overhead_input(req, shape, layout, best_bytes, act, best))

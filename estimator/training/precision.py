@@ -10,7 +10,7 @@ Sources:
   i.e. bf16 params + (bf16 grads 2 + fp32 grads 4 + fp32 master 4 + Adam 8) sharded.
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py``: ``18`` bytes per parameter without the
   distributed optimizer, ``6 + 12/d`` with it (bf16 param 2 + fp32 main grad 4 + 12 sharded).
-- Optimizer states per optimizer: the table in :mod:`estimator.optimizers`.
+- Optimizer states per optimizer: the table in :mod:`estimator.training.optimizers`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from estimator.optimizers import optimizer_spec
 from estimator.request import Framework, Optimizer, Precision
+from estimator.training.optimizers import optimizer_spec
 
 __all__ = ["StateBytes", "optimizer_state_bytes", "state_bytes"]
 

@@ -26,15 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from estimator.host.tensors import Tensor, local_tensors
 from estimator.host_options import host_defaults
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import ModelShape
-from estimator.optimizers import optimizer_spec
-from estimator.precision import optimizer_state_bytes, state_bytes
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.layout import Layout
+from estimator.training.optimizers import optimizer_spec
+from estimator.training.precision import optimizer_state_bytes, state_bytes
+from estimator.training.tensors import Tensor, local_tensors
 
 __all__ = ["CheckpointFile", "CheckpointSize", "checkpoint_size", "checkpoint_target", "saved_bytes_per_param"]
 

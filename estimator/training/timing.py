@@ -6,7 +6,7 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
 
 - ``F``, ``B``, ``R``: forward, backward and recomputation of one micro-batch (``m`` =
   ``gradient_accumulation_steps`` micro-batches per step), each layer pass priced by
-  :mod:`estimator.efficiency` (GEMM roofline, flash attention, memory-bound kernels, kernel launches).
+  :mod:`estimator.training.efficiency` (GEMM roofline, flash attention, memory-bound kernels, kernel launches).
 - Pipeline bubble ``(p - 1) / v`` micro-batch times, i.e. the fraction ``(p - 1) / (m v)`` of the ideal step
   (Narayanan et al. 2021, arXiv 2104.04473, Sec. 2.2): ``v`` = ``virtual_stages`` under interleaved 1F1B only;
   1F1B and GPipe have ``v = 1`` (GPipe's bubble is the same ``(p - 1) / m``, Huang et al. 2019).
@@ -24,7 +24,7 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
   compute it overlaps plus the first gather / last reduce that nothing hides. HSDP adds an all-reduce across
   replicas. Hidden communication still costs ``comm_overlap_penalty`` of its time in slower compute (its
   kernels take SMs: Calculon's ``processor_usage``).
-- Optimizer: memory-bound (measured AdamW bytes per parameter on the H200, :mod:`estimator.efficiency`).
+- Optimizer: memory-bound (measured AdamW bytes per parameter on the H200, :mod:`estimator.training.efficiency`).
 - CPU offload: gradients down and parameters up over PCIe, and the CPU optimizer (DeepSpeed's CPU-Adam is
   5-7x ``torch.optim`` on the CPU, deepspeed.ai ZeRO-Offload tutorial) on the host's memory bandwidth.
 """
@@ -33,20 +33,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.accuracy import time_error_bar_pct, time_kind_measured
-from estimator.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.construct import trusted
-from estimator.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
-from estimator.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
-from estimator.modelspec import ModelShape
-from estimator.optimizers import optimizer_spec
-from estimator.params import ParamPlacement, place_params
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.response import TimeResult
+from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
+from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
+from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
+from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
+from estimator.training.layout import Layout
+from estimator.training.optimizers import optimizer_spec
+from estimator.training.params import ParamPlacement, place_params
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
@@ -73,7 +73,7 @@ class Style:
     grad_bytes: Final[float]  # dtype of the gradients that are reduced
     param_bytes: Final[float]  # dtype of all-gathered parameters
     master_copy: Final[bool]  # optimizer keeps an fp32 master and writes a bf16 copy (DeepSpeed, Megatron)
-    fused_lora: Final[bool]  # LoRA adapter path in fused kernels (:func:`estimator.flops.lora_fused`)
+    fused_lora: Final[bool]  # LoRA adapter path in fused kernels (:func:`estimator.training.flops.lora_fused`)
 
     def __init__(self, fused: bool, autocast: bool, grad_bytes: float, param_bytes: float, master_copy: bool,
                  fused_lora: bool = False) -> None:
@@ -196,7 +196,7 @@ def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False,
 
 def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants, layout: Layout) -> float:
     """Forward bytes of one layer's non-GEMM kernels: norms, residual adds, rotary embedding, activation,
-    the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.efficiency`)."""
+    the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.training.efficiency`)."""
     act = k.act_bytes_gated if w.gated else k.act_bytes_plain
     norm = k.layernorm_bytes if w.layernorm else k.norm_bytes
     # sequence parallelism runs the norms and the residual adds (and dropout) on s / tp tokens (Korthikanti et al.
@@ -660,12 +660,12 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     - bitsandbytes ``AdamW8bit`` (``adamw-8bit``): block-wise 8-bit states; ``Optimizer8bit.step`` updates one
       parameter at a time from Python and calls ``torch.cuda.synchronize()`` after each
       (``bitsandbytes/optim/optimizer.py``: ``sync_gpu(p)``), so each tensor costs a serial launch-and-wait
-      on top of the kernel (constants in :mod:`estimator.efficiency`, measured and fitted on the H200).
+      on top of the kernel (constants in :mod:`estimator.training.efficiency`, measured and fitted on the H200).
     - Hugging Face ``Adafactor`` (``adafactor``, always a per-tensor loop): its kernels counted from
       ``transformers/optimization.py`` (:attr:`Constants.adafactor_bytes`); bf16 parameters and gradients are
       upcast to fp32 and the result copied back (``adafactor_upcast_bytes`` more).
     - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count
-      (:attr:`estimator.optimizers.OptimizerSpec.adam_ratio`).
+      (:attr:`estimator.training.optimizers.OptimizerSpec.adam_ratio`).
     """
     rv = view(req)
     t, p = rv.training, rv.parallelism
@@ -726,13 +726,13 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
 
 # ----------------------------------------------------------------------------------------------- the step
 def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
-    """:func:`estimator.params.place_params` (memoised there) of one stage (``last`` by default)."""
+    """:func:`estimator.training.params.place_params` (memoised there) of one stage (``last`` by default)."""
     return place_params(req, shape, layout, "only" if layout.pp == 1 else stage)
 
 
 def _time_stages(layout: Layout) -> tuple[str, ...]:
     """Stages whose step may be the slowest: the last (LM head and loss) when every rank holds the same layers;
-    with an uneven split (:mod:`estimator.pipeline_split`) also the first and the fullest middle rank."""
+    with an uneven split (:mod:`estimator.training.pipeline_split`) also the first and the fullest middle rank."""
     if layout.pp > 1 and layout.uneven:
         return ("first", "middle", "last") if layout.pp > 2 else ("first", "last")
     return ("last",)

@@ -23,11 +23,11 @@ from typing import Any, Final
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
 from estimator.memo import BoundedMemo
-from estimator.modelspec import ModelShape
-from estimator.optimizers import optimizer_spec
-from estimator.pipeline_split import split_layers
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest, Training
 from estimator.reqview import TrainingView, view
+from estimator.training.optimizers import optimizer_spec
+from estimator.training.pipeline_split import split_layers
 
 __all__ = ["Layout", "build_layout", "layout_or_none"]
 
@@ -61,7 +61,7 @@ class Layout:
     tp_plan: Final[str]
     # decoder layers per pipeline rank (its virtual chunks summed), model order; () = even split
     stage_layers: Final[tuple[int, ...]]
-    pipeline_split: Final[str]  # even | weighted | given (estimator.pipeline_split)
+    pipeline_split: Final[str]  # even | weighted | given (estimator.training.pipeline_split)
     # the fields above as a tuple and its hash, computed once (layouts key most of the estimator's memos)
     _key: Final[tuple[object, ...]]
     _hash: Final[int]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from estimator.layout import Layout
 from estimator.memo import ObjectMemo
 from estimator.messages import N_, Num, Text
-from estimator.modelspec import ModelShape
+from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest, Parallelism, Training
 from estimator.reqview import view
 from estimator.response import MemoryResult, Suggestion
+from estimator.training.layout import Layout
 
 __all__ = ["assumptions_for", "warnings_for"]
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import Linear, ModelShape
+from estimator.model.spec import Linear, ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.layout import Layout
 
 __all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
 

@@ -3,7 +3,7 @@
 Shapes follow Hugging Face ``modeling_llama.py`` / ``modeling_mixtral.py`` (``nn.Linear`` weights are
 ``[out_features, in_features]``), split by tensor parallelism as Megatron-LM does (column-parallel q/k/v,
 gate and up on dim 0; row-parallel o and down on dim 1; vocab-parallel embedding), by pipeline stages as
-``estimator.params`` does, and by expert parallelism over the routed experts. FSDP2 then shards each tensor on
+``estimator.training.params`` does, and by expert parallelism over the routed experts. FSDP2 then shards each tensor on
 dim 0 (``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``: ``_chunk_with_empty``; every rank's storage is
 padded to the size of chunk 0).
 
@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import Linear, ModelShape
-from estimator.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
+from estimator.model.spec import Linear, ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.layout import Layout
+from estimator.training.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
 
 __all__ = ["Tensor", "local_tensors", "pow2ceil", "stages"]
 

@@ -1,6 +1,6 @@
 """The cost basis's pydantic models (the request's ``cost`` choice, a basis, a run's cost): plain Python, as
-pydantic's models are; :mod:`estimator.cost`, which prices with them, is compiled (issue 19). Import them from
-:mod:`estimator.cost`."""
+pydantic's models are; :mod:`estimator.tco.run_cost`, which prices with them, is compiled (issue 19). Import them from
+:mod:`estimator.tco.run_cost`."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 implementations allocate, whether it runs on the CPU, how its step is priced, and which of that was measured.
 
 Adding an optimizer: add its id to ``Optimizer`` in :mod:`estimator.request` and a row here; the memory model
-(:mod:`estimator.memory`), host RAM (:mod:`estimator.host.ram`), checkpoints (:mod:`estimator.host.checkpoint`),
-the step time (:mod:`estimator.timing`), the layout checks (:mod:`estimator.layout`) and the error bars
-(:mod:`estimator.accuracy`, :mod:`estimator.estimate`) read it.
+(:mod:`estimator.training.memory`), host RAM (:mod:`estimator.host.ram`), checkpoints
+(:mod:`estimator.training.checkpoint`), the step time (:mod:`estimator.training.timing`), the layout checks
+(:mod:`estimator.training.layout`) and the error bars (:mod:`estimator.training.accuracy`, :mod:`estimator.estimate`)
+read it.
 
 Sources:
 - AdamW (``torch/optim/adamw.py``): ``exp_avg`` and ``exp_avg_sq`` per parameter (``torch.zeros_like``), in the
@@ -42,7 +43,7 @@ from estimator.request import Optimizer, OptimizerImpl
 
 __all__ = ["OPTIMIZERS", "OptimizerSpec", "StepCost", "optimizer_spec"]
 
-#: how the step time prices an optimizer (:func:`estimator.timing._optimizer_cost`): ``adam`` = the measured
+#: how the step time prices an optimizer (:func:`estimator.training.timing._optimizer_cost`): ``adam`` = the measured
 #: AdamW bytes of the implementation x ``adam_ratio``; ``adam8bit`` and ``adafactor`` have their own constants.
 StepCost = Literal["adam", "adam8bit", "adafactor"]
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.activations import ActivationModel
-from estimator.layout import Layout
 from estimator.memo import BoundedMemo
-from estimator.modelspec import Linear, ModelShape
+from estimator.model.spec import Linear, ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.activations import ActivationModel
+from estimator.training.layout import Layout
 
 __all__ = ["NF4_BYTES_PER_PARAM", "ParamPlacement", "lora_params_per_layer", "place_params"]
 

@@ -47,6 +47,7 @@ from typing import Final
 __all__ = [
     "CHUNKED_LOSS_CHUNKS",
     "NS_STEPS",
+    "OFFLOAD_KEEP_LAYERS",
     "liger_norm_bytes",
     "liger_swiglu_saving",
     "loss_bytes",
@@ -58,6 +59,9 @@ __all__ = [
 
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 CHUNKED_LOSS_CHUNKS: Final = 8
+#: activation offloading: the layers whose stored tensors are on the GPU at once (the one computed and the one
+#: copied / prefetched on the side stream: torchtune OffloadActivations, Unsloth's checkpointer)
+OFFLOAD_KEEP_LAYERS: Final = 2
 #: TRL trl/kernels/chunked_logprob.py tiles
 TRL_TOKEN_CHUNK: Final = 4096
 TRL_VOCAB_CHUNK: Final = 32768
@@ -87,7 +91,8 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
     ``fused`` (Liger ``fused_linear_cross_entropy_forward``; Cut Cross-Entropy sized the same, at most): no logits
     kept; the bf16 input gradient (2 x tokens x hidden) made in forward and kept for backward, the transient
     logits chunk (about tokens x hidden elements, bf16) and the fp32 per-token loss in forward; with a trained
-    head its gradient (``head_grad_bytes``, the parameter dtype) is also made in forward.
+    head its gradient (``head_grad_bytes``, the parameter dtype) is also made in forward (from backward on it is
+    the head's gradient, counted with the gradients).
     """
     logits = tokens * vocab_local
     cap = 2 * logits if softcap else 0
@@ -109,8 +114,8 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
     grad_input = 2 * tokens * hidden
     chunk_logits = 2 * tokens * hidden
     per_token = 4 * tokens
-    head = head_grad_bytes if head_trainable else 0
-    return int(grad_input + chunk_logits + per_token + head), int(grad_input + per_token + head)
+    head = head_grad_bytes if head_trainable else 0  # made in forward; in backward it is the head's gradient
+    return int(grad_input + chunk_logits + per_token + head), int(grad_input + per_token)
 
 
 def liger_swiglu_saving(ffn: int) -> int:

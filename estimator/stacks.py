@@ -203,13 +203,13 @@ def stack_assumptions(training: Training) -> list[str]:
 #: formulas are in :mod:`estimator.mechanisms`; their wiring follows the training model's move, issue 27)
 MODELLED: Final[dict[tuple[str, str], bool]] = {
     ("loss_kernel", "materialized"): True,
-    ("loss_kernel", "chunked"): False,
-    ("loss_kernel", "fused"): False,
+    ("loss_kernel", "chunked"): True,
+    ("loss_kernel", "fused"): True,
     ("fused_kernels", "none"): True,
-    ("fused_kernels", "liger"): False,
+    ("fused_kernels", "liger"): True,
     ("activation_offloading", "none"): True,
-    ("activation_offloading", "checkpoints"): False,
-    ("activation_offloading", "all"): False,
+    ("activation_offloading", "checkpoints"): True,
+    ("activation_offloading", "all"): True,
 }
 
 

@@ -420,7 +420,10 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
 def _stored(base: _StageBase, act: ActivationModel) -> int:
     """The activations a stage holds at its forward peak: its layers' for the micro-batches in flight, and the
     residual stream it sends on."""
-    return (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
+    layers = base.layers * base.in_flight
+    if act.offload_keep_layers:  # activation offloading: the rest is in pinned host memory (estimator.mechanisms)
+        layers = min(layers, act.offload_keep_layers)
+    return (int(act.stored_per_layer_bytes * layers)
             + (act.residual_bytes if base.keeps_residual else 0))
 
 

@@ -40,6 +40,7 @@ from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.checkpoint import CheckpointSize
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -167,6 +168,9 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
             train.update({k: v for k, v in offload.items() if v})
         train["framework_baseline"] = base
         train["nccl"] = nccl
+        offloaded = offloaded_activation_bytes(req, shape, layout, stage)
+        if offloaded:  # issue 29: pinned host copies of the saved activations (only then is the key present)
+            train["offloaded_activations"] = offloaded
         if options.async_checkpoint:
             train["checkpoint_staging"] = ckpt.per_rank_bytes
         if options.checkpoint_format == "full" and rank0:
@@ -196,7 +200,8 @@ def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt:
     t, p, o = rv.training, rv.parallelism, options
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
             p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
-            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
+            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved,
+            t.activation_offloading, t.values if t.activation_offloading != "none" else None)
 
 
 _HOST_RAM: Final[BoundedMemo[tuple[object, ...], HostRam]] = BoundedMemo(4096)
@@ -224,6 +229,9 @@ def _host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: Che
 
     def node(r0: ProcessRam, other: ProcessRam, extra: dict[str, int]) -> dict[str, int]:
         items = {k: r0.items[k] + (g - 1) * other.items[k] for k in BREAKDOWN_KEYS}
+        if "offloaded_activations" in r0.items or "offloaded_activations" in other.items:
+            items["offloaded_activations"] = (r0.items.get("offloaded_activations", 0)
+                                              + (g - 1) * other.items.get("offloaded_activations", 0))
         for k, v in extra.items():
             items[k] += v
         return items

@@ -49,14 +49,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from estimator.mechanisms import OFFLOAD_KEEP_LAYERS, liger_norm_bytes, liger_swiglu_saving, loss_bytes
+from estimator.mechanisms import (
+    OFFLOAD_KEEP_LAYERS,
+    liger_norm_bytes,
+    liger_swiglu_saving,
+    loss_bytes,
+    offload_split,
+)
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
 from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.training.layout import Layout
 
-__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offloaded_activation_bytes"]
 
 
 class ActivationModel:
@@ -407,3 +413,16 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
                            residual_bytes=residual, tokens=tokens,
                            attention_backward_bytes=int(r.attention_backward_per_token * tokens),
                            offload_keep_layers=keep)
+
+
+def offloaded_activation_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> int:
+    """Pinned host bytes of one rank's offloaded activations (``training.activation_offloading``): its stage's
+    stored layers but the ones kept on the GPU (:func:`estimator.mechanisms.offload_split`; torchtune
+    ``OffloadActivations``, Unsloth's offloaded checkpointer). Host RAM and the step's PCIe time read it."""
+    mode = view(req).training.activation_offloading
+    if mode == "none":
+        return 0
+    act = activation_model(req, shape, layout)
+    layers = layout.layers_on(stage)
+    stored = act.stored_per_layer_bytes * layers
+    return offload_split(mode, stored, layers, stored)[1]

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.construct import trusted
+from estimator.mechanisms import offload_transfer_seconds
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
@@ -41,6 +42,7 @@ from estimator.request import EstimateRequest
 from estimator.reqview import view
 from estimator.response import TimeResult
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
@@ -724,6 +726,16 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
     return transfers + cpu
 
 
+def activation_offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
+                            stage: str) -> float:
+    """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
+    :func:`estimator.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
+    come back in backward on a side stream."""
+    host = offloaded_activation_bytes(req, shape, layout, "only" if layout.pp == 1 else stage)
+    pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
+    return offload_transfer_seconds(host, pcie, mb.total)
+
+
 # ----------------------------------------------------------------------------------------------- the step
 def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
     """:func:`estimator.training.params.place_params` (memoised there) of one stage (``last`` by default)."""
@@ -1029,6 +1041,8 @@ def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gp
     bubble = (layout.pp - 1) / virtual_stages(req, layout) * mb.total if layout.pp > 1 else 0.0
     compute += sb.ddp_bucket
     off = offload_time(req, shape, layout, gpu, mb, basis.style, sb.pl)
+    if t.activation_offloading != "none":
+        off += m * activation_offload_time(req, shape, layout, gpu, mb, stage)
     step = compute + bubble + comm.exposed + sb.opt + off
     return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off)
 

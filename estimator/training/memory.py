@@ -213,6 +213,19 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
     return 0, 0
 
 
+def _muon_adamw_bytes(req: EstimateRequest, layout: Layout, place: ParamPlacement, matrix_per: float) -> int:
+    """Muon's optimizer keeps one momentum buffer per decoder matrix; the embedding, the LM head, the norms and the
+    biases go to AdamW (torch.optim.Muon's docstring; :mod:`estimator.mechanisms`): their second state on this
+    rank. A LoRA's trainable parameters are all 2-D adapter matrices: nothing more."""
+    rv = view(req)
+    t, p = rv.training, rv.parallelism
+    if t.method != "full":
+        return 0
+    adamw_params = place.trainable_local - place.linear_trainable_local + place.head_linear_local
+    extra = optimizer_state_bytes("adamw", t.precision, p.framework) - matrix_per
+    return int(adamw_params * extra / layout.optimizer_shard)
+
+
 def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
     rv = view(req)
     t, p = rv.training, rv.parallelism
@@ -225,6 +238,8 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
         dense_ada = place.adafactor_state_local - place.expert_adafactor_local
         optimizer += (dense_ada // layout.optimizer_shard
                       + place.expert_adafactor_local // layout.expert_optimizer_shard)
+    if opt_on_gpu and optimizer_spec(t.optimizer).matrix_only:
+        optimizer += _muon_adamw_bytes(req, layout, place, opt_per)
     master = place.sharded_bytes(layout, sb.master, "optimizer") if opt_on_gpu else 0
     fsdp2_sgo = _fsdp2_shard_grad_op(req, layout)
     # FSDP2 shards the stored parameters for every strategy; DeepSpeed ZeRO-2 keeps its bf16 copy replicated.

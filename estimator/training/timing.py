@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.construct import trusted
-from estimator.mechanisms import offload_transfer_seconds
+from estimator.mechanisms import NS_STEPS, offload_transfer_seconds
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
@@ -49,6 +49,7 @@ from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, mode
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.params import ParamPlacement, place_params
+from estimator.training.params import adapted_linears as _adapted_linears
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
@@ -702,7 +703,30 @@ def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: R
     params, tensors = _optimizer_params(req, shape, layout, pl)
     per, per_tensor = _optimizer_cost(req, r.k)
     per += 6.0 if style.master_copy else 0.0
-    return r.mem_time(params * per) + tensors * per_tensor
+    ns = muon_time(req, shape, layout, r) if optimizer_spec(view(req).training.optimizer).matrix_only else 0.0
+    return r.mem_time(params * per) + tensors * per_tensor + ns
+
+
+def muon_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: Rates) -> float:
+    """Muon's Newton-Schulz (issue 29; :func:`estimator.mechanisms.muon_newton_schulz_flops`): five steps of three
+    bf16 GEMMs on every trainable 2-D matrix of the stage, whole (torch.optim.Muon needs the full matrix: under
+    FSDP / TP each rank gathers it and runs the iteration itself, so the work is not split). The gather's bytes
+    (:func:`estimator.mechanisms.muon_gather_bytes`) are not timed: an assumption names it."""
+    t = view(req).training
+    layers = layout.layers_per_stage
+    if t.method == "full":
+        mats = [(lin.out_features, lin.in_features, lin.count) for lin in
+                shape.attention_linears() + shape.mlp_linears(shape.dims.ffn_hidden_size)]
+    else:
+        rank = t.lora_rank
+        mats = [m for lin in _adapted_linears(shape, t.lora_targets)
+                for m in ((rank, lin.in_features, lin.count), (lin.out_features, rank, lin.count))]
+    total = 0.0
+    for rows, cols, count in mats:
+        m, n = min(rows, cols), max(rows, cols)
+        one = r.gemm_time(m, n, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, n)
+        total += NS_STEPS * one * count
+    return total * layers
 
 
 def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,

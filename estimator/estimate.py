@@ -237,7 +237,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, figures)
     # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
-    ways_out = [] if memory.fits else suggestions(req, shape, capacity)
+    ways_out = [] if memory.fits else suggestions(req, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
     cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
     return trusted(EstimateResponse, model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
@@ -250,6 +250,13 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost)
+
+
+def _measure(req: EstimateRequest, shape: ModelShape, hw: ResolvedHardware, capacity: int) -> tuple[int, float]:
+    """(peak allocated bytes, step seconds) of a suggestion's request (issue 29: what a mechanism saves and costs)."""
+    layout = build_layout(req, shape)
+    allocated = peak_memory(req, shape, layout, capacity).peak_allocated
+    return allocated, step_time_model(req, shape, layout, hw.gpu, hw.server).result().step_time_s
 
 
 def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,

@@ -38,3 +38,16 @@ def test_a_refused_combination_is_shown_next_to_its_field() -> None:
     parsed = parse_form(QueryParams("model=llama-3.1-8b&training.activation_offloading=checkpoints"))
     assert parsed.request is None
     assert "activation_checkpointing" in parsed.errors.messages["training.activation_offloading"]
+
+
+def test_the_share_link_is_short_and_keeps_what_differs_from_the_stack() -> None:
+    plain = parse_form(QueryParams("model=llama-3.1-8b&training.method=lora"))
+    assert plain.request is not None
+    assert request_to_query(plain.request) == "model=llama-3.1-8b&training.method=lora"
+    # TRL turns checkpointing on; a request that turns it off must say so in its link
+    off = parse_form(QueryParams("model=llama-3.1-8b&training.stack=trl&training.activation_checkpointing=none"))
+    assert off.request is not None
+    query = request_to_query(off.request)
+    assert "training.activation_checkpointing=none" in query and "loss_kernel" not in query
+    again = parse_form(QueryParams(query))
+    assert again.request == off.request

@@ -354,9 +354,13 @@ def request_to_query(request: EstimateRequest) -> str:
     pairs: list[tuple[str, str]] = [("model", values["model"])] if not values["model_json"] else []
     if values["model_json"]:
         pairs.append(("model_json", json.dumps(json.loads(values["model_json"]), separators=(",", ":"))))
+    stack_defaults = {"training." + d.field: d.value for d in STACK_DEFAULTS[request.training.stack]}
     for spec in field_specs():
         value = values[spec.name]
-        if value == spec.default or value is None:
+        if spec.name in STACK_SET_FIELDS:  # left out, the stack's default (or the contract's) comes back
+            if value is None or value == stack_defaults.get(spec.name, spec.default):
+                continue
+        elif value == spec.default or value is None:
             continue
         pairs.append((spec.name, _query_value(value)))
     return urlencode(pairs)

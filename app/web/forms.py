@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
+from estimator.stacks import NEW_FIELDS as STACK_MECHANISMS
 from estimator.stacks import STACK_DEFAULTS
 from estimator.tco.run_cost import CostChoice
 
@@ -345,6 +346,9 @@ def request_to_values(request: EstimateRequest) -> dict[str, Any]:
         section, name = spec.name.split(".", 1)
         part = getattr(request, section)
         values[spec.name] = getattr(CostChoice() if part is None and section == COST_SECTION else part, name)
+    for d in STACK_DEFAULTS[request.training.stack]:  # a mechanism at its stack's default shows as "the default"
+        if d.field in STACK_MECHANISMS and values["training." + d.field] == d.value:
+            values["training." + d.field] = None
     return values
 
 

@@ -23,7 +23,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
-from estimator.stacks import mechanism_notes, stack_assumptions
+from estimator.stacks import mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.training.comm import network_warnings
@@ -138,7 +138,8 @@ def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], 
     or GPUs: the planner's node counts share one answer)."""
     p, t = view(req).parallelism, view(req).training
     key = (t.method, t.optimizer, p.offload, p.framework, layout.pp, layout.cp, layout.ep, layout.tp, layout.dp > 1,
-           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel)
+           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel, t.stack, t.loss_kernel,
+           t.fused_kernels, t.activation_offloading)
     return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
 
 
@@ -183,6 +184,7 @@ def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str
         out.append(Text("the %(optimizer)s optimizer", optimizer=t.optimizer))
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
         out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
+    out += unmeasured_mechanisms(rv.training)
     return out
 
 

@@ -38,8 +38,8 @@ from estimator.messages import Text
 if TYPE_CHECKING:
     from estimator.request import EstimateRequest, Training
 
-__all__ = ["MODELLED", "STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "mechanism_notes", "request_refusal",
-           "stack_assumptions", "training_refusal"]
+__all__ = ["MEASURED", "MODELLED", "STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "mechanism_notes",
+           "request_refusal", "stack_assumptions", "training_refusal", "unmeasured_mechanisms"]
 
 #: the request fields a stack may fill, in the order they are applied (the loss depends on the kernels)
 NEW_FIELDS: Final = ("fused_kernels", "loss_kernel", "activation_offloading")
@@ -223,4 +223,22 @@ def mechanism_notes(training: Training) -> list[str]:
             out.append(Text("%(field)s %(value)s is not in this estimate's memory and time yet: it is sized as "
                             "without it (more memory than the stack uses).", field="training." + field,
                             value=value))
+    return out
+
+
+#: the mechanism values a GPU measurement covers (docs/accuracy.md, "Fine-tuning stacks"); the others widen the
+#: memory error bar (estimator.estimate's unmeasured reasons). The TRL chunked loss is keyed by its stack.
+MEASURED: Final[frozenset[tuple[str, str]]] = frozenset({
+    ("loss_kernel", "materialized"), ("fused_kernels", "none"), ("activation_offloading", "none"),
+})
+
+
+def unmeasured_mechanisms(training: Any) -> list[str]:
+    """What of the request's mechanisms no GPU measurement covered (``training``: the request's training
+    section or its view)."""
+    out: list[str] = []
+    for field in ("loss_kernel", "fused_kernels", "activation_offloading"):
+        value = getattr(training, field)
+        if (field, value) not in MEASURED:
+            out.append(Text("training.%(field)s %(value)s", field=field, value=value))
     return out

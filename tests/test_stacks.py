@@ -231,3 +231,18 @@ def test_muon_keeps_one_state_per_matrix_and_adamw_for_the_rest() -> None:
     assert states["m"] - states["s"] == pytest.approx(4 * embedding, rel=0.01)  # + the norms' few thousand
     assert states["s"] < states["m"] < states["a"]
     assert muon.time.step_time_s > sgd.time.step_time_s
+
+
+def test_a_fused_loss_is_suggested_with_what_it_saves_and_costs() -> None:
+    """The issue's case (Llama 3.1 8B LoRA, 16k tokens, full checkpointing, one A100 40GB): the first way out is
+    the fused loss alone, it fits, and its summary gives the allocated GiB it saves (the 12-byte logits less the
+    fused kernel's own) and its step-time cost (0: the same GEMMs)."""
+    r = _run()
+    first = r.suggestions[0]
+    assert first.changes == {"training.loss_kernel": "fused"} and first.fits
+    words = str(first.summary)
+    assert "GiB less per GPU, step time +0.00 s" in words
+    saved = float(words.split(": ")[-1].split(" GiB")[0])
+    fused = _run(loss_kernel="fused")
+    assert saved == pytest.approx((r.memory.peak_allocated_bytes - fused.memory.peak_allocated_bytes) / GiB, abs=0.05)
+    assert "fused loss" in r.warnings[0]  # the verdict names the way out

@@ -249,7 +249,7 @@ def _with_cost(s: _Tried, req: EstimateRequest,
     seconds) of a request."""
     if measure is None or _MECHANISM_FIELDS.isdisjoint(s.changes):
         return s.summary
-    before = measure(req)
+    before = measure(req)  # the caller memoises it (one request, several suggestions)
     try:
         after = measure(apply_changes(req, s.changes))
     except (ValueError, EstimatorError):
@@ -258,6 +258,20 @@ def _with_cost(s: _Tried, req: EstimateRequest,
         return s.summary
     return Text("%(change)s: %(saved)s GiB less per GPU, step time %(delta)s s", change=s.summary,
                 saved=Num((before[0] - after[0]) / 2**30, ".1f"), delta=Num(after[1] - before[1], "+.2f"))
+
+
+def _once(measure: Callable[[EstimateRequest], tuple[int, float] | None],
+          req: EstimateRequest) -> Callable[[EstimateRequest], tuple[int, float] | None]:
+    """``measure`` with ``req``'s own answer computed at most once."""
+    cache: list[tuple[int, float] | None] = []
+
+    def measured(r: EstimateRequest) -> tuple[int, float] | None:
+        if r is not req:
+            return measure(r)
+        if not cache:
+            cache.append(measure(r))
+        return cache[0]
+    return measured
 
 
 def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int,
@@ -280,5 +294,7 @@ def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int,
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]
     shown = (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
+    if measure is not None:
+        measure = _once(measure, req)
     return [trusted(Suggestion, summary=_with_cost(s, req, measure), changes=s.changes,
                     total_bytes=s.total_bytes, fits=s.fits) for s in shown]

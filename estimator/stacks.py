@@ -190,12 +190,27 @@ def request_refusal(req: EstimateRequest) -> tuple[str, str] | None:
     return None
 
 
+_OPTIMIZER_LINES: Final[dict[str, str]] = {
+    "paged-adamw-8bit": "paged-adamw-8bit: bitsandbytes keeps the states in CUDA unified memory; sized as "
+                        "GPU-resident (pages go to the host only when the GPU is oversubscribed, which this estimate "
+                        "does not count as a fit).",
+    "paged-adamw": "paged-adamw: bitsandbytes' fp32 states in CUDA unified memory; sized as GPU-resident (pages go "
+                   "to the host only when the GPU is oversubscribed, which this estimate does not count as a fit).",
+    "adamw-4bit": "adamw-4bit: torchao AdamW4bit, 4-bit codes and an fp32 scale per 128-element block, 1.06 bytes "
+                  "per parameter for both states.",
+    "muon": "muon: torch.optim.Muon on the decoder matrices (one momentum buffer each, Newton-Schulz on the whole "
+            "matrix), AdamW on the embedding, the LM head and the vectors; under FSDP or tensor parallelism each "
+            "matrix is gathered for Newton-Schulz, which the step time does not count.",
+}
+
+
 def stack_assumptions(training: Training) -> list[str]:
-    """One line per stack default the estimate used, with its source; nothing for the plain transformers
-    defaults (the historical behaviour, described by the rest of the assumptions)."""
+    """One line per stack default the estimate used, with its source, and what is assumed of the new optimizers;
+    nothing for the plain transformers defaults (the historical behaviour, described by the rest)."""
+    opt = [Text(_OPTIMIZER_LINES[training.optimizer])] if training.optimizer in _OPTIMIZER_LINES else []
     if training.stack == "transformers":
-        return []
-    return [Text("Stack %(stack)s: %(field)s %(value)s (%(source)s).", stack=training.stack, field=d.field,
+        return opt
+    return opt + [Text("Stack %(stack)s: %(field)s %(value)s (%(source)s).", stack=training.stack, field=d.field,
                  value=d.value, source=d.source) for d in stack_default_fields(training)]
 
 

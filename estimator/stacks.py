@@ -207,7 +207,7 @@ _OPTIMIZER_LINES: Final[dict[str, str]] = {
 def stack_assumptions(training: Training) -> list[str]:
     """One line per stack default the estimate used, with its source, and what is assumed of the new optimizers;
     nothing for the plain transformers defaults (the historical behaviour, described by the rest)."""
-    opt = [Text(_OPTIMIZER_LINES[training.optimizer])] if training.optimizer in _OPTIMIZER_LINES else []
+    opt: list[str] = [Text(_OPTIMIZER_LINES[training.optimizer])] if training.optimizer in _OPTIMIZER_LINES else []
     if training.stack == "transformers":
         return opt
     return opt + [Text("Stack %(stack)s: %(field)s %(value)s (%(source)s).", stack=training.stack, field=d.field,

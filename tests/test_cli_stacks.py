@@ -23,7 +23,11 @@ def test_a_stack_request_estimates(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert any(a.startswith("Stack unsloth: loss_kernel fused") for a in out["assumptions"])
-    assert out["host"]["ram_breakdown_bytes"].get("offloaded_activations", 1) > 0
+    plain = {**body, "training": {"method": "qlora", "seq_len": 2048, "activation_checkpointing": "full"}}
+    result = runner.invoke(cli, ["estimate", "--input", write_input(tmp_path, json.dumps(plain))])
+    assert result.exit_code == 0, result.output
+    # the same QLoRA job without Unsloth's fused loss and offloaded checkpoints allocates more
+    assert json.loads(result.stdout)["memory"]["peak_allocated_bytes"] > out["memory"]["peak_allocated_bytes"]
 
 
 @pytest.mark.parametrize(("training", "field"), [

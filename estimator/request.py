@@ -325,17 +325,6 @@ class EstimateRequest(_Frozen):
     cost: CostChoice | None = Field(default=None, description="how to price the run (own or rent); null: a "
                                     "chosen server is owned, else the cheapest hyperscaler on-demand offer")
 
-    @model_validator(mode="after")
-    def _check_stack(self) -> EstimateRequest:
-        """A stack / parallelism combination the stack does not run is refused with its reason."""
-        refusal = stacks.request_refusal(self)
-        if refusal is not None:
-            section, field = refusal[0].split(".", 1)
-            raise ValidationError.from_exception_data("EstimateRequest", [InitErrorDetails(
-                type=PydanticCustomError("value_error", refusal[1]), loc=(section, field),
-                input=getattr(getattr(self, section), field))])
-        return self
-
     @property
     def dp(self) -> int:
         """Data-parallel degree = num_nodes x gpus_per_node / (tp x pp x cp)."""

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from estimator.messages import Text
 
 if TYPE_CHECKING:
-    from estimator.request import EstimateRequest, Training
+    from estimator.request import Training
 
 __all__ = ["MEASURED", "MODELLED", "STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "mechanism_notes",
            "request_refusal", "stack_assumptions", "training_refusal", "unmeasured_mechanisms"]
@@ -157,24 +157,28 @@ def stack_default_fields(training: Training) -> list[StackDefault]:
 
 
 def training_refusal(t: Training) -> tuple[str, str] | None:
-    """(field, the stack's own reason) for a combination the stack's code refuses; ``None`` when it runs."""
+    """(field, the stack's own reason) for a combination of training fields the stack's code refuses; ``None``
+    when it runs. Only fields the planner never varies: the others are checked with the layout
+    (:func:`request_refusal`)."""
     if t.stack == "trl" and t.loss_kernel == "chunked" and t.fused_kernels == "liger":
         return ("loss_kernel", "TRL's loss_type=\"chunked_nll\" is \"not compatible with use_liger_kernel\" "
                 "(trl/trainer/sft_config.py @016013e8): with Liger on, TRL runs Liger's fused linear "
                 "cross-entropy; use loss_kernel \"fused\" or leave it empty")
-    if t.activation_offloading == "checkpoints" and t.activation_checkpointing != "full":
-        return ("activation_offloading", "\"checkpoints\" offloads the input of each checkpointed layer (Unsloth "
-                "use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: offload): it needs "
-                "activation_checkpointing \"full\"; use \"all\" to offload every saved tensor without checkpointing")
-    if t.optimizer == "muon" and t.optimizer_impl == "foreach":
-        return ("optimizer_impl", "torch.optim.Muon: \"Foreach is not supported for Muon yet\" "
-                "(torch/optim/_muon.py @098e03f9): use \"for-loop\"")
     return None
 
 
-def request_refusal(req: EstimateRequest) -> tuple[str, str] | None:
-    """(dotted field, reason) for a stack / parallelism combination the stack does not run."""
-    t, p = req.training, req.parallelism
+def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
+    """(dotted field, reason) for a stack / parallelism combination the stack does not run (``t``, ``p``: the
+    request's training and parallelism sections or their views). Checked with the layout
+    (:mod:`estimator.training.layout`), so the planner never proposes such a combination and an estimate
+    refuses it as an unsupported combination (a 422 naming the field)."""
+    if t.activation_offloading == "checkpoints" and t.activation_checkpointing != "full":
+        return ("training.activation_offloading", "\"checkpoints\" offloads the input of each checkpointed layer "
+                "(Unsloth use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: offload): it needs "
+                "activation_checkpointing \"full\"; use \"all\" to offload every saved tensor without checkpointing")
+    if t.optimizer == "muon" and t.optimizer_impl == "foreach":
+        return ("training.optimizer_impl", "torch.optim.Muon: \"Foreach is not supported for Muon yet\" "
+                "(torch/optim/_muon.py @098e03f9): use \"for-loop\"")
     if t.stack == "unsloth" and (p.normalized_sharding in ("zero3", "hsdp") or p.tp > 1 or p.pp > 1):
         return ("training.stack", "Unsloth patches the model for one GPU per process (data parallel only): its "
                 "offloaded checkpointing (use_gradient_checkpointing=\"unsloth\", unsloth/models/llama.py "
@@ -183,10 +187,20 @@ def request_refusal(req: EstimateRequest) -> tuple[str, str] | None:
     if t.activation_offloading != "none" and p.offload == "optimizer+params":
         return ("training.activation_offloading", "activation offloading and parameter offloading both "
                 "stream over the same PCIe link each step; capplan does not model them together")
-    if t.loss_kernel == "fused" and p.framework == "megatron":
-        return ("training.loss_kernel", "Megatron-LM computes its own vocab-parallel cross-entropy "
-                "(megatron/core/tensor_parallel/cross_entropy.py); Liger / Cut Cross-Entropy / Unsloth's fused loss "
-                "patch Hugging Face models: use framework pytorch or deepspeed")
+    if p.framework == "megatron":
+        if t.loss_kernel != "materialized":
+            return ("training.loss_kernel", "Megatron-LM computes its own vocab-parallel cross-entropy "
+                    "(megatron/core/tensor_parallel/cross_entropy.py); the chunked and fused losses (TRL, torchtune, "
+                    "Liger, Cut Cross-Entropy, Unsloth) patch Hugging Face / torchtune models: use framework pytorch "
+                    "or deepspeed")
+        if t.fused_kernels != "none":
+            return ("training.fused_kernels", "Liger's kernels patch Hugging Face model classes (liger_kernel/"
+                    "transformers/monkey_patch.py); Megatron-LM runs its own fused kernels (Transformer Engine): use "
+                    "framework pytorch or deepspeed")
+        if t.activation_offloading != "none":
+            return ("training.activation_offloading", "the modelled offloading is the Hugging Face stacks' (torchtune "
+                    "OffloadActivations, TRL, Unsloth, axolotl hooks); Megatron-LM's own --cpu-offloading is not "
+                    "modelled: use framework pytorch or deepspeed")
     return None
 
 

@@ -1,10 +1,11 @@
 """Issue 29: the estimator against the H100 measurements of the fine-tuning stacks' mechanisms.
 
 The measurements (``benchmarks/calibration/measure_stacks.py`` on the ``gpu`` branch, one process per case) are
-copied into ``tests/data/stacks_h100_raw/<call>/results.jsonl``; each case holds the request today's contract can
-express, its ``stack`` block (the mechanism: loss, Liger kernels, offloading, optimizer) and its hold-out label
-(``fit`` / ``held_out``). :func:`request_for` turns a case into the request with issue 29's fields, so the same
-estimator sizes it; :func:`compare` lists the memory error per case, by mechanism and hold-out label.
+copied into ``tests/data/stacks_h100_raw/callN_results.jsonl`` (the case under ``case``); each case holds the
+request today's contract can express, its ``stack`` block (the mechanism: loss, Liger kernels, offloading,
+optimizer) and its hold-out label (``fit`` / ``held_out``). :func:`request_for` turns a case into the request with
+issue 29's fields, so the same estimator sizes it; :func:`compare` lists the memory error per case, by mechanism
+and hold-out label.
 
 Run::
 
@@ -80,12 +81,15 @@ def request_for(case: dict[str, Any]) -> dict[str, Any] | None:
 def load_measured(raw: Path = RAW) -> list[dict[str, Any]]:
     """Every issue-29 case measured (status ok) under ``raw``."""
     out: list[dict[str, Any]] = []
-    for path in sorted(raw.glob("*/results.jsonl")) + sorted(raw.glob("results.jsonl")):
+    paths = sorted(raw.glob("call*_results.jsonl")) + sorted(raw.glob("*/results.jsonl"))
+    for path in paths:
         for line in path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                if r.get("issue") == 29 and r.get("status") == "ok" and r.get("peak_allocated_bytes"):
-                    out.append(r)
+                # the case itself under "case" (the gpu branch's README), its measurement beside it
+                merged = {**r.get("case", {}), **{k: v for k, v in r.items() if k != "case"}}
+                if merged.get("issue") == 29 and merged.get("status") == "ok" and merged.get("peak_allocated_bytes"):
+                    out.append(merged)
     return out
 
 

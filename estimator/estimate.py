@@ -23,7 +23,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
-from estimator.stacks import mechanism_notes, stack_assumptions, unmeasured_mechanisms
+from estimator.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.training.comm import network_warnings
@@ -248,7 +248,8 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             + stack_assumptions(req.training),
                             warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                            + train_warnings(req, layout) + cost_notes + mechanism_notes(req.training),
+                            + train_warnings(req, layout) + cost_notes + mechanism_notes(req.training)
+                            + liger_warnings(req.training, shape.dims),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost)

@@ -38,8 +38,19 @@ from estimator.messages import Text
 if TYPE_CHECKING:
     from estimator.request import Training
 
-__all__ = ["MEASURED", "MODELLED", "STACK_DEFAULTS", "StackDefault", "apply_stack_defaults", "mechanism_notes",
-           "request_refusal", "stack_assumptions", "training_refusal", "unmeasured_mechanisms"]
+__all__ = [
+    "MEASURED",
+    "MODELLED",
+    "STACK_DEFAULTS",
+    "StackDefault",
+    "apply_stack_defaults",
+    "liger_warnings",
+    "mechanism_notes",
+    "request_refusal",
+    "stack_assumptions",
+    "training_refusal",
+    "unmeasured_mechanisms",
+]
 
 #: the request fields a stack may fill, in the order they are applied (the loss depends on the kernels)
 NEW_FIELDS: Final = ("fused_kernels", "loss_kernel", "activation_offloading")
@@ -270,4 +281,20 @@ def unmeasured_mechanisms(training: Any) -> list[str]:
         value = getattr(training, field)
         if (field, value) not in MEASURED:
             out.append(Text("training.%(field)s %(value)s", field=field, value=value))
+    return out
+
+
+def liger_warnings(training: Any, dims: Any) -> list[str]:
+    """Liger patches RMSNorm and SwiGLU model families (``liger_kernel/transformers/monkey_patch.py``: Llama,
+    Mistral, Mixtral, Qwen, Gemma, Phi-3, ...): a LayerNorm or a non-gated MLP stays Hugging Face's, and the estimate
+    sizes it so; said, not hidden (``dims``: the model's architecture)."""
+    if training.fused_kernels != "liger":
+        return []
+    out: list[str] = []
+    if dims.norm != "rmsnorm":
+        out.append(Text("fused_kernels liger: Liger has no kernel for this model's LayerNorm (it patches RMSNorm "
+                        "families); the norms are sized as Hugging Face's."))
+    if not dims.gated_mlp:
+        out.append(Text("fused_kernels liger: this model's MLP is not gated (no SwiGLU / GeGLU for Liger to "
+                        "patch); it is sized as Hugging Face's."))
     return out

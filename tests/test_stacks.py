@@ -250,3 +250,16 @@ def test_a_fused_loss_is_suggested_with_what_it_saves_and_costs() -> None:
     fused = _run(loss_kernel="fused")
     assert saved == pytest.approx((r.memory.peak_allocated_bytes - fused.memory.peak_allocated_bytes) / GiB, abs=0.05)
     assert "fused loss" in r.warnings[0]  # the verdict names the way out
+
+
+def test_liger_on_a_family_it_does_not_patch_is_said() -> None:
+    """GPT-2-style blocks (LayerNorm, a plain GELU MLP): Liger has nothing to patch there; the estimate warns and
+    sizes the activations as without it."""
+    body = {"model": {"name": "gpt2-like", "num_layers": 12, "hidden_size": 768, "num_attention_heads": 12,
+                      "ffn_hidden_size": 3072, "vocab_size": 50257, "gated_mlp": False, "norm": "layernorm"},
+            "training": {"seq_len": 1024, "fused_kernels": "liger", "loss_kernel": "materialized"},
+            "hardware": {"gpus_per_node": 1}}
+    liger = estimate(EstimateRequest.model_validate(body))
+    plain = estimate(EstimateRequest.model_validate({**body, "training": {"seq_len": 1024}}))
+    assert sum("fused_kernels liger" in w for w in liger.warnings) == 2
+    assert liger.memory.breakdown_bytes.activations == plain.memory.breakdown_bytes.activations

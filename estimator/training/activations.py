@@ -258,7 +258,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     a, tp = shape.dims, layout.tp
     trainable_norm = rv.training.method == "full"
     liger = rv.training.fused_kernels == "liger"
-    norms = 2 * (liger_norm_bytes(a.hidden_size, residual) if liger
+    norms = 2 * (liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
                  else _norm_bytes(a.hidden_size, residual, trainable_norm))
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
     replicated = norms + h_inputs

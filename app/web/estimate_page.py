@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -13,11 +14,12 @@ from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from app.deps import CatalogDep
+from app.deps import CatalogDep, SessionDep
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.form_start import model_field, server_gpu
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.measurements_page import KIND_LABELS, measured_beside
 from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
@@ -90,6 +92,19 @@ def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in known else "form"
 
 
+def cluster_url(request: EstimateRequest, result: EstimateResponse) -> str | None:
+    """``/cluster`` for this estimate's server and node count (and its preset, TP, PP and tokens for the scaling
+    curve); ``None`` without a catalog server."""
+    if not result.layout.server:
+        return None
+    params = {"server": result.layout.server, "nodes": str(request.hardware.num_nodes),
+              "model": request.model if isinstance(request.model, str) else "", "tp": str(result.layout.tp),
+              "pp": str(result.layout.pp)}
+    if request.training.train_tokens:
+        params["train_tokens"] = f"{request.training.train_tokens:g}"
+    return "/cluster?" + urlencode(params)
+
+
 def estimate_context(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
     """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
     query = request_to_query(request)
@@ -103,6 +118,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
         "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query)}",
+        "cluster_url": cluster_url(request, result),
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),
@@ -162,9 +178,13 @@ def home(request: Request, catalog: CatalogDep) -> HTMLResponse:
 
 
 @router.get("/estimate", response_class=HTMLResponse, name="estimate_page")
-def estimate_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
-    """The whole page, or (for htmx) the result fragment plus out-of-band field errors."""
+def estimate_page(request: Request, catalog: CatalogDep, session: SessionDep) -> HTMLResponse:
+    """The whole page, or (for htmx) the result fragment plus out-of-band field errors; a stored measurement of
+    the same request is shown beside the prediction ("measured on your hardware", issue 31)."""
     context, errors = run_form(catalog, request.query_params)
+    if context.get("result") is not None and context.get("inputs") is not None:
+        context.update(measured=measured_beside(session, context["inputs"], context["result"]),
+                       measured_kinds=KIND_LABELS)
     context.update(charts=True, active="home")
     headers = {"HX-Push-Url": context["share_url"]} if "share_url" in context else {}
     if is_htmx(request):

@@ -21,6 +21,7 @@ from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.host.bom import choose_server
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
+from estimator.job import job_of
 from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def sized_server(catalog: Catalog, request: EstimateRequest, result: EstimateRes
     if chosen is not None:
         return chosen, False
     gpu = catalog.gpus.get(result.layout.gpu)
-    standin = choose_server(request, None, gpu, catalog) if gpu is not None else None
+    standin = choose_server(job_of(request), None, gpu, catalog) if gpu is not None else None
     return standin, standin is not None
 
 

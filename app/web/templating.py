@@ -35,9 +35,11 @@ NAV = [
     ("compare", "/compare", N_("Compare GPUs")),
     ("plan", "/plan", N_("Planner")),
     ("tco", "/tco", N_("TCO")),
+    ("cluster", "/cluster", N_("Cluster")),
     ("serve", "/serve", N_("Serve it")),
     ("catalog", "/catalog", N_("Catalog")),
     ("quotes", "/quotes", N_("Saved quotes")),
+    ("measurements", "/measurements", N_("Measurements")),
 ]
 
 

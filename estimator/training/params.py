@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import Linear, ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.activations import ActivationModel
 from estimator.training.layout import Layout
 
@@ -171,25 +170,25 @@ def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> i
 _PLACED: Final[BoundedMemo[tuple[object, ...], ParamPlacement]] = BoundedMemo(8192)
 
 
-def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+def place_params(job: Job, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     """Memoised on the fields of the request it reads (method, LoRA rank and targets, precision: not the batch
     shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
-    t = view(req).training
+    t = job.training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
     found = _PLACED.get(key)
     if found is None:
-        found = _PLACED.remember(key, _place_params_uncached(req, shape, layout, stage))
+        found = _PLACED.remember(key, _place_params_uncached(job, shape, layout, stage))
     return found
 
 
-def _frozen_bytes_per_param(req: EstimateRequest) -> int:
+def _frozen_bytes_per_param(job: Job) -> int:
     """A LoRA base is stored in the training dtype: bf16 (PEFT loads it with ``torch_dtype=torch.bfloat16``
     for bf16 training), fp32 when training in fp32."""
-    return 4 if view(req).training.precision == "fp32" else 2
+    return 4 if job.training.precision == "fp32" else 2
 
 
-def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
-    t = view(req).training
+def _place_params_uncached(job: Job, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+    t = job.training
     dense, moe = _stage_layers(shape, layout, stage)
     layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)
     root = _root_local(shape, layout, stage)
@@ -210,7 +209,7 @@ def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     lora_layer = lora_params_per_layer(shape, t.lora_rank, t.lora_targets) // layout.tp
     trainable = lora_layer * (dense + moe)
     if t.method == "lora":
-        per = _frozen_bytes_per_param(req)
+        per = _frozen_bytes_per_param(job)
         frozen, frozen_experts = per * total, per * experts
         dequant = 0
     else:

@@ -22,7 +22,7 @@ import yaml
 from estimator.messages import Num, Text
 from estimator.planner.contract import EnvVar, Exports, PlanLayout
 from estimator.planner.exports.megatron import megatron_args
-from estimator.planner.exports.nccl import environment
+from estimator.planner.exports.nccl import environment, plan_nccl_tests
 from hardware_catalog import Gpu, Server
 
 if TYPE_CHECKING:
@@ -207,4 +207,5 @@ def build_exports(layout: PlanLayout, training: Training, arch: ModelArch, gpu: 
                    accelerate_config=acc,
                    accelerate_config_yaml=yaml.safe_dump(acc, sort_keys=False) if acc is not None else None,
                    megatron_args=megatron_args(layout, training, arch),
-                   environment=environment(layout, gpu, server), notes=_notes(layout, training))
+                   environment=environment(layout, gpu, server), notes=_notes(layout, training),
+                   nccl_tests=plan_nccl_tests(layout, server))

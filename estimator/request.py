@@ -207,27 +207,30 @@ class Training(_Frozen):
         "assumptions name the ones applied). \"transformers\": Hugging Face Trainer + peft, the estimator's "
         "historical behaviour")
     loss_kernel: LossKernel | None = Field(
-        default=None, description="how the loss is computed: \"materialized\" (Hugging Face ForCausalLMLoss: the "
-        "full logits upcast to fp32 and kept for backward), \"chunked\" (TRL loss_type=\"chunked_nll\", torchtune "
-        "CEWithChunkedOutputLoss: one fp32 chunk of logits at a time) or \"fused\" (Liger fused linear "
-        "cross-entropy, Apple Cut Cross-Entropy, Unsloth: the full logits never exist); null: the stack's default "
-        "(transformers: materialized)")
+        default="materialized", description="how the loss is computed: \"materialized\" (Hugging Face "
+        "ForCausalLMLoss: the full logits upcast to fp32 and kept for backward), \"chunked\" (TRL "
+        "loss_type=\"chunked_nll\", torchtune CEWithChunkedOutputLoss: the logits one chunk at a time) or \"fused\" "
+        "(Liger fused linear cross-entropy, Apple Cut Cross-Entropy, Unsloth: the full logits never exist); left out "
+        "or null: the stack's default (transformers: materialized)")
     fused_kernels: FusedKernels | None = Field(
-        default=None, description="fused kernels patched into the model: \"liger\" (Liger RMSNorm, SwiGLU, RoPE: "
-        "use_liger_kernel / liger_kernel: true / enable_liger_kernel) or \"none\"; null: the stack's default")
+        default="none", description="fused kernels patched into the model: \"liger\" (Liger RMSNorm, SwiGLU, RoPE: "
+        "use_liger_kernel / liger_kernel: true / enable_liger_kernel) or \"none\"; left out or null: the stack's "
+        "default")
     activation_offloading: ActivationOffloading | None = Field(
-        default=None, description="saved activations copied to pinned host memory: \"checkpoints\" (each "
+        default="none", description="saved activations copied to pinned host memory: \"checkpoints\" (each "
         "checkpointed layer's input: Unsloth use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: "
         "offload; needs activation_checkpointing \"full\"), \"all\" (every saved tensor: torchtune / TRL "
-        "activation_offloading) or \"none\"; null: the stack's default. GPU memory down, host RAM and PCIe traffic "
-        "up")
+        "activation_offloading) or \"none\"; left out or null: the stack's default. GPU memory down, host RAM and "
+        "PCIe traffic up")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _stack_defaults(cls, data: Any) -> Any:
+    @model_validator(mode="after")
+    def _stack_defaults(self) -> Training:
         """Fill the fields the request leaves out (or null) with the stack's documented defaults
-        (:data:`estimator.stacks.STACK_DEFAULTS`); a field the request sets wins."""
-        return stacks.apply_stack_defaults(data)
+        (:data:`estimator.stacks.STACK_DEFAULTS`); a field the request sets wins. Filled in place (the model is
+        frozen once validated), so ``model_fields_set`` still says what the request itself gave."""
+        for field, value in stacks.stack_fill(self).items():
+            object.__setattr__(self, field, value)
+        return self
 
     @model_validator(mode="after")
     def _check_stack_combinations(self) -> Training:

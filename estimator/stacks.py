@@ -43,11 +43,11 @@ __all__ = [
     "MODELLED",
     "STACK_DEFAULTS",
     "StackDefault",
-    "apply_stack_defaults",
     "liger_warnings",
     "mechanism_notes",
     "request_refusal",
     "stack_assumptions",
+    "stack_fill",
     "training_refusal",
     "unmeasured_mechanisms",
 ]
@@ -129,32 +129,19 @@ def _absent(section: dict[str, Any], field: str) -> bool:
     return section.get(field) is None
 
 
-#: the plain transformers section (a request without a training section, the commonest case)
-_PLAIN: Final[dict[str, str]] = {d.field: d.value for d in STACK_DEFAULTS["transformers"]}
-
-
-def apply_stack_defaults(data: Any) -> Any:
-    """The training section with the stack's defaults in the fields it leaves out or null (a dict in, a new
-    dict out; anything else is returned as is for pydantic to refuse)."""
-    if not isinstance(data, dict):
-        return data
-    if len(data) == 0:
-        return _PLAIN
-    stack = data.get("stack", "transformers")
-    if stack is None:
-        stack = "transformers"
-    defaults = STACK_DEFAULTS.get(stack) if isinstance(stack, str) else None
-    if defaults is None:
-        return data  # pydantic names training.stack in its literal error
-    if stack == "transformers" and data.get("loss_kernel") is not None and data.get("fused_kernels") is not None \
-            and data.get("activation_offloading") is not None:
-        return data
-    out = dict(data)
-    explicit_loss = not _absent(out, "loss_kernel")
-    for d in defaults:
-        if _absent(out, d.field):
+def stack_fill(training: Any) -> dict[str, str]:
+    """The fields a stack's defaults fill in a validated training section: those the request left out (not in
+    ``model_fields_set``) or null, with a value other than what they hold. An explicit value always wins. With
+    Liger on and no loss named, the loss is Liger's fused one. The plain transformers stack's values are the
+    fields' own defaults, so a request that names no stack fills nothing (only an explicit null is replaced)."""
+    given = training.model_fields_set
+    out: dict[str, str] = {}
+    for d in STACK_DEFAULTS[training.stack]:
+        current = getattr(training, d.field)
+        if (d.field not in given or current is None) and current != d.value:
             out[d.field] = d.value
-    if not explicit_loss and out.get("fused_kernels") == "liger":
+    loss_given = "loss_kernel" in given and training.loss_kernel is not None
+    if not loss_given and out.get("fused_kernels", training.fused_kernels) == "liger":
         out["loss_kernel"] = _LIGER_LOSS.value
     return out
 
@@ -199,11 +186,11 @@ def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
         return ("training.activation_offloading", "activation offloading and parameter offloading both "
                 "stream over the same PCIe link each step; capplan does not model them together")
     if p.framework == "megatron":
-        if t.loss_kernel != "materialized":
+        if t.loss_kernel == "chunked":
             return ("training.loss_kernel", "Megatron-LM computes its own vocab-parallel cross-entropy "
-                    "(megatron/core/tensor_parallel/cross_entropy.py); the chunked and fused losses (TRL, torchtune, "
-                    "Liger, Cut Cross-Entropy, Unsloth) patch Hugging Face / torchtune models: use framework pytorch "
-                    "or deepspeed")
+                    "(megatron/core/tensor_parallel/cross_entropy.py; fused with --cross-entropy-loss-fusion: "
+                    "loss_kernel \"fused\"); the chunked losses (TRL, torchtune) patch Hugging Face / torchtune "
+                    "models: use framework pytorch or deepspeed")
         if t.fused_kernels != "none":
             return ("training.fused_kernels", "Liger's kernels patch Hugging Face model classes (liger_kernel/"
                     "transformers/monkey_patch.py); Megatron-LM runs its own fused kernels (Transformer Engine): use "

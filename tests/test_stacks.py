@@ -78,7 +78,7 @@ def test_unknown_values_and_refused_combinations_name_the_field(fields: dict, fi
 @pytest.mark.parametrize(("body", "loc", "words"), [
     ({"training": {"stack": "unsloth"}, "parallelism": {"sharding": "fsdp"}}, ("training", "stack"), "FSDP"),
     ({"training": {"stack": "unsloth"}, "parallelism": {"tp": 2}}, ("training", "stack"), "tensor"),
-    ({"training": {"loss_kernel": "fused"}, "parallelism": {"framework": "megatron"}}, ("training", "loss_kernel"),
+    ({"training": {"loss_kernel": "chunked"}, "parallelism": {"framework": "megatron"}}, ("training", "loss_kernel"),
      "vocab-parallel cross-entropy"),
     ({"training": {"activation_offloading": "all"}, "parallelism": {"sharding": "fsdp", "offload":
       "optimizer+params"}}, ("training", "activation_offloading"), "PCIe"),

@@ -18,10 +18,12 @@ def test_openapi_lists_the_fields(client: TestClient) -> None:
     stack = props["stack"]
     assert set(stack["enum"]) == {"transformers", "trl", "axolotl", "llama-factory", "torchtune", "unsloth"}
     assert stack["default"] == "transformers"
-    for field, values in (("loss_kernel", {"materialized", "chunked", "fused"}), ("fused_kernels", {"none", "liger"}),
-                          ("activation_offloading", {"none", "checkpoints", "all"})):
+    for field, values, default in (("loss_kernel", {"materialized", "chunked", "fused"}, "materialized"),
+                                   ("fused_kernels", {"none", "liger"}, "none"),
+                                   ("activation_offloading", {"none", "checkpoints", "all"}, "none")):
         choices = {v for alt in props[field]["anyOf"] for v in alt.get("enum", [])}
-        assert choices == values and props[field].get("default") is None
+        assert choices == values and props[field]["default"] == default  # the transformers stack's: today's
+        assert any(alt.get("type") == "null" for alt in props[field]["anyOf"])  # null: the stack's default
         assert "stack's default" in props[field]["description"]
     assert {"paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"} <= set(props["optimizer"]["enum"])
 

@@ -24,6 +24,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
+from estimator.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.training.comm import network_warnings
@@ -137,7 +138,8 @@ def _unmeasured(job: Job, layout: Layout) -> tuple[tuple[str, ...], tuple[str, .
     or GPUs: the planner's node counts share one answer)."""
     p, t = job.parallelism, job.training
     key = (t.method, t.optimizer, p.offload, p.framework, layout.pp, layout.cp, layout.ep, layout.tp, layout.dp > 1,
-           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel)
+           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel, t.stack, t.loss_kernel,
+           t.fused_kernels, t.activation_offloading)
     return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(job, layout))
 
 
@@ -182,6 +184,7 @@ def _unmeasured_memory_reasons(job: Job, layout: Layout) -> list[str]:
         out.append(Text("the %(optimizer)s optimizer", optimizer=t.optimizer))
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
         out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
+    out += unmeasured_mechanisms(rv.training)
     return out
 
 
@@ -238,18 +241,28 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     host, bom = _host_and_bom(job, shape, layout, hw, catalog, timing, figures)
     # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
-    ways_out = [] if memory.fits else suggestions(job, shape, capacity)
+    ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
     return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
-                            + time_assumptions(job, hw.gpu, layout, model_time.host_ratio),
+                            + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
+                            + stack_assumptions(job.request.training),
                             warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                            + train_warnings(job, layout) + cost_notes,
+                            + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)
+                            + liger_warnings(job.training, shape.dims),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost)
+
+
+def _measure(req: EstimateRequest, shape: ModelShape, hw: ResolvedHardware, capacity: int) -> tuple[int, float]:
+    """(peak allocated bytes, step seconds) of a suggestion's request (issue 29: what a mechanism saves and costs)."""
+    job = job_of(req)
+    layout = build_layout(job, shape)
+    allocated = peak_memory(job, shape, layout, capacity).peak_allocated
+    return allocated, step_time_model(job, shape, layout, hw.gpu, hw.server).result().step_time_s
 
 
 def _cost(job: Job, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,

@@ -87,6 +87,10 @@ class TrainingView:
     virtual_stages: Final[int]
     lora_dropout: Final[float]
     lora_kernel: Final[str | None]
+    stack: Final[str]
+    loss_kernel: Final[str]
+    fused_kernels: Final[str]
+    activation_offloading: Final[str]
     values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
     def __init__(self, v: tuple[Any, ...]) -> None:
@@ -108,6 +112,10 @@ class TrainingView:
         self.virtual_stages = v[14]
         self.lora_dropout = v[15]
         self.lora_kernel = v[16]
+        self.stack = v[17]
+        self.loss_kernel = v[18]  # never null: estimator.stacks fills it at validation
+        self.fused_kernels = v[19]
+        self.activation_offloading = v[20]
 
 
 class ParallelismView:

@@ -38,6 +38,7 @@ _BREAKDOWN_LABELS = {
     "offloaded_parameters": N_("Offloaded parameters"),
     "offloaded_gradients": N_("Offloaded gradients"),
     "offloaded_optimizer_states": N_("Offloaded optimizer states"),
+    "offloaded_activations": N_("Offloaded activations"),
     "cpu_optimizer_temporary": N_("CPU optimizer temporaries"),
     "pinned_rounding": N_("Pinned-buffer rounding"),
     "checkpoint_staging": N_("Checkpoint staging"),

@@ -39,6 +39,7 @@ from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.checkpoint import CheckpointSize
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -166,6 +167,9 @@ def process_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSiz
             train.update({k: v for k, v in offload.items() if v})
         train["framework_baseline"] = base
         train["nccl"] = nccl
+        offloaded = offloaded_activation_bytes(job, shape, layout, stage)
+        if offloaded:  # issue 29: pinned host copies of the saved activations (only then is the key present)
+            train["offloaded_activations"] = offloaded
         if options.async_checkpoint:
             train["checkpoint_staging"] = ckpt.per_rank_bytes
         if options.checkpoint_format == "full" and rank0:
@@ -195,7 +199,8 @@ def _host_ram_key(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointS
     t, p, o = rv.training, rv.parallelism, options
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
             p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
-            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
+            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved,
+            t.activation_offloading, t.values if t.activation_offloading != "none" else None)
 
 
 _HOST_RAM: Final[BoundedMemo[tuple[object, ...], HostRam]] = BoundedMemo(4096)
@@ -223,6 +228,9 @@ def _host_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
 
     def node(r0: ProcessRam, other: ProcessRam, extra: dict[str, int]) -> dict[str, int]:
         items = {k: r0.items[k] + (g - 1) * other.items[k] for k in BREAKDOWN_KEYS}
+        if "offloaded_activations" in r0.items or "offloaded_activations" in other.items:
+            items["offloaded_activations"] = (r0.items.get("offloaded_activations", 0)
+                                              + (g - 1) * other.items.get("offloaded_activations", 0))
         for k, v in extra.items():
             items[k] += v
         return items

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from estimator.job import Job
+from estimator.stacks import unmeasured_mechanisms
 from estimator.training.optimizers import OPTIMIZERS
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def time_kind_measured(job: Job, layout: Layout, gpu_id: str) -> bool:
     # fused LoRA kernels outside Megatron (AutoModel's triton adapters) were checked on published rows only
     common = (t.precision in precisions and t.optimizer in MEASURED_OPTIMIZERS
               and p.offload == "none" and (layout.cp == 1 or megatron) and layout.ep == 1
-              and (megatron or t.lora_kernel != "fused"))
+              and (megatron or t.lora_kernel != "fused") and not unmeasured_mechanisms(t))
     if layout.world_size <= 1:
         return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention in ("sdpa", "eager")
                 and p.framework == "pytorch")

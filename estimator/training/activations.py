@@ -39,6 +39,10 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   MLP, ``torch/distributed/tensor/parallel/style.py``) all-gathers first, and autograd saves the gathered,
   full-sequence input of q/k/v and gate/up (each its own autocast copy): only the norms and the residual
   stream are split by t. Measured on the H200 (Llama 3.1 8B, tp=2/4/8).
+- The fine-tuning stacks' mechanisms (issue 29; formulas and sources in :mod:`estimator.mechanisms`): the loss
+  kernel (``training.loss_kernel``: chunked or fused instead of the materialised logits), Liger's RMSNorm and
+  SwiGLU (``training.fused_kernels``), and activation offloading (``training.activation_offloading``: the stored
+  layers' tensors in host memory but the ones in flight, :data:`estimator.mechanisms.OFFLOAD_KEEP_LAYERS`).
 """
 
 from __future__ import annotations
@@ -46,11 +50,18 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.job import Job
+from estimator.mechanisms import (
+    OFFLOAD_KEEP_LAYERS,
+    liger_norm_bytes,
+    liger_swiglu_saving,
+    loss_bytes,
+    offload_split,
+)
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
 from estimator.training.layout import Layout
 
-__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offloaded_activation_bytes"]
 
 
 class ActivationModel:
@@ -64,10 +75,11 @@ class ActivationModel:
     residual_bytes: Final[int]  # one residual-stream tensor (a layer's input)
     tokens: Final[int]
     attention_backward_bytes: Final[int]  # transient of one layer's attention-core backward beyond what it stored
+    offload_keep_layers: Final[int]  # activation offloading: layers' stored tensors left on the GPU (0: no offload)
 
     def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
                  logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
-                 attention_backward_bytes: int = 0) -> None:
+                 attention_backward_bytes: int = 0, offload_keep_layers: int = 0) -> None:
         self.per_layer_bytes = per_layer_bytes
         self.stored_per_layer_bytes = stored_per_layer_bytes
         self.recompute_layer_bytes = recompute_layer_bytes
@@ -76,6 +88,7 @@ class ActivationModel:
         self.residual_bytes = residual_bytes
         self.tokens = tokens
         self.attention_backward_bytes = attention_backward_bytes
+        self.offload_keep_layers = offload_keep_layers
 
 
 def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
@@ -243,12 +256,16 @@ def _layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float
     residual, autocast = _regime(job, layout)
     a, tp = shape.dims, layout.tp
     trainable_norm = rv.training.method == "full"
-    norms = 2 * _norm_bytes(a.hidden_size, residual, trainable_norm)
+    liger = rv.training.fused_kernels == "liger"
+    norms = 2 * (liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
+                 else _norm_bytes(a.hidden_size, residual, trainable_norm))
     h_inputs, split_inputs = _linear_inputs(shape, job, residual, autocast)
     replicated = norms + h_inputs
     sharded = split_inputs
     sharded += _attention_core(shape, job)[0]
     dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, job)
+    if liger and a.gated_mlp:  # LigerSiLUMulFunction saves gate and up only (silu recomputed in backward)
+        dense_mlp -= liger_swiglu_saving(a.ffn_hidden_size)
     if shape.is_moe:
         frac = shape.moe_layers / a.num_layers
         dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, job)
@@ -303,6 +320,13 @@ def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[i
     logits = tokens * vocab_local
     if rv.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
+    t = rv.training
+    if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.mechanisms.loss_bytes)
+        grad_bytes = 2 if t.precision == "bf16-true" else 4
+        return loss_bytes(t.loss_kernel, tokens, vocab_local, shape.dims.hidden_size,
+                          bool(shape.dims.final_logit_softcapping), impl="trl" if t.stack == "trl" else "torchtune",
+                          head_trainable=t.method == "full",
+                          head_grad_bytes=int(vocab_local * shape.dims.hidden_size * grad_bytes))
     softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
     loss_parallel = 4 * logits if rv.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
@@ -338,7 +362,7 @@ def _rates_key(job: Job, shape: ModelShape, layout: Layout) -> tuple[object, ...
     t = rv.training
     return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
             t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
-            rv.parallelism.framework)
+            rv.parallelism.framework, t.fused_kernels)
 
 
 _RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)
@@ -382,7 +406,22 @@ def activation_model(job: Job, shape: ModelShape, layout: Layout,
     else:
         stored, recompute = per_layer, int(r.recompute_per_token * tokens)
     fwd, bwd = _logits(job, shape, layout, tokens)
+    keep = OFFLOAD_KEEP_LAYERS if job.training.activation_offloading != "none" else 0
     return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
                            residual_bytes=residual, tokens=tokens,
-                           attention_backward_bytes=int(r.attention_backward_per_token * tokens))
+                           attention_backward_bytes=int(r.attention_backward_per_token * tokens),
+                           offload_keep_layers=keep)
+
+
+def offloaded_activation_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:
+    """Pinned host bytes of one rank's offloaded activations (``training.activation_offloading``): its stage's
+    stored layers but the ones kept on the GPU (:func:`estimator.mechanisms.offload_split`; torchtune
+    ``OffloadActivations``, Unsloth's offloaded checkpointer). Host RAM and the step's PCIe time read it."""
+    mode = job.training.activation_offloading
+    if mode == "none":
+        return 0
+    act = activation_model(job, shape, layout)
+    layers = layout.layers_on(stage)
+    stored = act.stored_per_layer_bytes * layers
+    return offload_split(mode, stored, layers, stored)[1]

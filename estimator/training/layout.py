@@ -26,6 +26,7 @@ from estimator.job import Job, TrainingView
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
 from estimator.request import Training
+from estimator.stacks import request_refusal
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.pipeline_split import split_layers
 
@@ -240,6 +241,9 @@ def _check_combinations(job: Job) -> None:
     refusal = optimizer_spec(t.optimizer).cpu_offload_refusal
     if refusal is not None and p.offload != "none":
         raise UnsupportedCombinationError(refusal, "training.optimizer")
+    stack_refusal = request_refusal(t, p)  # issue 29: what the fine-tuning stack does not run
+    if stack_refusal is not None:
+        raise UnsupportedCombinationError(stack_refusal[1], stack_refusal[0])
 
 
 def _shard_group(job: Job, dp: int) -> int:
@@ -275,7 +279,8 @@ def _layout_key(job: Job, shape: ModelShape) -> tuple[object, ...]:
     rv = job
     t, p = rv.training, rv.parallelism
     return (shape, p.values, rv.hardware.values, t.virtual_stages, t.pipeline_schedule,
-            t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
+            t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0, t.stack,
+            t.loss_kernel, t.fused_kernels, t.activation_offloading)
 
 
 _LAYOUTS: Final[BoundedMemo[tuple[object, ...], Layout | None]] = BoundedMemo(8192)  # None: the request fails a check

@@ -212,6 +212,18 @@ def _buckets(job: Job, layout: Layout, place: ParamPlacement) -> tuple[int, int]
     return 0, 0
 
 
+def _muon_adamw_bytes(job: Job, layout: Layout, place: ParamPlacement, matrix_per: float) -> int:
+    """Muon's optimizer keeps one momentum buffer per decoder matrix; the embedding, the LM head, the norms and the
+    biases go to AdamW (torch.optim.Muon's docstring; :mod:`estimator.mechanisms`): their second state on this
+    rank. A LoRA's trainable parameters are all 2-D adapter matrices: nothing more."""
+    t, p = job.training, job.parallelism
+    if t.method != "full":
+        return 0
+    adamw_params = place.trainable_local - place.linear_trainable_local + place.head_linear_local
+    extra = optimizer_state_bytes("adamw", t.precision, p.framework) - matrix_per
+    return int(adamw_params * extra / layout.optimizer_shard)
+
+
 def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
     rv = job
     t, p = rv.training, rv.parallelism
@@ -224,6 +236,8 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
         dense_ada = place.adafactor_state_local - place.expert_adafactor_local
         optimizer += (dense_ada // layout.optimizer_shard
                       + place.expert_adafactor_local // layout.expert_optimizer_shard)
+    if opt_on_gpu and optimizer_spec(t.optimizer).matrix_only:
+        optimizer += _muon_adamw_bytes(job, layout, place, opt_per)
     master = place.sharded_bytes(layout, sb.master, "optimizer") if opt_on_gpu else 0
     fsdp2_sgo = _fsdp2_shard_grad_op(job, layout)
     # FSDP2 shards the stored parameters for every strategy; DeepSpeed ZeRO-2 keeps its bf16 copy replicated.
@@ -419,7 +433,10 @@ def _stage_base(job: Job, layout: Layout, place: ParamPlacement, st: _States, st
 def _stored(base: _StageBase, act: ActivationModel) -> int:
     """The activations a stage holds at its forward peak: its layers' for the micro-batches in flight, and the
     residual stream it sends on."""
-    return (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
+    layers = base.layers * base.in_flight
+    if act.offload_keep_layers:  # activation offloading: the rest is in pinned host memory (estimator.mechanisms)
+        layers = min(layers, act.offload_keep_layers)
+    return (int(act.stored_per_layer_bytes * layers)
             + (act.residual_bytes if base.keeps_residual else 0))
 
 

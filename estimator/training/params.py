@@ -50,12 +50,13 @@ class ParamPlacement:
     expert_trainable_local: Final[int]  # part of trainable_local in routed experts (sharded over the expert DP group)
     expert_frozen_local_bytes: Final[int]  # part of frozen_local_bytes in routed experts
     expert_adafactor_local: Final[int]  # part of adafactor_state_local for routed experts
+    head_linear_local: Final[int]  # part of linear_trainable_local in the LM head (Muon leaves it to AdamW)
 
     def __init__(self, trainable_local: int, frozen_local_bytes: int, linear_trainable_local: int,
                  largest_tensor: int, max_layer_local: int, max_layer_trainable_local: int, root_local: int,
                  adafactor_state_local: int, total_local: int, tokens_ffn_local: int, method: str,
                  dequant_bytes: int, expert_trainable_local: int = 0, expert_frozen_local_bytes: int = 0,
-                 expert_adafactor_local: int = 0) -> None:
+                 expert_adafactor_local: int = 0, head_linear_local: int = 0) -> None:
         self.trainable_local = trainable_local
         self.frozen_local_bytes = frozen_local_bytes
         self.linear_trainable_local = linear_trainable_local
@@ -71,6 +72,7 @@ class ParamPlacement:
         self.expert_trainable_local = expert_trainable_local
         self.expert_frozen_local_bytes = expert_frozen_local_bytes
         self.expert_adafactor_local = expert_adafactor_local
+        self.head_linear_local = head_linear_local
 
     @property
     def dense_trainable_local(self) -> int:
@@ -109,6 +111,11 @@ def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
     mlp = shape.mlp_linears(shape.dims.ffn_hidden_size) if shape.dense_layers else []
     shared = shape.mlp_linears(shape.expert_ffn, shape.dims.num_shared_experts) if shape.is_moe else []
     return attn + mlp + [s for s in shared if s.count]
+
+
+def adapted_linears(shape: ModelShape, targets: str) -> list[Linear]:
+    """The linears of one decoder layer that LoRA adapts under ``targets``."""
+    return _adapted(shape, targets)
 
 
 def lora_params_per_layer(shape: ModelShape, rank: int, targets: str) -> int:
@@ -197,7 +204,8 @@ def _place_params_uncached(job: Job, shape: ModelShape, layout: Layout, stage: s
     if t.method == "full":
         ada, ada_experts = _adafactor(shape, layout, dense, moe)
         return ParamPlacement(total, 0, linears + head_linear, largest, max_layer, max_layer, root, ada, total,
-                              ffn_local, "full", 0, expert_trainable_local=experts, expert_adafactor_local=ada_experts)
+                              ffn_local, "full", 0, expert_trainable_local=experts, expert_adafactor_local=ada_experts,
+                              head_linear_local=head_linear)
     lora_layer = lora_params_per_layer(shape, t.lora_rank, t.lora_targets) // layout.tp
     trainable = lora_layer * (dense + moe)
     if t.method == "lora":

@@ -7,11 +7,14 @@ standard memory levers, in the order practitioners reach for them (Korthikanti e
 recomputation; Rajbhandari et al. 2020, ZeRO, for sharding and offload; Hu et al. 2021 / Dettmers et al. 2023
 for LoRA / QLoRA): recompute activations, shard the model states, offload them, shrink the micro-batch
 (keeping the global batch through gradient accumulation), train adapters instead of the whole model, and
-spread the job over more nodes.
+spread the job over more nodes. Before the levers that change the parallelism or the method come the fine-tuning
+stacks' own (issue 29, :mod:`estimator.mechanisms`): a fused loss, Liger's kernels, activation offloading; their
+suggestions say the GiB they save and what they cost in step time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import combinations
 from typing import Any, Final, NamedTuple, get_args
@@ -22,7 +25,7 @@ from pydantic import BaseModel
 from estimator.construct import trusted
 from estimator.errors import EstimatorError
 from estimator.job import Job, job_of
-from estimator.messages import N_, Text, capitalized, join
+from estimator.messages import N_, Num, Text, capitalized, join
 from estimator.model.spec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
@@ -143,6 +146,17 @@ def _levers(job: Job) -> list[_Candidate]:
         gas = t.gradient_accumulation_steps * t.micro_batch_size
         out.append((Text("micro-batch 1 with %(gas)s accumulation steps (same global batch)", gas=gas),
                     {"training.micro_batch_size": 1, "training.gradient_accumulation_steps": gas}))
+    # issue 29: the fine-tuning stacks' memory mechanisms (estimator.mechanisms), before the levers that change
+    # the parallelism or the method
+    if t.loss_kernel != "fused" and p.framework != "megatron":
+        out.append((Text("a fused loss (Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits)"),
+                    {"training.loss_kernel": "fused"}))
+    if t.fused_kernels == "none" and p.framework != "megatron":
+        out.append((Text("Liger kernels (RMSNorm, SwiGLU, RoPE)"), {"training.fused_kernels": "liger"}))
+    if t.activation_offloading == "none" and p.offload != "optimizer+params" and t.stack != "unsloth":
+        mode = "checkpoints" if t.activation_checkpointing == "full" else "all"
+        out.append((Text("activations offloaded to host memory (%(mode)s)", mode=mode),
+                    {"training.activation_offloading": mode}))
     if t.method == "full":
         out.append((Text("LoRA adapters instead of a full fine-tune"), {"training.method": "lora"}))
     if t.method in ("full", "lora") and t.precision != "fp8-mixed":
@@ -226,7 +240,44 @@ def _try(job: Job, shape: ModelShape, capacity: int, summary: str, changes: dict
     return _Tried(summary, changes, result[0], result[1])
 
 
-def suggestions(job: Job, shape: ModelShape, capacity: int) -> list[Suggestion]:
+_MECHANISM_FIELDS: Final = frozenset({"training.loss_kernel", "training.fused_kernels",
+                                      "training.activation_offloading"})
+
+
+def _with_cost(s: _Tried, req: EstimateRequest,
+               measure: Callable[[EstimateRequest], tuple[int, float] | None] | None) -> str:
+    """A mechanism's suggestion says what it saves (allocated bytes at the peak: the total is capped by the
+    allocator's cache) and what it costs in step time (issue 29); ``measure``: (peak allocated bytes, step
+    seconds) of a request."""
+    if measure is None or _MECHANISM_FIELDS.isdisjoint(s.changes):
+        return s.summary
+    before = measure(req)  # the caller memoises it (one request, several suggestions)
+    try:
+        after = measure(apply_changes(req, s.changes))
+    except (ValueError, EstimatorError):
+        after = None
+    if before is None or after is None:
+        return s.summary
+    return Text("%(change)s: %(saved)s GiB less per GPU, step time %(delta)s s", change=s.summary,
+                saved=Num((before[0] - after[0]) / 2**30, ".1f"), delta=Num(after[1] - before[1], "+.2f"))
+
+
+def _once(measure: Callable[[EstimateRequest], tuple[int, float] | None],
+          req: EstimateRequest) -> Callable[[EstimateRequest], tuple[int, float] | None]:
+    """``measure`` with ``req``'s own answer computed at most once."""
+    cache: list[tuple[int, float] | None] = []
+
+    def measured(r: EstimateRequest) -> tuple[int, float] | None:
+        if r is not req:
+            return measure(r)
+        if not cache:
+            cache.append(measure(r))
+        return cache[0]
+    return measured
+
+
+def suggestions(job: Job, shape: ModelShape, capacity: int,
+                measure: Callable[[EstimateRequest], tuple[int, float] | None] | None = None) -> list[Suggestion]:
     """Single changes that would make ``job`` fit (those first), each with its re-estimated per-GPU total.
 
     Call it only for a request that does not fit. At most ``MAX_SUGGESTIONS``: the smallest changes that fit,
@@ -245,5 +296,7 @@ def suggestions(job: Job, shape: ModelShape, capacity: int) -> list[Suggestion]:
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]
     shown = (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
-    return [trusted(Suggestion, summary=s.summary, changes=s.changes, total_bytes=s.total_bytes, fits=s.fits)
-            for s in shown]
+    if measure is not None:
+        measure = _once(measure, job.request)
+    return [trusted(Suggestion, summary=_with_cost(s, job.request, measure), changes=s.changes,
+                    total_bytes=s.total_bytes, fits=s.fits) for s in shown]

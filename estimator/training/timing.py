@@ -35,17 +35,20 @@ from typing import Final
 
 from estimator.construct import trusted
 from estimator.job import Job
+from estimator.mechanisms import NS_STEPS, offload_transfer_seconds
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
 from estimator.response import TimeResult
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.params import ParamPlacement, place_params
+from estimator.training.params import adapted_linears as _adapted_linears
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
@@ -699,7 +702,30 @@ def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style:
     params, tensors = _optimizer_params(job, shape, layout, pl)
     per, per_tensor = _optimizer_cost(job, r.k)
     per += 6.0 if style.master_copy else 0.0
-    return r.mem_time(params * per) + tensors * per_tensor
+    ns = muon_time(job, shape, layout, r) if optimizer_spec(job.training.optimizer).matrix_only else 0.0
+    return r.mem_time(params * per) + tensors * per_tensor + ns
+
+
+def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
+    """Muon's Newton-Schulz (issue 29; :func:`estimator.mechanisms.muon_newton_schulz_flops`): five steps of three
+    bf16 GEMMs on every trainable 2-D matrix of the stage, whole (torch.optim.Muon needs the full matrix: under
+    FSDP / TP each rank gathers it and runs the iteration itself, so the work is not split). The gather's bytes
+    (:func:`estimator.mechanisms.muon_gather_bytes`) are not timed: an assumption names it."""
+    t = job.training
+    layers = layout.layers_per_stage
+    if t.method == "full":
+        mats = [(lin.out_features, lin.in_features, lin.count) for lin in
+                shape.attention_linears() + shape.mlp_linears(shape.dims.ffn_hidden_size)]
+    else:
+        rank = t.lora_rank
+        mats = [m for lin in _adapted_linears(shape, t.lora_targets)
+                for m in ((rank, lin.in_features, lin.count), (lin.out_features, rank, lin.count))]
+    total = 0.0
+    for rows, cols, count in mats:
+        m, n = min(rows, cols), max(rows, cols)
+        one = r.gemm_time(m, n, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, n)
+        total += NS_STEPS * one * count
+    return total * layers
 
 
 def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
@@ -721,6 +747,16 @@ def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass
         fetch = m * 2.0 * params * 2.0 / pcie
         transfers += max(0.0, fetch - m * mb.total)
     return transfers + cpu
+
+
+def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
+                            stage: str) -> float:
+    """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
+    :func:`estimator.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
+    come back in backward on a side stream."""
+    host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
+    pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
+    return offload_transfer_seconds(host, pcie, mb.total)
 
 
 # ----------------------------------------------------------------------------------------------- the step
@@ -1028,6 +1064,8 @@ def _stage_step(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, basis: _S
     bubble = (layout.pp - 1) / virtual_stages(job, layout) * mb.total if layout.pp > 1 else 0.0
     compute += sb.ddp_bucket
     off = offload_time(job, shape, layout, gpu, mb, basis.style, sb.pl)
+    if t.activation_offloading != "none":
+        off += m * activation_offload_time(job, shape, layout, gpu, mb, stage)
     step = compute + bubble + comm.exposed + sb.opt + off
     return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off)
 

@@ -410,9 +410,9 @@ def catalog_show(
         typer.echo(f"{r.kind:12} {r.id:32}{mark} {r.origin:7} {name}")
 
 
-from app.check.cli import register as _register_check  # noqa: E402 (needs fail, _read_json above)
+from app.check.cli import register as _register_check  # noqa: E402 (needs fail, _read_json, _prepared_session above)
 
-_register_check(cli, fail, _read_json, _validation_message)
+_register_check(cli, fail, _read_json, _validation_message, _prepared_session)
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
-from estimator.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
+from estimator.rules.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.training.comm import network_warnings

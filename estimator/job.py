@@ -8,7 +8,7 @@ the memory and step-time path alone about 190: a third of the path's instruction
 field of the request's training, parallelism and hardware sections once, from the model's ``__dict__`` (which
 holds exactly its fields, validated, defaults filled), into compiled classes whose attributes are struct slots,
 with the values derived from them resolved (the TP plan by the framework's default, the normalised sharding, the
-world size and the data-parallel degree: :mod:`estimator.request_rules`, which the request models' properties
+world size and the data-parallel degree: :mod:`estimator.rules.derived`, which the request models' properties
 call too). The domain takes the :class:`Job` and reads ``job.training.seq_len``; it never goes back to the
 pydantic request, except where it makes another request from it (``job.request``: the suggestions' re-estimates,
 the cost choice, the host choices).
@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
-from estimator import request_rules as rules
 from estimator.request import (
     DEFAULT_TP_PLAN,
     Attention,
@@ -45,6 +44,7 @@ from estimator.request import (
     TpPlan,
     Training,
 )
+from estimator.rules import derived as rules
 
 __all__ = ["HardwareView", "Job", "ParallelismView", "TrainingView", "job_of"]
 
@@ -113,7 +113,7 @@ class TrainingView:
         self.lora_dropout = v[15]
         self.lora_kernel = v[16]
         self.stack = v[17]
-        self.loss_kernel = v[18]  # never null: estimator.stacks fills it at validation
+        self.loss_kernel = v[18]  # never null: estimator.rules.stacks fills it at validation
         self.fused_kernels = v[19]
         self.activation_offloading = v[20]
 

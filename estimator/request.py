@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from estimator import request_rules as rules
-from estimator import stacks
 from estimator.host_options import HostInput
+from estimator.rules import derived as rules
+from estimator.rules import stacks
 from estimator.tco.run_cost import CostChoice
 
 __all__ = [
@@ -50,13 +50,13 @@ Framework = Literal["pytorch", "deepspeed", "megatron"]
 Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
 TpPlan = rules.TpPlan
-#: how the loss is computed from the last hidden state (estimator.stacks: each kernel and its source)
+#: how the loss is computed from the last hidden state (estimator.rules.stacks: each kernel and its source)
 LossKernel = Literal["materialized", "chunked", "fused"]
 #: fused kernels patched into the model (Liger: RMSNorm, SwiGLU, RoPE)
 FusedKernels = Literal["none", "liger"]
 #: saved activations copied to pinned host memory during forward and back for backward
 ActivationOffloading = Literal["none", "checkpoints", "all"]
-#: the fine-tuning stack whose documented defaults fill the fields a request leaves out (estimator.stacks)
+#: the fine-tuning stack whose documented defaults fill the fields a request leaves out (estimator.rules.stacks)
 Stack = Literal["transformers", "trl", "axolotl", "llama-factory", "torchtune", "unsloth"]
 
 #: The tensor-parallel plan each framework applies when ``parallelism.tp_plan`` is null. Megatron-LM always
@@ -203,7 +203,7 @@ class Training(_Frozen):
 
     stack: Stack = Field(
         default="transformers", description="the fine-tuning stack that runs the job: its documented defaults fill "
-        "the fields this request leaves out (estimator.stacks lists each default and its source; the estimate's "
+        "the fields this request leaves out (estimator.rules.stacks lists each default and its source; the estimate's "
         "assumptions name the ones applied). \"transformers\": Hugging Face Trainer + peft, the estimator's "
         "historical behaviour")
     loss_kernel: LossKernel | None = Field(
@@ -226,7 +226,7 @@ class Training(_Frozen):
     @model_validator(mode="after")
     def _stack_defaults(self) -> Training:
         """Fill the fields the request leaves out (or null) with the stack's documented defaults
-        (:data:`estimator.stacks.STACK_DEFAULTS`); a field the request sets wins. Filled in place (the model is
+        (:data:`estimator.rules.stacks.STACK_DEFAULTS`); a field the request sets wins. Filled in place (the model is
         frozen once validated), so ``model_fields_set`` still says what the request itself gave."""
         for field, value in stacks.stack_fill(self).items():
             object.__setattr__(self, field, value)

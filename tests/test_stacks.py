@@ -1,5 +1,5 @@
-"""Issue 29: the fine-tuning stacks' request fields, their defaults and refusals (estimator.stacks), the new
-optimizer rows (estimator.training.optimizers) and the mechanisms' formulas (estimator.mechanisms)."""
+"""Issue 29: the fine-tuning stacks' request fields, their defaults and refusals (estimator.rules.stacks), the new
+optimizer rows (estimator.training.optimizers) and the mechanisms' formulas (estimator.training.mechanisms)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pydantic import ValidationError
 
 from estimator import estimate
 from estimator.errors import UnsupportedCombinationError
-from estimator.mechanisms import (
+from estimator.request import EstimateRequest, Training
+from estimator.rules.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
+from estimator.training.mechanisms import (
     liger_norm_bytes,
     liger_swiglu_saving,
     loss_bytes,
@@ -17,8 +19,6 @@ from estimator.mechanisms import (
     offload_split,
     offload_transfer_seconds,
 )
-from estimator.request import EstimateRequest, Training
-from estimator.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
 from estimator.training.optimizers import OPTIMIZERS, optimizer_spec
 
 GiB = 1024**3

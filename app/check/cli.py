@@ -51,7 +51,9 @@ def _post_or_fail(fail: Any, url: str, api_key: str, record: dict[str, Any]) -> 
     raise AssertionError("unreachable")
 
 
-def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: Any) -> None:
+def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: Any, prepared_session: Any) -> None:
+    """Add ``check`` and ``measurements`` to ``cli``, with the main command line's helpers passed in (this module
+    never imports ``app.cli``, which imports it)."""
     measurements_cli = typer.Typer(no_args_is_help=True, help="Measured records beside their estimates.")
     cli.add_typer(measurements_cli, name="measurements")
 
@@ -165,7 +167,6 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
         from pydantic import ValidationError
 
         from app.check.record import calibration_records
-        from app.cli import _prepared_session
         from app.core.startup import load_source_catalog
         from app.schemas.measurement import MeasurementCreate
         from app.services.measurements import store_measurement
@@ -189,7 +190,7 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
         if post is not None:
             ids = [_post_or_fail(fail, post, api_key or "", b.model_dump(mode="json"))["id"] for b in bodies]
         else:
-            with _prepared_session() as session:
+            with prepared_session() as session:
                 try:
                     rows = [store_measurement(session=session, catalog=catalog, body=b, actor="capplan-cli")
                             for b in bodies]

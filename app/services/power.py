@@ -2,7 +2,8 @@
 /tco, /compare's node table and quotes read them from here, with the same three labels.
 
 - **peak**: the server's provisioning maximum (the catalog's ``max_power_kw``, else 1.82 x the GPUs' TDP):
-  :func:`estimator.facility.rack.node_peak_power_w` (via :func:`estimator.facility.rack.plan_rack_for_server`); what a rack and
+  :func:`estimator.facility.rack.node_peak_power_w` (via
+  :func:`estimator.facility.rack.plan_rack_for_server`); what a rack and
   its PDUs must be sized for.
 - **at load**: every GPU at its TDP plus the rest of the server: :func:`estimator.facility.rack.node_power_at_load_w`
   (lynx-cortex datacenter economics: 8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).

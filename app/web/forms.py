@@ -20,8 +20,8 @@ from pydantic import BaseModel, ValidationError
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
-from estimator.stacks import NEW_FIELDS as STACK_MECHANISMS
-from estimator.stacks import STACK_DEFAULTS
+from estimator.rules.stacks import NEW_FIELDS as STACK_MECHANISMS
+from estimator.rules.stacks import STACK_DEFAULTS
 from estimator.tco.run_cost import CostChoice
 
 __all__ = [
@@ -110,7 +110,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
 }
 
-#: Fields a stack's defaults may fill (estimator.stacks.STACK_DEFAULTS): a link that leaves one out gets the
+#: Fields a stack's defaults may fill (estimator.rules.stacks.STACK_DEFAULTS): a link that leaves one out gets the
 #: stack's value, not the form's default.
 STACK_SET_FIELDS = frozenset("training." + d.field for defaults in STACK_DEFAULTS.values() for d in defaults)
 

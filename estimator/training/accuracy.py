@@ -18,7 +18,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from estimator.job import Job
-from estimator.stacks import unmeasured_mechanisms
+from estimator.rules.stacks import unmeasured_mechanisms
 from estimator.training.optimizers import OPTIMIZERS
 
 if TYPE_CHECKING:

@@ -39,10 +39,10 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   MLP, ``torch/distributed/tensor/parallel/style.py``) all-gathers first, and autograd saves the gathered,
   full-sequence input of q/k/v and gate/up (each its own autocast copy): only the norms and the residual
   stream are split by t. Measured on the H200 (Llama 3.1 8B, tp=2/4/8).
-- The fine-tuning stacks' mechanisms (issue 29; formulas and sources in :mod:`estimator.mechanisms`): the loss
+- The fine-tuning stacks' mechanisms (issue 29; formulas and sources in :mod:`estimator.training.mechanisms`): the loss
   kernel (``training.loss_kernel``: chunked or fused instead of the materialised logits), Liger's RMSNorm and
   SwiGLU (``training.fused_kernels``), and activation offloading (``training.activation_offloading``: the stored
-  layers' tensors in host memory but the ones in flight, :data:`estimator.mechanisms.OFFLOAD_KEEP_LAYERS`).
+  layers' tensors in host memory but the ones in flight, :data:`estimator.training.mechanisms.OFFLOAD_KEEP_LAYERS`).
 """
 
 from __future__ import annotations
@@ -50,16 +50,16 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.job import Job
-from estimator.mechanisms import (
+from estimator.memo import BoundedMemo
+from estimator.model.spec import ModelShape
+from estimator.training.layout import Layout
+from estimator.training.mechanisms import (
     OFFLOAD_KEEP_LAYERS,
     liger_norm_bytes,
     liger_swiglu_saving,
     loss_bytes,
     offload_split,
 )
-from estimator.memo import BoundedMemo
-from estimator.model.spec import ModelShape
-from estimator.training.layout import Layout
 
 __all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offloaded_activation_bytes"]
 
@@ -321,7 +321,7 @@ def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[i
     if rv.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
     t = rv.training
-    if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.mechanisms.loss_bytes)
+    if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.training.mechanisms.loss_bytes)
         grad_bytes = 2 if t.precision == "bf16-true" else 4
         return loss_bytes(t.loss_kernel, tokens, vocab_local, shape.dims.hidden_size,
                           bool(shape.dims.final_logit_softcapping), impl="trl" if t.stack == "trl" else "torchtune",
@@ -416,7 +416,7 @@ def activation_model(job: Job, shape: ModelShape, layout: Layout,
 
 def offloaded_activation_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:
     """Pinned host bytes of one rank's offloaded activations (``training.activation_offloading``): its stage's
-    stored layers but the ones kept on the GPU (:func:`estimator.mechanisms.offload_split`; torchtune
+    stored layers but the ones kept on the GPU (:func:`estimator.training.mechanisms.offload_split`; torchtune
     ``OffloadActivations``, Unsloth's offloaded checkpointer). Host RAM and the step's PCIe time read it."""
     mode = job.training.activation_offloading
     if mode == "none":

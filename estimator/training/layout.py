@@ -26,7 +26,7 @@ from estimator.job import Job, TrainingView
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
 from estimator.request import Training
-from estimator.stacks import request_refusal
+from estimator.rules.stacks import request_refusal
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.pipeline_split import split_layers
 

@@ -214,7 +214,7 @@ def _buckets(job: Job, layout: Layout, place: ParamPlacement) -> tuple[int, int]
 
 def _muon_adamw_bytes(job: Job, layout: Layout, place: ParamPlacement, matrix_per: float) -> int:
     """Muon's optimizer keeps one momentum buffer per decoder matrix; the embedding, the LM head, the norms and the
-    biases go to AdamW (torch.optim.Muon's docstring; :mod:`estimator.mechanisms`): their second state on this
+    biases go to AdamW (torch.optim.Muon's docstring; :mod:`estimator.training.mechanisms`): their second state on this
     rank. A LoRA's trainable parameters are all 2-D adapter matrices: nothing more."""
     t, p = job.training, job.parallelism
     if t.method != "full":
@@ -434,7 +434,7 @@ def _stored(base: _StageBase, act: ActivationModel) -> int:
     """The activations a stage holds at its forward peak: its layers' for the micro-batches in flight, and the
     residual stream it sends on."""
     layers = base.layers * base.in_flight
-    if act.offload_keep_layers:  # activation offloading: the rest is in pinned host memory (estimator.mechanisms)
+    if act.offload_keep_layers:  # activation offloading: the rest is in pinned host memory (training.mechanisms)
         layers = min(layers, act.offload_keep_layers)
     return (int(act.stored_per_layer_bytes * layers)
             + (act.residual_bytes if base.keeps_residual else 0))

@@ -31,7 +31,7 @@ Sources:
 - Muon (``torch.optim.Muon``; pytorch/pytorch ``torch/optim/_muon.py`` @098e03f9): one ``momentum_buffer``
   (``zeros_like(p.grad)``) per 2-D parameter; "Other parameters, such as bias, and embedding, should be optimized
   by a standard method such as AdamW" (its docstring): the callers add AdamW's second state for the embedding, the
-  LM head and the vectors (:mod:`estimator.mechanisms`). Single-tensor loop only (``foreach`` raises).
+  LM head and the vectors (:mod:`estimator.training.mechanisms`). Single-tensor loop only (``foreach`` raises).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
     OptimizerSpec("adafactor", full_states=0, saved_tensors=2, factored=True, step_cost="adafactor"),
     OptimizerSpec("lion", full_states=1, saved_tensors=1, adam_ratio=0.71, memory_measured=False,
                   time_measured=False),
-    # issue 29 (estimator.mechanisms): bitsandbytes paged AdamW, torchao 4-bit AdamW, torch.optim.Muon
+    # issue 29 (estimator.training.mechanisms): bitsandbytes paged AdamW, torchao 4-bit AdamW, torch.optim.Muon
     OptimizerSpec("paged-adamw-8bit", full_states=0, saved_tensors=4, blockwise_8bit=True, temporaries=False,
                   cpu_offload_refusal="paged 8-bit AdamW (bitsandbytes) keeps its states in CUDA unified memory; it "
                   "pages them itself and cannot be offloaded", step_cost="adam8bit", paged=True,

@@ -8,8 +8,8 @@ recomputation; Rajbhandari et al. 2020, ZeRO, for sharding and offload; Hu et al
 for LoRA / QLoRA): recompute activations, shard the model states, offload them, shrink the micro-batch
 (keeping the global batch through gradient accumulation), train adapters instead of the whole model, and
 spread the job over more nodes. Before the levers that change the parallelism or the method come the fine-tuning
-stacks' own (issue 29, :mod:`estimator.mechanisms`): a fused loss, Liger's kernels, activation offloading; their
-suggestions say the GiB they save and what they cost in step time.
+stacks' own (issue 29, :mod:`estimator.training.mechanisms`): a fused loss, Liger's kernels, activation offloading;
+their suggestions say the GiB they save and what they cost in step time.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _levers(job: Job) -> list[_Candidate]:
         gas = t.gradient_accumulation_steps * t.micro_batch_size
         out.append((Text("micro-batch 1 with %(gas)s accumulation steps (same global batch)", gas=gas),
                     {"training.micro_batch_size": 1, "training.gradient_accumulation_steps": gas}))
-    # issue 29: the fine-tuning stacks' memory mechanisms (estimator.mechanisms), before the levers that change
+    # issue 29: the fine-tuning stacks' memory mechanisms (estimator.training.mechanisms), before the levers that change
     # the parallelism or the method
     if t.loss_kernel != "fused" and p.framework != "megatron":
         out.append((Text("a fused loss (Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits)"),

@@ -35,7 +35,6 @@ from typing import Final
 
 from estimator.construct import trusted
 from estimator.job import Job
-from estimator.mechanisms import NS_STEPS, offload_transfer_seconds
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
@@ -46,6 +45,7 @@ from estimator.training.comm import Fabric, collective_time, fabric_for, place_g
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.training.layout import Layout
+from estimator.training.mechanisms import NS_STEPS, offload_transfer_seconds
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.params import ParamPlacement, place_params
 from estimator.training.params import adapted_linears as _adapted_linears
@@ -707,10 +707,10 @@ def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style:
 
 
 def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
-    """Muon's Newton-Schulz (issue 29; :func:`estimator.mechanisms.muon_newton_schulz_flops`): five steps of three
-    bf16 GEMMs on every trainable 2-D matrix of the stage, whole (torch.optim.Muon needs the full matrix: under
+    """Muon's Newton-Schulz (issue 29; :func:`estimator.training.mechanisms.muon_newton_schulz_flops`): five steps of
+    three bf16 GEMMs on every trainable 2-D matrix of the stage, whole (torch.optim.Muon needs the full matrix: under
     FSDP / TP each rank gathers it and runs the iteration itself, so the work is not split). The gather's bytes
-    (:func:`estimator.mechanisms.muon_gather_bytes`) are not timed: an assumption names it."""
+    (:func:`estimator.training.mechanisms.muon_gather_bytes`) are not timed: an assumption names it."""
     t = job.training
     layers = layout.layers_per_stage
     if t.method == "full":
@@ -752,7 +752,7 @@ def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass
 def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
                             stage: str) -> float:
     """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
-    :func:`estimator.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
+    :func:`estimator.training.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
     come back in backward on a side stream."""
     host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
     pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF

@@ -31,12 +31,9 @@ Sources (read for this module; file @ commit):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from estimator.messages import Text
-
-if TYPE_CHECKING:
-    from estimator.request import Training
 
 __all__ = [
     "MEASURED",
@@ -51,6 +48,26 @@ __all__ = [
     "training_refusal",
     "unmeasured_mechanisms",
 ]
+
+
+class Training(Protocol):
+    """The training fields the stacks' rules read: ``estimator.request.Training`` (the contract, which imports this
+    module to fill and check a request, so the rules name what they read rather than import the model back)."""
+
+    @property
+    def stack(self) -> str: ...
+    @property
+    def loss_kernel(self) -> str | None: ...
+    @property
+    def fused_kernels(self) -> str | None: ...
+    @property
+    def activation_offloading(self) -> str | None: ...
+    @property
+    def activation_checkpointing(self) -> str: ...
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def optimizer_impl(self) -> str: ...
 
 #: the request fields a stack may fill, in the order they are applied (the loss depends on the kernels)
 NEW_FIELDS: Final = ("fused_kernels", "loss_kernel", "activation_offloading")
@@ -227,7 +244,7 @@ def stack_assumptions(training: Training) -> list[str]:
 
 
 #: whether the training model (memory, activations, timing, host RAM) sizes each mechanism value yet (the
-#: formulas are in :mod:`estimator.mechanisms`; their wiring follows the training model's move, issue 27)
+#: formulas are in :mod:`estimator.training.mechanisms`; their wiring follows the training model's move, issue 27)
 MODELLED: Final[dict[tuple[str, str], bool]] = {
     ("loss_kernel", "materialized"): True,
     ("loss_kernel", "chunked"): True,

@@ -220,9 +220,13 @@ def state_bytes(opt: Any) -> dict[str, int]:
                     n = t.numel() * t.element_size()
                 except Exception:
                     n = 0
-                if hasattr(t, "__tensor_flatten__") and type(t).__name__ != "Tensor":  # torchao subclass
+                if hasattr(t, "to_local"):  # DTensor (FSDP2): the local shard
+                    loc = t.to_local()
+                    n = loc.numel() * loc.element_size()
+                elif hasattr(t, "__tensor_flatten__") and type(t).__name__ != "Tensor":  # torchao subclass
                     names, _ = t.__tensor_flatten__()
-                    n = sum(getattr(t, a).numel() * getattr(t, a).element_size() for a in names)
+                    parts = [getattr(t, a) for a in names]
+                    n = sum(q.numel() * q.element_size() for q in parts if torch.is_tensor(q))
                 del inner
                 if id(t) in seen:
                     continue
@@ -573,7 +577,10 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
             m["host_rss_peak_bytes"] = sampler.rss_peak
             m["sampler_samples"] = sampler.n
     m["ru_maxrss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    m.update(state_bytes(opt))
+    try:
+        m.update(state_bytes(opt))
+    except Exception as e:  # a bookkeeping failure must not lose the measurement
+        m["state_bytes_error"] = f"{type(e).__name__}: {e}"[:200]
     if dev == "cuda":
         try:
             hs = torch.cuda.host_memory_stats()

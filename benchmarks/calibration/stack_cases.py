@@ -228,7 +228,36 @@ def _call_b() -> list[dict[str, Any]]:
     return out
 
 
-STACK_CASES: list[dict[str, Any]] = _call_a() + _call_b()
+# The first device call runs the most valuable cases of both issues (in this order); the second the rest.
+FIRST = [
+    "h100-py1b4-lora16al-fused-b2-s2048-nock", "h100-py1b4-lora16al-fused-b2-s2048-ck",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck", "h100-l1b-full-mixed-fused-b1-s4096-ck-losstrl",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune", "h100-l1b-full-mixed-fused-b1-s4096-ck-lossliger-ligerk",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck-losscce",
+    "h100-l1b-full-mixed-fused-b1-s2048-ck", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-8bit",
+    "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-32bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon",
+    "h100-l1b-full-mixed-fused-b1-s8192-ck", "h100-l1b-full-mixed-fused-b1-s8192-ck-offtrl",
+    "h100-l1b-full-mixed-fused-b1-s4096-nock", "h100-l1b-full-mixed-fused-b1-s4096-nock-ligerk",
+    "h100-l8b-lora16al-fused-b1-s32768-ck", "h100-l8b-lora16al-fused-b1-s32768-ck-expseg",
+    "h100-py1b4-lora16al-fused-b2-s4096-nock", "h100-py2b8-lora16al-fused-b2-s2048-nock",
+    "h100-py6b9-lora16al-fused-b2-s4096-ck",
+    "h100-l1b-full-mixed-fused-b4-s4096-ck", "h100-l3b-full-mixed-fused-b2-s4096-ck",
+    "h100-l8b-lora16al-fused-b2-s4096-ck", "h100-py1b4-full-mixed-fused-b2-s2048-ck",
+    "h100-q1b5-lora16al-fused-b1-s8192-ck", "h100-q1b5-lora16al-fused-b1-s8192-ck-losstrl",
+    "h100-q1b5-lora16al-fused-b1-s8192-ck-lossliger-ligerk", "h100-q1b5-lora16al-fused-b1-s8192-ck-losscce",
+    "h100-q3a3b-lora16at-fused-b1-s4096-ck-fsdp8",
+    "h100-l1b-full-mixed-fused-b1-s2048-ck-ao-adamw-8bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-ao-adamw-4bit",
+]
+
+
+def _ordered() -> list[dict[str, Any]]:
+    every = {c["id"]: c for c in _call_a() + _call_b()}
+    first = [dict(every[i], call=1) for i in FIRST]
+    rest = [dict(c, call=2) for i, c in every.items() if i not in FIRST]
+    return first + rest
+
+
+STACK_CASES: list[dict[str, Any]] = _ordered()
 
 
 def by_id(case_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ forked child and its result is appended to DIR/results.jsonl at once. What is ad
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import hashlib
 import inspect
@@ -105,10 +106,8 @@ class Sampler:
             time.sleep(self.period)
 
     def sample(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.rss_peak = max(self.rss_peak, int(self.proc.memory_info().rss))
-        except Exception:
-            pass
         mem = M._nvml_mem(self.nv, self.h)
         if mem:
             self.nvml_peak = max(self.nvml_peak, mem["used"])
@@ -317,11 +316,10 @@ def ensure_trl_utils(res: dict[str, Any]) -> bool:
     with the one name TRL's ChunkedLogProbFunction.backward imports from it, ``maybe_gather_lm_head_ctx``, which is a
     null context unless DeepSpeed ZeRO-3 is on (trl/trainer/utils.py, 1.16.0)."""
     try:
-        import trl.trainer.utils  # noqa: F401
+        import trl.trainer.utils
 
         return True
     except Exception as e:
-        import contextlib
         import types
 
         res["trl_import_error"] = f"{type(e).__name__}: {e}"[:300]
@@ -426,10 +424,8 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         res["device"] = {"name": props.name, "total_memory_bytes": int(props.total_memory),
                          "capability": f"{props.major}.{props.minor}",
                          "multiprocessors": props.multi_processor_count}
-        try:
+        with contextlib.suppress(Exception):
             res["device"]["driver"] = nv.nvmlSystemGetDriverVersion()
-        except Exception:
-            pass
 
     if st["liger_kernels"] or st["loss"] == "liger":
         apply_liger(case["hf_arch"], st["liger_kernels"], st["loss"] == "liger", res)
@@ -505,8 +501,6 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         from trl.models.activation_offloading import get_act_offloading_ctx_manager
 
         if dry:  # OffloadActivations asks torch.accelerator for the device: none on the CPU
-            import contextlib
-
             off_ctx: Any = contextlib.nullcontext()
         else:
             off_ctx = get_act_offloading_ctx_manager(model)
@@ -514,8 +508,6 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                                "(use_pin_memory, use_streams, min_offload_size=1024, max_fwd_stash_size=5), entered "
                                "around forward and backward as SFTTrainer.training_step does")
     else:
-        import contextlib
-
         off_ctx = contextlib.nullcontext()
 
     def fwd():

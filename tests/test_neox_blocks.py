@@ -92,3 +92,25 @@ def test_fused_qkv_is_one_adapter_and_keeps_its_output() -> None:
     assert full_fused - full_split == pytest.approx(0, abs=64)
     assert full_fused == pytest.approx(8208 + 4096 + 24640 + 4096 + 16384 + 16384, rel=0.001)
     assert h == PYTHIA_1_4B["hidden_size"]
+
+
+def test_moe_attention_only_lora_frozen_experts_match_the_trace() -> None:
+    """Qwen3-30B-A3B, LoRA on q/k/v/o, FSDP2 (bf16, no autocast): the frozen experts save no gathered input and no
+    down-projection input; the per-head q/k RMSNorms save their fp32 inputs."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "calibration"))
+    import stack_cases
+
+    trace = json.loads((TRACE.parent / "cpu_trace_qwen3_moe.json").read_text())
+    expected = trace["expected_on_cuda_bytes_per_token_per_layer"]["qwen3_30b_a3b_lora_attention_fsdp_bf16"]["value"]
+    case = stack_cases.by_id("h100-q3a3b-lora16at-fused-b1-s2048-nock-fsdp8")
+    req = EstimateRequest.model_validate(case["request"])
+    shape = shape_for(req.model)
+    got = activation_rates(req, shape, build_layout(req, shape)).per_token
+    assert got == pytest.approx(expected, rel=0.005)
+    full = EstimateRequest.model_validate({**case["request"], "training": {
+        **case["request"]["training"], "method": "full", "precision": "bf16-true"}})
+    # trained experts also keep the gathered input (2h) and the down projection's input (2 x 768) per routed pair
+    got_full = activation_rates(full, shape, build_layout(full, shape)).per_token
+    assert got_full > got + 8 * (2 * 2048 + 2 * 768)

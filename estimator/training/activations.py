@@ -260,12 +260,40 @@ def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float
 
 
 def _moe_bytes(shape: ModelShape, req: EstimateRequest) -> float:
-    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them)."""
+    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them).
+
+    Per routed token and expert (transformers 5's ``*Experts`` modules, e.g. ``Qwen3MoeExperts.forward``: a loop
+    over the experts hit, ``F.linear`` on the gathered tokens with the 3-D expert weights): the gate_up output
+    (gate and up are views of it), the activation's output, and the expert's output (kept for the routing weight's
+    gradient, ``current * top_k_weights``). The gathered input and the down projection's input are saved only when
+    the expert weights are trained (autograd keeps an operand only for the other's gradient): a LoRA/QLoRA run
+    leaves them frozen -- the experts are 3-D parameters, not ``nn.Linear`` modules, so PEFT's ``target_modules``
+    (also ``"all-linear"``) never adapts them. Traced for Qwen3-30B-A3B with LoRA on q/k/v/o (issue 33,
+    ``tests/data/fidelity_h100_raw/cpu_trace_qwen3_moe.json``): 69,648 B per token for the experts' part of a
+    layer = 8 x (2 x 2 x 768 + 2 x 768 + 2 x 2048), the router 548."""
     a = shape.dims
     k, h = a.experts_per_token, a.hidden_size
-    per_expert = _mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn + 2 * h
+    trained = view(req).training.method == "full"
+    per_expert = _mlp_elementwise(shape, shape.expert_ffn, req) + 2 * h
+    dispatched = 0
+    if trained:
+        per_expert += 2 * shape.expert_ffn
+        dispatched = 2 * h * k
     shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn)
-    return 4 * a.num_experts + 2 * h * k + k * per_expert + shared
+    return 4 * a.num_experts + dispatched + k * per_expert + shared
+
+
+def _qk_norm_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+    """Per-head RMSNorms on q and k (Qwen3, Gemma 3, OLMo 2: ``q_norm`` / ``k_norm``), per token: as any HF RMSNorm
+    they save their fp32 input (and, with a trained weight, the normalised tensor) plus the fp32 rstd of each head.
+    Traced for Qwen3-30B-A3B: 16,512 + 2,064 B per token (32 query and 4 key heads of 128)."""
+    a = shape.dims
+    if not a.qk_norm:
+        return 0.0
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    trainable = view(req).training.method == "full"
+    return (_norm_bytes(qd, 4, trainable) + _norm_bytes(kvd, 4, trainable)
+            + 4 * (a.num_attention_heads + shape.kv_heads))
 
 
 def _split(value: float, divisor: int) -> float:
@@ -282,7 +310,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
     replicated = norms + h_inputs
     sharded = split_inputs
-    sharded += _attention_core(shape, req)[0]
+    sharded += _attention_core(shape, req)[0] + _qk_norm_bytes(shape, req)
     dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, req)
     if shape.is_moe:
         frac = shape.moe_layers / a.num_layers

@@ -116,14 +116,72 @@ def _validation_message(errors: list[Any]) -> str:
     return f"{field}: {first.detail}{more}" if first else "invalid request"
 
 
+def _imported(paths: list[str], fmt: str | None) -> Any:
+    """The configs at ``paths`` read into a request (app.imports); a bad file exits 2 naming the file and key."""
+    from app.imports import FORMATS, ImportProblem, SourceFile, import_files
+
+    if fmt is not None and fmt not in FORMATS:
+        fail(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    files = []
+    for path in paths:
+        try:
+            size = Path(path).stat().st_size if path != "-" else 0
+            if size > (1 << 20):
+                fail(f"{path}: {size:,} bytes is over the 1,048,576-byte limit for a config file")
+            text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
+        files.append(SourceFile(name=path, content=text, format=fmt))
+    try:
+        return import_files(files)
+    except ImportProblem as exc:
+        fail(str(exc).replace("\n", " "))
+
+
+@cli.command("import")
+def import_configs(
+    files: Annotated[list[str], typer.Argument(help="config files of one run (e.g. a trainer YAML and its DeepSpeed "
+                                               "JSON); - for stdin")],
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="axolotl, llama-factory, trainer, torchtune, "
+                                            "deepspeed, accelerate, torchtitan, megatron or hf-config [detected]")]
+    = None,
+    report: Annotated[bool, typer.Option("--report", help="print the reading report (JSON) with the request on "
+                                         "stdout instead of the plain report on stderr")] = False,
+) -> None:
+    """Read existing training configs into an estimate request (printed as JSON); the reading report (keys read,
+    what capplan cannot represent, defaults filled, what is missing) goes to stderr."""
+    result = _imported(files, fmt)
+    if report:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        typer.echo(json.dumps(result.request.model_dump(mode="json", exclude_unset=True), indent=2))
+        typer.echo(result.report.text(), err=True)
+
+
 @cli.command()
 def estimate(
-    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one request or a list; - for stdin")],
+    input_file: Annotated[str | None, typer.Option(
+        "--input", "-i", help="JSON file with one request or a list; - for stdin")] = None,
+    from_files: Annotated[list[str] | None, typer.Option(
+        "--from", help="estimate from existing training configs instead (repeat for several files: a trainer YAML "
+        "and its DeepSpeed JSON); see capplan import")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", "-f", help="the format of the --from files [detected]")]
+    = None,
 ) -> None:
     """Estimate one request (or a JSON list of them) and print the response(s) as JSON."""
     from fastapi.exceptions import RequestValidationError
 
-    payload = _read_json(input_file)
+    if (input_file is None) == (not from_files):
+        fail("give --input FILE (a request) or --from FILE (a training config), not both or neither")
+    if from_files:
+        imported = _imported(from_files, fmt)
+        if imported.report.needs:
+            fail(imported.report.needs[0])
+        typer.echo(imported.report.text(), err=True)
+        payload: Any = imported.request.model_dump(mode="json", exclude_unset=True)
+    else:
+        assert input_file is not None
+        payload = _read_json(input_file)
     try:
         parsed = parse_one_or_many(payload)
     except RequestValidationError as exc:
@@ -195,6 +253,84 @@ def plan(
     except EstimatorError as exc:
         fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
     typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+
+
+@cli.command()
+def cluster(
+    input_file: Annotated[str, typer.Option("--input", "-i", help="JSON file with one cluster request; - for stdin")],
+) -> None:
+    """Design the compute fabric of N nodes (leaf / spine / core, parts, power, racks, cost, TCO; with a `job`, the
+    scaling curve) and print it as JSON (the API's POST /api/v1/clusters)."""
+    from estimator.cluster import ClusterRequest
+    from estimator.cluster import design_cluster as run_design
+
+    payload = _read_json(input_file)
+    try:
+        request = ClusterRequest.model_validate_json(json.dumps(payload), strict=True)
+    except ValidationError as exc:
+        fail(_validation_message([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]))
+    try:
+        result = run_design(request, load_source_catalog())
+    except EstimatorError as exc:
+        fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+
+
+#: the largest nccl-tests output nccl-check reads (a full sweep of every collective is a few hundred KB)
+NCCL_MAX_BYTES = 20 * 2**20
+
+
+@cli.command("nccl-check")
+def nccl_check(
+    file: Annotated[str, typer.Argument(help="nccl-tests output (all_reduce_perf, all_gather_perf, "
+                                        "reduce_scatter_perf, alltoall_perf; several runs in one file are fine); - "
+                                        "for stdin")],
+    server: Annotated[str, typer.Option(help="the node the test ran on (a catalog server id)")] = "nvidia-dgx-h100",
+    nodes: Annotated[int | None, typer.Option(min=1, max=100_000, help="nodes in the test when the output has no "
+                                              "'Using devices' lines")] = None,
+    gpus: Annotated[int | None, typer.Option(min=1, max=1_000_000, help="GPUs in the test when the output has no "
+                                             "'Using devices' lines")] = None,
+    collective: Annotated[str | None, typer.Option(help="all_reduce, all_gather, reduce_scatter or alltoall, when "
+                                                   "the output does not name it")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the check as JSON")] = False,
+) -> None:
+    """Compare nccl-tests bus bandwidth with the published figures for the server and path: healthy, or how far
+    below with the likely causes. Exits 0 when every run is healthy (or cannot be judged), 1 when one is degraded
+    or overstated, 2 on a file that cannot be read or has no result rows."""
+    from estimator.cluster.nccl import check_nccl
+    from hardware_catalog import UnknownCatalogIdError
+
+    try:
+        if file == "-":
+            text = sys.stdin.read(NCCL_MAX_BYTES + 1)
+        else:
+            with Path(file).open(encoding="utf-8", errors="strict") as fh:
+                text = fh.read(NCCL_MAX_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}")
+    if len(text) > NCCL_MAX_BYTES:
+        fail(f"{file}: more than {NCCL_MAX_BYTES // 2**20} MB; pass the nccl-tests output only")
+    catalog = load_source_catalog()
+    try:
+        result = check_nccl(text, catalog.server(server), catalog, nodes=nodes, gpus=gpus, collective=collective)
+    except UnknownCatalogIdError as exc:
+        fail(f"--server: {exc}")
+    except EstimatorError as exc:
+        fail(f"{file}: {exc.message}" if exc.field == "file" else f"--{exc.field}: {exc.message}")
+    if as_json:
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        for t in result.tests:
+            typer.echo(f"{t.collective}: {t.summary}")
+            typer.echo(f"  path: {t.path}; GPUs: {t.n_gpus or '?'} ({t.gpu_name or 'not named'})")
+            if t.expectation_source:
+                typer.echo(f"  expected from: {t.expectation_source}")
+            for cause in t.causes:
+                typer.echo(f"  check: {cause}")
+        for warning in result.warnings:
+            typer.echo(f"warning: {warning}")
+    if any(t.verdict in ("degraded", "overstated") for t in result.tests):
+        raise typer.Exit(1)
 
 
 @keys_cli.command("create")
@@ -272,6 +408,11 @@ def catalog_show(
         mark = "*" if r.overrides else " "
         name = r.effective.get("name", "")
         typer.echo(f"{r.kind:12} {r.id:32}{mark} {r.origin:7} {name}")
+
+
+from app.check.cli import register as _register_check  # noqa: E402 (needs fail, _read_json, _prepared_session above)
+
+_register_check(cli, fail, _read_json, _validation_message, _prepared_session)
 
 
 def main() -> None:

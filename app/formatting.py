@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal, InvalidOperation
 
-from babel.numbers import format_currency, format_decimal, format_percent
+from babel.numbers import NumberFormatError, format_currency, format_decimal, format_percent, parse_decimal
 
-__all__ = ["LOCALE", "count", "money", "money_range", "percent", "price", "rate"]
+__all__ = ["LOCALE", "count", "money", "money_range", "parse_count", "parse_number", "percent", "price", "rate"]
 
 LOCALE = "en_US"
 
@@ -77,3 +79,41 @@ def money_range(low: float | None, high: float | None, currency: str = "USD") ->
     if not _finite(low) or not _finite(high) or low == high:
         return money(low if _finite(low) else high, currency)
     return f"{money(low, currency)}-{money(high, currency)}"
+
+
+#: token-count suffixes people type ("1B", "1.5T", "500M", "20k"); G is the SI giga the pages print
+_SUFFIX = {"k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+
+
+def parse_number(raw: str, locale: str = LOCALE) -> Decimal:
+    """A number as a person types it in ``locale`` (Babel, CLDR separators): "12,500.50" in English,
+    "12.500,50" in pt-BR; a plain "1727.05" or "1e9" is read as written. ``ValueError`` when it is not one."""
+    text = raw.strip().replace("\u00a0", "").replace(" ", "").replace("_", "")
+    if not text:
+        raise ValueError("empty")
+    try:
+        if re.fullmatch(r"[-+]?\d+(\.\d+)?([eE][-+]?\d+)?", text) and not _grouped(text, locale):
+            return Decimal(text)
+        return Decimal(parse_decimal(text, locale=locale, strict=True))
+    except (NumberFormatError, InvalidOperation) as exc:
+        raise ValueError(f"not a number: {raw!r}") from exc
+
+
+def _grouped(text: str, locale: str) -> bool:
+    """"1.500" is one and a half in English but fifteen hundred where "." groups thousands (pt-BR)."""
+    from babel.numbers import get_group_symbol
+
+    return get_group_symbol(locale) == "." and re.fullmatch(r"\d{1,3}(\.\d{3})+", text) is not None
+
+
+def parse_count(raw: str, locale: str = LOCALE) -> int:
+    """A whole count (tokens) as typed: "1B", "1.5 T", "500M", "1,000,000,000" (English), "1.000.000.000"
+    (pt-BR), "1e9". ``ValueError`` when it is not a whole number."""
+    text = raw.strip().replace(" ", "")
+    factor = 1
+    if text and text[-1].lower() in _SUFFIX and not text.lower().endswith("e"):
+        factor, text = _SUFFIX[text[-1].lower()], text[:-1]
+    value = parse_number(text, locale) * factor
+    if value != value.to_integral_value():
+        raise ValueError(f"not a whole number: {raw!r}")
+    return int(value)

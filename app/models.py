@@ -10,6 +10,9 @@
   ``name_key`` and ``customer_key`` are :func:`search_key` of the name and customer, kept in step by the model,
   so that the filters ignore case the same way for every script on SQLite (whose ``lower()`` and ``LIKE`` fold
   ASCII only) and on PostgreSQL.
+- ``measurements``: what a check or calibration measured for one estimate request, beside the estimate (issue
+  31); a record, never altered once stored. ``request_key`` is the sha256 of the request's canonical JSON, what
+  the estimate page looks a request up by.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ __all__ = [
     "CatalogAudit",
     "CatalogEntry",
     "CatalogSeed",
+    "Measurement",
     "SavedItem",
     "SavedRevision",
     "search_key",
@@ -227,3 +231,24 @@ class SavedRevision(Base):
     created_by: Mapped[str] = mapped_column(String(100))
 
     item: Mapped[SavedItem] = relationship(back_populates="revisions")
+
+
+class Measurement(Base):
+    """One measured record (``capplan check --trace`` / ``--run``, or a calibration case): never altered."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20), index=True, comment="trace | run | calibration")
+    label: Mapped[str | None] = mapped_column(String(200))
+    request: Mapped[dict[str, Any]] = mapped_column(comment="the estimate request, defaults filled in")
+    request_key: Mapped[str] = mapped_column(String(64), index=True,
+                                             comment="sha256 of the request's canonical JSON")
+    gpu_name: Mapped[str | None] = mapped_column(String(200))
+    versions: Mapped[dict[str, Any]] = mapped_column(comment="torch, transformers, peft, CUDA, driver, ...")
+    measured: Mapped[dict[str, Any]]
+    estimated: Mapped[dict[str, Any]]
+    notes: Mapped[str | None] = mapped_column(String(2000))
+    estimator_version: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(100))

@@ -23,6 +23,7 @@ from typing import Any
 
 from estimator import EstimateRequest, estimate, native
 from estimator.estimate import MAX_MICRO_BATCH_SEARCH
+from estimator.job import job_of
 from estimator.model.spec import shape_for
 from estimator.training.layout import build_layout
 from estimator.training.memory import max_micro_batch, peak_memory
@@ -63,11 +64,12 @@ def _best_median_ms(passes: Callable[[int], list[EstimateRequest]], run: Callabl
 
 
 def _memory_only(req: EstimateRequest) -> None:
+    job = job_of(req)
     shape = shape_for(req.model)
-    layout = build_layout(req, shape)
+    layout = build_layout(job, shape)
     capacity = 80 * 10**9
-    peak_memory(req, shape, layout, capacity)
-    max_micro_batch(req, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
+    peak_memory(job, shape, layout, capacity)
+    max_micro_batch(job, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
 
 
 def _distinct(body: dict[str, Any], offset: int, shift: int = 0) -> list[EstimateRequest]:

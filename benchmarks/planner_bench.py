@@ -192,11 +192,11 @@ def bench_screen(runs: int) -> None:
     # the peer figure: one exact memory estimate at a time, memo cleared
     world = next(w for w in worlds if w.num_nodes == 16)
     s = next(s for s in ctx.structures(world) if ctx.variants(world, s) and ctx.layout(world, s) is not None)
-    exact_req = ctx.request(world, s, "selective", *ctx.variants(world, s)[0])
+    exact_job = ctx.job(world, s, "selective", *ctx.variants(world, s)[0])
     layout = ctx.layout(world, s)
     assert layout is not None
 
-    per = _median_s(lambda: _peak_memory(exact_req, shape, layout, world.hw.capacity_bytes), runs * 50)
+    per = _median_s(lambda: _peak_memory(exact_job, shape, layout, world.hw.capacity_bytes), runs * 50)
     print(f"peer: one exact memory estimate (memory._peak_memory, its own memo bypassed) {per * 1e6:.0f} us = "
           f"{1 / per:,.0f} "
           f"layouts/s; the screen is {len(micro) * levels / t * per:,.0f}x that per layout")

@@ -40,6 +40,7 @@ from typing import Any
 
 from estimator import native
 from estimator.estimate import estimate, resolve_hardware
+from estimator.job import job_of
 from estimator.model.spec import preset, shape_for
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -100,20 +101,22 @@ def llm_analysis_training(req: EstimateRequest, gpu_name: str) -> Callable[[int]
 def planner_path(req: EstimateRequest, catalog: Catalog) -> object:
     """What the planner evaluates per layout: the layout, the memory peak and the step time (no suggestions, no
     response, no host sizing)."""
+    job = job_of(req)
     shape = shape_for(req.model)
-    layout = build_layout(req, shape)
-    hw = resolve_hardware(req, catalog)
-    peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))
-    return step_time_model(req, shape, layout, hw.gpu, hw.server)
+    layout = build_layout(job, shape)
+    hw = resolve_hardware(job, catalog)
+    peak_memory(job, shape, layout, int(hw.gpu.memory_bytes))
+    return step_time_model(job, shape, layout, hw.gpu, hw.server)
 
 
 def planner_path_result(req: EstimateRequest, catalog: Catalog) -> object:
     """:func:`planner_path` with the step time as the response's ``TimeResult`` (``step_time``)."""
+    job = job_of(req)
     shape = shape_for(req.model)
-    layout = build_layout(req, shape)
-    hw = resolve_hardware(req, catalog)
-    peak_memory(req, shape, layout, int(hw.gpu.memory_bytes))
-    return step_time(req, shape, layout, hw.gpu, hw.server, catalog)
+    layout = build_layout(job, shape)
+    hw = resolve_hardware(job, catalog)
+    peak_memory(job, shape, layout, int(hw.gpu.memory_bytes))
+    return step_time(job, shape, layout, hw.gpu, hw.server, catalog)
 
 
 RUNNERS = 4  # estimate, planner path, +result, llm-analysis

@@ -33,7 +33,7 @@ from estimator.planner.contract import PlanRequest, PlanResponse  # noqa: E402
 from estimator.planner.plan import plan  # noqa: E402
 from estimator.planner.reverse import ReverseRequest, ReverseResponse, answer  # noqa: E402
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training  # noqa: E402
-from estimator.response import EstimateResponse  # noqa: E402
+from estimator.response import ESTIMATOR_VERSION, EstimateResponse  # noqa: E402
 from estimator.tco import (  # noqa: E402
     JobCost,
     OwnershipTco,
@@ -48,7 +48,6 @@ from estimator.tco import (  # noqa: E402
     ownership_tco,
     tco_options,
 )
-from estimator.version import ESTIMATOR_VERSION  # noqa: E402
 
 __all__ = [
     "ESTIMATOR_VERSION",

@@ -8,12 +8,13 @@ from estimator.construct import trusted
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.host.bom import bill_of_materials, choose_server
 from estimator.host.sizing import host_result
+from estimator.job import Job, job_of
 from estimator.memo import BoundedMemo
 from estimator.messages import N_, Num, Text, join
 from estimator.model.spec import ModelShape, shape_for
 from estimator.request import DEFAULT_GPU, EstimateRequest
-from estimator.reqview import view
 from estimator.response import (
+    ESTIMATOR_VERSION,
     EstimateResponse,
     HostResult,
     LayoutSummary,
@@ -23,6 +24,7 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
+from estimator.rules.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
 from estimator.training.comm import network_warnings
@@ -34,7 +36,6 @@ from estimator.training.params import lora_params_per_layer
 from estimator.training.suggest import suggestions
 from estimator.training.timing import step_time_model, time_assumptions
 from estimator.training.train import TrainFigures, train_figures, train_warnings
-from estimator.version import ESTIMATOR_VERSION
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["ResolvedHardware", "estimate", "estimate_memory", "resolve_hardware"]
@@ -60,8 +61,8 @@ class ResolvedHardware:
         self.server = server
 
 
-def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware:
-    rv = view(req)
+def resolve_hardware(job: Job, catalog: Catalog) -> ResolvedHardware:
+    rv = job
     hw = rv.hardware
     server = None
     if hw.server is not None:
@@ -83,24 +84,24 @@ def resolve_hardware(req: EstimateRequest, catalog: Catalog) -> ResolvedHardware
     return ResolvedHardware(gpu, server)
 
 
-def _trainable(req: EstimateRequest, shape: ModelShape) -> int:
-    t = view(req).training
+def _trainable(job: Job, shape: ModelShape) -> int:
+    t = job.training
     if t.method == "full":
         return shape.total_params()
     return lora_params_per_layer(shape, t.lora_rank, t.lora_targets) * shape.dims.num_layers
 
 
-def estimate_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> MemoryPeak:
-    return peak_memory(req, shape, layout, capacity)
+def estimate_memory(job: Job, shape: ModelShape, layout: Layout, capacity: int) -> MemoryPeak:
+    return peak_memory(job, shape, layout, capacity)
 
 
-def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int) -> int:
+def _max_micro_batch(job: Job, shape: ModelShape, layout: Layout, capacity: int) -> int:
     """Largest micro-batch whose total fits (:func:`estimator.training.memory.max_micro_batch`); 0 if even 1 does
     not."""
-    return max_micro_batch(req, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
+    return max_micro_batch(job, shape, layout, capacity, MAX_MICRO_BATCH_SEARCH)
 
 
-def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capacity: int,
+def _memory_result(job: Job, shape: ModelShape, layout: Layout, capacity: int,
                    peak: MemoryPeak) -> MemoryResult:
     ph = peak.peak
     breakdown = trusted(MemoryBreakdown, parameters=ph.parameters, gradients=ph.gradients,
@@ -109,40 +110,41 @@ def _memory_result(req: EstimateRequest, shape: ModelShape, layout: Layout, capa
     return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
-                        max_micro_batch_size=_max_micro_batch(req, shape, layout, capacity),
-                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", view(req).training.method,
-                                                           _measured_kind(req, layout), layout.tp > 1),
+                        max_micro_batch_size=_max_micro_batch(job, shape, layout, capacity),
+                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", job.training.method,
+                                                           _measured_kind(job, layout), layout.tp > 1),
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank)
 
 
 _MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
 
 
-def _measured_kind(req: EstimateRequest, layout: Layout) -> bool:
+def _measured_kind(job: Job, layout: Layout) -> bool:
     """Whether this kind of set-up is among those measured on the H200 (docs/accuracy.md): PyTorch without
     pipeline/context/expert parallelism; DDP, ZeRO-1 (DDP + ``ZeroRedundancyOptimizer``), FSDP2 shard-grad-op
     (``zero2``) or full shard (with its CPU offload of parameters and optimizer); tensor parallelism (DTensor,
     with or without sequence parallelism) for full fine-tuning alone or under FSDP2, not with DDP or ZeRO-1 (the
     "replicated-embeddings" plan alone, without sequence parallelism); full, LoRA or QLoRA (on one GPU);
     AdamW, 8-bit AdamW, SGD or Adafactor; SDPA or eager attention."""
-    return not _unmeasured(req, layout)[0]
+    return not _unmeasured(job, layout)[0]
 
 
 _UNMEASURED: Final[BoundedMemo[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = BoundedMemo(1024)
 
 
-def _unmeasured(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _unmeasured(job: Job, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(:func:`unmeasured_memory_reasons`, :func:`_unmeasured_memory_line`), memoised on what they read (of the
     layout its degrees, sharding, TP plan and sequence parallelism, and whether it has several data-parallel ranks
     or GPUs: the planner's node counts share one answer)."""
-    p, t = view(req).parallelism, view(req).training
+    p, t = job.parallelism, job.training
     key = (t.method, t.optimizer, p.offload, p.framework, layout.pp, layout.cp, layout.ep, layout.tp, layout.dp > 1,
-           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel)
-    return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(req, layout))
+           layout.world_size > 1, layout.sharding, layout.tp_plan, layout.sequence_parallel, t.stack, t.loss_kernel,
+           t.fused_kernels, t.activation_offloading)
+    return _UNMEASURED.get_or_compute(key, lambda: _unmeasured_uncached(job, layout))
 
 
-def _unmeasured_uncached(req: EstimateRequest, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    reasons = _unmeasured_memory_reasons(req, layout)
+def _unmeasured_uncached(job: Job, layout: Layout) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    reasons = _unmeasured_memory_reasons(job, layout)
     if not reasons:
         return (), ()
     return tuple(reasons), (Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least "
@@ -150,14 +152,14 @@ def _unmeasured_uncached(req: EstimateRequest, layout: Layout) -> tuple[tuple[st
                                  pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f")),)
 
 
-def unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
+def unmeasured_memory_reasons(job: Job, layout: Layout) -> list[str]:
     """What of this set-up no H200 memory measurement covered (empty: a measured kind, see
     :func:`_measured_kind`)."""
-    return list(_unmeasured(req, layout)[0])
+    return list(_unmeasured(job, layout)[0])
 
 
-def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str]:
-    rv = view(req)
+def _unmeasured_memory_reasons(job: Job, layout: Layout) -> list[str]:
+    rv = job
     p, t = rv.parallelism, rv.training
     out: list[str] = []
     for name, degree in ((N_("pipeline parallelism"), layout.pp), (N_("context parallelism"), layout.cp),
@@ -182,15 +184,16 @@ def _unmeasured_memory_reasons(req: EstimateRequest, layout: Layout) -> list[str
         out.append(Text("the %(optimizer)s optimizer", optimizer=t.optimizer))
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
         out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
+    out += unmeasured_mechanisms(rv.training)
     return out
 
 
-def _unmeasured_memory_line(req: EstimateRequest, layout: Layout) -> list[str]:
-    return list(_unmeasured(req, layout)[1])
+def _unmeasured_memory_line(job: Job, layout: Layout) -> list[str]:
+    return list(_unmeasured(job, layout)[1])
 
 
-def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> LayoutSummary:
-    rv = view(req)
+def _layout_summary(job: Job, layout: Layout, gpu_id: str) -> LayoutSummary:
+    rv = job
     t = rv.training
     gbt = layout.tokens_per_step(t)
     return trusted(LayoutSummary, world_size=layout.world_size, dp=layout.dp, tp=layout.tp, pp=layout.pp, cp=layout.cp,
@@ -203,17 +206,17 @@ def _layout_summary(req: EstimateRequest, layout: Layout, gpu_id: str) -> Layout
 _SUMMARIES: Final[BoundedMemo[tuple[object, ...], ModelSummary]] = BoundedMemo(1024)
 
 
-def _model_summary(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
+def _model_summary(job: Job, shape: ModelShape) -> ModelSummary:
     """Memoised (a frozen model, shared) on the shape and what :func:`_trainable` reads."""
-    t = view(req).training
+    t = job.training
     key = (shape, t.method, t.lora_rank, t.lora_targets)
-    return _SUMMARIES.get_or_compute(key, lambda: _model_summary_uncached(req, shape))
+    return _SUMMARIES.get_or_compute(key, lambda: _model_summary_uncached(job, shape))
 
 
-def _model_summary_uncached(req: EstimateRequest, shape: ModelShape) -> ModelSummary:
+def _model_summary_uncached(job: Job, shape: ModelShape) -> ModelSummary:
     a = shape.dims
     return trusted(ModelSummary, name=a.name, total_params=shape.total_params(), active_params=shape.active_params(),
-                        trainable_params=_trainable(req, shape), published_params=a.published_params,
+                        trainable_params=_trainable(job, shape), published_params=a.published_params,
                         num_layers=a.num_layers, hidden_size=a.hidden_size, vocab_size=a.vocab_size)
 
 
@@ -222,49 +225,62 @@ def _catalog_version(catalog: Catalog) -> str:
 
 
 def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateResponse:
-    """Memory, step time and time-to-train of one training layout on one hardware choice."""
+    """Memory, step time and time-to-train of one training layout on one hardware choice: the validated request
+    becomes its :class:`~estimator.job.Job` here, once, and the model takes that."""
     catalog = catalog or _default_catalog()
+    job = job_of(req)
     shape = shape_for(req.model)
-    layout = build_layout(req, shape)
-    hw = resolve_hardware(req, catalog)
+    layout = build_layout(job, shape)
+    hw = resolve_hardware(job, catalog)
     capacity = int(hw.gpu.memory_bytes)
-    peak = estimate_memory(req, shape, layout, capacity)
-    memory = _memory_result(req, shape, layout, capacity, peak)
-    model_time = step_time_model(req, shape, layout, hw.gpu, hw.server)
+    peak = estimate_memory(job, shape, layout, capacity)
+    memory = _memory_result(job, shape, layout, capacity, peak)
+    model_time = step_time_model(job, shape, layout, hw.gpu, hw.server)
     timing = model_time.result()
-    figures = train_figures(req, shape, layout, timing, hw.gpu, hw.server)
-    host, bom = _host_and_bom(req, shape, layout, hw, catalog, timing, figures)
+    figures = train_figures(job, shape, layout, timing, hw.gpu, hw.server)
+    host, bom = _host_and_bom(job, shape, layout, hw, catalog, timing, figures)
     # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
-    ways_out = [] if memory.fits else suggestions(req, shape, capacity)
-    cost, cost_notes = _cost(req, layout, hw, catalog, train, memory.fits)
-    return trusted(EstimateResponse, model=_model_summary(req, shape), layout=_layout_summary(req, layout, hw.gpu.id),
+    ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
+    cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
+    return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
-                            assumptions=assumptions_for(req, layout, hw) + _unmeasured_memory_line(req, layout)
-                            + time_assumptions(req, hw.gpu, layout, model_time.host_ratio),
-                            warnings=warnings_for(req, shape, layout, hw, memory, ways_out)
+                            assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
+                            + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
+                            + stack_assumptions(job.request.training),
+                            warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
-                            + train_warnings(req, layout) + cost_notes,
+                            + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)
+                            + liger_warnings(job.training, shape.dims),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost)
 
 
-def _cost(req: EstimateRequest, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,
+def _measure(req: EstimateRequest, shape: ModelShape, hw: ResolvedHardware, capacity: int) -> tuple[int, float]:
+    """(peak allocated bytes, step seconds) of a suggestion's request (issue 29: what a mechanism saves and costs)."""
+    job = job_of(req)
+    layout = build_layout(job, shape)
+    allocated = peak_memory(job, shape, layout, capacity).peak_allocated
+    return allocated, step_time_model(job, shape, layout, hw.gpu, hw.server).result().step_time_s
+
+
+def _cost(job: Job, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,
           fits: bool) -> tuple[CostResult | None, list[str]]:
     """The run on its cost basis (:mod:`estimator.tco.run_cost`): own with a server, else rent; no total when it does
     not fit."""
     server_id = hw.server.id if hw.server is not None else None
-    basis, notes = choose_basis(catalog, hw.gpu.id, server_id, layout.num_nodes, layout.gpus_per_node, req.cost)
+    basis, notes = choose_basis(catalog, hw.gpu.id, server_id, layout.num_nodes, layout.gpus_per_node,
+                                job.request.cost)
     if basis is None:
         return None, notes
     return cost_of_run(basis, train.gpu_hours if train is not None else None, fits), notes
 
 
-def _host_and_bom(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: ResolvedHardware, catalog: Catalog,
+def _host_and_bom(job: Job, shape: ModelShape, layout: Layout, hw: ResolvedHardware, catalog: Catalog,
                   timing: TimeResult, train: TrainFigures | None) -> tuple[HostResult, list[dict[str, object]]]:
     """The rest of the node (issue 8): host RAM, NVMe, network, power, and the bill of materials. Without a
     server in the request, the catalog's cheapest server carrying this GPU stands in."""
-    server = choose_server(req, hw.server, hw.gpu, catalog)
-    host = host_result(req, shape, layout, hw.gpu, server, catalog, time=timing, train=train)
-    return host, bill_of_materials(req, layout, server, catalog, host, gpu=hw.gpu)
+    server = choose_server(job, hw.server, hw.gpu, catalog)
+    host = host_result(job, shape, layout, hw.gpu, server, catalog, time=timing, train=train)
+    return host, bill_of_materials(job, layout, server, catalog, host, gpu=hw.gpu)

@@ -47,6 +47,7 @@ PURE_MODULES = frozenset({
     "estimator.host_options",
     "estimator.facility.rack",
     "estimator.planner.contract",
+    "estimator.cluster.contract",
     "estimator.planner.reverse",
     "estimator.tco.assumptions",
     "estimator.tco.results",

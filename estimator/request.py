@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from estimator import request_rules as rules
 from estimator.host_options import HostInput
+from estimator.rules import derived as rules
+from estimator.rules import stacks
 from estimator.tco.run_cost import CostChoice
 
 __all__ = [
@@ -39,7 +40,8 @@ class _Frozen(BaseModel):
 
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-true", "fp32", "fp8-mixed"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion", "paged-adamw-8bit", "paged-adamw", "adamw-4bit",
+                    "muon"]
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
 Checkpointing = Literal["none", "selective", "full"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
@@ -48,6 +50,14 @@ Framework = Literal["pytorch", "deepspeed", "megatron"]
 Attention = Literal["flash", "sdpa", "eager"]
 PipelineSchedule = Literal["1f1b", "interleaved", "gpipe"]
 TpPlan = rules.TpPlan
+#: how the loss is computed from the last hidden state (estimator.rules.stacks: each kernel and its source)
+LossKernel = Literal["materialized", "chunked", "fused"]
+#: fused kernels patched into the model (Liger: RMSNorm, SwiGLU, RoPE)
+FusedKernels = Literal["none", "liger"]
+#: saved activations copied to pinned host memory during forward and back for backward
+ActivationOffloading = Literal["none", "checkpoints", "all"]
+#: the fine-tuning stack whose documented defaults fill the fields a request leaves out (estimator.rules.stacks)
+Stack = Literal["transformers", "trl", "axolotl", "llama-factory", "torchtune", "unsloth"]
 
 #: The tensor-parallel plan each framework applies when ``parallelism.tp_plan`` is null. Megatron-LM always
 #: splits the vocabulary (``VocabParallelEmbedding``, ``ColumnParallelLinear`` output layer and
@@ -192,6 +202,46 @@ class Training(_Frozen):
         "AutoModel's use_triton LoRA, Megatron-Bridge / NeMo LoRA inside Transformer Engine layers); null: the "
         "framework's default (megatron fused, pytorch and deepspeed peft). Step time only: the activation memory is "
         "peft's either way")
+
+    stack: Stack = Field(
+        default="transformers", description="the fine-tuning stack that runs the job: its documented defaults fill "
+        "the fields this request leaves out (estimator.rules.stacks lists each default and its source; the estimate's "
+        "assumptions name the ones applied). \"transformers\": Hugging Face Trainer + peft, the estimator's "
+        "historical behaviour")
+    loss_kernel: LossKernel | None = Field(
+        default="materialized", description="how the loss is computed: \"materialized\" (Hugging Face "
+        "ForCausalLMLoss: the full logits upcast to fp32 and kept for backward), \"chunked\" (TRL "
+        "loss_type=\"chunked_nll\", torchtune CEWithChunkedOutputLoss: the logits one chunk at a time) or \"fused\" "
+        "(Liger fused linear cross-entropy, Apple Cut Cross-Entropy, Unsloth: the full logits never exist); left out "
+        "or null: the stack's default (transformers: materialized)")
+    fused_kernels: FusedKernels | None = Field(
+        default="none", description="fused kernels patched into the model: \"liger\" (Liger RMSNorm, SwiGLU, RoPE: "
+        "use_liger_kernel / liger_kernel: true / enable_liger_kernel) or \"none\"; left out or null: the stack's "
+        "default")
+    activation_offloading: ActivationOffloading | None = Field(
+        default="none", description="saved activations copied to pinned host memory: \"checkpoints\" (each "
+        "checkpointed layer's input: Unsloth use_gradient_checkpointing=\"unsloth\", axolotl gradient_checkpointing: "
+        "offload; needs activation_checkpointing \"full\"), \"all\" (every saved tensor: torchtune / TRL "
+        "activation_offloading) or \"none\"; left out or null: the stack's default. GPU memory down, host RAM and "
+        "PCIe traffic up")
+
+    @model_validator(mode="after")
+    def _stack_defaults(self) -> Training:
+        """Fill the fields the request leaves out (or null) with the stack's documented defaults
+        (:data:`estimator.rules.stacks.STACK_DEFAULTS`); a field the request sets wins. Filled in place (the model is
+        frozen once validated), so ``model_fields_set`` still says what the request itself gave."""
+        for field, value in stacks.stack_fill(self).items():
+            object.__setattr__(self, field, value)
+        return self
+
+    @model_validator(mode="after")
+    def _check_stack_combinations(self) -> Training:
+        """A combination a stack's own code refuses is refused here, with that code's reason."""
+        refusal = stacks.training_refusal(self)
+        if refusal is not None:
+            field, message = refusal
+            raise _field_error("Training", field, getattr(self, field), message)
+        return self
 
     @model_validator(mode="after")
     def _check_schedule(self) -> Training:

@@ -7,7 +7,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from estimator.messages import Message
 from estimator.tco.run_cost import CostResult
 
+#: The estimator's version, in every response (training and serving) and recorded with every saved quote and plan,
+#: so that a saved result can be recomputed and audited.
+ESTIMATOR_VERSION = "0.1.0"
+
 __all__ = [
+    "ESTIMATOR_VERSION",
     "EstimateResponse",
     "HostResult",
     "LayoutSummary",

@@ -6,6 +6,7 @@ date; ``uncertain`` lists the figures where sources disagree. Load it with :func
 
 from hardware_catalog.loader import (
     DEFAULT_DATA_DIR,
+    Cable,
     Catalog,
     CatalogError,
     CloudOffer,
@@ -14,9 +15,11 @@ from hardware_catalog.loader import (
     Gpu,
     Interconnect,
     Nic,
+    Optic,
     Server,
     Source,
     StorageClass,
+    Switch,
     TcoDefault,
     TcoDefaults,
     UnknownCatalogIdError,
@@ -25,6 +28,7 @@ from hardware_catalog.loader import (
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "Cable",
     "Catalog",
     "CatalogError",
     "CloudOffer",
@@ -33,9 +37,11 @@ __all__ = [
     "Gpu",
     "Interconnect",
     "Nic",
+    "Optic",
     "Server",
     "Source",
     "StorageClass",
+    "Switch",
     "TcoDefault",
     "TcoDefaults",
     "UnknownCatalogIdError",

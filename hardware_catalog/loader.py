@@ -36,6 +36,7 @@ from hardware_catalog.urls import WebUrl
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "Cable",
     "Catalog",
     "CatalogError",
     "CloudOffer",
@@ -44,9 +45,11 @@ __all__ = [
     "Gpu",
     "Interconnect",
     "Nic",
+    "Optic",
     "Server",
     "Source",
     "StorageClass",
+    "Switch",
     "TcoDefault",
     "TcoDefaults",
     "UnknownCatalogIdError",
@@ -221,6 +224,8 @@ class Nic(_Frozen):
     kind: NicKind
     purpose: NicPurpose
     model: str | None = None
+    cages: int | None = Field(default=None, ge=1, description="OSFP/QSFP cages these ports leave the node by: "
+                              "fewer cages than ports means twin-port cages (DGX H100/B200: 4 cages for 8 NICs)")
 
     @property
     def gbytes_per_s(self) -> float:
@@ -263,6 +268,19 @@ class Server(_Sourced):
     price_usd_high: float | None = Field(default=None, gt=0)
     price_date: str | None = Field(default=None, pattern=DATE_PATTERN)
     placeholder: bool = False
+    nvlink_domain_gpus: int | None = Field(
+        default=None, ge=1, le=1152, description="GPUs in one NVLink domain when it spans more than this node "
+        "(GB200 NVL72: 72 across 18 trays); null: the node's own GPUs")
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs that reach each other over NVLink: ``nvlink_domain_gpus``, else the node's GPUs (one NVSwitch
+        board or mesh), 2 for NVLink-bridged pairs, 1 over PCIe."""
+        if self.nvlink_domain_gpus is not None:
+            return self.nvlink_domain_gpus
+        if self.gpu_fabric == "nvlink-bridge-pairs":
+            return min(2, self.gpu_count)
+        return 1 if self.gpu_fabric == "pcie" else self.gpu_count
 
     @model_validator(mode="after")
     def _price_has_date(self) -> Server:
@@ -352,6 +370,57 @@ class CloudOffer(_Sourced):
         return self
 
 
+class Switch(_Sourced):
+    """A fabric switch. ``ports`` at ``gbit_per_port`` (Gb/s) leave by ``cages`` cages; ``breakout_ports`` at
+    ``breakout_gbit`` is the same silicon split (SN5600: 64 x 800G or 128 x 400G). Power without optics."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str
+    vendor: str
+    fabric_kind: Literal["infiniband", "ethernet"]
+    ports: int = Field(ge=2)
+    gbit_per_port: float = Field(gt=0)
+    cages: int = Field(ge=1)
+    breakout_ports: int | None = Field(default=None, ge=2)
+    breakout_gbit: float | None = Field(default=None, gt=0)
+    rack_units: int = Field(ge=1, le=48)
+    power_w: float = Field(gt=0, description="typical power of the switch without its optics (W)")
+    price_usd: float | None = Field(default=None, gt=0)
+    price_date: str | None = Field(default=None, pattern=DATE_PATTERN)
+
+    def radix(self, gbit: float) -> int:
+        """Ports at ``gbit`` Gb/s: the native count, or the breakout count when that is the speed asked."""
+        if self.breakout_ports is not None and self.breakout_gbit is not None and abs(gbit - self.breakout_gbit) < 1e-9:
+            return self.breakout_ports
+        return self.ports
+
+
+class Optic(_Sourced):
+    """A pluggable transceiver: ``ports`` logical ports (2 for a twin-port OSFP) at ``gbit_per_port`` each."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str
+    form_factor: str
+    ports: int = Field(ge=1, le=2)
+    gbit_per_port: float = Field(gt=0)
+    side: Literal["switch", "node"]
+    power_w: float = Field(gt=0)
+    price_usd: float | None = Field(default=None, gt=0)
+    price_date: str | None = Field(default=None, pattern=DATE_PATTERN)
+
+
+class Cable(_Sourced):
+    """A cable carrying one link (fibre between two transceivers, or a copper DAC)."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str
+    medium: Literal["fiber", "copper"]
+    gbit: float = Field(gt=0)
+    reach_m: float = Field(gt=0)
+    price_usd: float | None = Field(default=None, gt=0)
+    price_date: str | None = Field(default=None, pattern=DATE_PATTERN)
+
+
 class TcoDefault(_Frozen):
     """One TCO assumption with its unit and where the default comes from."""
 
@@ -388,6 +457,9 @@ class Catalog(_Frozen):
     storage: dict[str, StorageClass]
     cloud_offers: list[CloudOffer]
     tco_defaults: TcoDefaults
+    switches: dict[str, Switch] = Field(default_factory=dict)
+    optics: dict[str, Optic] = Field(default_factory=dict)
+    cables: dict[str, Cable] = Field(default_factory=dict)
 
     def gpu(self, gpu_id: str) -> Gpu:
         return _lookup(self.gpus, "GPU", gpu_id)
@@ -397,6 +469,15 @@ class Catalog(_Frozen):
 
     def interconnect(self, interconnect_id: str) -> Interconnect:
         return _lookup(self.interconnects, "interconnect", interconnect_id)
+
+    def switch(self, switch_id: str) -> Switch:
+        return _lookup(self.switches, "switch", switch_id)
+
+    def optic(self, optic_id: str) -> Optic:
+        return _lookup(self.optics, "optic", optic_id)
+
+    def cable(self, cable_id: str) -> Cable:
+        return _lookup(self.cables, "cable", cable_id)
 
     def cloud_offer(self, offer_id: str) -> CloudOffer:
         return _lookup({o.id: o for o in self.cloud_offers}, "cloud offer", offer_id)
@@ -557,6 +638,18 @@ def _cross_check(catalog: Catalog, data_dir: Path) -> None:
             raise CatalogError(f"{m.fabric}: unknown gpu_ids {missing}", data_dir / "interconnects.yaml")
 
 
+def _fabric_parts(path: Path) -> dict[str, Any]:
+    """``fabric.yaml``: the switches, optics and cables of cluster fabrics (absent in an older data directory)."""
+    if not path.is_file():
+        return {}
+    data = _mapping(_read_yaml(path), path)
+    return {
+        "switches": _by_id(_entries(Switch, _mapping(data, path, "switches"), path), path),
+        "optics": _by_id(_entries(Optic, _mapping(data, path, "optics"), path), path),
+        "cables": _by_id(_entries(Cable, _mapping(data, path, "cables"), path), path),
+    }
+
+
 def _load(data_dir: Path) -> Catalog:
     meta_path = data_dir / "meta.yaml"
     meta = _mapping(_read_yaml(meta_path), meta_path)
@@ -582,6 +675,7 @@ def _load(data_dir: Path) -> Catalog:
             ).values()
         ),
         tco_defaults=_validate(TcoDefaults, _mapping(_read_yaml(tco_path), tco_path), tco_path),
+        **_fabric_parts(data_dir / "fabric.yaml"),
     )
     _cross_check(catalog, data_dir)
     return catalog

@@ -9,6 +9,7 @@ from test_host_support import catalog
 
 from estimator.host.bom import bill_of_materials, choose_server, switch_counts
 from estimator.host.sizing import host_result, host_sizing
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 from estimator.training.layout import build_layout
@@ -21,7 +22,7 @@ def setup(server: str | None, nodes: int, gpu: str = "h100-sxm5-80gb", **par: An
                           parallelism=Parallelism(**par),
                           hardware=Hardware(gpu=gpu, server=server, num_nodes=nodes, gpus_per_node=8))
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     cat = catalog()
     srv = cat.servers.get(server) if server else None
     return req, shape, layout, cat.gpus[gpu], srv, cat
@@ -33,8 +34,8 @@ def by_sku(items: list[dict[str, object]]) -> dict[str, dict[str, object]]:
 
 def test_single_node_priced_server_no_fabric() -> None:
     req, shape, layout, gpu, srv, cat = setup("nvidia-dgx-h100", 1, sharding="fsdp", offload="optimizer+params")
-    host = host_result(req, shape, layout, gpu, srv, cat)
-    items = bill_of_materials(req, layout, srv, cat, host)
+    host = host_result(job_of(req), shape, layout, gpu, srv, cat)
+    items = bill_of_materials(job_of(req), layout, srv, cat, host)
     assert all(set(i) == KEYS for i in items)
     skus = by_sku(items)
     assert skus["nvidia-dgx-h100"]["quantity"] == 1
@@ -49,8 +50,8 @@ def test_single_node_priced_server_no_fabric() -> None:
 
 def test_configurable_server_gets_a_dimm_line_of_its_memory_type() -> None:
     req, shape, layout, gpu, srv, cat = setup("dell-xe9680-h100", 1, sharding="fsdp", offload="optimizer+params")
-    host = host_result(req, shape, layout, gpu, srv, cat)
-    ram = next(i for i in bill_of_materials(req, layout, srv, cat, host) if "rdimm" in str(i["sku"]))
+    host = host_result(job_of(req), shape, layout, gpu, srv, cat)
+    ram = next(i for i in bill_of_materials(job_of(req), layout, srv, cat, host) if "rdimm" in str(i["sku"]))
     assert str(ram["sku"]).startswith("ddr5-rdimm-") and ram["unit_price_usd"] is None
     size = int(str(ram["sku"]).split("-")[-1].removesuffix("gb"))
     assert int(str(ram["quantity"])) * size == host.recommended_ram_gib
@@ -64,9 +65,9 @@ def test_ddr4_server_gets_ddr4_dimms() -> None:
                                              offload="optimizer+params")
     assert srv is not None and srv.memory_type == "DDR4"
     open_chassis = srv.model_copy(update={"ram_gib_configured": None})
-    sizing = host_sizing(req, shape, layout, gpu, open_chassis, cat)
+    sizing = host_sizing(job_of(req), shape, layout, gpu, open_chassis, cat)
     assert sizing.dimms is not None and sizing.dimms.memory_type == "DDR4" and sizing.dimms.size_gib != 96
-    items = bill_of_materials(req, layout, open_chassis, cat, sizing)
+    items = bill_of_materials(job_of(req), layout, open_chassis, cat, sizing)
     assert any(str(i["sku"]).startswith("ddr4-rdimm-") for i in items)
 
 
@@ -78,8 +79,8 @@ def test_switch_counts_two_tier_fat_tree(ports: int, leaves: int, spines: int) -
 
 def test_multi_node_lists_nics_switches_and_cables() -> None:
     req, shape, layout, gpu, srv, cat = setup("nvidia-dgx-h100", 16, sharding="fsdp")
-    sizing = host_sizing(req, shape, layout, gpu, srv, cat)
-    items = bill_of_materials(req, layout, srv, cat, sizing)
+    sizing = host_sizing(job_of(req), shape, layout, gpu, srv, cat)
+    items = bill_of_materials(job_of(req), layout, srv, cat, sizing)
     skus = by_sku(items)
     assert sizing.nics is not None
     nic = skus[f"nic-{sizing.nics.gbps}g"]
@@ -89,21 +90,22 @@ def test_multi_node_lists_nics_switches_and_cables() -> None:
     assert sum(int(str(i["quantity"])) for i in switches) == leaves + spines
     assert skus["nvidia-dgx-h100"]["quantity"] == 16
     # the response's host block gives the same configuration as the full sizing
-    host = host_result(req, shape, layout, gpu, srv, cat)
-    assert by_sku(bill_of_materials(req, layout, srv, cat, host)).keys() == skus.keys()
+    host = host_result(job_of(req), shape, layout, gpu, srv, cat)
+    assert by_sku(bill_of_materials(job_of(req), layout, srv, cat, host)).keys() == skus.keys()
 
 
 def test_without_a_server_suggests_one_that_carries_the_gpu() -> None:
     req, shape, layout, gpu, _, cat = setup(None, 1, sharding="fsdp")
-    chosen = choose_server(req, None, gpu, cat)
+    chosen = choose_server(job_of(req), None, gpu, cat)
     assert chosen is not None and chosen.gpu_id == gpu.id and chosen.gpu_count >= 8
-    items = bill_of_materials(req, layout, None, cat, host_sizing(req, shape, layout, gpu, chosen, cat), gpu=gpu)
+    job = job_of(req)
+    items = bill_of_materials(job, layout, None, cat, host_sizing(job, shape, layout, gpu, chosen, cat), gpu=gpu)
     assert items[0]["sku"] == chosen.id and "suggested" in str(items[0]["item"])
 
 
 def test_unpriced_items_say_so() -> None:
     req, shape, layout, gpu, srv, cat = setup("dell-xe9680-h100", 2, sharding="fsdp")
-    items = bill_of_materials(req, layout, srv, cat, host_sizing(req, shape, layout, gpu, srv, cat))
+    items = bill_of_materials(job_of(req), layout, srv, cat, host_sizing(job_of(req), shape, layout, gpu, srv, cat))
     for i in items:
         if i["unit_price_usd"] is None:
             assert "price" in str(i["source"]) or "catalog" in str(i["source"]) or "QM9700" in str(i["source"])

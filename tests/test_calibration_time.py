@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -63,9 +64,9 @@ def _fake_pg() -> list[dict[str, Any]]:
 def estimated_step_s(case: dict[str, Any]) -> float:
     req = EstimateRequest.model_validate(case["request"])
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     c = catalog()
-    t = step_time(req, shape, layout, c.gpus[req.hardware.gpu], None, c)
+    t = step_time(job_of(req), shape, layout, c.gpus[req.hardware.gpu], None, c)
     if case["run"].get("world_size_fake"):
         hidden = t.communication_s - t.exposed_communication_s
         return t.step_time_s - t.exposed_communication_s - COMM_OVERLAP_PENALTY * hidden

@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
 from estimator.training.checkpoint import checkpoint_size
@@ -92,7 +93,7 @@ def request(tied: bool = False, *, precision: str = "bf16-mixed", optimizer: str
 
 def expected(req: EstimateRequest, fmt: str = "torch.save") -> Any:
     shape = ModelShape(resolve_model(req.model))
-    return checkpoint_size(req, shape, build_layout(req, shape), fmt)  # type: ignore[arg-type]
+    return checkpoint_size(job_of(req), shape, build_layout(job_of(req), shape), fmt)  # type: ignore[arg-type]
 
 
 def build(tied: bool, dtype: torch.dtype = torch.float32) -> Any:

@@ -12,6 +12,7 @@ import pydantic
 import pytest
 
 from estimator.host.network import inter_node_traffic
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.checkpoint import checkpoint_size
@@ -27,7 +28,7 @@ def _req(sharding: str, cp: int, nodes: int, **par: object) -> EstimateRequest:
 
 def _traffic(req: EstimateRequest) -> dict[str, int]:
     shape = ModelShape(resolve_model(req.model))
-    return inter_node_traffic(req, shape, build_layout(req, shape)).by_kind
+    return inter_node_traffic(job_of(req), shape, build_layout(job_of(req), shape)).by_kind
 
 
 @pytest.mark.parametrize("sharding", ["none", "zero1", "zero2", "zero3"])
@@ -48,7 +49,7 @@ def test_hsdp_replica_traffic_with_cp() -> None:
 
 def _writers(req: EstimateRequest) -> int:
     shape = ModelShape(resolve_model(req.model))
-    return checkpoint_size(req, shape, build_layout(req, shape)).writer_nodes
+    return checkpoint_size(job_of(req), shape, build_layout(job_of(req), shape)).writer_nodes
 
 
 def test_hsdp_checkpoint_writers_with_cp() -> None:

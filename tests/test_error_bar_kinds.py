@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from estimator.estimate import _measured_kind
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
@@ -40,8 +41,8 @@ def test_memory_error_bar_kinds(training: dict, parallelism: dict, nodes: int, g
     req = EstimateRequest.model_validate({"model": "llama-3.2-1b", "training": training, "parallelism": parallelism,
                                           "hardware": {"gpu": "h200-sxm-141gb", "num_nodes": nodes,
                                                        "gpus_per_node": gpus}})
-    layout = build_layout(req, ModelShape(resolve_model(req.model)))
-    assert _measured_kind(req, layout) is measured
+    layout = build_layout(job_of(req), ModelShape(resolve_model(req.model)))
+    assert _measured_kind(job_of(req), layout) is measured
     bar = memory_error_bar_pct(layout.sharding != "none", req.training.method, measured, layout.tp > 1)
     assert (bar < UNMEASURED_MEMORY_ERROR_PCT) is measured
 
@@ -74,9 +75,10 @@ def test_unmeasured_reasons_are_shared_only_where_they_are_equal() -> None:
                 try:
                     req = EstimateRequest.model_validate({"model": "llama-3.1-8b", "training": training,
                                                           "parallelism": par, "hardware": {"num_nodes": nodes}})
-                    layout = build_layout(req, shape_for(req.model))
+                    layout = build_layout(job_of(req), shape_for(req.model))
                 except (ValidationError, InvalidRequestError):  # a combination the contract refuses
                     continue
                 compared += 1
-                assert list(_unmeasured(req, layout)[0]) == _unmeasured_memory_reasons(req, layout), (par, nodes)
+                job = job_of(req)
+                assert list(_unmeasured(job, layout)[0]) == _unmeasured_memory_reasons(job, layout), (par, nodes)
     assert compared >= 60

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.flops import attention_flops, model_flops_per_step, workload
@@ -25,7 +26,7 @@ def _setup(training: dict[str, Any] | None = None, parallelism: dict[str, Any] |
         "model": model, "training": {"micro_batch_size": 1, "seq_len": 4096, **(training or {})},
         "parallelism": parallelism or {}, "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": gpus}})
     shape = ModelShape(resolve_model(req.model))
-    return req, shape, build_layout(req, shape)
+    return req, shape, build_layout(job_of(req), shape)
 
 
 def _matmul_params(shape: ModelShape) -> int:
@@ -44,21 +45,21 @@ def _causal_attention(shape: ModelShape, s: int) -> float:
 def test_dense_model_flops_are_6nt_plus_causal_attention(model: str) -> None:
     req, shape, layout = _setup(model=model)
     tokens = 4096
-    got = model_flops_per_step(req, shape, layout, workload(req, shape, layout))
+    got = model_flops_per_step(job_of(req), shape, layout, workload(job_of(req), shape, layout))
     expected = 6.0 * _matmul_params(shape) * tokens + 3.0 * _causal_attention(shape, 4096)
     assert got == pytest.approx(expected, rel=0.002)
 
 
 def test_lora_skips_weight_gradients_of_the_frozen_base() -> None:
     req, shape, layout = _setup({"method": "lora", "lora_rank": 16})
-    got = model_flops_per_step(req, shape, layout, workload(req, shape, layout))
+    got = model_flops_per_step(job_of(req), shape, layout, workload(job_of(req), shape, layout))
     base = 4.0 * _matmul_params(shape) * 4096 + 3.0 * _causal_attention(shape, 4096)
     assert base < got < base * 1.01  # the rank-16 adapters add well under 1%
 
 
 def test_moe_counts_active_experts_only() -> None:
     req, shape, layout = _setup(model="mixtral-8x7b")
-    got = model_flops_per_step(req, shape, layout, workload(req, shape, layout))
+    got = model_flops_per_step(job_of(req), shape, layout, workload(job_of(req), shape, layout))
     active = shape.active_params() - shape.embedding_params()
     assert got == pytest.approx(6.0 * active * 4096 + 3.0 * _causal_attention(shape, 4096), rel=0.01)
 
@@ -66,8 +67,8 @@ def test_moe_counts_active_experts_only() -> None:
 def test_flash_attention_halves_the_causal_scores_eager_does_not() -> None:
     req, shape, layout = _setup({"attention": "flash"})
     eager = _setup({"attention": "eager"})[0]
-    flash_flops, _ = attention_flops(shape, req, layout)
-    eager_flops, _ = attention_flops(shape, eager, layout)
+    flash_flops, _ = attention_flops(shape, job_of(req), layout)
+    eager_flops, _ = attention_flops(shape, job_of(eager), layout)
     assert eager_flops == pytest.approx(2.0 * flash_flops)
 
 
@@ -75,8 +76,8 @@ def test_sliding_window_caps_the_key_length() -> None:
     req, shape, layout = _setup({"seq_len": 16384})
     windowed = shape.arch.model_copy(update={"sliding_window": 4096})
     w_shape = ModelShape(windowed)
-    full, seq_full = attention_flops(shape, req, layout)
-    part, seq_part = attention_flops(w_shape, req, layout)
+    full, seq_full = attention_flops(shape, job_of(req), layout)
+    part, seq_part = attention_flops(w_shape, job_of(req), layout)
     assert seq_full == 16384 and seq_part == 4096
     assert part == pytest.approx(full * (16384 * 4096 - 4096**2 / 2) / (16384**2 / 2))
 
@@ -85,8 +86,8 @@ def test_sliding_window_caps_the_key_length() -> None:
 def test_tensor_and_context_parallel_split_the_work_evenly(par: dict[str, int]) -> None:
     req1, shape, l1 = _setup()
     reqn, _, ln = _setup(parallelism=par, gpus=8)
-    one = workload(req1, shape, l1)
-    split = workload(reqn, shape, ln)
+    one = workload(job_of(req1), shape, l1)
+    split = workload(job_of(reqn), shape, ln)
     assert one.dense is not None and split.dense is not None
     ways = par.get("tp", 1) * par.get("cp", 1)
     assert split.dense.gemm_flops * ways == pytest.approx(one.dense.gemm_flops, rel=1e-9)
@@ -95,15 +96,15 @@ def test_tensor_and_context_parallel_split_the_work_evenly(par: dict[str, int]) 
 
 def test_model_flops_do_not_depend_on_the_layout() -> None:
     req1, shape, l1 = _setup()
-    one = model_flops_per_step(req1, shape, l1, workload(req1, shape, l1))
+    one = model_flops_per_step(job_of(req1), shape, l1, workload(job_of(req1), shape, l1))
     req8, _, l8 = _setup(parallelism={"tp": 2, "cp": 2}, gpus=8)
-    eight = model_flops_per_step(req8, shape, l8, workload(req8, shape, l8))
+    eight = model_flops_per_step(job_of(req8), shape, l8, workload(job_of(req8), shape, l8))
     assert eight == pytest.approx(2 * one, rel=1e-6)  # dp = 2 replicas of the one-GPU step
 
 
 def test_fp8_marks_the_decoder_linears_not_the_lm_head() -> None:
     req, shape, layout = _setup({"precision": "fp8-mixed"})
-    work = workload(req, shape, layout)
+    work = workload(job_of(req), shape, layout)
     assert work.dense is not None and all(g.fp8 for g in work.dense.gemms)
     assert not work.head.fp8
 
@@ -129,9 +130,10 @@ def test_layer_parts_are_shared_only_where_they_are_equal() -> None:
         req = EstimateRequest.model_validate({"model": model, "training": training, "parallelism": par,
                                               "hardware": {"num_nodes": nodes}})
         shape = shape_for(req.model)
-        layout = build_layout(req, shape)
+        job = job_of(req)
+        layout = build_layout(job, shape)
         for moe in (False, True) if shape.is_moe else (False,):
-            assert _fields(_memo_layer_parts(req, shape, layout, moe)) == _fields(_layer_parts(req, shape, layout, moe))
+            assert _fields(_memo_layer_parts(job, shape, layout, moe)) == _fields(_layer_parts(job, shape, layout, moe))
 
 
 def _fields(parts: Any) -> tuple[object, ...]:

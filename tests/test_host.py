@@ -14,6 +14,7 @@ from estimator.host.network import inter_node_traffic
 from estimator.host.ram import BREAKDOWN_KEYS, host_ram
 from estimator.host.sizing import NicConfig, host_result, host_sizing, recommend_dimms, recommend_nics
 from estimator.host_options import GIB, HostOptions, host_defaults
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 from estimator.response import HostResult
@@ -29,14 +30,14 @@ def make(model: str = "llama-3.1-8b", *, gpu: str = "h100-sxm5-80gb", server: st
     req = EstimateRequest(model=model, training=Training(**training), parallelism=Parallelism(**parallel),
                           hardware=Hardware(gpu=gpu, server=server, num_nodes=nodes, gpus_per_node=gpus))
     shape = ModelShape(resolve_model(req.model))
-    return req, shape, build_layout(req, shape)
+    return req, shape, build_layout(job_of(req), shape)
 
 
 def sizing(req: EstimateRequest, shape: ModelShape, layout: Any, options: HostOptions | None = None,
            time: Any = None) -> Any:
     cat = catalog()
     server = cat.servers.get(req.hardware.server) if req.hardware.server else None
-    return host_sizing(req, shape, layout, cat.gpus[req.hardware.gpu], server, cat, time=time, options=options)
+    return host_sizing(job_of(req), shape, layout, cat.gpus[req.hardware.gpu], server, cat, time=time, options=options)
 
 
 # ------------------------------------------------------------------------------------------------------ RAM
@@ -52,7 +53,7 @@ def test_breakdown_adds_up_to_the_node_total() -> None:
     s = sizing(req, shape, layout)
     assert set(s.ram.node_items) == set(BREAKDOWN_KEYS)
     assert sum(s.ram.node_items.values()) == s.ram.per_node
-    result = host_result(req, shape, layout, catalog().gpus[req.hardware.gpu],
+    result = host_result(job_of(req), shape, layout, catalog().gpus[req.hardware.gpu],
                          catalog().servers["nvidia-dgx-h100"], catalog())
     assert isinstance(result, HostResult)
     assert sum(result.ram_breakdown_bytes.values()) == result.ram_bytes_per_node
@@ -62,12 +63,13 @@ def test_fsdp2_offload_holds_16_bytes_per_parameter_plus_rounding() -> None:
     """ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840): fp32 params, grads and Adam m, v on the host =
     16 bytes per parameter, sharded over the ranks; PyTorch's pinned allocator adds power-of-two rounding."""
     req, shape, layout = make(sharding="fsdp", offload="optimizer+params", optimizer_impl="fused")
-    ram = host_ram(req, shape, layout, checkpoint_size(req, shape, layout), HostOptions(model_loading="meta"))
+    job = job_of(req)
+    ram = host_ram(job, shape, layout, checkpoint_size(job, shape, layout), HostOptions(model_loading="meta"))
     states = sum(ram.node_items[k] for k in ("offloaded_parameters", "offloaded_gradients",
                                              "offloaded_optimizer_states"))
     assert states == pytest.approx(16 * shape.total_params(), rel=0.002)  # padding of dim-0 shards only
     exact_rounding = 0
-    for x in local_tensors(req, shape, layout, "only"):
+    for x in local_tensors(job_of(req), shape, layout, "only"):
         n = x.shard_numel(8)
         exact_rounding += 2 * (pow2ceil(4 * n) - 4 * n) * x.count
     assert ram.node_items["pinned_rounding"] == 8 * exact_rounding
@@ -78,7 +80,8 @@ def test_deepspeed_offload_follows_its_own_estimator() -> None:
     cpu_mem = total_params x 18 x 1.5 with parameter offload, x 16 x 1.5 with optimizer offload only."""
     for offload, per_param in (("optimizer+params", 18), ("optimizer", 16)):
         req, shape, layout = make(sharding="zero3", offload=offload, framework="deepspeed")
-        ram = host_ram(req, shape, layout, checkpoint_size(req, shape, layout), HostOptions(model_loading="meta"))
+        job = job_of(req)
+        ram = host_ram(job, shape, layout, checkpoint_size(job, shape, layout), HostOptions(model_loading="meta"))
         keys = ("offloaded_parameters", "offloaded_gradients", "offloaded_optimizer_states",
                 "cpu_optimizer_temporary")
         assert sum(ram.node_items[k] for k in keys) == pytest.approx(shape.total_params() * per_param * 1.5,
@@ -88,9 +91,10 @@ def test_deepspeed_offload_follows_its_own_estimator() -> None:
 @pytest.mark.parametrize(("impl", "expect"), [("fused", 0), ("for-loop", "2 x largest"), ("foreach", "all")])
 def test_cpu_optimizer_temporaries(impl: str, expect: Any) -> None:
     req, shape, layout = make(sharding="fsdp", offload="optimizer+params", optimizer_impl=impl)
-    ram = host_ram(req, shape, layout, checkpoint_size(req, shape, layout), HostOptions(model_loading="meta"))
+    job = job_of(req)
+    ram = host_ram(job, shape, layout, checkpoint_size(job, shape, layout), HostOptions(model_loading="meta"))
     per_process = ram.busiest_process.items["cpu_optimizer_temporary"]
-    largest = max(x.shard_numel(8) for x in local_tensors(req, shape, layout, "only"))
+    largest = max(x.shard_numel(8) for x in local_tensors(job_of(req), shape, layout, "only"))
     if expect == 0:
         assert per_process == 0
     elif expect == "2 x largest":
@@ -115,7 +119,7 @@ def test_async_checkpoint_stages_a_pinned_copy_of_each_shard() -> None:
     req, shape, layout = make(sharding="fsdp")
     sync = sizing(req, shape, layout, HostOptions(async_checkpoint=False, model_loading="meta")).ram
     asyn = sizing(req, shape, layout, HostOptions(async_checkpoint=True, model_loading="meta")).ram
-    ckpt = checkpoint_size(req, shape, layout)
+    ckpt = checkpoint_size(job_of(req), shape, layout)
     assert asyn.per_node - sync.per_node == 8 * ckpt.per_rank_bytes
 
 
@@ -171,13 +175,13 @@ def test_ddp_across_nodes_moves_2_n_minus_1_over_n_gradients() -> None:
     """nccl-tests PERFORMANCE.md: all-reduce busbw factor 2(n-1)/n; hierarchically, per node, of the whole
     fp32 gradient buffer of one replica."""
     req, shape, layout = make("llama-3.2-1b", nodes=4, sharding="none")
-    traffic = inter_node_traffic(req, shape, layout)
+    traffic = inter_node_traffic(job_of(req), shape, layout)
     assert traffic.bytes_per_step_per_node == pytest.approx(2 * 4 * shape.total_params() * 3 / 4, rel=1e-6)
 
 
 def test_fsdp_across_nodes_gathers_twice_and_reduce_scatters_per_micro_batch() -> None:
     req, shape, layout = make("llama-3.1-8b", nodes=2, sharding="fsdp", gradient_accumulation_steps=4)
-    traffic = inter_node_traffic(req, shape, layout)
+    traffic = inter_node_traffic(job_of(req), shape, layout)
     p = shape.total_params()
     want = 4 * (2 * 2 * p + 4 * p) * 1 / 2  # m x (2 bf16 all-gathers + 1 fp32 reduce-scatter) x (N-1)/N
     assert traffic.bytes_per_step_per_node == pytest.approx(want, rel=1e-6)
@@ -185,7 +189,7 @@ def test_fsdp_across_nodes_gathers_twice_and_reduce_scatters_per_micro_batch() -
 
 def test_hsdp_keeps_sharding_inside_the_node() -> None:
     req, shape, layout = make("llama-3.1-8b", nodes=2, sharding="hsdp")
-    traffic = inter_node_traffic(req, shape, layout)
+    traffic = inter_node_traffic(job_of(req), shape, layout)
     assert set(traffic.by_kind) == {"gradient all-reduce across replicas"}
     assert traffic.bytes_per_step_per_node == pytest.approx(2 * 4 * shape.total_params() / 2, rel=1e-6)
 
@@ -275,7 +279,8 @@ def test_nccl_host_memory_on_one_node_too() -> None:
 
     def nccl(case: tuple[Any, ...]) -> int:
         req, shape, layout = case
-        return host_ram(req, shape, layout, checkpoint_size(req, shape, layout), opts).busiest_process.items["nccl"]
+        job = job_of(req)
+        return host_ram(job, shape, layout, checkpoint_size(job, shape, layout), opts).busiest_process.items["nccl"]
 
     assert nccl(one_gpu) == 0
     assert nccl(single) == int(d.num("ram", "nccl_host_gib_single_node") * GIB) > 0
@@ -324,6 +329,7 @@ def test_local_tensors_are_shared_only_where_they_are_equal() -> None:
         req = EstimateRequest.model_validate({"model": model, "training": {"method": method},
                                               "parallelism": par, "hardware": {"num_nodes": nodes}})
         shape = shape_for(req.model)
-        layout = build_layout(req, shape)
+        job = job_of(req)
+        layout = build_layout(job, shape)
         for stage in stages(layout):
-            assert local_tensors(req, shape, layout, stage) == _local_tensors_uncached(req, shape, layout, stage)
+            assert local_tensors(job, shape, layout, stage) == _local_tensors_uncached(job, shape, layout, stage)

@@ -16,6 +16,7 @@ import pytest
 from test_host_support import catalog
 
 from estimator import estimate
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest, Hardware, Parallelism, Training
 from estimator.training.layout import build_layout
@@ -59,7 +60,7 @@ def _micro_batch(name: str) -> int:
 def answer(name: str) -> dict[str, Any]:
     req = _request(name, _micro_batch(name))
     resp = estimate(req, catalog())
-    layout = build_layout(req, ModelShape(resolve_model(req.model)))
+    layout = build_layout(job_of(req), ModelShape(resolve_model(req.model)))
     assert resp.host is not None and resp.time is not None and resp.train is not None
     return {"layout": name, "fits": resp.memory.fits, "gpu_gib": resp.memory.peak_allocated_bytes / GIB,
             "mbs": req.training.micro_batch_size, "ga": req.training.gradient_accumulation_steps, "dp": layout.dp,

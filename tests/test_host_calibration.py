@@ -22,6 +22,7 @@ import pytest
 from estimator.estimate import estimate
 from estimator.host.ram import process_ram
 from estimator.host_options import GIB, HostOptions
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.checkpoint import checkpoint_size
@@ -44,9 +45,9 @@ def _load() -> dict[str, Any]:
 def estimate_process_bytes(request: dict[str, Any]) -> tuple[int, dict[str, int]]:
     req = EstimateRequest.model_validate(request)
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
-    ckpt = checkpoint_size(req, shape, layout)
-    _, train = process_ram(req, shape, layout, ckpt, AS_RUN, rank0=True)
+    layout = build_layout(job_of(req), shape)
+    ckpt = checkpoint_size(job_of(req), shape, layout)
+    _, train = process_ram(job_of(req), shape, layout, ckpt, AS_RUN, rank0=True)
     return train.total, train.items
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from benchmarks.calibration.compare import load_lora_cases, load_parallel_cases
 from estimator import EstimateRequest, estimate
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import DEFAULT_TP_PLAN, Parallelism
 from estimator.training.activations import activation_rates
@@ -33,7 +34,7 @@ GIB = 1 << 30
 def _rates(request: dict) -> tuple[float, int]:
     req = EstimateRequest.model_validate(request)
     shape = ModelShape(resolve_model(req.model))
-    return activation_rates(req, shape, build_layout(req, shape)).per_token, \
+    return activation_rates(job_of(req), shape, build_layout(job_of(req), shape)).per_token, \
         req.training.micro_batch_size * req.training.seq_len
 
 

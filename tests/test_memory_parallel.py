@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from estimator.errors import InvalidRequestError
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, list_presets, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -25,7 +26,7 @@ H200 = 141 * 10**9
 def _peak(body: dict) -> tuple[MemoryPeak, ModelShape]:
     req = EstimateRequest.model_validate(body)
     shape = ModelShape(resolve_model(req.model))
-    return peak_memory(req, shape, build_layout(req, shape), H200), shape
+    return peak_memory(job_of(req), shape, build_layout(job_of(req), shape), H200), shape
 
 
 def _phase(peak: MemoryPeak, name: str):  # type: ignore[no-untyped-def]
@@ -270,10 +271,11 @@ def test_activation_rates_are_shared_only_where_they_are_equal() -> None:
                                             "sequence_parallel": sp},
                             "hardware": {"num_nodes": nodes}})
                         shape = shape_for(req.model)
-                        layout = build_layout(req, shape)
+                        layout = build_layout(job_of(req), shape)
                     except (ValidationError, InvalidRequestError):
                         continue
-                    memo, fresh = activation_rates(req, shape, layout), _activation_rates(req, shape, layout)
+                    job = job_of(req)
+                    memo, fresh = activation_rates(job, shape, layout), _activation_rates(job, shape, layout)
                     assert [getattr(memo, n) for n in names] == [getattr(fresh, n) for n in names], (fw, sh, tp, sp)
                     compared += 1
     assert compared >= 60

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from estimator.errors import EstimatorError
+from estimator.job import job_of
 from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest
 from estimator.training.activations import activation_model, activation_rates
@@ -39,12 +40,12 @@ def test_the_search_total_is_the_peak_models() -> None:
     for req in _sample():
         try:
             shape = shape_for(req.model)
-            layout = build_layout(req, shape)
+            layout = build_layout(job_of(req), shape)
         except EstimatorError:
             continue
-        rates, bases = activation_rates(req, shape, layout), _stage_bases(req, shape, layout)
+        rates, bases = activation_rates(job_of(req), shape, layout), _stage_bases(job_of(req), shape, layout)
         for m in (1, 2, 3, 7, 64):
-            act = activation_model(req, shape, layout, m, rates)
+            act = activation_model(job_of(req), shape, layout, m, rates)
             best_bytes, expected = -1, None  # every stage's phases, the first with the largest peak
             for base in bases:
                 rows = _phases(base, act)
@@ -53,11 +54,11 @@ def test_the_search_total_is_the_peak_models() -> None:
                     best_bytes, expected = top, (index, rows, base)
             assert expected is not None
             index, rows, base = expected
-            inp = _overhead_input(req, shape, layout, best_bytes, act, base)
-            allocated, got_index, got_rows, stage, got_inp = _busiest(req, shape, layout, act, bases)
+            inp = _overhead_input(job_of(req), shape, layout, best_bytes, act, base)
+            allocated, got_index, got_rows, stage, got_inp = _busiest(job_of(req), shape, layout, act, bases)
             assert (allocated, got_index, _fields(got_rows), stage) == (best_bytes, index, _fields(rows), base.stage)
             assert (overhead_bytes(got_inp), hard_overhead_bytes(got_inp)) == (overhead_bytes(inp),
                                                                                 hard_overhead_bytes(inp))
-            assert _busiest_total(req, shape, layout, act, bases) == best_bytes + hard_overhead_bytes(inp)
+            assert _busiest_total(job_of(req), shape, layout, act, bases) == best_bytes + hard_overhead_bytes(inp)
             checked += 1
     assert checked > 1000

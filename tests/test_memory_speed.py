@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 import estimator.training.memory as memory
+from estimator.job import job_of
 from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -18,12 +19,12 @@ H100, H200 = 80 * 10**9, 141 * 10**9
 def _setup(body: dict):  # type: ignore[no-untyped-def]
     req = EstimateRequest.model_validate(body)
     shape = shape_for(req.model)
-    return req, shape, build_layout(req, shape)
+    return req, shape, build_layout(job_of(req), shape)
 
 
 def _fits(req: EstimateRequest, shape, layout, cap: int, mbs: int) -> bool:  # type: ignore[no-untyped-def]
     trial = req.model_copy(update={"training": req.training.model_copy(update={"micro_batch_size": mbs})})
-    return memory._peak_memory(trial, shape, layout, cap).fits
+    return memory._peak_memory(job_of(trial), shape, layout, cap).fits
 
 
 BODIES = [
@@ -42,7 +43,7 @@ def test_max_micro_batch_is_the_fitting_boundary(body: dict) -> None:
     """The answer fits and one more sequence does not (or the limit is reached), checked with full peaks."""
     req, shape, layout = _setup(body)
     limit = 256
-    m = memory.max_micro_batch(req, shape, layout, H200, limit)
+    m = memory.max_micro_batch(job_of(req), shape, layout, H200, limit)
     if m == 0:
         assert not _fits(req, shape, layout, H200, 1)
         return
@@ -53,5 +54,5 @@ def test_max_micro_batch_is_the_fitting_boundary(body: dict) -> None:
 def test_max_micro_batch_stops_at_the_limit() -> None:
     req, shape, layout = _setup({"model": "llama-3.2-1b", "training": {"seq_len": 16, "method": "lora"},
                                  "hardware": {"gpu": "h200-sxm-141gb"}})
-    assert memory.max_micro_batch(req, shape, layout, H200, 64) == 64
-    assert memory.max_micro_batch(req, shape, layout, H200, 1) == 1
+    assert memory.max_micro_batch(job_of(req), shape, layout, H200, 64) == 64
+    assert memory.max_micro_batch(job_of(req), shape, layout, H200, 1) == 1

@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy import Engine, MetaData, Table, inspect, select, update
 from sqlalchemy.orm import Session
 
-from app.core.migrate import alembic_config, current_revision, head_revision, upgrade
+from app.core.migrate import alembic_config, current_revision, upgrade
 from app.models import SavedRevision
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -63,8 +63,8 @@ def test_0004_keeps_every_saved_quote_as_it_was(engine: Engine) -> None:
     upgrade(engine, "0003")
     _quote_at_0003(engine)
     assert not {"serving_inputs", "serving_result"} & _columns(engine)
-    upgrade(engine)
-    assert current_revision(engine) == head_revision() == "0004"
+    upgrade(engine, "0004")
+    assert current_revision(engine) == "0004"
     assert {"serving_inputs", "serving_result"} <= _columns(engine)
     before = [(n, INPUTS, RESULT, Decimal("399999.99"), "n", d, None, None) for n, d in ((1, None), (2, []))]
     assert _rows(engine) == before
@@ -73,7 +73,7 @@ def test_0004_keeps_every_saved_quote_as_it_was(engine: Engine) -> None:
 def test_0004_a_serving_line_survives_and_blocks_the_downgrade(engine: Engine) -> None:
     upgrade(engine, "0003")
     _quote_at_0003(engine)
-    upgrade(engine)
+    upgrade(engine, "0004")
     with engine.begin() as conn:
         conn.execute(update(SavedRevision.__table__).where(SavedRevision.__table__.c.number == 2)
                      .values(serving_inputs=SERVING_INPUTS, serving_result=SERVING_RESULT))
@@ -85,6 +85,6 @@ def test_0004_a_serving_line_survives_and_blocks_the_downgrade(engine: Engine) -
         conn.execute(update(SavedRevision.__table__).values(serving_inputs=None, serving_result=None))
     _down_to_0003(engine)
     assert current_revision(engine) == "0003" and not {"serving_inputs"} & _columns(engine)
-    upgrade(engine)
+    upgrade(engine, "0004")
     assert [r[:6] for r in _rows(engine)] == [(1, INPUTS, RESULT, Decimal("399999.99"), "n", None),
                                               (2, INPUTS, RESULT, Decimal("399999.99"), "n", [])]

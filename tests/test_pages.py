@@ -242,11 +242,11 @@ def test_unknown_quote_is_a_404_page(client: TestClient) -> None:
 
 def test_compare_defaults_to_a100_h100_h200(client: TestClient) -> None:
     html = client.get(f"/compare?{JOB}").text
-    options = re.findall(r'<tr data-option="([^"]+)"', html)
+    options = re.findall(r'<tr data-option="([^"]+)" data-layout="yours"', html)
     assert [o.split("-")[0] for o in options] == ["a100", "h100", "h200"]
     fig = _figure(html, "cmp-memory")
     capacity = next(t for t in fig["data"] if t["name"] == "GPU capacity")
-    assert len(capacity["x"]) == 3
+    assert len(capacity["x"]) == 6, "each option with the user's layout, then each with the planner's"
     assert capacity["x"][2] > capacity["x"][1], "the H200 holds more than the H100"
 
 
@@ -304,8 +304,8 @@ def test_timing_cost_and_step_time_chart_when_the_estimator_gives_them(
     step = _figure(html, "step-time")
     assert sum(step["data"][0]["x"]) == pytest.approx(3.0 + 0.5 + 0.0 + 0.4 + 0.1)
     compare = client.get(f"/compare?{JOB}").text
-    for name in ("cmp-speed", "cmp-time", "cmp-cost"):
-        assert len(_figure(compare, name)["data"][0]["y"]) == 3
+    for name in ("cmp-speed", "cmp-time", "cmp-cost"):  # each option with the user's and the planner's layout
+        assert len(_figure(compare, name)["data"][0]["y"]) == 6
 
 
 def _kpi(html: str, name: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from estimator.job import job_of
 from estimator.model.spec import CachedShape, ModelShape, resolve_model
 from estimator.planner.contract import Plan, PlanRequest, PlanResponse
 from estimator.planner.hardware import hardware_options, worlds_for
@@ -68,7 +69,7 @@ def test_every_plan_is_valid_and_fits(fixture: str, request: pytest.FixtureReque
     resp: PlanResponse = request.getfixturevalue(fixture)
     for p in resp.plans:
         req = EstimateRequest.model_validate(p.request.model_dump())  # the request re-validates as given
-        layout = build_layout(req, ModelShape(resolve_model(req.model)))  # raises on an invalid layout
+        layout = build_layout(job_of(req), ModelShape(resolve_model(req.model)))  # raises on an invalid layout
         assert (layout.tp, layout.pp, layout.cp, layout.dp) == (p.layout.tp, p.layout.pp, p.layout.cp, p.layout.dp)
         assert p.layout.dp * p.layout.micro_batch_size * p.layout.gradient_accumulation_steps == \
             p.layout.global_batch_size
@@ -234,8 +235,8 @@ def test_pruned_search_matches_brute_force(payload: dict[str, Any]) -> None:
         for (mbs, gas), ckpt in itertools.product(ctx.variants(world, s), ctx.ckpts):
             r = ctx.request(world, s, ckpt, mbs, gas)
             shape = ModelShape(resolve_model(r.model))
-            if peak_memory(r, shape, layout, world.hw.capacity_bytes).fits:
-                best = min(best, step_time(r, shape, layout, world.hw.gpu, None, CATALOG).step_time_s)
+            if peak_memory(job_of(r), shape, layout, world.hw.capacity_bytes).fits:
+                best = min(best, step_time(job_of(r), shape, layout, world.hw.gpu, None, CATALOG).step_time_s)
     found = ctx.search_world(world)
     assert found and found[0].step_time_s == pytest.approx(best, rel=0.01)
     assert ctx.stats.time_evaluations < sum(len(ctx.variants(world, s)) for s in ctx.structures(world)) * 3

@@ -81,7 +81,7 @@ def test_the_memory_floor_never_exceeds_the_exact_need(model: str, training: dic
         for s in rng.sample(structs, min(12, len(structs))):
             layout = ctx.layout(world, s)
             assert layout is not None
-            floor = memory_floor(ctx.request(world, s, "none", 1, 1), shape, layout)
+            floor = memory_floor(ctx.job(world, s, "none", 1, 1), shape, layout)
             floors = scr.Floors.of([floor], [0.0])
             for mbs, gas in rng.sample(ctx.variants(world, s), min(3, len(ctx.variants(world, s)))):
                 bound = int(scr.need_floor(floors, np.zeros(1, dtype=np.int64), np.array([mbs], dtype=np.int64),

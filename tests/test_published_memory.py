@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from estimator.estimate import estimate
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -73,7 +74,7 @@ def _request(row: dict[str, str]) -> EstimateRequest:
 
 def _forward_phase(req: EstimateRequest):  # type: ignore[no-untyped-def]
     shape = ModelShape(resolve_model(req.model))
-    peak = peak_memory(req, shape, build_layout(req, shape), 80 * GIB)
+    peak = peak_memory(job_of(req), shape, build_layout(job_of(req), shape), 80 * GIB)
     return next(p for p in peak.phases if p.name == "forward")
 
 

@@ -32,6 +32,7 @@ from functools import cache
 import pytest
 from test_published_time_cases import PublishedCase, all_cases, foundry
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.accuracy import accuracy_table, time_error_bar_pct
@@ -64,9 +65,9 @@ def _cases() -> tuple[PublishedCase, ...]:
 def estimated_tokens_per_s_per_gpu(case: PublishedCase) -> float:
     req = EstimateRequest.model_validate(case.request)
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     c = catalog()
-    return step_time(req, shape, layout, c.gpus[case.gpu], None, c).tokens_per_s_per_gpu
+    return step_time(job_of(req), shape, layout, c.gpus[case.gpu], None, c).tokens_per_s_per_gpu
 
 
 _ERRORS: dict[str, float] = {}
@@ -120,11 +121,11 @@ def test_automodel_rows_are_unmeasured_kinds_with_the_floor(case: PublishedCase)
     from estimator.training.timing import time_assumptions
 
     req = EstimateRequest.model_validate(case.request)
-    layout = build_layout(req, ModelShape(resolve_model(req.model)))
-    assert not time_kind_measured(req, layout, case.gpu)
+    layout = build_layout(job_of(req), ModelShape(resolve_model(req.model)))
+    assert not time_kind_measured(job_of(req), layout, case.gpu)
     gpu = catalog().gpus[case.gpu]
-    assert any("never checked" in line for line in time_assumptions(req, gpu, layout))
-    t = step_time(req, ModelShape(resolve_model(req.model)), layout, gpu, None, catalog())
+    assert any("never checked" in line for line in time_assumptions(job_of(req), gpu, layout))
+    t = step_time(job_of(req), ModelShape(resolve_model(req.model)), layout, gpu, None, catalog())
     bars = accuracy_table()["time_error_bar_pct"]
     klass = "multi_gpu" if layout.world_size > 1 else "single_gpu"
     assert t.error_bar_pct == max(bars[klass], bars["unmeasured_floor"])

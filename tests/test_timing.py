@@ -16,6 +16,7 @@ import pytest
 
 from estimator.estimate import estimate
 from estimator.host.sizing import host_sizing
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.response import TimeResult
@@ -44,9 +45,9 @@ def _req(model: Any = "llama-3.1-8b", gpu: str = "h100-sxm5-80gb", server: str |
 def _time(req: EstimateRequest) -> TimeResult:
     c = catalog()
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     server = c.servers[req.hardware.server] if req.hardware.server else None
-    return step_time(req, shape, layout, c.gpus[req.hardware.gpu], server, c)
+    return step_time(job_of(req), shape, layout, c.gpus[req.hardware.gpu], server, c)
 
 
 def test_parts_add_up_to_the_step() -> None:
@@ -157,10 +158,10 @@ def test_virtual_stages_shrink_the_bubble_only_when_interleaved() -> None:
     c = catalog()
     req = _req(training={"gradient_accumulation_steps": 8}, parallelism={"sharding": "none", "pp": 4})
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     gpu = c.gpus[req.hardware.gpu]
-    plain = step_time(req, shape, layout, gpu, None, c)
-    carried = step_time(req, shape, layout.replace(vp=2), gpu, None, c)
+    plain = step_time(job_of(req), shape, layout, gpu, None, c)
+    carried = step_time(job_of(req), shape, layout.replace(vp=2), gpu, None, c)
     assert carried.bubble_s == pytest.approx(plain.bubble_s) and carried.step_time_s == pytest.approx(
         plain.step_time_s)
     interleaved = _time(_req(training={"gradient_accumulation_steps": 8, "pipeline_schedule": "interleaved",
@@ -224,11 +225,11 @@ def test_step_time_is_pure() -> None:
                training={"gradient_accumulation_steps": 8})
     c = catalog()
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     gpu = c.gpus[req.hardware.gpu]
     before = (req.model_dump(), layout)
-    first = step_time(req, shape, layout, gpu, None, c)
-    again = [step_time(req, shape, layout, gpu, None, c) for _ in range(3)]
+    first = step_time(job_of(req), shape, layout, gpu, None, c)
+    again = [step_time(job_of(req), shape, layout, gpu, None, c) for _ in range(3)]
     assert again == [first] * 3 and (req.model_dump(), layout) == before
 
 
@@ -237,8 +238,8 @@ def test_no_token_budget_no_train_result() -> None:
     req = _req()
     c = catalog()
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
-    assert train_result(req, shape, layout, _time(req), c.gpus[req.hardware.gpu], None, c) is None
+    layout = build_layout(job_of(req), shape)
+    assert train_result(job_of(req), shape, layout, _time(req), c.gpus[req.hardware.gpu], None, c) is None
 
 
 def test_time_to_train_gpu_hours_energy_and_dataloader() -> None:
@@ -272,9 +273,9 @@ def test_a_step_larger_than_the_budget_bills_only_the_budget_and_warns() -> None
     assert resp.train.steps == 1
     assert resp.train.time_to_train_s == pytest.approx(1e6 / tokens_per_step * resp.time.step_time_s)
     shape = ModelShape(resolve_model(req.model))
-    assert train_warnings(req, build_layout(req, shape))
+    assert train_warnings(job_of(req), build_layout(job_of(req), shape))
     assert any("more than the 1,000,000-token budget" in w for w in resp.warnings)
-    assert not train_warnings(_req(training={"train_tokens": 1e9}), build_layout(req, shape))
+    assert not train_warnings(job_of(_req(training={"train_tokens": 1e9})), build_layout(job_of(req), shape))
 
 
 def test_train_and_host_write_checkpoints_to_the_same_place_in_the_same_time() -> None:
@@ -291,10 +292,10 @@ def test_train_and_host_write_checkpoints_to_the_same_place_in_the_same_time() -
     c = catalog()
     req = _req(server="nvidia-dgx-h100", nodes=2, training={"train_tokens": 1e9})
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     gpu, server = c.gpus[req.hardware.gpu], c.servers["nvidia-dgx-h100"]
-    alone = train_result(req, shape, layout, _time(req), gpu, server, c)
-    host = host_sizing(req, shape, layout, gpu, server, c)
+    alone = train_result(job_of(req), shape, layout, _time(req), gpu, server, c)
+    host = host_sizing(job_of(req), shape, layout, gpu, server, c)
     assert alone is not None and host.checkpoint_target == "shared"
     assert alone.checkpoint_write_s == pytest.approx(host.checkpoint_write_s)
 
@@ -332,7 +333,8 @@ def test_error_bar_is_wider_for_kinds_never_measured() -> None:
         t = _time(_req(gpu="h200-sxm-141gb", gpus=1, **kw))
         assert t.error_bar_pct == bars["unmeasured_floor"] > bars["single_gpu"]
     several = _req(gpu="h200-sxm-141gb", training={"method": "qlora"}, parallelism={"sharding": "fsdp"})
-    assert not time_kind_measured(several, build_layout(several, ModelShape(resolve_model(several.model))),
+    job = job_of(several)
+    assert not time_kind_measured(job, build_layout(job, ModelShape(resolve_model(several.model))),
                                   "h200-sxm-141gb")  # QLoRA was measured on one GPU only
     mi300 = _time(_req(gpu="mi300x-192gb", gpus=1, training={"attention": "sdpa"}, parallelism={"sharding": "none"}))
     assert mi300.error_bar_pct == bars["unmeasured_floor"]
@@ -361,13 +363,13 @@ def test_step_time_model_is_the_step_time_and_the_host_ratio_of_one_stage(body: 
     c = catalog()
     req = _req(**body)
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
+    layout = build_layout(job_of(req), shape)
     gpu = c.gpus[req.hardware.gpu]
-    model = step_time_model(req, shape, layout, gpu, None)
-    t = step_time(req, shape, layout, gpu, None, c)
+    model = step_time_model(job_of(req), shape, layout, gpu, None)
+    t = step_time(job_of(req), shape, layout, gpu, None, c)
     assert model.result() == t
     assert (model.step_time_s, model.compute_s, model.communication_s, model.exposed_communication_s,
             model.bubble_s, model.optimizer_s, model.offload_s) == (
         t.step_time_s, t.compute_s, t.communication_s, t.exposed_communication_s, t.bubble_s, t.optimizer_s,
         t.offload_s)
-    assert model.host_ratio == host_issue_ratio(req, shape, layout, gpu)
+    assert model.host_ratio == host_issue_ratio(job_of(req), shape, layout, gpu)

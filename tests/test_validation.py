@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
@@ -11,7 +12,7 @@ from estimator.training.layout import build_layout
 
 def _layout(**kw: object):  # type: ignore[no-untyped-def]
     req = EstimateRequest.model_validate(kw)
-    return build_layout(req, ModelShape(resolve_model(req.model)))
+    return build_layout(job_of(req), ModelShape(resolve_model(req.model)))
 
 
 @pytest.mark.parametrize(

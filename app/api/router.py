@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from app.api.routes import catalog, compare, estimates, inference, plans, quotes, saved_plans, tco, version
+from app.api.routes import (
+    catalog,
+    clusters,
+    compare,
+    estimates,
+    imports,
+    inference,
+    measurements,
+    plans,
+    quotes,
+    saved_plans,
+    tco,
+    version,
+)
 from app.api.strict import strict_json_body
 from app.core.nul import reject_nul
 from app.deps import enforce_rate_limit, get_client
@@ -31,5 +44,6 @@ api_router = APIRouter(
     dependencies=[Depends(api_checks)],
     responses=problem_responses(400, 401, 429),
 )
-for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans, inference, version):
+for module in (estimates, compare, plans, tco, catalog, quotes, saved_plans, inference, version, clusters,
+               measurements, imports):
     api_router.include_router(module.router)

@@ -11,13 +11,24 @@ from app.charts.style import base_layout, compact
 __all__ = ["metric_bar_figure"]
 
 
+def _label(value: float, fmt: str | None, prefix: str) -> str:
+    """A bar's label in the page's locale: money (``prefix="$"``) by the pages' own ``money`` (locale and the
+    reader's currency: "US$ 1.306", "R$ 7.183"), other numbers compact or by ``fmt`` with the locale's marks."""
+    from app.core.i18n import localize_number
+    from app.web.templating import money
+
+    if prefix == "$":
+        return money(value)
+    return prefix + (compact(value) if fmt is None else localize_number(format(value, fmt)))
+
+
 def metric_bar_figure(
     rows: Sequence[tuple[str, float | None]], title: str, unit: str, fmt: str | None = None, prefix: str = ""
 ) -> go.Figure:
     """One horizontal bar per option, labelled compactly (or with ``fmt``); ``None`` shows as "n/a"."""
     labels = [label for label, _ in rows]
     values = [value if value is not None else 0.0 for _, value in rows]
-    text = [prefix + (compact(v) if fmt is None else format(v, fmt)) if v is not None else "n/a" for _, v in rows]
+    text = [_label(v, fmt, prefix) if v is not None else "n/a" for _, v in rows]
     fig = go.Figure(
         go.Bar(
             y=labels,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from app.charts.style import base_layout
+from app.charts.style import base_layout, usd_axis
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.planner.contract import Plan
@@ -117,7 +117,7 @@ def time_cost_figure(
     layout = base_layout(_(title), height=420)
     layout.update(
         xaxis={"title": {"text": axes.x_title}, "gridcolor": "#eee", "rangemode": "tozero"},
-        yaxis={"title": {"text": axes.y_title}, "tickformat": "$,.2f" if not axes.per_run else "$,.0f",
+        yaxis={"title": {"text": axes.y_title}, **usd_axis("$,.2f" if not axes.per_run else "$,.0f"),
                "gridcolor": "#eee", "rangemode": "tozero"},
     )
     fig.update_layout(layout)

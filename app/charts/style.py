@@ -51,8 +51,25 @@ def figure_json(fig: go.Figure) -> str:
 
 
 def compact(value: float) -> str:
-    """``123456`` → ``123k``; ``2.5e6`` → ``2.5M``."""
+    """``123456`` → ``123k``; ``2.5e6`` → ``2.5M``; the decimal mark of the page's locale (``1,63k`` in pt-BR)."""
+    from app.core.i18n import localize_number
+
     for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
-            return f"{value / factor:.3g}{suffix}"
-    return f"{value:.3g}"
+            return localize_number(f"{value / factor:.3g}") + suffix
+    return localize_number(f"{value:.3g}")
+
+
+def usd_symbol() -> str:
+    """The US dollar's symbol as the page's locale writes it (Babel: "$" in English, "US$" in pt-BR)."""
+    from babel.numbers import get_currency_symbol
+
+    from app.core.i18n import current
+
+    return "$" if current() == "en" else str(get_currency_symbol("USD", locale=current())) + " "
+
+
+def usd_axis(fmt: str) -> dict[str, str]:
+    """An axis of US dollars: Plotly's own format without its "$" (which ignores the locale) and the locale's
+    symbol as the tick prefix ("$2,000,000" in English, "US$ 2.000.000" in pt-BR with the layout's separators)."""
+    return {"tickformat": fmt.lstrip("$"), "tickprefix": usd_symbol()}

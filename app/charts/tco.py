@@ -12,7 +12,7 @@ from typing import Literal
 
 import plotly.graph_objects as go
 
-from app.charts.style import base_layout
+from app.charts.style import base_layout, usd_axis
 from app.core.i18n import N_, localize_number, translate
 from app.core.i18n import gettext as _
 from estimator.tco import CumulativeCost, RunCost, TcoOption, UpgradeAnswer
@@ -67,7 +67,7 @@ def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = N_("Total 
     layout = base_layout(heading, height=420)
     layout.update(
         barmode="stack",
-        yaxis={"title": {"text": "USD"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
+        yaxis={"title": {"text": "USD"}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
         xaxis={"automargin": True},
     )
     fig.update_layout(layout)
@@ -94,7 +94,7 @@ def cumulative_cost_figure(
     layout = base_layout(_(title), height=380)
     layout.update(
         xaxis={"title": {"text": _("months")}, "gridcolor": "#eee"},
-        yaxis={"title": {"text": "USD"}, "tickformat": "$,.0f", "gridcolor": "#eee"},
+        yaxis={"title": {"text": "USD"}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     _mark_break_even(fig, cumulative)
@@ -151,7 +151,7 @@ def cost_vs_time_figure(
         xaxis={"title": {"text": _("time to train (hours)")}, "gridcolor": "#eee", "rangemode": "tozero"},
         yaxis={
             "title": {"text": _("cost per run (USD)")},
-            "tickformat": "$,.0f",
+            **usd_axis("$,.0f"),
             "gridcolor": "#eee",
             "rangemode": "tozero",
         },
@@ -195,7 +195,7 @@ def upgrade_payback_figure(u: UpgradeAnswer, name_a: str, name_b: str, title: st
     layout = base_layout(title or _("Owned cost against runs of this job"), height=380)
     layout.update(
         xaxis={"title": {"text": _("runs of this job")}, "gridcolor": "#eee", "rangemode": "tozero"},
-        yaxis={"title": {"text": _("USD (capex + running cost)")}, "tickformat": "$,.0f", "gridcolor": "#eee"},
+        yaxis={"title": {"text": _("USD (capex + running cost)")}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     return fig

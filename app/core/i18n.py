@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextvars
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,18 @@ def current() -> str:
     return _current.get()
 
 
+@contextmanager
+def using_locale(locale: str | None) -> Iterator[str]:
+    """Render in ``locale`` (a known one, else English) for the block: a customer document asked in Portuguese
+    from an API route, which has no page locale of its own."""
+    chosen = locale if locale in LOCALES else DEFAULT
+    token = _current.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _current.reset(token)
+
+
 def gettext(message: str) -> str:
     locale = _current.get()
     return message if locale == DEFAULT else str(_translations(locale).gettext(message))
@@ -96,9 +110,13 @@ def _param(value: Any) -> str:
     if isinstance(value, Num):
         return localize_number(str(value))
     if isinstance(value, Money):
+        from app.core.currency import current as current_currency
+
         digits = value.spec.rsplit(".", 1)[-1].rstrip("f") if "." in value.spec else "0"
         pattern = "¤ #,##0" + ("." + "0" * int(digits or 0) if int(digits or 0) else "")
-        return str(format_currency(value.value, "USD", format=pattern, locale=_current.get(), currency_digits=False))
+        shown = current_currency()
+        return str(format_currency(value.value * shown.per_usd, shown.code, format=pattern, locale=_current.get(),
+                                   currency_digits=False))
     return str(value)
 
 

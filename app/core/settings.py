@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from limits import parse
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -63,6 +65,21 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(default=10.0, gt=0, description="longest wait in the queue; 503 beyond")
     catalog_refresh_s: float = Field(default=5.0, ge=0, description="how often other processes' catalog changes "
                                      "are looked for (this process's own apply at once)")
+
+    currency: Literal["USD", "BRL"] = Field(default="USD", description="the pages' default currency (BRL needs "
+                                            "the rate below)")
+    brl_per_usd: float | None = Field(default=None, gt=0, description="reais per US dollar, for the pages' BRL")
+    brl_rate_date: date | None = Field(default=None, description="the date of brl_per_usd")
+    brl_rate_source: str | None = Field(default=None, description="where brl_per_usd comes from (e.g. the Banco "
+                                       "Central do Brasil PTAX of that date)")
+
+    @model_validator(mode="after")
+    def _brl_is_dated_and_sourced(self) -> Settings:
+        if self.brl_per_usd is not None and (self.brl_rate_date is None or not self.brl_rate_source):
+            raise ValueError("CAPPLAN_BRL_PER_USD needs CAPPLAN_BRL_RATE_DATE and CAPPLAN_BRL_RATE_SOURCE")
+        if self.currency == "BRL" and self.brl_per_usd is None:
+            raise ValueError("CAPPLAN_CURRENCY=BRL needs CAPPLAN_BRL_PER_USD (with its date and source)")
+        return self
 
     @field_validator("database_url", mode="before")
     @classmethod

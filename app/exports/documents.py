@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from app.core.i18n import gettext, ngettext, using_locale
 from app.exports.csv_safe import safe_writer
 from app.exports.flatten import flatten
 from app.exports.quote import display_names, quote_sections
@@ -22,7 +23,9 @@ __all__ = ["csv_document", "json_document", "pdf_document", "print_document"]
 _ENV = Environment(
     loader=FileSystemLoader(Path(__file__).resolve().parent / "templates"),
     autoescape=select_autoescape(default=True),
+    extensions=["jinja2.ext.i18n"],
 )
+_ENV.install_gettext_callables(gettext, ngettext, newstyle=True)  # type: ignore[attr-defined]
 
 
 def json_document(item: SavedItem) -> dict[str, Any]:
@@ -58,15 +61,30 @@ def csv_document(item: SavedItem, rev: SavedRevision) -> str:
     return out.getvalue()
 
 
-def print_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None) -> str:
-    """The customer-ready quote (app/exports/quote.py) as printable HTML: display names from ``catalog``."""
+def print_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None,
+                   locale: str | None = None) -> str:
+    """The customer-ready quote (app/exports/quote.py) as printable HTML: display names from ``catalog``, words,
+    numbers, money and dates in ``locale`` (English by default; ``pt_BR``)."""
     names = display_names(catalog)
-    return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names))
+    with using_locale(locale) as chosen:
+        return _ENV.get_template("quote_print.html").render(item=item, rev=rev, q=quote_sections(rev, names, catalog),
+                                                            lang=chosen.replace("_", "-"), when=_when(rev))
 
 
-def pdf_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None) -> bytes:
+def _when(rev: SavedRevision) -> str:
+    from babel.dates import format_datetime
+
+    from app.core.i18n import current
+
+    if current() == "en":
+        return rev.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    return str(format_datetime(rev.created_at, format="medium", locale=current())) + " UTC"
+
+
+def pdf_document(item: SavedItem, rev: SavedRevision, catalog: Catalog | None = None,
+                 locale: str | None = None) -> bytes:
     """The same quote as a PDF, laid out by WeasyPrint (Pango) from the printable HTML."""
     from weasyprint import HTML
 
-    pdf: bytes = HTML(string=print_document(item, rev, catalog)).write_pdf()
+    pdf: bytes = HTML(string=print_document(item, rev, catalog, locale)).write_pdf()
     return pdf

@@ -15,13 +15,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from app.formatting import count, money, percent, price, rate
+from app.core.i18n import N_, translate
+from app.core.i18n import current as current_locale
+from app.core.i18n import gettext as _
+from app.formatting import count, percent, rate
+from estimator import EstimatorError
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
 __all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections", "serving_lines"]
 
+#: what a quoted price is, said next to it (the cost to train below is the estimate, not the offer)
+PRICE_COVERS = N_("the price offered for the option named here, as agreed with the seller; the cost to train "
+                  "below is capplan's estimate of running this job, for comparison, and not part of the offer")
 #: a quote is valid for this many days from the revision's date (prices in the catalog move)
 QUOTE_VALID_DAYS = 30
 GIB = 2**30
@@ -34,16 +41,70 @@ class Line:
 
 
 def _duration(seconds: float | None) -> str:
+    """The pages' own duration (app.web.templating.duration): one figure reads the same on the quote."""
     if seconds is None:
         return "n/a"
-    hours = seconds / 3600
-    if hours >= 48:
-        return f"{hours / 24:,.1f} days"
-    return f"{hours:,.1f} h" if hours >= 1 else f"{seconds / 60:,.0f} min"
+    from app.web.templating import duration
+
+    return duration(seconds)
 
 
 def _gib(value: Any) -> str:
-    return f"{value / GIB:,.1f} GiB" if isinstance(value, int | float) else "n/a"
+    """The pages' own GiB (app.web.templating.gib), in the document's locale."""
+    from app.web.templating import gib
+
+    return gib(value) if isinstance(value, int | float) else "n/a"
+
+
+def _num(value: Any) -> str:
+    from app.web.templating import num
+
+    return num(value) if isinstance(value, int | float) else "n/a"
+
+
+def _pct(value: float) -> str:
+    from app.web.templating import pct
+
+    return str(pct(value, 0))
+
+
+def _money(value: float) -> str:
+    from app.web.templating import money
+
+    return money(value)
+
+
+def _rate(value: Any) -> str:
+    from app.web.templating import rate as page_rate
+
+    return page_rate(value) if isinstance(value, int | float) else "n/a"
+
+
+def _price(value: float, currency: str) -> str:
+    """A quoted price to the cent in its own currency, in the document's locale (Babel)."""
+    from app.formatting import rate as fmt_rate
+
+    locale = current_locale()
+    return fmt_rate(value, currency) if locale == "en" else fmt_rate(value, currency, locale=locale)
+
+
+def _date(value: Any) -> str:
+    """A date as ``2027-01-05`` in English, in the locale's medium form elsewhere (Babel)."""
+    from datetime import date, datetime
+
+    from babel.dates import format_date
+
+    if isinstance(value, datetime):
+        day = value.date()
+    elif isinstance(value, date):
+        day = value
+    else:  # a catalog date may be partial ("2024-06", "2024"): shown as written
+        try:
+            day = date.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+    return day.isoformat() if current_locale() == "en" else str(format_date(day, format="medium",
+                                                                             locale=current_locale()))
 
 
 def display_names(catalog: Catalog | None) -> dict[str, str]:
@@ -60,9 +121,19 @@ def display_names(catalog: Catalog | None) -> dict[str, str]:
     return dict(sorted(names.items(), key=lambda kv: -len(kv[0])))
 
 
+#: references to the project's own files (``(docs/accuracy.md)``): internal, never on a customer document
+_INTERNAL = re.compile(r"\s*\((?:see )?(?:docs|estimator|benchmarks)/[\w./#-]+\)"
+                       r"|\s*(?:docs|estimator)/[\w./#-]+\.(?:md|json|py)")
+
+
+def customer_text(text: Any) -> str:
+    """``text`` without references to the project's internal files."""
+    return _INTERNAL.sub("", str(text))
+
+
 def named(text: Any, names: dict[str, str]) -> str:
-    """``text`` with every catalog id replaced by its display name."""
-    out = str(text)
+    """``text`` with every catalog id replaced by its display name (and no internal file references)."""
+    out = customer_text(text)
     if not names:
         return out
     pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in names) + r")(?![\w-])")
@@ -71,72 +142,88 @@ def named(text: Any, names: dict[str, str]) -> str:
 
 def _model_name(inputs: dict[str, Any], result: dict[str, Any]) -> str:
     model = result.get("model", {})
-    return str(model.get("name") or inputs.get("model") or "custom model")
+    return str(model.get("name") or inputs.get("model") or _("custom model"))
 
 
 def _job(inputs: dict[str, Any], result: dict[str, Any]) -> list[Line]:
     t = inputs.get("training", {})
     model = result.get("model", {})
-    method = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}.get(str(t.get("method")), "fine-tune")
-    lines = [Line("Model", f"{_model_name(inputs, result)} ({count(model.get('total_params'))} parameters)"),
-             Line("Method", f"{method}, {t.get('precision', 'bf16-mixed')}, {t.get('optimizer', 'adamw')}")]
+    method = {"full": _("full fine-tune"), "lora": "LoRA", "qlora": "QLoRA"}.get(str(t.get("method")),
+                                                                                _("fine-tune"))
+    lines = [Line(_("Model"), _("%(model)s (%(n)s parameters)") % {"model": _model_name(inputs, result),
+                                                                  "n": _num(model.get("total_params"))}),
+             Line(_("Method"), f"{method}, {t.get('precision', 'bf16-mixed')}, {t.get('optimizer', 'adamw')}")]
     if t.get("train_tokens"):
-        lines.append(Line("Tokens to train on", count(t.get("train_tokens"))))
-    lines.append(Line("Sequence length", f"{count(t.get('seq_len'))} tokens"))
-    lines.append(Line("Batch", f"micro-batch {count(t.get('micro_batch_size'))} per GPU, gradient accumulation "
-                               f"{count(t.get('gradient_accumulation_steps'))}"))
+        lines.append(Line(_("Tokens to train on"), _num(t.get("train_tokens"))))
+    lines.append(Line(_("Sequence length"), _("%(n)s tokens") % {"n": _num(t.get("seq_len"))}))
+    lines.append(Line(_("Batch"), _("micro-batch %(mbs)s per GPU, gradient accumulation %(gas)s") % {
+        "mbs": _num(t.get("micro_batch_size")), "gas": _num(t.get("gradient_accumulation_steps"))}))
     return lines
 
 
 def _layout(inputs: dict[str, Any], result: dict[str, Any], names: dict[str, str]) -> list[Line]:
     lay = result.get("layout", {})
     hardware = names.get(str(lay.get("server")), "") if lay.get("server") else ""
-    gpu = names.get(str(lay.get("gpu")), "the chosen GPU")
+    gpu = names.get(str(lay.get("gpu")), _("the chosen GPU"))
     gpus = int(lay.get("world_size") or 0)
     per_node = result.get("host") or {}
     nodes = int((inputs.get("hardware") or {}).get("num_nodes") or 1)
-    where = f"{count(nodes)} x {hardware}: {gpus} x {gpu}" if hardware else f"{gpus} x {gpu}"
-    parts = [f"data parallel {lay.get('dp')}"] + [f"{k} {lay.get(v)}" for k, v in
-                                                  (("tensor parallel", "tp"), ("pipeline parallel", "pp"),
-                                                   ("context parallel", "cp"), ("expert parallel", "ep"))
-                                                  if (lay.get(v) or 1) > 1]
-    lines = [Line("Hardware", where), Line("Parallelism", ", ".join(parts) + f"; sharding {lay.get('sharding')}")]
+    where = f"{_num(nodes)} x {hardware}: {gpus} x {gpu}" if hardware else f"{gpus} x {gpu}"
+    parts = [_("data parallel %(n)s") % {"n": lay.get("dp")}] + [
+        f"{k} {lay.get(v)}" for k, v in ((_("tensor parallel"), "tp"), (_("pipeline parallel"), "pp"),
+                                         (_("context parallel"), "cp"), (_("expert parallel"), "ep"))
+        if (lay.get(v) or 1) > 1]
+    p = inputs.get("parallelism") or {}
+    offload = str(p.get("offload") or "none")
+    extra = "; " + _("%(what)s offloaded to CPU memory") % {"what": offload} if offload != "none" else ""
+    framework = f" ({p.get('framework')})" if p.get("framework") else ""
+    lines = [Line(_("Hardware"), where),
+             Line(_("Parallelism"), ", ".join(parts) + "; " + _("sharding %(s)s") % {"s": lay.get("sharding")}
+                  + framework + extra)]
     if per_node.get("recommended_ram_gib"):
-        lines.append(Line("Host RAM per node", f"{count(per_node['recommended_ram_gib'])} GiB recommended"))
+        lines.append(Line(_("Host RAM per node"), _("%(n)s GiB recommended") % {
+            "n": _num(per_node["recommended_ram_gib"])}))
     return lines
 
 
 def _memory(result: dict[str, Any]) -> list[Line]:
     m = result.get("memory", {})
-    bar = f" (± {percent((m.get('error_bar_pct') or 0) / 100)})" if m.get("error_bar_pct") is not None else ""
-    return [Line("Per-GPU memory", f"{_gib(m.get('total_bytes'))}{bar} of {_gib(m.get('capacity_bytes'))}"),
-            Line("Fits", "yes" if m.get("fits") else "no: this setup does not run; see the suggestions"),
-            Line("Headroom", _gib(m.get("headroom_bytes")))]
+    bar = f" (± {_pct((m.get('error_bar_pct') or 0) / 100)})" if m.get("error_bar_pct") is not None else ""
+    return [Line(_("Per-GPU memory"), _("%(used)s%(bar)s of %(capacity)s") % {
+                "used": _gib(m.get("total_bytes")), "bar": bar, "capacity": _gib(m.get("capacity_bytes"))}),
+            Line(_("Fits"), _("yes") if m.get("fits") else _("no: this setup does not run; see the suggestions")),
+            Line(_("Headroom"), _gib(m.get("headroom_bytes")))]
 
 
 def _time_and_cost(result: dict[str, Any], fits: bool) -> list[Line]:
     if not fits:
-        return [Line("Time and cost", "not given: the setup does not fit in GPU memory")]
+        return [Line(_("Time and cost"), _("not given: the setup does not fit in GPU memory"))]
     time, train, cost = result.get("time") or {}, result.get("train") or {}, result.get("cost") or {}
     bar = (time.get("error_bar_pct") or 0) / 100
     lines = []
     if train:
         seconds = train.get("time_to_train_s")
-        lines += [Line("Time to train", f"{_duration(seconds)} (± {percent(bar)}: "
-                                        f"{_duration(seconds * (1 - bar))} to {_duration(seconds * (1 + bar))})"),
-                  Line("GPU-hours", count(train.get("gpu_hours"))),
-                  Line("Energy (IT, at the servers)", f"{count(train.get('energy_kwh'))} kWh")]
+        lines += [Line(_("Time to train"), _("%(t)s (± %(bar)s: %(low)s to %(high)s)") % {
+                      "t": _duration(seconds), "bar": _pct(bar), "low": _duration(seconds * (1 - bar)),
+                      "high": _duration(seconds * (1 + bar))}),
+                  Line(_("GPU-hours"), _num(train.get("gpu_hours"))),
+                  Line(_("Energy (IT, at the servers)"), f"{_num(train.get('energy_kwh'))} kWh")]
     if cost:
-        what = cost.get("label") if cost.get("basis") == "own" else f"rented: {cost.get('label')}"
-        dated = f"price of {cost['date']}" if cost.get("date") else "price estimated, no catalog date"
-        lines.append(Line("Cost basis", f"{what} at {rate(cost.get('usd_per_gpu_hour'))} per GPU-hour "
-                                        f"({cost.get('confidence')} confidence, {dated})"))
+        what = cost.get("label") if cost.get("basis") == "own" else _("rented: %(what)s") % {"what": cost.get("label")}
+        dated = (_("price of %(date)s") % {"date": _date(cost["date"])} if cost.get("date")
+                 else _("price estimated, no catalog date"))
+        confidence = {"high": _("high"), "medium": _("medium"), "low": _("low")}.get(str(cost.get("confidence")),
+                                                                                    str(cost.get("confidence")))
+        lines.append(Line(_("Cost basis"), _("%(what)s at %(rate)s per GPU-hour (%(confidence)s confidence, "
+                                             "%(dated)s)") % {"what": what, "rate": _rate(cost.get("usd_per_gpu_hour")),
+                                                              "confidence": confidence, "dated": dated}))
         total = cost.get("total_usd")
         if total is not None:
-            lines.append(Line("Cost to train", f"{money(total)} (± {percent(bar)}: {money(total * (1 - bar))} "
-                                                f"to {money(total * (1 + bar))})"))
+            lines.append(Line(_("Cost to train"), _("%(t)s (± %(bar)s: %(low)s to %(high)s)") % {
+                "t": _money(total), "bar": _pct(bar), "low": _money(total * (1 - bar)),
+                "high": _money(total * (1 + bar))}))
     else:
-        lines.append(Line("Cost basis", "no price in the catalog for this hardware"))
+        lines.append(Line(_("Cost basis"), _("no price in the catalog for this hardware")))
     return lines
 
 
@@ -189,7 +276,65 @@ def serving_lines(inputs: dict[str, Any] | None, result: dict[str, Any] | None,
     return lines
 
 
-def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
+def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Catalog | None) -> list[Line]:
+    """Peak / at load / average power per node and nodes per rack, from the functions the pages use
+    (app.services.power), with the same labels as the estimate's node panel and /tco."""
+    hw = inputs.get("hardware") or {}
+    server = hw.get("server")
+    if catalog is None or not server or server not in getattr(catalog, "servers", {}):
+        host = result.get("host") or {}
+        peak = host.get("power_w_per_node")
+        return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
+    from app.services.power import node_power, rack_fit
+    from estimator.tco import TcoAssumptions
+
+    util = (inputs.get("cost") or {}).get("utilisation")
+    a = TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
+    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or _host_rack_default())
+    try:
+        power = node_power(catalog, server, a)
+        rack = rack_fit(catalog, server, budget)
+    except (EstimatorError, AttributeError, KeyError):  # a catalog without the server's power facts
+        host = result.get("host") or {}
+        peak = host.get("power_w_per_node")
+        return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
+    return [Line(_("Power per node"), "; ".join([
+                f"{_one(power.peak_kw)} kW " + _("peak"), f"{_one(power.at_load_kw)} kW " + _("at load"),
+                f"{_one(power.average_kw)} kW " + _("average at %(pct)s utilisation") % {"pct": _pct(a.utilisation)}])),
+            Line(_("Per %(kw)s kW rack") % {"kw": f"{budget:g}"},
+                 _("%(n)s nodes (limited by %(what)s)") % {"n": rack.nodes_per_rack, "what": _(rack.limited_by)})]
+
+
+def _one(value: float) -> str:
+    from app.web.templating import num
+
+    return num(value, 1)
+
+
+def _host_rack_default() -> float:
+    from estimator.host_options import HostOptions
+
+    return float(HostOptions().resolved().rack_kw_budget or 40.0)
+
+
+def bill_of_materials(result: dict[str, Any], names: dict[str, str]) -> tuple[list[Line], str | None]:
+    """The estimate's bill of materials, each line priced where the catalog has a price, and the priced total."""
+    lines, total, priced = [], 0.0, 0
+    for b in result.get("bill_of_materials") or []:
+        qty = int(b.get("quantity") or 1)
+        unit = b.get("unit_price_usd")
+        if unit is not None:
+            total += float(unit) * qty
+            priced += 1
+            value = _("%(qty)s x %(unit)s = %(total)s") % {"qty": qty, "unit": _money(float(unit)),
+                                                             "total": _money(float(unit) * qty)}
+        else:
+            value = _("%(qty)s, no catalog price") % {"qty": qty}
+        lines.append(Line(named(b.get("item", ""), names), value))
+    return lines, (_money(total) if priced else None)
+
+
+def quote_sections(rev: Any, names: dict[str, str], catalog: Catalog | None = None) -> dict[str, Any]:
     """The quote's sections (label, value lines) and notes, with display names only."""
     result, inputs = rev.result or {}, rev.inputs or {}
     fits = bool(result.get("memory", {}).get("fits"))
@@ -197,11 +342,12 @@ def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
     offer: list[Line] = []
     if rev.price is not None:
         chosen = names.get(str(rev.chosen_option), rev.chosen_option) if rev.chosen_option else None
-        offer = [Line("Quoted price", price(float(rev.price), rev.currency or "USD")),
-                 Line("Servers", count(rev.server_count or 1))]
+        offer = [Line(_("Quoted price"), _price(float(rev.price), rev.currency or "USD")),
+                 Line(_("What the price covers"), _(PRICE_COVERS)),
+                 Line(_("Servers"), _num(rev.server_count or 1))]
         if chosen:
-            offer.insert(0, Line("Chosen option", str(chosen)))
-        offer.append(Line("Valid until", (rev.created_at + timedelta(days=QUOTE_VALID_DAYS)).strftime("%Y-%m-%d")))
+            offer.insert(0, Line(_("Chosen option"), str(chosen)))
+        offer.append(Line(_("Valid until"), _date(rev.created_at + timedelta(days=QUOTE_VALID_DAYS))))
     assumptions = [*cost.get("assumptions", []), *result.get("assumptions", [])]
     notes = [*cost.get("flags", []), *result.get("warnings", [])]
     return {
@@ -211,8 +357,12 @@ def quote_sections(rev: Any, names: dict[str, str]) -> dict[str, Any]:
         "layout": _layout(inputs, result, names),
         "memory": _memory(result),
         "time_and_cost": _time_and_cost(result, fits),
-        "assumptions": [named(a, names) for a in dict.fromkeys(assumptions)],
-        "notes": [named(n, names) for n in dict.fromkeys(notes)],
-        "suggestions": [named(s.get("summary", ""), names) for s in result.get("suggestions", [])] if not fits else [],
+        "assumptions": [named(translate(a), names) for a in dict.fromkeys(assumptions)],
+        "notes": [named(translate(n), names) for n in dict.fromkeys(notes)],
+        "suggestions": [named(translate(s.get("summary", "")), names) for s in result.get("suggestions", [])]
+        if not fits else [],
         "serving": serving_lines(getattr(rev, "serving_inputs", None), getattr(rev, "serving_result", None), names),
+        "power": power_and_rack(inputs, result, catalog),
+        "bom": bill_of_materials(result, names)[0],
+        "bom_total": bill_of_materials(result, names)[1],
     }

@@ -7,15 +7,21 @@
 
 from fastapi import APIRouter, Depends
 
+from app.core.currency import router as currency_router
+from app.core.currency import use_currency
 from app.core.i18n import router as i18n_router
 from app.core.i18n import use_locale
 from app.core.nul import reject_nul
 from app.web import (
     catalog_page,
+    cluster_page,
     compare_page,
     estimate_page,
     faq_page,
+    import_page,
     layout_suggestion,
+    measurements_page,
+    multi_quote,
     planner_page,
     saved_pages,
     serve_page,
@@ -27,8 +33,11 @@ from app.web.guard import guard_page
 __all__ = ["render_problem", "router"]
 
 router = APIRouter(include_in_schema=False,
-                   dependencies=[Depends(use_locale), Depends(guard_page), Depends(reject_nul)])
+                   dependencies=[Depends(use_locale), Depends(use_currency), Depends(guard_page),
+                                 Depends(reject_nul)])
 for module in (estimate_page, layout_suggestion, faq_page, compare_page, planner_page, tco_page, catalog_page,
-               saved_pages, serve_page):
+               multi_quote, saved_pages, serve_page, cluster_page, measurements_page):
     router.include_router(module.router)
+router.include_router(import_page.router)
 router.include_router(i18n_router)
+router.include_router(currency_router)

@@ -21,6 +21,7 @@ from app.web import backend
 from app.web.costing import Cost, cost_to_train
 from app.web.estimate_page import Verdict, verdict_of
 from app.web.forms import COST_SECTION, field_specs, parse_form, request_to_query
+from app.web.layout_suggestion import adopt_layout, best_plan, layout_words
 from app.web.node_panel import node_row
 from app.web.templating import is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -48,6 +49,11 @@ class Row:
     verdict: Verdict | None
     cost: Cost | None
     error: str | None
+    #: "yours" (the layout of the form) or "planner" (the planner's fastest layout for this option, on the
+    #: option's own hardware and the comparison's cost basis)
+    kind: str = "yours"
+    words: str = ""
+    url: str = ""
 
 
 def _flagship(gpu: Gpu) -> tuple[bool, int]:
@@ -84,30 +90,55 @@ def _label(catalog: Catalog, option: CompareOption) -> str:
 
 def _row(catalog: Catalog, job: EstimateRequest, option: CompareOption, basis: CostChoice | None = None) -> Row:
     label = _label(catalog, option)
+    req = option_request(job, option, catalog, basis)
     try:
-        result = backend.run_estimate(option_request(job, option, catalog, basis), catalog)
+        result = backend.run_estimate(req, catalog)
     except EstimatorError as exc:
         return Row(label, option, None, None, None, exc.message)
-    return Row(label, option, result, verdict_of(result), cost_to_train(catalog, result), None)
+    return Row(label, option, result, verdict_of(result), cost_to_train(catalog, result), None,
+               words=layout_words(req), url=f"/estimate?{request_to_query(req)}")
+
+
+def _planner_row(catalog: Catalog, job: EstimateRequest, option: CompareOption, basis: CostChoice | None) -> Row:
+    """The planner's fastest layout for this option (same job, same global batch, the option's hardware and node
+    count, the comparison's cost basis), estimated as the estimate page would."""
+    label = _label(catalog, option)
+    req = option_request(job, option, catalog, basis)
+    try:
+        best = best_plan(req, catalog) if req.hardware.world_size > 1 else None
+        adopted = adopt_layout(req, best.request) if best is not None else req
+        result = backend.run_estimate(adopted, catalog)
+    except EstimatorError as exc:
+        return Row(label, option, None, None, None, exc.message, kind="planner")
+    if best is None and req.hardware.world_size > 1:
+        return Row(label, option, None, None, None, _("the planner found no layout that fits"), kind="planner")
+    return Row(label, option, result, verdict_of(result), cost_to_train(catalog, result), None, kind="planner",
+               words=layout_words(adopted), url=f"/estimate?{request_to_query(adopted)}")
 
 
 def _figures(rows: list[Row]) -> dict[str, str]:
     ok = [r for r in rows if r.result is not None]
-    figs = {"memory": figure_json(memory_figure([(r.label, r.result.memory) for r in ok if r.result],
+    # speed, time and cost only for what fits: a layout that runs out of memory has none
+    fit = [r for r in ok if r.result and r.result.memory.fits]
+    figs = {"memory": figure_json(memory_figure([(_bar(r), r.result.memory) for r in ok if r.result],
                                                 title=_("Memory on the busiest GPU")))}
-    if any(r.result.time for r in ok if r.result):
-        tps = [(r.label, r.result.time.tokens_per_s if r.result and r.result.time else None) for r in ok]
+    if any(r.result.time for r in fit if r.result):
+        tps = [(_bar(r), r.result.time.tokens_per_s if r.result and r.result.time else None) for r in fit]
         figs["speed"] = figure_json(metric_bar_figure(tps, _("Training throughput"), _("tokens/s")))
-    if any(r.result.train for r in ok if r.result):
-        hours = [(r.label, r.result.train.time_to_train_s / 3600 if r.result and r.result.train else None)
-                 for r in ok]
+    if any(r.result.train for r in fit if r.result):
+        hours = [(_bar(r), r.result.train.time_to_train_s / 3600 if r.result and r.result.train else None)
+                 for r in fit]
         figs["time"] = figure_json(metric_bar_figure(hours, _("Time to train"), _("hours")))
-    if any(r.cost for r in ok):
-        owned = all(r.cost.basis == "own" for r in ok if r.cost)
+    if any(r.cost for r in fit):
+        owned = all(r.cost.basis == "own" for r in fit if r.cost)
         title = _("Cost to train (owned)") if owned else _("Cost to train (rented)")
-        figs["cost"] = figure_json(metric_bar_figure([(r.label, r.cost.total if r.cost else None) for r in ok],
+        figs["cost"] = figure_json(metric_bar_figure([(_bar(r), r.cost.total if r.cost else None) for r in fit],
                                                      title, "USD", ",.0f", "$"))
     return figs
+
+
+def _bar(row: Row) -> str:
+    return row.label if row.kind == "yours" else _("%(option)s, planner's layout") % {"option": row.label}
 
 
 def _context(catalog: Catalog, params: Any) -> tuple[dict[str, Any], bool]:
@@ -128,10 +159,12 @@ def _context(catalog: Catalog, params: Any) -> tuple[dict[str, Any], bool]:
     job = form.request
     basis = common_basis(job, options)
     rows = [_row(catalog, job, o, basis) for o in options]
+    planned = [_planner_row(catalog, job, o, basis) for o in options]
     query = request_to_query(job)
     picks = "&".join([f"gpus={g}" for g in base["chosen_gpus"]] + [f"servers={s}" for s in base["chosen_servers"]])
     return {
-        **base, "rows": rows, "figs": _figures(rows), "job_query": query,
+        **base, "rows": rows, "planned": planned, "pairs": list(zip(rows, planned, strict=True)),
+        "figs": _figures([*rows, *planned]), "job_query": query, "job_words": layout_words(job),
         "job_fields": _job_fields(query), "model_name": _model_name(rows, job),
         "node_rows": [(r.label, node_row(catalog, option_request(job, r.option, catalog), r.result))
                       for r in rows if r.result is not None and r.result.host is not None],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -13,11 +14,12 @@ from app.charts.step_time import step_time_figure
 from app.charts.style import MEMORY_COLORS, figure_json
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from app.deps import CatalogDep
+from app.deps import CatalogDep, SessionDep
 from app.web import backend
 from app.web.costing import cost_to_train
 from app.web.form_start import model_field, server_gpu
 from app.web.forms import BASIC_FIELDS, FormErrors, field_specs, parse_form, request_to_query
+from app.web.measurements_page import KIND_LABELS, measured_beside
 from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
@@ -90,6 +92,19 @@ def _field_of(exc: EstimatorError, values: dict[str, Any]) -> str:
     return ".".join(parts[:2]) if ".".join(parts[:2]) in known else "form"
 
 
+def cluster_url(request: EstimateRequest, result: EstimateResponse) -> str | None:
+    """``/cluster`` for this estimate's server and node count (and its preset, TP, PP and tokens for the scaling
+    curve); ``None`` without a catalog server."""
+    if not result.layout.server:
+        return None
+    params = {"server": result.layout.server, "nodes": str(request.hardware.num_nodes),
+              "model": request.model if isinstance(request.model, str) else "", "tp": str(result.layout.tp),
+              "pp": str(result.layout.pp)}
+    if request.training.train_tokens:
+        params["train_tokens"] = f"{request.training.train_tokens:g}"
+    return "/cluster?" + urlencode(params)
+
+
 def estimate_context(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
     """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
     query = request_to_query(request)
@@ -102,7 +117,8 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "query": query,
         "share_url": f"/estimate?{query}",
         "compare_url": f"/compare?{query}",
-        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query)}",
+        "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query, catalog)}",
+        "cluster_url": cluster_url(request, result),
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),
@@ -112,15 +128,31 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "cost": cost_to_train(catalog, result),
         "cost_result": result.cost,
         "ways_out": _ways_out(request, result),
+        "global_batch": _global_batch(request),
+        "batch_parts": f"{request.training.micro_batch_size} × {request.training.gradient_accumulation_steps} × "
+                       f"dp {result.layout.dp}",
         "ways_cost": _ways_cost(catalog, request, result),
         "node": node_panel(catalog, request, result),
         "can_save": True,
     }
 
 
-def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str]]:
-    """Each suggestion of a result that does not fit, with the link to its estimate."""
-    return [(s, f"/estimate?{request_to_query(apply_changes(request, s.changes))}") for s in result.suggestions]
+def _global_batch(request: EstimateRequest) -> int:
+    from app.web.layout_suggestion import global_batch
+
+    return global_batch(request)
+
+
+def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str, str]]:
+    """Each suggestion of a result that does not fit, with the link to its estimate and its whole recipe in the
+    words of the suggested-layout card (framework included), so one recipe reads the same in both places."""
+    from app.web.layout_suggestion import layout_words
+
+    out = []
+    for s in result.suggestions:
+        changed = apply_changes(request, s.changes)
+        out.append((s, f"/estimate?{request_to_query(changed)}", layout_words(changed)))
+    return out
 
 
 #: suggestions re-estimated for their cost (the page shows no cost for a setup that does not fit, but theirs)
@@ -145,12 +177,16 @@ def run_form(catalog: Catalog, params: Any) -> tuple[dict[str, Any], FormErrors]
     form = parse_form(params)
     context: dict[str, Any] = {"result": None, "inputs": form.request}
     if form.request is not None:
+        from app.web.layout_suggestion import global_batch
+
+        context["global_batch"] = global_batch(form.request)
         try:
             result = backend.run_estimate(form.request, catalog)
         except EstimatorError as exc:
             form.errors.add(_field_of(exc, form.values), exc.message)
         else:
-            context = {**estimate_context(catalog, form.request, result), "inputs": form.request}
+            context = {**estimate_context(catalog, form.request, result), "inputs": form.request,
+                       "global_batch": context["global_batch"]}
     return {**form_context(catalog, form.values, form.errors), **context}, form.errors
 
 
@@ -162,9 +198,13 @@ def home(request: Request, catalog: CatalogDep) -> HTMLResponse:
 
 
 @router.get("/estimate", response_class=HTMLResponse, name="estimate_page")
-def estimate_page(request: Request, catalog: CatalogDep) -> HTMLResponse:
-    """The whole page, or (for htmx) the result fragment plus out-of-band field errors."""
+def estimate_page(request: Request, catalog: CatalogDep, session: SessionDep) -> HTMLResponse:
+    """The whole page, or (for htmx) the result fragment plus out-of-band field errors; a stored measurement of
+    the same request is shown beside the prediction ("measured on your hardware", issue 31)."""
     context, errors = run_form(catalog, request.query_params)
+    if context.get("result") is not None and context.get("inputs") is not None:
+        context.update(measured=measured_beside(session, context["inputs"], context["result"]),
+                       measured_kinds=KIND_LABELS)
     context.update(charts=True, active="home")
     headers = {"HX-Push-Url": context["share_url"]} if "share_url" in context else {}
     if is_htmx(request):

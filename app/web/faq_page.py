@@ -18,6 +18,7 @@ from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.schemas.tco import UpgradeRequest, UpgradeSide
+from app.services.plan_rules import usable_plan
 from app.services.tco import compute_upgrade
 from app.web import backend
 from app.web.forms import request_to_query
@@ -26,7 +27,7 @@ from app.web.templating import duration, gib, money, num, render
 from estimator import EstimateRequest, EstimatorError
 from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.facility.rack import plan_rack_for_server
-from estimator.planner.plan import PlanRequest, plan
+from estimator.planner.plan import PlanRequest
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
@@ -78,9 +79,9 @@ def _scratch(catalog: Catalog) -> Answer:
     off_req = EstimateRequest.model_validate({**base, "training": train,
                                               "parallelism": {"sharding": "zero3", "offload": "optimizer+params"}})
     plain, off = backend.run_estimate(plain_req, catalog), backend.run_estimate(off_req, catalog)
-    best = plan(PlanRequest.model_validate({"model": MODEL, "training": {"method": "full", "train_tokens": tokens},
-                                            "hardware": {"gpu": A100, "num_nodes": 1, "gpus_per_node": 8},
-                                            "top_k": 1}), catalog).plans
+    best = usable_plan(PlanRequest.model_validate({
+        "model": MODEL, "training": {"method": "full", "train_tokens": tokens},
+        "hardware": {"gpu": A100, "num_nodes": 1, "gpus_per_node": 8}, "top_k": 1}), catalog).plans
     a = Answer("scratch", _("Can 8x A100 80GB train a 70B model from scratch?"), "")
     fits, no_fit = _("fits"), _("does not fit")
     a.facts.append((_("Without offload (ZeRO-3, full checkpointing)"),
@@ -204,13 +205,11 @@ def _serving(request_paths: set[str], catalog: Catalog) -> Answer:
                                  catalog)
     weights = probe.model.total_params * 2
     a = Answer("serve", _("Can the training node serve the model afterwards?"), "")
-    if "/serve" in request_paths:
-        a.short = _("Yes: the serving estimate sizes it.")
-        a.links = [(_("Serving estimate"), f"/serve?model={MODEL}")]
-    else:
-        a.short = _("Not estimated yet: capplan has no serving estimator. The weights alone are %(all)s in bf16, "
-                    "%(per)s per GPU on 8 GPUs with tensor parallelism; the KV cache, batch and latency are not "
-                    "sized.") % {"all": gib(weights), "per": gib(weights / 8)}
+    # the Serve page is always part of the app (app.web.serve_page): never answer as if it were not
+    a.short = _("Yes: the serving estimate sizes it (the weights alone are %(all)s in bf16, %(per)s per GPU on 8 "
+                "GPUs with tensor parallelism; the serving page adds the KV cache, batch and latency).") % {
+        "all": gib(weights), "per": gib(weights / 8)}
+    a.links = [(_("Serving estimate"), f"/serve?model={MODEL}&gpu={A100}&server=nvidia-dgx-a100-640gb")]
     a.assumptions = [_("Weights: the model's parameter count x 2 bytes (bf16); no KV cache, activations or "
                        "serving framework overhead counted.")]
     return a
@@ -221,7 +220,7 @@ _LOCK = threading.Lock()
 
 
 def answers(catalog: Catalog, request_paths: set[str]) -> list[Answer]:
-    key = (str(getattr(catalog, "version", "")) or str(id(catalog)), "/serve" in request_paths, current_locale())
+    key = (str(getattr(catalog, "version", "")) or str(id(catalog)), True, current_locale())
     with _LOCK:
         found = _CACHE.get(key)
     if found is not None:

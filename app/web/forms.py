@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
+from estimator.rules.stacks import NEW_FIELDS as STACK_MECHANISMS
+from estimator.rules.stacks import STACK_DEFAULTS
 from estimator.tco.run_cost import CostChoice
 
 __all__ = [
@@ -77,6 +79,17 @@ LABELS: dict[str, tuple[str, str]] = {
                                                      "and its own input copy")),
     "training.lora_kernel": (N_("LoRA kernels"), N_("peft (one adapter per linear) or fused (NeMo AutoModel's triton "
                                                     "LoRA, Megatron); empty: the framework's default; step time only")),
+    "training.stack": (N_("Fine-tuning stack"), N_("Its documented defaults fill the fields left empty (TRL: "
+                                                   "chunked loss and checkpointing; Unsloth: 4-bit base, fused loss, "
+                                                   "offloaded checkpoints)")),
+    "training.loss_kernel": (N_("Loss kernel"), N_("materialized (full fp32 logits), chunked (TRL, torchtune) or "
+                                                   "fused (Liger, Cut Cross-Entropy, Unsloth); empty: the stack's "
+                                                   "default")),
+    "training.fused_kernels": (N_("Fused kernels"), N_("liger: Liger RMSNorm, SwiGLU and RoPE; empty: the "
+                                                       "stack's default")),
+    "training.activation_offloading": (N_("Activation offloading"), N_("checkpoints (Unsloth, axolotl offload) or "
+                                                                       "all saved tensors (torchtune, TRL) to host "
+                                                                       "memory; empty: the stack's default")),
     "parallelism.tp_plan": (N_("Tensor-parallel plan"), N_("vocab-parallel (Megatron, torchtitan) or "
                                                            "replicated-embeddings (Hugging Face tp_plan=\"auto\", "
                                                            "accelerate, DeepSpeed AutoTP); empty: the framework's "
@@ -96,6 +109,10 @@ LABELS: dict[str, tuple[str, str]] = {
                                                                   "default")),
     "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
 }
+
+#: Fields a stack's defaults may fill (estimator.rules.stacks.STACK_DEFAULTS): a link that leaves one out gets the
+#: stack's value, not the form's default.
+STACK_SET_FIELDS = frozenset("training." + d.field for defaults in STACK_DEFAULTS.values() for d in defaults)
 
 #: The cost section of the form (``cost.*`` of the estimate request): sent only when a field differs from its
 #: default, so that an untouched form is the API's ``cost: null``.
@@ -202,7 +219,26 @@ def _coerce(spec: FieldSpec, raw: str, present: bool) -> Any:
         return raw.lower() in ("1", "true", "on", "yes") if present else False
     if raw == "":
         return None if spec.optional else spec.default
+    if spec.name in COUNT_FIELDS:
+        return _count(raw)
     return raw
+
+
+#: token counts typed as people write them: "1B", "1.5T", "1,000,000,000" (pt-BR "1.000.000.000"), "1e9"
+COUNT_FIELDS = frozenset({"training.train_tokens"})
+
+
+def _count(raw: str) -> str:
+    """The count as digits when it reads as one in the page's locale (app.formatting.parse_count); else as typed,
+    for the contract's own message."""
+    from app.core.i18n import current
+    from app.formatting import parse_count
+
+    locale = current()
+    try:
+        return str(parse_count(raw, "en_US" if locale == "en" else locale))
+    except ValueError:
+        return raw
 
 
 def _model_input(values: dict[str, Any], errors: FormErrors) -> Any:
@@ -274,8 +310,11 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
         "model": _get(params, "model") or EstimateRequest.model_fields["model"].default,
         "model_json": _get(params, "model_json"),
     }
+    absent: set[str] = set()
     for spec in specs:
         present = spec.name in params
+        if not present:
+            absent.add(spec.name)
         values[spec.name] = _coerce(spec, _get(params, spec.name), present)
     model_raw = _model_input(values, errors)
     if errors:
@@ -283,6 +322,8 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
     sections: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     for spec in specs:
         value = values[spec.name]
+        if spec.name in absent and spec.name in STACK_SET_FIELDS:
+            continue  # left out of a link: the stack's default (training.stack) fills it
         if value is not None and not (spec.name.startswith(COST_SECTION + ".") and value == spec.default):
             section, name = spec.name.split(".", 1)
             sections[section][name] = value
@@ -324,6 +365,9 @@ def request_to_values(request: EstimateRequest) -> dict[str, Any]:
         section, name = spec.name.split(".", 1)
         part = getattr(request, section)
         values[spec.name] = getattr(CostChoice() if part is None and section == COST_SECTION else part, name)
+    for d in STACK_DEFAULTS[request.training.stack]:  # a mechanism at its stack's default shows as "the default"
+        if d.field in STACK_MECHANISMS and values["training." + d.field] == d.value:
+            values["training." + d.field] = None
     return values
 
 
@@ -333,9 +377,13 @@ def request_to_query(request: EstimateRequest) -> str:
     pairs: list[tuple[str, str]] = [("model", values["model"])] if not values["model_json"] else []
     if values["model_json"]:
         pairs.append(("model_json", json.dumps(json.loads(values["model_json"]), separators=(",", ":"))))
+    stack_defaults = {"training." + d.field: d.value for d in STACK_DEFAULTS[request.training.stack]}
     for spec in field_specs():
         value = values[spec.name]
-        if value == spec.default or value is None:
+        if spec.name in STACK_SET_FIELDS:  # left out, the stack's default (or the contract's) comes back
+            if value is None or value == stack_defaults.get(spec.name, spec.default):
+                continue
+        elif value == spec.default or value is None:
             continue
         pairs.append((spec.name, _query_value(value)))
     return urlencode(pairs)

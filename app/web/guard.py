@@ -24,7 +24,7 @@ from app.errors import Forbidden, RateLimited
 __all__ = ["COSTLY_PAGES", "guard_page", "same_origin"]
 
 #: GET pages that cost far more than a page view: the planner searches layouts, compare runs one estimate per GPU
-COSTLY_PAGES = frozenset({"/plan", "/compare"})
+COSTLY_PAGES = frozenset({"/plan", "/compare", "/cluster"})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

@@ -23,15 +23,15 @@ from app.web.forms import parse_form, request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimatorError
 from estimator.planner.contract import Constraints
-from estimator.planner.plan import Plan, PlanRequest, plan
+from estimator.planner.plan import Plan, PlanRequest
 from estimator.request import Hardware, Training
 from estimator.tco.run_cost import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["LAYOUT_KEYS", "best_plan", "layout_words", "plan_pricing", "plan_request_for", "plan_url_for", "router",
-           "same_job", "same_layout"]
+__all__ = ["LAYOUT_KEYS", "adopt_layout", "best_plan", "global_batch", "layout_words", "plan_pricing",
+           "plan_request_for", "plan_url_for", "router", "same_hardware", "same_job", "same_layout"]
 
 router = APIRouter()
 
@@ -43,21 +43,42 @@ LAYOUT_KEYS = (("parallelism", ("sharding", "offload", "tp", "pp", "cp", "ep", "
                ("training", ("activation_checkpointing", "micro_batch_size", "gradient_accumulation_steps")))
 
 
+def global_batch(req: EstimateRequest) -> int:
+    """The global batch in sequences of an estimate request: micro-batch x accumulation x data-parallel
+    replicas. The one definition the estimate page shows and the suggested layout and ``/plan`` search with."""
+    t = req.training
+    return int(t.micro_batch_size * t.gradient_accumulation_steps * max(1, req.dp))
+
+
+def same_hardware(a: EstimateRequest, b: EstimateRequest) -> bool:
+    """Same GPU, server, node count and GPUs per node."""
+    ha, hb = a.hardware, b.hardware
+    return (ha.gpu, ha.server, ha.num_nodes, ha.gpus_per_node) == (hb.gpu, hb.server, hb.num_nodes, hb.gpus_per_node)
+
+
+def adopt_layout(user: EstimateRequest, chosen: EstimateRequest) -> EstimateRequest:
+    """``user``'s request with only the layout of ``chosen`` (its parallelism and the training fields the
+    planner chooses): the model, the job, the hardware, the host and the cost basis stay the user's."""
+    training = user.training.model_copy(update={k: getattr(chosen.training, k) for k in _CHOSEN})
+    return user.model_copy(update={"training": training, "parallelism": chosen.parallelism})
+
+
 def plan_request_for(req: EstimateRequest, top_k: int = 1) -> PlanRequest:
     """The planner question "best layout for this job on this hardware", for an estimate request."""
     training = Training.model_validate(req.training.model_dump(exclude=_CHOSEN, exclude_defaults=True))
     hw = req.hardware
     hardware = Hardware.model_validate({"gpu": hw.gpu, "num_nodes": hw.num_nodes, "gpus_per_node": hw.gpus_per_node,
                                         **({"server": hw.server} if hw.server else {})})
-    dp = req.dp
-    gbs = req.training.micro_batch_size * req.training.gradient_accumulation_steps * max(1, dp)
+    gbs = global_batch(req)
     return PlanRequest(model=req.model, training=training, hardware=hardware, host=req.host,
                        constraints=Constraints(max_nodes=hw.num_nodes), global_batch_size=gbs, objective="time",
                        top_k=top_k)
 
 
 def best_plan(req: EstimateRequest, catalog: Catalog) -> Plan | None:
-    response = plan(plan_request_for(req), catalog)
+    from app.services.plan_rules import usable_plan
+
+    response = usable_plan(plan_request_for(req), catalog)
     return response.plans[0] if response.plans else None
 
 
@@ -92,7 +113,7 @@ def plan_url_for(req: EstimateRequest) -> str:
     job = {k: v for k, v in q if k in ("model", "model_json", "training.method", "training.seq_len",
                                        "training.train_tokens")}
     hw = req.hardware
-    gbs = req.training.micro_batch_size * req.training.gradient_accumulation_steps * req.dp
+    gbs = global_batch(req)
     pairs = [
         *job.items(),
         ("global_batch_size", str(gbs)),
@@ -134,12 +155,32 @@ def estimate_layout(request: Request, catalog: CatalogDep) -> HTMLResponse:
             context["error"] = exc.message
         else:
             if best is not None:
-                context.update(
-                    suggestion=best, same=same_layout(form.request, best.request),
-                    words=layout_words(best.request), current_words=layout_words(form.request),
-                    url=f"/estimate?{request_to_query(best.request)}",
-                    plan_url=plan_url_for(form.request))
+                context.update(_suggestion(form.request, best, catalog))
     return render(request, "_layout_suggestion.html", context)
+
+
+def _suggestion(user: EstimateRequest, best: Plan, catalog: Catalog) -> dict[str, Any]:
+    """What the card says: the layout adopted on the user's own hardware and cost basis, with the figures of
+    the very estimate "Use this layout" opens; a plan on other hardware only as a separate, labelled link."""
+    from app.web import backend
+
+    out: dict[str, Any] = {"current_words": layout_words(user), "plan_url": plan_url_for(user),
+                           "batch": global_batch(user), "other_url": None, "other_words": None}
+    if not same_hardware(user, best.request):
+        hw = best.request.hardware
+        out.update(other_url=f"/estimate?{request_to_query(best.request)}",
+                   other_words=f"{hw.num_nodes * hw.gpus_per_node}x {backend.gpu_name(catalog, hw.gpu)}"
+                               + (f" ({backend.server_name(catalog, hw.server)})" if hw.server else ""))
+    adopted = adopt_layout(user, best.request)
+    try:
+        mine = backend.run_estimate(adopted, catalog)
+    except EstimatorError as exc:
+        out["error"] = exc.message
+        return out
+    out.update(suggestion=best, same=same_layout(user, adopted), words=layout_words(adopted),
+               url=f"/estimate?{request_to_query(adopted)}", adopted=mine, fits=mine.memory.fits,
+               adopted_cost=cost_to_train(catalog, mine))
+    return out
 
 
 def same_job(estimate: EstimateRequest, search: PlanRequest) -> bool:
@@ -177,7 +218,7 @@ def plan_vs_estimate(params: Any, response: Any, catalog: Catalog, search: PlanR
         "estimate_ttt": mine.train.time_to_train_s if mine.train else None,
         "estimate_step": mine.time.step_time_s if mine.time else None,
         "estimate_fits": mine.memory.fits,
-        "estimate_batch": req.training.micro_batch_size * req.training.gradient_accumulation_steps * req.dp,
+        "estimate_batch": global_batch(req),
         "plan_batch": winner.layout.global_batch_size,
         "plan_ttt": winner.time_to_train_s, "plan_step": winner.step_time_s,
         "estimate_cost": cost_to_train(catalog, mine), "plan_cost": winner.cost,

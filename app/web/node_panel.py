@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
+from app.services.power import node_power, rack_fit
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -21,6 +22,8 @@ from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
 from estimator.host.bom import choose_server
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
+from estimator.job import job_of
+from estimator.tco import TcoAssumptions
 from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ _BREAKDOWN_LABELS = {
     "offloaded_parameters": N_("Offloaded parameters"),
     "offloaded_gradients": N_("Offloaded gradients"),
     "offloaded_optimizer_states": N_("Offloaded optimizer states"),
+    "offloaded_activations": N_("Offloaded activations"),
     "cpu_optimizer_temporary": N_("CPU optimizer temporaries"),
     "pinned_rounding": N_("Pinned-buffer rounding"),
     "checkpoint_staging": N_("Checkpoint staging"),
@@ -78,6 +82,8 @@ class NodePanel:
     bom: list[dict[str, Any]]
     bom_total_usd: float | None  # the priced items
     bom_unpriced: int
+    power_kw_at_load: float = 0.0
+    utilisation: float = 0.8
     fixes: list[NodeFix] = field(default_factory=list)
 
 
@@ -88,7 +94,7 @@ def sized_server(catalog: Catalog, request: EstimateRequest, result: EstimateRes
     if chosen is not None:
         return chosen, False
     gpu = catalog.gpus.get(result.layout.gpu)
-    standin = choose_server(request, None, gpu, catalog) if gpu is not None else None
+    standin = choose_server(job_of(request), None, gpu, catalog) if gpu is not None else None
     return standin, standin is not None
 
 
@@ -171,6 +177,12 @@ def _node_fixes(catalog: Catalog, request: EstimateRequest, limit: RamLimit) -> 
     return [NodeFix(_("Use %(n)s nodes") % {"n": nodes}, detail, f"/estimate?{request_to_query(trial)}")]
 
 
+def _tco_assumptions(request: EstimateRequest) -> TcoAssumptions:
+    """The TCO assumptions the job's cost choice states (its utilisation), else the defaults."""
+    util = request.cost.utilisation if request.cost is not None else None
+    return TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
+
+
 def node_panel(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> NodePanel | None:
     """The whole-node panel of one estimate (``None`` when the estimator sized no host)."""
     host = result.host
@@ -212,15 +224,19 @@ def node_panel(catalog: Catalog, request: EstimateRequest, result: EstimateRespo
                    for k, v in host.ram_breakdown_bytes.items() if v > 0), key=lambda r: -r[1])
     opts = options_for(request).resolved()
     rack_budget = float(opts.rack_kw_budget or 40.0)
-    peak_w = float(host.power_w_per_node)
-    per_rack = int(host.nodes_per_rack)
+    # power and rack: one function each (app.services.power), the same figures and labels as /tco
+    power = node_power(catalog, request.hardware.server, _tco_assumptions(request), gpu_id=result.layout.gpu,
+                       gpus_per_node=request.hardware.gpus_per_node)
+    peak_w = power.peak_kw * 1000
+    per_rack = (rack_fit(catalog, request.hardware.server, rack_budget).nodes_per_rack
+                if request.hardware.server else int(host.nodes_per_rack))
     bom = list(result.bill_of_materials)
     priced = [b for b in bom if b.get("unit_price_usd") is not None]
     total = sum(float(b["unit_price_usd"]) * int(b.get("quantity", 1)) for b in priced)  # type: ignore[arg-type]
     return NodePanel(
         tone=tone, label=label, sentence=sentence, ram_need_bytes=need, ram_limit=limit, ram_fits=ram_fits,
         standin=standin, ram_rows=rows, host=host, power_kw_peak=peak_w / 1000,
-        power_kw_average=float(host.power_w_average) / 1000,
+        power_kw_average=power.average_kw, power_kw_at_load=power.at_load_kw, utilisation=power.utilisation,
         btu_per_h=float(host.power_btu_per_h), cfm=airflow_cfm(peak_w), delta_t_k=DEFAULT_DELTA_T_K,
         rack_kw_budget=rack_budget, nodes_per_rack=per_rack, rack_kw=per_rack * peak_w / 1000,
         rack_btu_per_h=per_rack * float(host.power_btu_per_h), rack_cfm=per_rack * airflow_cfm(peak_w),

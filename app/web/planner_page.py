@@ -33,6 +33,7 @@ from app.core.i18n import N_, localize_number
 from app.core.i18n import gettext as _
 from app.deps import CatalogDep
 from app.services.budget import request_budget
+from app.services.plan_rules import usable_plan
 from app.web import backend
 from app.web.estimate_page import verdict_of
 from app.web.forms import FormErrors, _build_model, _model_input, plain_message, request_to_query
@@ -41,7 +42,6 @@ from app.web.templating import is_htmx, render
 from estimator import EstimatorError
 from estimator.messages import Text
 from estimator.planner.contract import Objective, Plan, PlanRequest, PlanResponse, Pricing
-from estimator.planner.plan import plan
 from estimator.planner.reverse import QUESTIONS, ReverseRequest, ReverseResponse, answer
 from estimator.request import Training
 from estimator.tco.run_cost import CostChoice
@@ -550,7 +550,7 @@ def run_plan_form(params: Mapping[str, Any], catalog: Catalog, progress_id: str 
     if form.request is not None:
         report = PROGRESS.callback(progress_id) if progress_id else None
         try:
-            response = plan(form.request, catalog, report)
+            response = usable_plan(form.request, catalog, report)
         except EstimatorError as exc:
             form.errors.add(_field_of(exc, form.values), exc.message)
         else:

@@ -75,7 +75,7 @@ def _save(request: Request, session: Session, catalog: Catalog, metrics: Metrics
         body: BaseModel
         if kind == "quote":
             body = QuoteCreate(
-                name=text["name"], customer=text["customer"], inputs=inputs, price=text["price"] or "0",
+                name=text["name"], customer=text["customer"], inputs=inputs, price=_price(text["price"]) or "0",
                 currency=text["currency"].upper() or "USD", notes=text["notes"] or None,
                 server_count=inputs.hardware.num_nodes, chosen_option=inputs.hardware.server or inputs.hardware.gpu,
                 serving=serving,
@@ -90,6 +90,19 @@ def _save(request: Request, session: Session, catalog: Catalog, metrics: Metrics
     session.commit()
     metrics.saved.labels(kind).inc()
     return RedirectResponse(f"/{_plural(kind)}/{item.id}?saved=1", status_code=303)
+
+
+def _price(raw: str) -> str:
+    """The price as typed in the page's locale ("12.500,50" in pt-BR, "12,500.50" in English), as a plain decimal
+    (app.formatting.parse_number); else as typed, for the contract's own message."""
+    from app.core.i18n import current
+    from app.formatting import parse_number
+
+    locale = current()
+    try:
+        return str(parse_number(raw, "en_US" if locale == "en" else locale)) if raw else raw
+    except ValueError:
+        return raw
 
 
 def _save_page(kind: Kind) -> Callable[..., Response]:

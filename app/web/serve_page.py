@@ -24,7 +24,7 @@ from estimator.inference import InferenceRequest, estimate_inference
 from estimator.inference.request import Engine, KvCacheDtype, WeightsFormat
 from estimator.model.spec import list_presets
 
-__all__ = ["router", "serve_query", "serving_request"]
+__all__ = ["router", "serve_query", "serving_request", "smallest_tp_that_starts"]
 
 router = APIRouter()
 
@@ -51,10 +51,13 @@ FIELDS: dict[str, tuple[str | None, str]] = {
 _PATH_TO_PARAM = {(sec or "", f): p for p, (sec, f) in FIELDS.items()}
 
 
-def serve_query(model: Any, gpu: str | None, server: str | None, train: str | None = None) -> str:
+def serve_query(model: Any, gpu: str | None, server: str | None, train: str | None = None,
+                catalog: Any = None) -> str:
     """The ``/serve`` query string for a model (preset id, or its shape as JSON) on a GPU / server; ``train`` is
-    the training estimate's own query, carried so that the Serve page can save both as one quote."""
+    the training estimate's own query, carried so that the Serve page can save both as one quote. With the
+    ``catalog``, it opens on the smallest tensor-parallel size that starts (not on one that runs out of memory)."""
     params: dict[str, str] = {}
+    tp = smallest_tp_that_starts(model, gpu, server, catalog) if catalog is not None else None
     if isinstance(model, str):
         params["model"] = model
     else:
@@ -63,9 +66,34 @@ def serve_query(model: Any, gpu: str | None, server: str | None, train: str | No
         params["gpu"] = gpu
     if server:
         params["server"] = server
+    if tp is not None and tp > 1:
+        params["tp"] = str(tp)
     if train:
         params["train"] = train
     return urlencode(params)
+
+
+def smallest_tp_that_starts(model: Any, gpu: str | None, server: str | None, catalog: Any) -> int | None:
+    """The smallest tensor-parallel size (1, 2, 4, 8, ... up to the node's GPUs) at which the engine starts with
+    this model on this GPU / server, by the serving estimator itself; ``None`` when none does (or it errs)."""
+    hardware: dict[str, Any] = {k: v for k, v in (("gpu", gpu), ("server", server)) if v}
+    if not hardware:
+        return None
+    spec: Any = model if isinstance(model, str) else model.model_dump(mode="json")
+    gpus = 8
+    if server and server in getattr(catalog, "servers", {}):
+        gpus = int(catalog.servers[server].gpu_count)
+    tp = 1
+    while tp <= gpus:
+        try:
+            req = InferenceRequest.model_validate({"model": spec, "hardware": hardware,
+                                                   "serving": {"tensor_parallel_size": tp}})
+            if estimate_inference(req, catalog).starts:
+                return tp
+        except (EstimatorError, ValidationError):
+            return None
+        tp *= 2
+    return None
 
 
 def serving_request(query: str) -> InferenceRequest:

@@ -32,8 +32,9 @@ from app.schemas.tco import DEFAULT_CANDIDATE, DEFAULT_CURRENT, UpgradeRequest, 
 from app.services.tco import compute_upgrade, job_on_server, rack_for
 from app.web import backend
 from app.web.forms import SECTIONS, parse_form, plain_message, request_to_query
-from app.web.templating import is_htmx, render
+from app.web.templating import is_htmx, money, render
 from estimator import EstimateRequest, EstimatorError
+from estimator.host_options import options_for
 from estimator.messages import Text
 from estimator.tco import (
     JobCost,
@@ -210,6 +211,12 @@ def _upgrade(catalog: Catalog, form: TcoForm, job: EstimateRequest | None, nodes
 
 def _compute(catalog: Catalog, form: TcoForm, job: EstimateRequest | None) -> dict[str, Any]:
     assumptions = _assumptions(form)
+    if assumptions is not None and job is not None and form.assumptions.get("rack_kw", "") == "":
+        # the job's own rack budget (host.rack_kw_budget), so that /tco and the estimate's node panel plan the
+        # same rack: one stated budget, one function (app.services.power.rack_fit)
+        budget = options_for(job).resolved().rack_kw_budget
+        if budget:
+            assumptions = assumptions.model_copy(update={"rack_kw": float(budget)})
     nodes = _number(form, "nodes", form.nodes, 1, _MAX_NODES)
     price = _number(form, "server_price_usd", form.server_price_usd, 0.01, _MAX_PRICE)
     if form.server not in catalog.servers:
@@ -244,8 +251,9 @@ def _compute(catalog: Catalog, form: TcoForm, job: EstimateRequest | None) -> di
     if upgrade_fig:
         figs["upgrade"] = upgrade_fig
     headline = _headline(catalog, versus, assumptions)
-    return {"own": own, "options": options, "versus": versus, "versus_note": versus_note, "rack": rack,
-            "headline": headline, "offer_label": _offer_label(catalog, versus),
+    per_run = _per_run_note(versus, runs, assumptions, _offer_label(catalog, versus))
+    return {"per_run_note": per_run, "own": own, "options": options, "versus": versus, "versus_note": versus_note,
+            "rack": rack, "headline": headline, "offer_label": _offer_label(catalog, versus),
             "runs": runs, "job_note": job_note, "figs": figs, "chart_runs": chart_runs, "chart_skipped": skipped,
             "upgrade": upgrade, "upgrade_error": upgrade_error, "reference_job": REFERENCE_JOB_WORDS,
             "rows": assumption_table(assumptions, catalog), "nodes_int": n}
@@ -260,6 +268,26 @@ def _offer_label(catalog: Catalog, versus: Any) -> str | None:
         return str(versus.offer_id)
     low = offer_confidence(offer, versus.cloud_pricing, catalog) == "low"
     return offer_name(offer, versus.cloud_pricing) + (", a low-confidence price," if low else "")
+
+
+def _per_run_note(versus: Any, runs: list[Any], a: TcoAssumptions, label: str | None) -> str | None:
+    """The headline's offer against owning, per run of the page's job (the per-run table's own two rows), said
+    next to the headline so the two never read as a contradiction: the headline counts cash over the horizon
+    (the whole purchase paid inside it), the per-run cost amortises the purchase over the server's life."""
+    if versus is None or not runs:
+        return None
+    owned = next((r for r in runs if r.kind == "own"), None)
+    kind = f"cloud-{versus.cloud_pricing}"
+    rented = next((r for r in runs if r.offer_id == versus.offer_id and r.kind == kind), None)
+    if owned is None or rented is None:
+        return None
+    words = {"own": money(owned.cost_usd), "offer": (label or versus.offer_id).rstrip(", "),
+             "rent": money(rented.cost_usd), "years": f"{a.horizon_years:g}"}
+    if owned.cost_usd <= rented.cost_usd:
+        return _("Per run of this job, owning is cheaper (%(own)s against %(rent)s on %(offer)s): the run cost "
+                 "amortises the purchase over the server's life, while the %(years)s-year comparison pays all of "
+                 "it in cash inside the horizon.") % words
+    return _("Per run of this job, renting %(offer)s is cheaper too (%(rent)s against %(own)s owned).") % words
 
 
 def _headline(catalog: Catalog, versus: Any, a: TcoAssumptions) -> str | None:

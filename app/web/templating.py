@@ -13,13 +13,15 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.core.currency import current as current_currency
 from app.core.i18n import DEFAULT as DEFAULT_LOCALE
 from app.core.i18n import LOCALES, N_, localize_number, translate
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _gettext
 from app.core.i18n import ngettext as _ngettext
-from app.formatting import count, money_range, percent, rate
+from app.formatting import count, percent
 from app.formatting import money as _money
+from app.formatting import rate as _rate
 from app.web.assets import asset_url
 from hardware_catalog.urls import web_url
 
@@ -35,9 +37,11 @@ NAV = [
     ("compare", "/compare", N_("Compare GPUs")),
     ("plan", "/plan", N_("Planner")),
     ("tco", "/tco", N_("TCO")),
+    ("cluster", "/cluster", N_("Cluster")),
     ("serve", "/serve", N_("Serve it")),
     ("catalog", "/catalog", N_("Catalog")),
     ("quotes", "/quotes", N_("Saved quotes")),
+    ("measurements", "/measurements", N_("Measurements")),
 ]
 
 
@@ -130,11 +134,39 @@ def datetime_(value: Any) -> str:
     return f"{format_date(value, format='medium', locale=locale)} {format_time(value, format='HH:mm', locale=locale)}"
 
 
+def _shown(value: float, currency: str) -> tuple[float, str]:
+    """A USD amount in the reader's currency (app.core.currency: the operator's dated rate); other currencies as
+    they are."""
+    display = current_currency()
+    if currency != "USD" or display.code == "USD":
+        return value, currency
+    return float(value) * display.per_usd, display.code
+
+
 def money(value: float | None, currency: str = "USD") -> str:
     if value is None:
         return _na()
     locale = current_locale()
+    value, currency = _shown(value, currency)
     return _money(value, currency) if locale == DEFAULT_LOCALE else _money(value, currency, locale=locale)
+
+
+def rate(value: float | None, currency: str = "USD") -> str:
+    """A price per unit (per GPU-hour), to the cent, in the reader's locale and currency (issue 28: "$2.23" stood
+    beside "US$ 1.887" on a Portuguese page)."""
+    if value is None:
+        return _na()
+    locale = current_locale()
+    value, currency = _shown(value, currency)
+    return _rate(value, currency) if locale == DEFAULT_LOCALE else _rate(value, currency, locale=locale)
+
+
+def money_range(low: float | None, high: float | None, currency: str = "USD") -> str:
+    if low is None and high is None:
+        return _na()
+    if low is None or high is None or low == high:
+        return money(low if low is not None else high, currency)
+    return f"{money(low, currency)}-{money(high, currency)}"
 
 
 def money3(value: float | None) -> str:
@@ -142,16 +174,17 @@ def money3(value: float | None) -> str:
     if value is None:
         return _na()
     locale = current_locale()
-    if locale == DEFAULT_LOCALE:
+    value, code = _shown(value, "USD")
+    if locale == DEFAULT_LOCALE and code == "USD":
         return f"${value:.3f}"
-    return str(format_currency(value, "USD", format="¤ #,##0.000", locale=locale, currency_digits=False))
+    return str(format_currency(value, code, format="¤ #,##0.000", locale=locale, currency_digits=False))
 
 
 templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.add_extension("jinja2.ext.i18n")
 templates.env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # type: ignore[attr-defined]
 templates.env.globals.update(KINDS=OPTION_KINDS, PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url,
-                             LOCALES=LOCALES, current_locale=current_locale)
+                             LOCALES=LOCALES, current_locale=current_locale, current_currency=current_currency)
 templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
     datetime=datetime_, tr=translate, num_text=localize_number, web_url=web_url, rate=rate, count=count,

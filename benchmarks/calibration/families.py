@@ -52,6 +52,7 @@ def step_cases() -> list[dict[str, Any]]:
 
 
 def estimated_step_s(res: dict[str, Any], constants: Any = None) -> float:
+    from estimator.job import job_of
     from estimator.model.spec import ModelShape, resolve_model
     from estimator.request import EstimateRequest
     from estimator.training.efficiency import H200_FIT
@@ -61,7 +62,8 @@ def estimated_step_s(res: dict[str, Any], constants: Any = None) -> float:
     req = EstimateRequest.model_validate(request(res))
     shape = ModelShape(resolve_model(req.model))
     cat = _catalog()
-    return step_time(req, shape, build_layout(req, shape), cat.gpus[req.hardware.gpu], None, cat,
+    job = job_of(req)
+    return step_time(job, shape, build_layout(job, shape), cat.gpus[req.hardware.gpu], None, cat,
                      constants or H200_FIT).step_time_s
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.efficiency import H200_FIT, Constants
@@ -39,8 +40,9 @@ def _cases() -> list[Any]:
 def _error(case: Any, k: Constants, catalog: Any) -> float:
     req = EstimateRequest.model_validate(case.request)
     shape = ModelShape(resolve_model(req.model))
-    layout = build_layout(req, shape)
-    t = step_time(req, shape, layout, catalog.gpus[case.gpu], None, catalog, k)
+    job = job_of(req)
+    layout = build_layout(job, shape)
+    t = step_time(job, shape, layout, catalog.gpus[case.gpu], None, catalog, k)
     return t.tokens_per_s_per_gpu / case.tokens_per_s_per_gpu - 1.0
 
 

@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.efficiency import H200_FIT, Constants
@@ -49,14 +50,15 @@ def _prepared() -> tuple[tuple[Any, ...], ...]:
     out = []
     for fam, case, measured in _cases():
         req = EstimateRequest.model_validate(case["request"])
+        job = job_of(req)
         shape = ModelShape(resolve_model(req.model))
-        out.append((fam, req, shape, build_layout(req, shape), catalog.gpus[req.hardware.gpu], catalog, measured))
+        out.append((fam, job, shape, build_layout(job, shape), catalog.gpus[req.hardware.gpu], catalog, measured))
     return tuple(out)
 
 
 def _errors(k: Constants, rows: list[tuple[Any, ...]]) -> list[float]:
-    return [step_time(req, shape, layout, gpu, None, cat, k).step_time_s / measured - 1.0
-            for _, req, shape, layout, gpu, cat, measured in rows]
+    return [step_time(job, shape, layout, gpu, None, cat, k).step_time_s / measured - 1.0
+            for _, job, shape, layout, gpu, cat, measured in rows]
 
 
 def _loss(k: Constants, rows: list[tuple[Any, ...]]) -> float:

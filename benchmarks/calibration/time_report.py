@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from estimator.job import job_of
 from estimator.training.accuracy import LONG_SEQUENCE_TOKENS, held_out_bar, p90, time_error_bars
 from estimator.training.timing import HOST_BOUND_SHARE
 
@@ -95,8 +96,9 @@ def published_class(case: Any) -> str:
     from estimator.training.layout import build_layout
 
     req = EstimateRequest.model_validate(case.request)
-    layout = build_layout(req, ModelShape(resolve_model(req.model)))
-    if not time_kind_measured(req, layout, case.gpu):
+    job = job_of(req)
+    layout = build_layout(job, ModelShape(resolve_model(req.model)))
+    if not time_kind_measured(job, layout, case.gpu):
         return ""
     return time_class(layout.world_size > 1, req.parallelism.framework, req.training.seq_len)
 
@@ -173,7 +175,8 @@ def _host_ratio(request: dict[str, Any]) -> float:
 
     req = EstimateRequest.model_validate(request)
     shape = ModelShape(resolve_model(req.model))
-    return host_issue_ratio(req, shape, build_layout(req, shape), load_catalog().gpus[req.hardware.gpu])
+    job = job_of(req)
+    return host_issue_ratio(job, shape, build_layout(job, shape), load_catalog().gpus[req.hardware.gpu])
 
 
 def bars(t: Tables) -> dict[str, Any]:

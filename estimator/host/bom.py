@@ -28,10 +28,9 @@ from estimator.host.sizing import (
     recommend_nvme,
 )
 from estimator.host_options import host_defaults
+from estimator.job import Job
 from estimator.memo import ObjectMemo
 from estimator.messages import Num, Text
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.response import HostResult
 from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
@@ -57,13 +56,13 @@ def _price_source(entry: Any, field: str) -> str:
     return f"catalog: {s.citation} ({s.date})"
 
 
-def choose_server(req: EstimateRequest, server: Server | None, gpu: Gpu | None, catalog: Catalog) -> Server | None:
+def choose_server(job: Job, server: Server | None, gpu: Gpu | None, catalog: Catalog) -> Server | None:
     """The request's server, else the catalog's cheapest (then first) non-placeholder server carrying the
     request's GPU with at least ``gpus_per_node`` of them; ``None`` if there is none."""
     if server is not None:
         return server
-    gpu_id = getattr(gpu, "id", view(req).hardware.gpu)
-    gpn = view(req).hardware.gpus_per_node
+    gpu_id = getattr(gpu, "id", job.hardware.gpu)
+    gpn = job.hardware.gpus_per_node
     return _SUGGESTED.get_or_compute((catalog,), (gpu_id, gpn), lambda: _cheapest_server(catalog, gpu_id, gpn))
 
 
@@ -96,14 +95,14 @@ def _dimm_sku(dimms: DimmConfig) -> str:
     return f"{dimms.memory_type.lower()}-rdimm-{dimms.size_gib}gb"
 
 
-def bill_of_materials(req: EstimateRequest, layout: Layout, server: Server | None, catalog: Catalog,
+def bill_of_materials(job: Job, layout: Layout, server: Server | None, catalog: Catalog,
                       host: HostResult | HostSizing | None = None, *, gpu: Gpu | None = None,
                       sizing: HostSizing | None = None) -> list[Item]:
     """Items for ``layout.num_nodes`` nodes of ``server`` (see the module docstring). ``host`` is the
     response's host block or a :class:`HostSizing`; the RAM, NVMe and NIC lines follow its recommendation."""
     gpu = gpu if gpu is not None else (getattr(catalog, "gpus", {}) or {}).get(
-        getattr(server, "gpu_id", None) or view(req).hardware.gpu)
-    chosen = choose_server(req, server, gpu, catalog)
+        getattr(server, "gpu_id", None) or job.hardware.gpu)
+    chosen = choose_server(job, server, gpu, catalog)
     if isinstance(host, HostSizing):
         sizing = host
     dimms, nvme, nic = _configs(layout, chosen, catalog, host, sizing)
@@ -181,8 +180,8 @@ def _configs(layout: Layout, server: Server | None, catalog: Catalog, host: Host
     return dimms, nvme, nic
 
 
-def bill_of_materials_for(req: EstimateRequest, shape: Any, layout: Layout, gpu: Gpu, server: Server | None,
+def bill_of_materials_for(job: Job, shape: Any, layout: Layout, gpu: Gpu, server: Server | None,
                           catalog: Catalog, time: Any = None) -> list[Item]:
     """Convenience: size the host and list the materials in one call."""
-    sizing = host_sizing(req, shape, layout, gpu, choose_server(req, server, gpu, catalog), catalog, time=time)
-    return bill_of_materials(req, layout, server, catalog, sizing, gpu=gpu)
+    sizing = host_sizing(job, shape, layout, gpu, choose_server(job, server, gpu, catalog), catalog, time=time)
+    return bill_of_materials(job, layout, server, catalog, sizing, gpu=gpu)

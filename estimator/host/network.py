@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.layout import Layout
 from estimator.training.tensors import local_tensors, stages
 
@@ -55,13 +54,13 @@ def _sent(factor: float, buffer_bytes: float, group: int, local: int) -> float:
     return 0.0 if nodes <= 1 else factor * buffer_bytes * (nodes - 1) / nodes
 
 
-def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: float,
+def _data_parallel(job: Job, layout: Layout, grads: float, weights: float,
                    weights_trainable: float) -> dict[str, float]:
     """Bytes per step a node sends for data-parallel / sharding collectives. Gradients are reduced, and model
     states sharded, over the data-parallel group *with* context parallelism (dp x cp ranks: cp ranks hold the
     same parameters and partial gradients; ``layout.shard_group`` spans them too), one group per tensor-parallel
     position."""
-    g, m, s = layout.gpus_per_node, view(req).training.gradient_accumulation_steps, layout.sharding
+    g, m, s = layout.gpus_per_node, job.training.gradient_accumulation_steps, layout.sharding
     dp = layout.dp * layout.cp
     slots = max(1, min(g, layout.tp))  # distinct tensor-parallel positions on a node: one DP x CP group each
     local = max(1, g // slots)  # ranks of each DP x CP group on the node
@@ -86,25 +85,25 @@ def _data_parallel(req: EstimateRequest, layout: Layout, grads: float, weights: 
 _RANK_PARAMS: Final[BoundedMemo[tuple[object, ...], tuple[int, int]]] = BoundedMemo(4096)
 
 
-def _rank_params(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
+def _rank_params(job: Job, shape: ModelShape, layout: Layout) -> tuple[int, int]:
     """(trainable, total) parameters of one model-parallel rank of the busiest stage, memoised on what
     :func:`local_tensors` reads (not the batch shape)."""
-    t = view(req).training
+    t = job.training
     key = (t.method, t.lora_rank, t.lora_targets, shape, layout)
-    return _RANK_PARAMS.get_or_compute(key, lambda: _rank_params_uncached(req, shape, layout))
+    return _RANK_PARAMS.get_or_compute(key, lambda: _rank_params_uncached(job, shape, layout))
 
 
-def _rank_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[int, int]:
+def _rank_params_uncached(job: Job, shape: ModelShape, layout: Layout) -> tuple[int, int]:
     trainable = total = 0
     for stage in stages(layout):
-        ts = local_tensors(req, shape, layout, stage)
+        ts = local_tensors(job, shape, layout, stage)
         trainable = max(trainable, sum(x.numel * x.count for x in ts if x.trainable))
         total = max(total, sum(x.numel * x.count for x in ts))
     return trainable, total
 
 
-def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) -> NetworkTraffic:
-    rv = view(req)
+def inter_node_traffic(job: Job, shape: ModelShape, layout: Layout) -> NetworkTraffic:
+    rv = job
     t, p = rv.training, rv.parallelism
     g = layout.gpus_per_node
     if layout.num_nodes <= 1:
@@ -112,8 +111,8 @@ def inter_node_traffic(req: EstimateRequest, shape: ModelShape, layout: Layout) 
     m = t.gradient_accumulation_steps
     grad_bytes = 2 if p.framework == "deepspeed" or t.precision == "bf16-true" else 4
     param_bytes = 4 if t.precision == "fp32" else 2
-    trainable, total = _rank_params(req, shape, layout)
-    kinds = _data_parallel(req, layout, trainable * grad_bytes, total * param_bytes, trainable * param_bytes)
+    trainable, total = _rank_params(job, shape, layout)
+    kinds = _data_parallel(job, layout, trainable * grad_bytes, total * param_bytes, trainable * param_bytes)
     act = t.micro_batch_size * t.seq_len * shape.dims.hidden_size * 2 / layout.cp  # one rank's boundary tensor
     if layout.pp > 1:
         # a stage boundary between nodes: activations forward and their gradients back, each split over the tp

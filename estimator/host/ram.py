@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from estimator.host_options import GIB, HostOptions, host_defaults
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.checkpoint import CheckpointSize
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -92,9 +92,9 @@ def _empty() -> dict[str, int]:
     return _ZEROS.copy()
 
 
-def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
+def _offload_items(job: Job, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
     """Offloaded model states of one rank, tensor by tensor (PyTorch FSDP2 / Megatron CPU offload)."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     items = _empty()
     shards = layout.shard_group if layout.sharding in ("zero3", "hsdp") else layout.optimizer_shard
@@ -131,14 +131,14 @@ def _offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) 
     return items
 
 
-def _deepspeed_offload_items(req: EstimateRequest, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
+def _deepspeed_offload_items(job: Job, tensors: list[Tensor], layout: Layout) -> dict[str, int]:
     """DeepSpeed's own estimate: (16 | 18) bytes per parameter x 1.5 (stage3.py, see the module docstring)."""
     items = _empty()
     shards = layout.shard_group if layout.sharding in ("zero3", "hsdp") else layout.optimizer_shard
     params = sum(x.shard_numel(shards) * x.count for x in tensors if x.trainable)
     frozen = sum(x.shard_numel(shards) * x.count for x in tensors if not x.trainable)
     factor = host_defaults().num("ram", "cpu_optimizer_buffer_factor")
-    with_params = view(req).parallelism.offload == "optimizer+params"
+    with_params = job.parallelism.offload == "optimizer+params"
     items["offloaded_parameters"] = params * (4 + (2 if with_params else 0)) + (frozen * 2 if with_params else 0)
     items["offloaded_gradients"] = params * 4
     items["offloaded_optimizer_states"] = params * 8
@@ -147,11 +147,11 @@ def _deepspeed_offload_items(req: EstimateRequest, tensors: list[Tensor], layout
     return items
 
 
-def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+def process_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
                 options: HostOptions, rank0: bool) -> tuple[ProcessRam, ProcessRam]:
     """(load phase, training phase) of one process: rank 0 when ``rank0``, any other rank otherwise."""
     d = host_defaults()
-    p = view(req).parallelism
+    p = job.parallelism
     base = int(d.num("ram", "framework_baseline_gib") * GIB)
     nccl_on = options.nccl if options.nccl is not None else layout.world_size > 1
     nccl_key = "nccl_host_gib" if layout.num_nodes > 1 else "nccl_host_gib_single_node"
@@ -159,14 +159,17 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
     best_train: dict[str, int] | None = None
     best_load: dict[str, int] | None = None
     for stage in stages(layout):
-        tensors = local_tensors(req, shape, layout, stage)
+        tensors = local_tensors(job, shape, layout, stage)
         train = _empty()
         if p.offload != "none":
             offload = (_deepspeed_offload_items if p.framework == "deepspeed" else _offload_items)(
-                req, tensors, layout)
+                job, tensors, layout)
             train.update({k: v for k, v in offload.items() if v})
         train["framework_baseline"] = base
         train["nccl"] = nccl
+        offloaded = offloaded_activation_bytes(job, shape, layout, stage)
+        if offloaded:  # issue 29: pinned host copies of the saved activations (only then is the key present)
+            train["offloaded_activations"] = offloaded
         if options.async_checkpoint:
             train["checkpoint_staging"] = ckpt.per_rank_bytes
         if options.checkpoint_format == "full" and rank0:
@@ -188,42 +191,46 @@ def process_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: C
     return ProcessRam(best_load), ProcessRam(best_train)
 
 
-def _host_ram_key(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+def _host_ram_key(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
                   options: HostOptions) -> tuple[object, ...]:
     """Everything :func:`_host_ram` reads: the request's model-state fields (not the batch shape), the
     checkpoint's staged sizes and the options it uses (before defaults are filled in, which is deterministic)."""
-    rv = view(req)
+    rv = job
     t, p, o = rv.training, rv.parallelism, options
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.offload,
             p.framework, shape, layout, ckpt.model_bytes, ckpt.optimizer_bytes, ckpt.per_rank_bytes, o.nccl,
-            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved)
+            o.async_checkpoint, o.checkpoint_format, o.model_loading, o.dataloader_workers, o.include_os_reserved,
+            t.activation_offloading, t.values if t.activation_offloading != "none" else None)
 
 
 _HOST_RAM: Final[BoundedMemo[tuple[object, ...], HostRam]] = BoundedMemo(4096)
 
 
-def host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+def host_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
              options: HostOptions) -> HostRam:
     """The node's host RAM, memoised on :func:`_host_ram_key` (it does not depend on the batch shape)."""
-    key = _host_ram_key(req, shape, layout, ckpt, options)
+    key = _host_ram_key(job, shape, layout, ckpt, options)
     found = _HOST_RAM.get(key)
     if found is None:
-        found = _HOST_RAM.remember(key, _host_ram(req, shape, layout, ckpt, options))
+        found = _HOST_RAM.remember(key, _host_ram(job, shape, layout, ckpt, options))
     return found
 
 
-def _host_ram(req: EstimateRequest, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
+def _host_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
               options: HostOptions) -> HostRam:
     o = options.resolved()
     d = host_defaults()
-    r0_load, r0_train = process_ram(req, shape, layout, ckpt, o, rank0=True)
-    other_load, other_train = process_ram(req, shape, layout, ckpt, o, rank0=False)
+    r0_load, r0_train = process_ram(job, shape, layout, ckpt, o, rank0=True)
+    other_load, other_train = process_ram(job, shape, layout, ckpt, o, rank0=False)
     g = layout.gpus_per_node
     workers = int((o.dataloader_workers or 0) * g * d.num("ram", "dataloader_worker_gib") * GIB)
     os_reserved = int(d.num("ram", "os_reserved_gib") * GIB) if o.include_os_reserved else 0
 
     def node(r0: ProcessRam, other: ProcessRam, extra: dict[str, int]) -> dict[str, int]:
         items = {k: r0.items[k] + (g - 1) * other.items[k] for k in BREAKDOWN_KEYS}
+        if "offloaded_activations" in r0.items or "offloaded_activations" in other.items:
+            items["offloaded_activations"] = (r0.items.get("offloaded_activations", 0)
+                                              + (g - 1) * other.items.get("offloaded_activations", 0))
         for k, v in extra.items():
             items[k] += v
         return items

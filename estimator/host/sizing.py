@@ -27,11 +27,10 @@ from estimator.facility.rack import btu_per_hour, node_peak_power_w, nodes_per_r
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
+from estimator.job import Job
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text, join
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.response import HostResult
 from estimator.training.checkpoint import CheckpointSize, checkpoint_size, checkpoint_target
 from estimator.training.layout import Layout
@@ -241,14 +240,14 @@ def _compute_nic_gbps_uncached(server: Server | None) -> float | None:
 
 
 # ----------------------------------------------------------------------------------------------------- timing
-def _step_times(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu,
+def _step_times(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu,
                 time: Any) -> tuple[float, float, str]:
     """(step time, compute time, source): the step-time model's when given, else FLOPs at a fallback MFU."""
     if time is not None and _attr(time, "step_time_s", default=0) > 0:
         step = float(time.step_time_s)
         compute = float(_attr(time, "compute_s", default=step)) or step
         return step, compute, "step-time model"
-    t = view(req).training
+    t = job.training
     d = host_defaults()
     tokens = layout.tokens_per_step(t)
     mult = 6.0 if t.method == "full" else 4.0  # LoRA: no weight gradients of the frozen base
@@ -390,14 +389,14 @@ def _recommend_nvme(need_bytes: int, need_write_bps: float, server: Server | Non
     return None
 
 
-def _dataset(req: EstimateRequest, shape: ModelShape, options: HostOptions) -> tuple[int, int]:
+def _dataset(job: Job, shape: ModelShape, options: HostOptions) -> tuple[int, int]:
     """(dataset bytes, bytes per token) of the pre-tokenised training data."""
     d = host_defaults()
     per_token = int(d.num("storage", "bytes_per_token_small_vocab" if shape.dims.vocab_size < 65500
                           else "bytes_per_token_large_vocab"))
     if options.dataset_bytes is not None:
         return options.dataset_bytes, per_token
-    tokens = view(req).training.train_tokens or 0
+    tokens = job.training.train_tokens or 0
     return int(tokens * per_token), per_token
 
 
@@ -426,7 +425,7 @@ def _nic_options(gpus_per_node: int, pcie_gen: int) -> tuple[NicConfig, ...]:
     return tuple(NicConfig(c, s) for c in counts for s in speeds)
 
 
-def _fabric_note(req: EstimateRequest, layout: Layout, traffic: NetworkTraffic, utilisation: float,
+def _fabric_note(job: Job, layout: Layout, traffic: NetworkTraffic, utilisation: float,
                  nics: NicConfig | None) -> str:
     if layout.num_nodes <= 1:
         return Text("Single node: no inter-node fabric is needed for training (NVLink inside the node).")
@@ -538,12 +537,12 @@ class _PowerStep:
 _RAM_STEPS: Final[ObjectMemo[tuple[_RamStep, list[str], list[str]]]] = ObjectMemo(1024)
 
 
-def _ram_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def _ram_step(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               o: HostOptions, ckpt: CheckpointSize, out: _Messages) -> _RamStep:
     """Host RAM against the server (or the default ceiling) and the usual DIMM configurations. Memoised on the
     objects it reads (the memoised :func:`host_ram` result, the GPU, the server, the shape), the GPUs per node
     and the model loading; the messages it adds are replayed."""
-    ram = host_ram(req, shape, layout, ckpt, o)
+    ram = host_ram(job, shape, layout, ckpt, o)
 
     def compute() -> tuple[_RamStep, list[str], list[str]]:
         step = _Messages()
@@ -591,14 +590,14 @@ def _ram_step_uncached(ram: HostRam, shape: ModelShape, layout: Layout, gpu: Gpu
     return _RamStep(ram, dimms, max_ram, ram_fits)
 
 
-def _storage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
+def _storage_step(job: Job, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
                   o: HostOptions, ckpt: CheckpointSize, steps_per_s: float, time: Any, out: _Messages) -> _StorageStep:
     """Checkpoints (target, write time and rate), the dataset and the local NVMe that holds them
     (:func:`_storage_plan`), and the dataloader's read rate at the step's throughput."""
-    plan, warnings, notes, per_token = _storage_plan(req, shape, layout, server, catalog, o, ckpt)
+    plan, warnings, notes, per_token = _storage_plan(job, shape, layout, server, catalog, o, ckpt)
     out.warnings.extend(warnings)
     out.notes.extend(notes)
-    tokens_per_s_node = layout.tokens_per_step(view(req).training) * steps_per_s / layout.num_nodes
+    tokens_per_s_node = layout.tokens_per_step(job.training) * steps_per_s / layout.num_nodes
     if time is not None and _attr(time, "tokens_per_s", default=0):
         tokens_per_s_node = float(time.tokens_per_s) / layout.num_nodes
     read_bps = tokens_per_s_node * per_token
@@ -610,18 +609,18 @@ _StoragePlan = tuple[_StorageStep, list[str], list[str], int]
 _STORAGE: Final[ObjectMemo[_StoragePlan]] = ObjectMemo(1024)
 
 
-def _storage_plan(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
+def _storage_plan(job: Job, shape: ModelShape, layout: Layout, server: Server | None, catalog: Catalog,
                   o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
     """(the storage step without its read rate, its warnings, its notes, dataset bytes per token): none of it
     depends on the step time or the batch shape, so it is memoised on the objects it reads (the memoised
     checkpoint size, the resolved options, the server, the catalog), the nodes, the token budget and whether
     the vocabulary is small (:func:`_dataset`); the messages are replayed."""
-    key = (layout.num_nodes, view(req).training.train_tokens, shape.dims.vocab_size < 65500)
+    key = (layout.num_nodes, job.training.train_tokens, shape.dims.vocab_size < 65500)
     return _STORAGE.get_or_compute((ckpt, o, server, catalog), key,
-                                   lambda: _storage_plan_uncached(req, shape, layout, server, catalog, o, ckpt))
+                                   lambda: _storage_plan_uncached(job, shape, layout, server, catalog, o, ckpt))
 
 
-def _storage_plan_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None,
+def _storage_plan_uncached(job: Job, shape: ModelShape, layout: Layout, server: Server | None,
                            catalog: Catalog, o: HostOptions, ckpt: CheckpointSize) -> _StoragePlan:
     d = host_defaults()
     warnings: list[str] = []
@@ -631,7 +630,7 @@ def _storage_plan_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     share = float(o.checkpoint_max_time_share or 0.05)
     per_node_ckpt = ckpt.per_node_bytes
     need_write = per_node_ckpt / interval if o.async_checkpoint else per_node_ckpt / (share * interval)
-    dataset, per_token = _dataset(req, shape, o)
+    dataset, per_token = _dataset(job, shape, o)
     if not dataset:
         notes.append(Text("No dataset size: set training.train_tokens (or the dataset_bytes option) to size it."))
     dataset_local = dataset if o.dataset_on_local_nvme else 0
@@ -663,12 +662,12 @@ def _storage_plan_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     return step, warnings, notes, per_token
 
 
-def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None, o: HostOptions,
+def _network_step(job: Job, shape: ModelShape, layout: Layout, server: Server | None, o: HostOptions,
                   compute_s: float, steps_per_s: float, out: _Messages) -> _NetworkStep:
     """Inter-node bytes per step against the NICs a node takes (and the server's own compute NICs)."""
     d = host_defaults()
     warnings = out.warnings
-    traffic = inter_node_traffic(req, shape, layout)
+    traffic = inter_node_traffic(job, shape, layout)
     budget = float(o.comm_budget_fraction or 0.5)
     need_net = traffic.bytes_per_step_per_node / (compute_s * budget) if compute_s > 0 else 0.0
     avg_net = traffic.bytes_per_step_per_node * steps_per_s
@@ -688,7 +687,7 @@ def _network_step(req: EstimateRequest, shape: ModelShape, layout: Layout, serve
                              "per node.", has=Num(server_gbps, ",.0f"), gbps=Num(need_gbps, ",.0f")))
         net_fits = False
     utilisation = need_gbps / nics.total_gbps if nics else 0.0
-    fabric = _fabric_note(req, layout, traffic, utilisation, nics)
+    fabric = _fabric_note(job, layout, traffic, utilisation, nics)
     if layout.tp > layout.gpus_per_node:
         warnings.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network."))
     return _NetworkStep(traffic, need_net, avg_net, nics, fabric, net_fits)
@@ -730,19 +729,19 @@ _CHECKPOINT_NOTE: Final = Text("Checkpoint bytes are those of %(source)s (per sh
                                source=_CHECKPOINT_SOURCE)
 
 
-def host_sizing(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def host_sizing(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostSizing:
     """Size the rest of the node for one training layout, step by step: RAM, storage, network, power (see the
     module docstring). Each step adds its warnings and notes in that order."""
-    o = options.resolved() if options is not None else resolved_options_for(req)
+    o = options.resolved() if options is not None else resolved_options_for(job.request)
     out = _Messages()
-    ckpt = checkpoint_size(req, shape, layout)
-    ram = _ram_step(req, shape, layout, gpu, server, o, ckpt, out)
-    step_s, compute_s, step_source = _step_times(req, shape, layout, gpu, time)
+    ckpt = checkpoint_size(job, shape, layout)
+    ram = _ram_step(job, shape, layout, gpu, server, o, ckpt, out)
+    step_s, compute_s, step_source = _step_times(job, shape, layout, gpu, time)
     steps_per_s = 1.0 / step_s if step_s > 0 else 0.0
-    storage = _storage_step(req, shape, layout, server, catalog, o, ckpt, steps_per_s, time, out)
-    net = _network_step(req, shape, layout, server, o, compute_s, steps_per_s, out)
+    storage = _storage_step(job, shape, layout, server, catalog, o, ckpt, steps_per_s, time, out)
+    net = _network_step(job, shape, layout, server, o, compute_s, steps_per_s, out)
     power = _power_step(layout, gpu, server, o, out)
     if server is None:
         out.notes.append(Text("No server chosen: sized for a generic node with the GPUs of the request."))
@@ -796,11 +795,11 @@ def _words(config: DimmConfig | NvmeConfig | None) -> str:
     return _WORDS.get_or_compute(config, lambda: str(config))
 
 
-def host_result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def host_result(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 catalog: Catalog, time: Any = None, train: Any = None,
                 options: HostOptions | None = None) -> HostResult:
     """The response's ``host`` block (its lists and dicts copied: :func:`estimator.construct.trusted`)."""
-    s = host_sizing(req, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
+    s = host_sizing(job, shape, layout, gpu, server, catalog, time=time, train=train, options=options)
     return trusted(
         HostResult, ram_bytes_per_node=s.ram.per_node, ram_bytes_per_process=s.ram.per_process,
         ram_breakdown_bytes=s.ram.node_items, nvme_bytes=s.nvme_bytes,

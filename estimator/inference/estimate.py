@@ -15,7 +15,7 @@ from estimator.inference.speed import GEMM_EFFICIENCY, Link, SpeedModel, Workloa
 from estimator.inference.weights import weight_bytes_per_gpu
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape, resolve_model
-from estimator.version import ESTIMATOR_VERSION
+from estimator.response import ESTIMATOR_VERSION
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Gpu, Server

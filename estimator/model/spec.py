@@ -255,7 +255,7 @@ def parse_hf_config(cfg: dict[str, Any]) -> ModelArch:
 
 class ArchDims:
     """A :class:`ModelArch`'s fields as compiled attributes (read on every estimate: a pydantic attribute read is
-    about 360 machine instructions from compiled code, see :mod:`estimator.reqview`)."""
+    about 360 machine instructions from compiled code, see :mod:`estimator.job`)."""
 
     name: Final[str]
     num_layers: Final[int]

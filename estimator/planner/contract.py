@@ -139,6 +139,8 @@ class Exports(_Frozen):
     megatron_args: list[str] | None = Field(description="Megatron-LM arguments of a Megatron plan")
     environment: list[EnvVar] = Field(description="NCCL (and CUDA) environment variables, each with its reason")
     notes: list[Message] = Field(default_factory=list)
+    nccl_tests: list[str] = Field(default_factory=list, description="nccl-tests command lines to run on the "
+                                  "delivered nodes before training (`capplan nccl-check` reads their output)")
 
 
 class PlanLayout(_Frozen):

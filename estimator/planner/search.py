@@ -46,6 +46,7 @@ from estimator.host.bom import choose_server
 from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
 from estimator.host_options import options_for
+from estimator.job import Job, job_of
 from estimator.model.spec import CachedShape
 from estimator.planner import budget
 from estimator.planner import screen as scr
@@ -172,7 +173,7 @@ class SearchContext:
         self._parallelism: dict[Structure, Any] = {}
         self._trainings: dict[tuple[str, int, int, int], Any] = {}
         self._hardwares: dict[tuple[str, int, int], Hardware] = {}
-        self._requests: dict[tuple[object, ...], EstimateRequest] = {}
+        self._jobs: dict[tuple[object, ...], Job] = {}
         self._model_flops = _model_flops_per_step(shape, req.training, self.gbs)
         self._micro: dict[tuple[object, ...], float | None] = {}
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
@@ -206,9 +207,15 @@ class SearchContext:
 
     # ----------------------------------------------------------------------------------------- requests
     def request(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> EstimateRequest:
+        """The per-layout request (its job's)."""
+        return self.job(world, s, ckpt, mbs, gas).request
+
+    def job(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> Job:
+        """The per-layout request, made once (``construct.replaced``: sections shared) and turned into its job
+        there, which the model takes."""
         key = (world.hw.key, world.num_nodes, world.gpus_per_node, s, ckpt, mbs, gas)
-        req = self._requests.get(key)
-        if req is None:
+        job = self._jobs.get(key)
+        if job is None:
             tkey = (ckpt, mbs, gas, s.vp)
             if tkey not in self._trainings:
                 schedule = "interleaved" if s.vp > 1 else self.training.pipeline_schedule  # Megatron's VP schedule
@@ -217,10 +224,10 @@ class SearchContext:
                     "virtual_stages": s.vp, "pipeline_schedule": schedule})
             if s not in self._parallelism:
                 self._parallelism[s] = s.parallelism(self.pins.parallelism.get("tp_plan"))
-            req = replaced(self.base, {"training": self._trainings[tkey], "parallelism": self._parallelism[s],
-                                       "hardware": self._hardware(world)})
-            self._requests[key] = req
-        return req
+            job = self._jobs[key] = job_of(replaced(self.base, {"training": self._trainings[tkey],
+                                                                "parallelism": self._parallelism[s],
+                                                                "hardware": self._hardware(world)}))
+        return job
 
     def _hardware(self, world: World) -> Hardware:
         key = (world.hw.key, world.num_nodes, world.gpus_per_node)
@@ -233,9 +240,9 @@ class SearchContext:
     def layout(self, world: World, s: Structure) -> Layout | None:
         key = (world.num_nodes, world.gpus_per_node, s)
         if key not in self._layouts:
-            req = self.request(world, s, self.ckpts[0], 1, 1)
+            job = self.job(world, s, self.ckpts[0], 1, 1)
             try:
-                self._layouts[key] = build_layout(req, self.shape)
+                self._layouts[key] = build_layout(job, self.shape)
             except InvalidRequestError:
                 self._layouts[key] = None
         return self._layouts[key]
@@ -249,7 +256,7 @@ class SearchContext:
             layout = self.layout(world, s)
             assert layout is not None
             self.stats.memory_checks += 1
-            peak = peak_memory(self.request(world, s, ckpt, mbs, gas), self.shape, layout, world.hw.capacity_bytes)
+            peak = peak_memory(self.job(world, s, ckpt, mbs, gas), self.shape, layout, world.hw.capacity_bytes)
             self._memory_cache[key] = (peak.peak_allocated, peak.hard_overhead, peak.soft_overhead)
         return self._memory_cache[key]
 
@@ -274,9 +281,9 @@ class SearchContext:
             layout = self.layout(world, s)
             if layout is None:
                 return 0.0
-            req = self.request(world, s, self.ckpts[0], 1, 1)
-            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", req.training.method,
-                                                      measured_memory_kind(req, layout), layout.tp > 1) / 100.0
+            job = self.job(world, s, self.ckpts[0], 1, 1)
+            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", job.training.method,
+                                                      measured_memory_kind(job, layout), layout.tp > 1) / 100.0
         return self._margins[key]
 
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:
@@ -300,9 +307,9 @@ class SearchContext:
             layout = self.layout(world, s)
             assert layout is not None
             self.stats.host_checks += 1
-            req = self.request(world, s, self.ckpts[0], 1, 1)
-            ckpt = checkpoint_size(req, self.shape, layout)
-            self._host_ram[key] = host_ram(req, self.shape, layout, ckpt, self.host_options).per_node
+            job = self.job(world, s, self.ckpts[0], 1, 1)
+            ckpt = checkpoint_size(job, self.shape, layout)
+            self._host_ram[key] = host_ram(job, self.shape, layout, ckpt, self.host_options).per_node
         return self._host_ram[key]
 
     def ram_limit(self, world: World) -> RamLimit:
@@ -312,7 +319,7 @@ class SearchContext:
             server = world.hw.server
             if server is None:
                 probe = EstimateRequest(hardware=self._hardware(world))
-                server = choose_server(probe, None, world.hw.gpu, self.catalog)
+                server = choose_server(job_of(probe), None, world.hw.gpu, self.catalog)
             self._ram_limits[key] = ram_limit(server)
         return self._ram_limits[key]
 
@@ -353,7 +360,7 @@ class SearchContext:
                     rows.append(-1)
                     continue
                 rows.append(len(floors))
-                floors.append(memory_floor(self.request(world, s, self.ckpts[0], 1, 1), self.shape, layout))
+                floors.append(memory_floor(self.job(world, s, self.ckpts[0], 1, 1), self.shape, layout))
                 margins.append(self.margin(world, s))
             self._floors[key] = (scr.Floors.of(floors, margins), rows)
         return self._floors[key]
@@ -398,8 +405,8 @@ class SearchContext:
         layout = self.layout(world, s)
         assert layout is not None
         self.stats.time_evaluations += 1
-        req = self.request(world, s, ckpt, mbs, gas)
-        return step_time_model(req, self.shape, layout, world.hw.gpu, world.hw.server)
+        job = self.job(world, s, ckpt, mbs, gas)
+        return step_time_model(job, self.shape, layout, world.hw.gpu, world.hw.server)
 
     def lower_bound(self, world: World, s: Structure, splits: list[tuple[int, int]]) -> float:
         """Seconds no variant of ``s`` can beat (module docstring)."""
@@ -616,7 +623,7 @@ def _micro_batch_seconds(ctx: SearchContext, world: World, s: Structure, mbs: in
         from estimator.training.timing import micro_batch, style_for
     except ImportError:  # pragma: no cover - the step-time model renamed its parts
         return None
-    req = ctx.request(world, s, "none", mbs, 1)
+    job = ctx.job(world, s, "none", mbs, 1)
     rates = rates_for(world.hw.gpu, ctx.training.precision)
-    work = workload(req, ctx.shape, layout)
-    return float(micro_batch(req, ctx.shape, layout, work, rates, style_for(req, layout)).total)
+    work = workload(job, ctx.shape, layout)
+    return float(micro_batch(job, ctx.shape, layout, work, rates, style_for(job, layout)).total)

@@ -17,11 +17,11 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
-from estimator.reqview import view
+from estimator.job import Job
+from estimator.rules.stacks import unmeasured_mechanisms
 from estimator.training.optimizers import OPTIMIZERS
 
 if TYPE_CHECKING:
-    from estimator.request import EstimateRequest
     from estimator.training.layout import Layout
 
 __all__ = ["accuracy_table", "held_out_bar", "memory_error_bar_pct", "p90", "time_class", "time_error_bar_pct",
@@ -74,12 +74,12 @@ MEASURED_MULTI_GPU_IDS: Final = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "
 MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.time_measured)
 
 
-def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> bool:
+def time_kind_measured(job: Job, layout: Layout, gpu_id: str) -> bool:
     """Whether a set-up of this kind is among those whose step time was measured (list above). Anything else
     (fp32, fp8 outside Megatron, offload, DeepSpeed, Lion, expert parallelism, context parallelism or pipeline
     parallelism outside Megatron, GPUs never measured, flash-attn on one GPU, QLoRA on several) is priced by
     terms no measurement checked."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     megatron = p.framework == "megatron"
     precisions = ("bf16-mixed", "bf16-true", "fp8-mixed") if megatron and layout.world_size > 1 else (
@@ -87,7 +87,7 @@ def time_kind_measured(req: EstimateRequest, layout: Layout, gpu_id: str) -> boo
     # fused LoRA kernels outside Megatron (AutoModel's triton adapters) were checked on published rows only
     common = (t.precision in precisions and t.optimizer in MEASURED_OPTIMIZERS
               and p.offload == "none" and (layout.cp == 1 or megatron) and layout.ep == 1
-              and (megatron or t.lora_kernel != "fused"))
+              and (megatron or t.lora_kernel != "fused") and not unmeasured_mechanisms(t))
     if layout.world_size <= 1:
         return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention in ("sdpa", "eager")
                 and p.framework == "pytorch")

@@ -39,19 +39,29 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   MLP, ``torch/distributed/tensor/parallel/style.py``) all-gathers first, and autograd saves the gathered,
   full-sequence input of q/k/v and gate/up (each its own autocast copy): only the norms and the residual
   stream are split by t. Measured on the H200 (Llama 3.1 8B, tp=2/4/8).
+- The fine-tuning stacks' mechanisms (issue 29; formulas and sources in :mod:`estimator.training.mechanisms`): the loss
+  kernel (``training.loss_kernel``: chunked or fused instead of the materialised logits), Liger's RMSNorm and
+  SwiGLU (``training.fused_kernels``), and activation offloading (``training.activation_offloading``: the stored
+  layers' tensors in host memory but the ones in flight, :data:`estimator.training.mechanisms.OFFLOAD_KEEP_LAYERS`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.layout import Layout
+from estimator.training.mechanisms import (
+    OFFLOAD_KEEP_LAYERS,
+    liger_norm_bytes,
+    liger_swiglu_saving,
+    loss_bytes,
+    offload_split,
+)
 
-__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates"]
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offloaded_activation_bytes"]
 
 
 class ActivationModel:
@@ -65,10 +75,11 @@ class ActivationModel:
     residual_bytes: Final[int]  # one residual-stream tensor (a layer's input)
     tokens: Final[int]
     attention_backward_bytes: Final[int]  # transient of one layer's attention-core backward beyond what it stored
+    offload_keep_layers: Final[int]  # activation offloading: layers' stored tensors left on the GPU (0: no offload)
 
     def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
                  logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
-                 attention_backward_bytes: int = 0) -> None:
+                 attention_backward_bytes: int = 0, offload_keep_layers: int = 0) -> None:
         self.per_layer_bytes = per_layer_bytes
         self.stored_per_layer_bytes = stored_per_layer_bytes
         self.recompute_layer_bytes = recompute_layer_bytes
@@ -77,15 +88,16 @@ class ActivationModel:
         self.residual_bytes = residual_bytes
         self.tokens = tokens
         self.attention_backward_bytes = attention_backward_bytes
+        self.offload_keep_layers = offload_keep_layers
 
 
-def _regime(req: EstimateRequest, layout: Layout) -> tuple[int, bool]:
+def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
     """(bytes of the residual stream, whether autocast casts each linear input).
 
     Autocast runs for bf16-mixed without parameter sharding; FSDP's MixedPrecisionPolicy instead hands the
     layers bf16 parameters, so nothing is cast per op. A LoRA/QLoRA base is stored in bf16, so its residual
     stream is bf16 even when the fp32 adapters run under autocast."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     if t.precision == "fp32":
         return 4, False
@@ -126,10 +138,10 @@ def _layer_norms_bytes(shape: ModelShape, residual: int, autocast: bool, trainab
     return 2 * one
 
 
-def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autocast: bool) -> tuple[float, float]:
+def _linear_inputs(shape: ModelShape, job: Job, residual: int, autocast: bool) -> tuple[float, float]:
     """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
     q- or ffn-sized, split by TP)."""
-    a, t = shape.dims, view(req).training
+    a, t = shape.dims, job.training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
     # one fused qkv (and gate_up) linear: one autocast cast of its input, one LoRA adapter (GPT-NeoX
     # ``query_key_value``, Phi-3 ``qkv_proj`` / ``gate_up_proj``)
@@ -149,7 +161,7 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
         mlp_in = n_up * 2 * h if autocast else residual * h
         return attn_in + mlp_in, (0 if o_shared else 2 * qd) + 2 * f
     n_attn, n_mlp = n_qkv, n_up
-    x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(req, autocast)
+    x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(job, autocast)
 
     def group(count: int, width: int) -> float:
         """Bytes per token the adapters of ``count`` linears sharing one input of ``width`` save."""
@@ -165,7 +177,7 @@ def _linear_inputs(shape: ModelShape, req: EstimateRequest, residual: int, autoc
     return attn_h + rank_inputs, o_in
 
 
-def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, int, bool, int]:
+def _adapter_input_regime(job: Job, autocast: bool) -> tuple[int, int, bool, int]:
     """(bytes of a layer's input, bytes of what each adapter saves, whether each adapter saves its own tensor,
     dropout-mask bytes) per element, for PEFT's ``lora.Linear`` / ``lora.bnb.Linear4bit`` forward
     (``peft/tuners/lora/layer.py`` and ``bnb.py``: ``result = self.base_layer(x)``, then
@@ -188,7 +200,7 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
       saves its own output, and the dropout keeps its mask: ``native_dropout`` on CUDA returns a bool mask,
       1 byte per element (``aten/src/ATen/native/cuda/Dropout.cu``), saved for ``native_dropout_backward``.
     """
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     x_bytes = 4 if t.precision == "fp32" else 2
     if autocast:
@@ -202,22 +214,22 @@ def _adapter_input_regime(req: EstimateRequest, autocast: bool) -> tuple[int, in
     return x_bytes, adapter, separate, 1 if dropout else 0
 
 
-def _effective_attention(shape: ModelShape, req: EstimateRequest) -> str:
+def _effective_attention(shape: ModelShape, job: Job) -> str:
     """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
-    rv = view(req)
+    rv = job
     if shape.dims.attn_logit_softcapping and rv.parallelism.framework != "megatron":
         return "eager"
     return rv.training.attention
 
 
-def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, float]:
+def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
     """(stored, recomputed) bytes per token of the attention core (q, k, v, output, log-sum-exp; eager: the
     fp32 softmax and its bf16 copy, 6 bytes per score).
 
     Selective recomputation (Korthikanti et al. 2022, Sec. 5) keeps q, k and v and recomputes the core in
     backward: the score matrices (eager) or the flash output and log-sum-exp are not stored; one layer's worth
     is rebuilt at a time."""
-    rv = view(req)
+    rv = job
     a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     qkv = 2 * qd + 2 * 2 * kvd
@@ -228,7 +240,7 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
         # Phi-3 ``qkv_proj``; traced, see ``_layer_norms_bytes``)
         qkv += 2 * qd + 2 * kvd
     rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
-    if _effective_attention(shape, req) == "eager":
+    if _effective_attention(shape, job) == "eager":
         window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
         rest += 6 * a.num_attention_heads * window
     if rv.training.activation_checkpointing == "selective":
@@ -242,24 +254,24 @@ def _attention_core(shape: ModelShape, req: EstimateRequest) -> tuple[float, flo
 EAGER_BACKWARD_BYTES_PER_SCORE: Final = 16
 
 
-def _attention_backward_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+def _attention_backward_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
     """Transient of one layer's eager attention-core backward beyond its stored scores, per token (split by
     t). Flash/SDPA recomputes score tiles on chip: nothing of size s x s."""
-    rv = view(req)
-    if rv.parallelism.framework == "megatron" or _effective_attention(shape, req) != "eager":
+    rv = job
+    if rv.parallelism.framework == "megatron" or _effective_attention(shape, job) != "eager":
         return 0.0
     a = shape.dims
     window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
     return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
 
 
-def _mlp_elementwise(shape: ModelShape, ffn: int, req: EstimateRequest) -> float:
+def _mlp_elementwise(shape: ModelShape, ffn: int, job: Job) -> float:
     """gate, silu(gate), up (gated) or the pre-activation (plain) tensors saved by the activation."""
     saved = 3 * 2 * ffn if shape.dims.gated_mlp else 2 * ffn
     return saved
 
 
-def _moe_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+def _moe_bytes(shape: ModelShape, job: Job) -> float:
     """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them).
 
     Per routed token and expert (transformers 5's ``*Experts`` modules, e.g. ``Qwen3MoeExperts.forward``: a loop
@@ -273,17 +285,17 @@ def _moe_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     layer = 8 x (2 x 2 x 768 + 2 x 768 + 2 x 2048), the router 548."""
     a = shape.dims
     k, h = a.experts_per_token, a.hidden_size
-    trained = view(req).training.method == "full"
-    per_expert = _mlp_elementwise(shape, shape.expert_ffn, req) + 2 * h
+    trained = job.training.method == "full"
+    per_expert = _mlp_elementwise(shape, shape.expert_ffn, job) + 2 * h
     dispatched = 0
     if trained:
         per_expert += 2 * shape.expert_ffn
         dispatched = 2 * h * k
-    shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, req) + 2 * shape.expert_ffn)
+    shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, job) + 2 * shape.expert_ffn)
     return 4 * a.num_experts + dispatched + k * per_expert + shared
 
 
-def _qk_norm_bytes(shape: ModelShape, req: EstimateRequest) -> float:
+def _qk_norm_bytes(shape: ModelShape, job: Job) -> float:
     """Per-head RMSNorms on q and k (Qwen3, Gemma 3, OLMo 2: ``q_norm`` / ``k_norm``), per token: as any HF RMSNorm
     they save their fp32 input (and, with a trained weight, the normalised tensor) plus the fp32 rstd of each head.
     Traced for Qwen3-30B-A3B: 16,512 + 2,064 B per token (32 query and 4 key heads of 128)."""
@@ -291,7 +303,7 @@ def _qk_norm_bytes(shape: ModelShape, req: EstimateRequest) -> float:
     if not a.qk_norm:
         return 0.0
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    trainable = view(req).training.method == "full"
+    trainable = job.training.method == "full"
     return (_norm_bytes(qd, 4, trainable) + _norm_bytes(kvd, 4, trainable)
             + 4 * (a.num_attention_heads + shape.kv_heads))
 
@@ -300,21 +312,25 @@ def _split(value: float, divisor: int) -> float:
     return value / divisor
 
 
-def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+def _layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
     """Bytes saved by one layer per token on one rank (dense layers; MoE layers averaged in)."""
-    rv = view(req)
-    residual, autocast = _regime(req, layout)
+    rv = job
+    residual, autocast = _regime(job, layout)
     a, tp = shape.dims, layout.tp
     trainable_norm = rv.training.method == "full"
-    norms = _layer_norms_bytes(shape, residual, autocast, trainable_norm)
-    h_inputs, split_inputs = _linear_inputs(shape, req, residual, autocast)
+    liger = rv.training.fused_kernels == "liger"
+    norms = (2 * liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
+             else _layer_norms_bytes(shape, residual, autocast, trainable_norm))
+    h_inputs, split_inputs = _linear_inputs(shape, job, residual, autocast)
     replicated = norms + h_inputs
     sharded = split_inputs
-    sharded += _attention_core(shape, req)[0] + _qk_norm_bytes(shape, req)
-    dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, req)
+    sharded += _attention_core(shape, job)[0] + _qk_norm_bytes(shape, job)
+    dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, job)
+    if liger and a.gated_mlp:  # LigerSiLUMulFunction saves gate and up only (silu recomputed in backward)
+        dense_mlp -= liger_swiglu_saving(a.ffn_hidden_size)
     if shape.is_moe:
         frac = shape.moe_layers / a.num_layers
-        dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, req)
+        dense_mlp = (1 - frac) * dense_mlp + frac * _moe_bytes(shape, job)
     sharded += dense_mlp
     rep_div = tp if layout.sequence_parallel else 1
     if layout.sequence_parallel and rv.parallelism.framework == "pytorch":
@@ -323,7 +339,7 @@ def _layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layo
     return _split(replicated, rep_div) + _split(sharded, tp)
 
 
-def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+def _megatron_layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
     """Korthikanti et al. 2022, Sec. 4.1 / Table 2, generalised to GQA and gated MLPs (fp16/bf16 Megatron-LM).
 
     Attention block 11sbh + 5as^2b (QKV input 2, Q and K 4, V 2, out-proj input 2, dropout mask 1, scores
@@ -331,7 +347,7 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
     LayerNorms 4sbh. Without sequence parallelism the 10sbh of LayerNorm inputs, QKV/MLP inputs and dropout
     masks stay replicated across tensor-parallel ranks; everything else is split by t.
     """
-    a, t = shape.dims, view(req).training
+    a, t = shape.dims, job.training
     h = a.hidden_size
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     ffn_tensors = (8 if a.gated_mlp else 4) * a.ffn_hidden_size
@@ -347,9 +363,9 @@ def _megatron_layer_bytes_per_token(shape: ModelShape, req: EstimateRequest, lay
     return replicated / rep_div + sharded / layout.tp
 
 
-def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layout: Layout) -> float:
+def _selective_recompute_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
     """Selective recomputation rebuilds one layer's attention core at a time in backward (split by t)."""
-    rv = view(req)
+    rv = job
     if rv.training.activation_checkpointing != "selective":
         return 0.0
     if rv.parallelism.framework == "megatron":
@@ -357,15 +373,22 @@ def _selective_recompute_per_token(shape: ModelShape, req: EstimateRequest, layo
         if t.attention == "eager":  # the 5as^2b of Korthikanti's Table 2
             return 5 * a.num_attention_heads * t.seq_len // layout.cp / layout.tp
         return 2 * a.num_attention_heads * shape.head_dim / layout.tp  # the flash output
-    return _attention_core(shape, req)[1] / layout.tp
+    return _attention_core(shape, job)[1] / layout.tp
 
 
-def _logits(req: EstimateRequest, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
-    rv = view(req)
+def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[int, int]:
+    rv = job
     vocab_local = shape.dims.vocab_size / layout.logits_tp
     logits = tokens * vocab_local
     if rv.parallelism.framework == "megatron":
         return int(10 * logits), int(6 * logits)
+    t = rv.training
+    if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.training.mechanisms.loss_bytes)
+        grad_bytes = 2 if t.precision == "bf16-true" else 4
+        return loss_bytes(t.loss_kernel, tokens, vocab_local, shape.dims.hidden_size,
+                          bool(shape.dims.final_logit_softcapping), impl="trl" if t.stack == "trl" else "torchtune",
+                          head_trainable=t.method == "full",
+                          head_grad_bytes=int(vocab_local * shape.dims.hidden_size * grad_bytes))
     softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
     loss_parallel = 4 * logits if rv.parallelism.framework == "pytorch" and layout.logits_tp > 1 else 0
     return int(10 * logits + softcap + loss_parallel), int(12 * logits + softcap + loss_parallel)
@@ -393,50 +416,50 @@ class ActivationRates:
         self.full_checkpointing = full_checkpointing
 
 
-def _rates_key(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
+def _rates_key(job: Job, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
     """Everything :func:`_activation_rates` reads: from the request, and of the layout its tensor and context
     degrees, sequence parallelism and sharding (not the data-parallel degree: the planner's node counts share
     one answer)."""
-    rv = view(req)
+    rv = job
     t = rv.training
     return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
             t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
-            rv.parallelism.framework)
+            rv.parallelism.framework, t.fused_kernels)
 
 
 _RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)
 
 
-def activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
-    """The per-token parts of ``req``'s activations, memoised on :func:`_rates_key` (the suggestions and the
+def activation_rates(job: Job, shape: ModelShape, layout: Layout) -> ActivationRates:
+    """The per-token parts of ``job``'s activations, memoised on :func:`_rates_key` (the suggestions and the
     largest-micro-batch search ask again for requests that differ in the micro-batch or the model states)."""
-    key = _rates_key(req, shape, layout)
+    key = _rates_key(job, shape, layout)
     found = _RATES.get(key)
     if found is None:
-        found = _RATES.remember(key, _activation_rates(req, shape, layout))
+        found = _RATES.remember(key, _activation_rates(job, shape, layout))
     return found
 
 
-def _activation_rates(req: EstimateRequest, shape: ModelShape, layout: Layout) -> ActivationRates:
-    rv = view(req)
+def _activation_rates(job: Job, shape: ModelShape, layout: Layout) -> ActivationRates:
+    rv = job
     t = rv.training
-    per_token = (_megatron_layer_bytes_per_token(shape, req, layout) if rv.parallelism.framework == "megatron"
-                 else _layer_bytes_per_token(shape, req, layout))
+    per_token = (_megatron_layer_bytes_per_token(shape, job, layout) if rv.parallelism.framework == "megatron"
+                 else _layer_bytes_per_token(shape, job, layout))
     return ActivationRates(per_token=per_token,
-                           recompute_per_token=_selective_recompute_per_token(shape, req, layout),
-                           attention_backward_per_token=_attention_backward_per_token(shape, req, layout),
-                           residual_dtype=_regime(req, layout)[0],
+                           recompute_per_token=_selective_recompute_per_token(shape, job, layout),
+                           attention_backward_per_token=_attention_backward_per_token(shape, job, layout),
+                           residual_dtype=_regime(job, layout)[0],
                            residual_div=layout.tp if layout.sequence_parallel else 1,
                            tokens_per_sequence=t.seq_len,
                            full_checkpointing=t.activation_checkpointing == "full")
 
 
-def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def activation_model(job: Job, shape: ModelShape, layout: Layout,
                      micro_batch_size: int | None = None, rates: ActivationRates | None = None) -> ActivationModel:
     """Per-rank activations of one micro-batch (of ``micro_batch_size`` sequences instead of the request's,
     when given, with ``rates`` computed once: the largest-micro-batch search)."""
-    r = rates or activation_rates(req, shape, layout)
-    tokens = (micro_batch_size or view(req).training.micro_batch_size) * r.tokens_per_sequence // layout.cp
+    r = rates or activation_rates(job, shape, layout)
+    tokens = (micro_batch_size or job.training.micro_batch_size) * r.tokens_per_sequence // layout.cp
     per_layer = int(r.per_token * tokens)
     residual = r.residual_dtype * shape.dims.hidden_size * tokens
     residual //= r.residual_div
@@ -444,8 +467,23 @@ def activation_model(req: EstimateRequest, shape: ModelShape, layout: Layout,
         stored, recompute = residual, per_layer
     else:
         stored, recompute = per_layer, int(r.recompute_per_token * tokens)
-    fwd, bwd = _logits(req, shape, layout, tokens)
+    fwd, bwd = _logits(job, shape, layout, tokens)
+    keep = OFFLOAD_KEEP_LAYERS if job.training.activation_offloading != "none" else 0
     return ActivationModel(per_layer_bytes=per_layer, stored_per_layer_bytes=stored,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
                            residual_bytes=residual, tokens=tokens,
-                           attention_backward_bytes=int(r.attention_backward_per_token * tokens))
+                           attention_backward_bytes=int(r.attention_backward_per_token * tokens),
+                           offload_keep_layers=keep)
+
+
+def offloaded_activation_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:
+    """Pinned host bytes of one rank's offloaded activations (``training.activation_offloading``): its stage's
+    stored layers but the ones kept on the GPU (:func:`estimator.training.mechanisms.offload_split`; torchtune
+    ``OffloadActivations``, Unsloth's offloaded checkpointer). Host RAM and the step's PCIe time read it."""
+    mode = job.training.activation_offloading
+    if mode == "none":
+        return 0
+    act = activation_model(job, shape, layout)
+    layers = layout.layers_on(stage)
+    stored = act.stored_per_layer_bytes * layers
+    return offload_split(mode, stored, layers, stored)[1]

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from estimator.host_options import host_defaults
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.precision import optimizer_state_bytes, state_bytes
@@ -56,10 +55,10 @@ class CheckpointSize:
         return self.model_bytes + self.optimizer_bytes + self.overhead_bytes
 
 
-def saved_bytes_per_param(req: EstimateRequest) -> tuple[float, float]:
+def saved_bytes_per_param(job: Job) -> tuple[float, float]:
     """(weight bytes, optimizer bytes incl. master copy) per trainable parameter; Adafactor's factored state
     is per matrix and added by :func:`checkpoint_size`."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     fp8_cache = 1.0 if t.precision == "fp8-mixed" and p.framework != "pytorch" else 0.0
@@ -73,11 +72,11 @@ def _adafactor_bytes(tensors: list[Tensor], dtype: int) -> int:
     return sum(((x.rows + x.cols) if x.cols > 1 else x.rows) * dtype * x.count for x in tensors if x.trainable)
 
 
-def _stage_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int, int]:
+def _stage_sizes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> tuple[int, int, int]:
     """(weight bytes, optimizer bytes, tensor records) of one model-parallel rank of ``stage``."""
-    rv = view(req)
-    weight_pp, opt_pp = saved_bytes_per_param(req)
-    tensors = [x for x in local_tensors(req, shape, layout, stage) if x.trainable]
+    rv = job
+    weight_pp, opt_pp = saved_bytes_per_param(job)
+    tensors = [x for x in local_tensors(job, shape, layout, stage) if x.trainable]
     trainable = sum(x.numel * x.count for x in tensors)
     weight = int(trainable * weight_pp)
     opt = int(trainable * opt_pp)
@@ -108,14 +107,14 @@ def _writer_nodes(layout: Layout) -> tuple[int, int]:
     return weight_nodes, opt_nodes  # zero1 / zero2
 
 
-def _job_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int], int, int]:
+def _job_sizes(job: Job, shape: ModelShape, layout: Layout) -> tuple[tuple[int, int, int], int, int]:
     """((weights, optimizer, records) of the whole job, busiest stage's weights, busiest stage's optimizer)."""
     if layout.pp == 1:
-        w, o, r = _stage_sizes(req, shape, layout, "only")
+        w, o, r = _stage_sizes(job, shape, layout, "only")
         return (w * layout.tp, o * layout.tp, r * layout.tp), w, o
-    first = _stage_sizes(req, shape, layout, "first")
-    last = _stage_sizes(req, shape, layout, "last")
-    mid = _stage_sizes(req, shape, layout, "middle")
+    first = _stage_sizes(job, shape, layout, "first")
+    last = _stage_sizes(job, shape, layout, "last")
+    mid = _stage_sizes(job, shape, layout, "middle")
     n_mid = layout.pp - 2
     total = tuple((first[i] + last[i] + n_mid * mid[i]) * layout.tp for i in range(3))
     return (total[0], total[1], total[2]), max(first[0], last[0]), max(first[1], last[1])
@@ -124,24 +123,24 @@ def _job_sizes(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple
 _SIZES: Final[BoundedMemo[tuple[object, ...], CheckpointSize]] = BoundedMemo(4096)
 
 
-def checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def checkpoint_size(job: Job, shape: ModelShape, layout: Layout,
                     fmt: CheckpointFile = "dcp") -> CheckpointSize:
     """Bytes of one checkpoint of this training job (see the module docstring for what is saved), written with
     ``torch.save`` or ``torch.distributed.checkpoint`` (``fmt``). DCP writes tied embeddings twice (the model
     state dict holds both names) and has a larger record overhead. Memoised on the request fields it reads (not
     the batch shape)."""
-    t = view(req).training
-    key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, view(req).parallelism.framework, shape,
+    t = job.training
+    key = (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, job.parallelism.framework, shape,
            layout, fmt)
-    return _SIZES.get_or_compute(key, lambda: _checkpoint_size(req, shape, layout, fmt))
+    return _SIZES.get_or_compute(key, lambda: _checkpoint_size(job, shape, layout, fmt))
 
 
-def _checkpoint_size(req: EstimateRequest, shape: ModelShape, layout: Layout, fmt: CheckpointFile) -> CheckpointSize:
+def _checkpoint_size(job: Job, shape: ModelShape, layout: Layout, fmt: CheckpointFile) -> CheckpointSize:
     key = "dcp_overhead_bytes_per_tensor" if fmt == "dcp" else "torch_save_overhead_bytes_per_tensor"
     per_record = int(host_defaults().num("checkpoint", key))
-    (weight_total, opt_total, rec_total), stage_weight, stage_opt = _job_sizes(req, shape, layout)
-    if fmt == "dcp" and shape.dims.tied_embeddings and view(req).training.method == "full":
-        dup = int(shape.embedding_params() * saved_bytes_per_param(req)[0])
+    (weight_total, opt_total, rec_total), stage_weight, stage_opt = _job_sizes(job, shape, layout)
+    if fmt == "dcp" and shape.dims.tied_embeddings and job.training.method == "full":
+        dup = int(shape.embedding_params() * saved_bytes_per_param(job)[0])
         weight_total += dup
         stage_weight += dup // layout.tp if layout.pp == 1 else 0
     if layout.sharding in ("zero3", "hsdp"):

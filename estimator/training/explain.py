@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from estimator.job import Job, ParallelismView, TrainingView
 from estimator.memo import ObjectMemo
 from estimator.messages import N_, Num, Text
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest, Parallelism, Training
-from estimator.reqview import view
 from estimator.response import MemoryResult, Suggestion
 from estimator.training.layout import Layout
 
@@ -37,7 +36,7 @@ def _layout_line(layout: Layout, framework: str) -> Text:
                 "over %(group)s rank(s); framework %(framework)s.", **common)
 
 
-def _adapter_lines(t: Training) -> list[str]:
+def _adapter_lines(t: TrainingView) -> list[str]:
     base = (Text("in NF4 with double quantization.") if t.method == "qlora"
             else Text("in fp32.") if t.precision == "fp32" else Text("in bf16."))
     adapters = Text("%(method)s: rank %(rank)s adapters on %(targets)s projections, fp32 adapter weights and "
@@ -53,7 +52,7 @@ def _adapter_lines(t: Training) -> list[str]:
     return [adapters, dropout]
 
 
-def _tp_line(layout: Layout, p: Parallelism) -> Text:
+def _tp_line(layout: Layout, p: ParallelismView) -> Text:
     plan = layout.tp_plan
     how = (Text("embedding, LM head and logits split over the tp ranks, vocabulary-parallel loss (Megatron-LM, "
                 "torchtitan).") if plan == "vocab-parallel" else
@@ -69,16 +68,16 @@ def _tp_line(layout: Layout, p: Parallelism) -> Text:
 _ASSUMPTIONS: Final[ObjectMemo[tuple[str, ...]]] = ObjectMemo(1024)
 
 
-def assumptions_for(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
+def assumptions_for(job: Job, layout: Layout, hw: Any) -> list[str]:
     """How the memory estimate is to be read; memoised on the GPU object and the request fields it reads."""
-    t, p = view(req).training, view(req).parallelism
+    t, p = job.training, job.parallelism
     key = (t.precision, t.optimizer, t.optimizer_impl, t.attention, t.activation_checkpointing, t.method,
            t.lora_rank, t.lora_targets, t.lora_dropout, p.framework, p.tp_plan, layout)
-    return list(_ASSUMPTIONS.get_or_compute((hw.gpu,), key, lambda: tuple(_assumptions(req, layout, hw))))
+    return list(_ASSUMPTIONS.get_or_compute((hw.gpu,), key, lambda: tuple(_assumptions(job, layout, hw))))
 
 
-def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
-    rv = view(req)
+def _assumptions(job: Job, layout: Layout, hw: Any) -> list[str]:
+    rv = job
     t, p = rv.training, rv.parallelism
     out: list[str] = [
         Text("Precision %(precision)s: %(what)s.", precision=t.precision, what=Text(_PRECISION[t.precision])),
@@ -96,9 +95,9 @@ def _assumptions(req: EstimateRequest, layout: Layout, hw: Any) -> list[str]:
              gib=Num(hw.gpu.memory_bytes / GIB, ".1f")),
     ]
     if t.method != "full":
-        out += _adapter_lines(req.training)
+        out += _adapter_lines(job.training)
     if layout.tp > 1:
-        out.append(_tp_line(layout, req.parallelism))
+        out.append(_tp_line(layout, job.parallelism))
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
         out.append(Text("PyTorch DDP keeps its gradient buckets next to the gradients (gradient_as_bucket_view=False, "
                         "the default): one more gradient copy."))
@@ -114,9 +113,9 @@ def _way_out(ways_out: list[Suggestion]) -> str:
                 gib=Num(best.total_bytes / GIB, ".1f"), verdict=verdict)
 
 
-def warnings_for(req: EstimateRequest, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult,
+def warnings_for(job: Job, shape: ModelShape, layout: Layout, hw: Any, memory: MemoryResult,
                  ways_out: list[Suggestion] | None = None) -> list[str]:
-    rv = view(req)
+    rv = job
     out: list[str] = []
     if not memory.fits:
         need = (memory.total_bytes - memory.capacity_bytes) / GIB

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import Linear, ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.layout import Layout
 
 __all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
@@ -179,13 +178,13 @@ def fused_linears(lins: list[Linear]) -> list[Linear]:
     return list(merged.values()) + out
 
 
-def lora_fused(req: EstimateRequest) -> bool:
+def lora_fused(job: Job) -> bool:
     """Whether the LoRA adapters run fused (``training.lora_kernel``; Megatron's always are): one adapter per combined
     QKV / gate-up projection (:func:`fused_linears`) and the adapter path's elementwise work inside its kernels
     (NeMo AutoModel ``PeftConfig(use_triton=True)``: ``components/_peft/lora_kernel.py`` fuses ``x A``, ``B``,
     the scale and the add into the base output, forward and backward; its Llama / Qwen2 models combine
     ``qkv_proj`` and ``gate_up_proj``, ``components/models/common/combined_projection.py``)."""
-    rv = view(req)
+    rv = job
     if rv.parallelism.framework == "megatron":
         return True
     return rv.training.lora_kernel == "fused"
@@ -201,9 +200,9 @@ def _lora_shapes(lins: list[Linear], tp: int, rank: int) -> list[_GemmShape]:
     return out
 
 
-def attention_flops(shape: ModelShape, req: EstimateRequest, layout: Layout) -> tuple[float, float]:
+def attention_flops(shape: ModelShape, job: Job, layout: Layout) -> tuple[float, float]:
     """Forward attention-core FLOPs of one layer and micro-batch on one GPU, and the effective key length."""
-    a, t = shape.dims, view(req).training
+    a, t = shape.dims, job.training
     s = float(t.seq_len)
     if shape.is_mla:
         d_qk = float((a.qk_nope_head_dim or 128) + (a.qk_rope_head_dim or 64))
@@ -275,15 +274,15 @@ class _LayerParts:
         self.flash_library = flash_library
 
 
-def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
-    rv = view(req)
+def _layer_parts(job: Job, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
+    rv = job
     t, a = rv.training, shape.dims
     frozen, fp8 = t.method != "full", t.precision == "fp8-mixed"
     gemms = _linear_shapes(shape.attention_linears(), layout.tp, frozen, fp8)
     gemms += _mlp_shapes(shape, layout, moe, frozen, fp8)
     if frozen:
         adapted = _adapted(shape, t.lora_targets, moe)
-        if lora_fused(req) or a.fused_projections:
+        if lora_fused(job) or a.fused_projections:
             adapted = fused_linears(adapted)
         gemms += _lora_shapes(adapted, layout.tp, t.lora_rank)
     base = sum(k * n * count for _, k, n, count, trainable, _ in gemms if not (frozen and trainable))
@@ -301,26 +300,26 @@ def _layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: b
 _PARTS: Final[BoundedMemo[tuple[object, ...], _LayerParts]] = BoundedMemo(4096)
 
 
-def _memo_layer_parts(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
+def _memo_layer_parts(job: Job, shape: ModelShape, layout: Layout, moe: bool) -> _LayerParts:
     """:func:`_layer_parts`, memoised on what it reads: not the micro-batch or the sequence length, and of the
     layout only the tensor and expert degrees (the planner's node counts and strategies share one answer)."""
-    t = view(req).training
+    t = job.training
     key = (shape, layout.tp, layout.ep, moe, t.method, t.precision, t.lora_targets, t.lora_rank, t.lora_kernel,
-           t.attention, view(req).parallelism.framework)
+           t.attention, job.parallelism.framework)
     found = _PARTS.get(key)
     if found is None:
-        found = _PARTS.remember(key, _layer_parts(req, shape, layout, moe))
+        found = _PARTS.remember(key, _layer_parts(job, shape, layout, moe))
     return found
 
 
-def _layer(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
-    t, a = view(req).training, shape.dims
+def _layer(job: Job, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
+    t, a = job.training, shape.dims
     m = float(t.micro_batch_size * t.seq_len) / layout.cp
     per_expert = m * a.experts_per_token * layout.ep / a.num_experts if moe else m
-    parts = _memo_layer_parts(req, shape, layout, moe)
+    parts = _memo_layer_parts(job, shape, layout, moe)
     gemms = tuple([Gemm(per_expert if routed else m, k, n, count, trainable, fp8)
                    for routed, k, n, count, trainable, fp8 in parts.gemms])
-    attn, seq = attention_flops(shape, req, layout)
+    attn, seq = attention_flops(shape, job, layout)
     return LayerWork(gemms, attn, seq, t.attention == "eager", parts.flash_library, parts.base_linear_params,
                      parts.ffn_local, parts.qk_local, a.norms_per_layer, a.norm == "layernorm",
                      a.learned_position_embeddings == 0, a.gated_mlp, parts.lora_elems, parts.experts_local,
@@ -335,18 +334,18 @@ def _stage_layers(shape: ModelShape, layout: Layout, stage: str) -> tuple[int, i
     return per_stage - moe, moe
 
 
-def workload(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> Workload:
+def workload(job: Job, shape: ModelShape, layout: Layout, stage: str = "last") -> Workload:
     """Per-micro-batch work of one pipeline stage's GPU: by default the last stage, which holds the LM head
     (all of the model without pipeline parallelism). ``first`` and ``middle`` stages carry no LM head
     (``head`` and ``vocab_local`` are zero); :meth:`Layout.layers_on` gives each stage's decoder layers."""
-    t, a = view(req).training, shape.dims
+    t, a = job.training, shape.dims
     dense_n, moe_n = _stage_layers(shape, layout, stage)
     tokens = float(t.micro_batch_size * t.seq_len) / layout.cp
     has_head = stage in ("last", "only") or layout.pp == 1
     head = Gemm(tokens if has_head else 0.0, a.hidden_size, a.vocab_size / layout.tp, 1.0, t.method == "full",
                 False)
-    return Workload(dense=_layer(req, shape, layout, False) if shape.dense_layers else None,
-                    moe=_layer(req, shape, layout, True) if shape.moe_layers else None,
+    return Workload(dense=_layer(job, shape, layout, False) if shape.dense_layers else None,
+                    moe=_layer(job, shape, layout, True) if shape.moe_layers else None,
                     dense_layers=dense_n, moe_layers=moe_n, head=head, tokens=tokens,
                     hidden=a.hidden_size, vocab_local=a.vocab_size / layout.tp if has_head else 0.0)
 
@@ -357,9 +356,9 @@ def _layer_model_flops(work: LayerWork) -> float:
     return work.gemm_flops + bwd + 3.0 * work.attn_flops
 
 
-def model_flops_per_step(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload) -> float:
+def model_flops_per_step(job: Job, shape: ModelShape, layout: Layout, work: Workload) -> float:
     """Model FLOPs of one optimizer step over all GPUs (no recomputation): every layer, the LM head."""
-    t = view(req).training
+    t = job.training
     per_mb = 0.0
     if work.dense is not None:
         per_mb += _layer_model_flops(work.dense) * shape.dense_layers

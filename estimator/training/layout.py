@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from estimator.errors import EstimatorError, InvalidRequestError, UnsupportedCombinationError
+from estimator.job import Job, TrainingView
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest, Training
-from estimator.reqview import TrainingView, view
+from estimator.request import Training
+from estimator.rules.stacks import request_refusal
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.pipeline_split import split_layers
 
@@ -196,8 +197,8 @@ def _check(cond: bool, message: str, field: str) -> None:
         raise InvalidRequestError(message, field)
 
 
-def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
-    rv = view(req)
+def _check_model_split(job: Job, shape: ModelShape) -> None:
+    rv = job
     p, a = rv.parallelism, shape.dims
     _check(a.num_attention_heads % p.tp == 0,
            f"tp={p.tp} must divide num_attention_heads={a.num_attention_heads}", "parallelism.tp")
@@ -210,8 +211,8 @@ def _check_model_split(req: EstimateRequest, shape: ModelShape) -> None:
            "parallelism.cp")
 
 
-def _check_combinations(req: EstimateRequest) -> None:
-    rv = view(req)
+def _check_combinations(job: Job) -> None:
+    rv = job
     p, t = rv.parallelism, rv.training
     _check(not p.sequence_parallel or p.tp > 1, "sequence_parallel needs tp > 1", "parallelism.sequence_parallel")
     _check(t.virtual_stages == 1 or p.pp > 1, "virtual_stages > 1 needs pp > 1", "training.virtual_stages")
@@ -240,12 +241,15 @@ def _check_combinations(req: EstimateRequest) -> None:
     refusal = optimizer_spec(t.optimizer).cpu_offload_refusal
     if refusal is not None and p.offload != "none":
         raise UnsupportedCombinationError(refusal, "training.optimizer")
+    stack_refusal = request_refusal(t, p)  # issue 29: what the fine-tuning stack does not run
+    if stack_refusal is not None:
+        raise UnsupportedCombinationError(stack_refusal[1], stack_refusal[0])
 
 
-def _shard_group(req: EstimateRequest, dp: int) -> int:
+def _shard_group(job: Job, dp: int) -> int:
     """Ranks one dense parameter is sharded over: dp x cp (see the module docstring), or the HSDP group of
     ``hsdp_shard_size`` data-parallel ranks x cp."""
-    rv = view(req)
+    rv = job
     p = rv.parallelism
     if p.normalized_sharding == "none":
         return 1
@@ -257,10 +261,10 @@ def _shard_group(req: EstimateRequest, dp: int) -> int:
     return size * p.cp
 
 
-def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
+def _expert_shard_group(job: Job, dp: int, dense_group: int) -> int:
     """Ranks one routed-expert parameter is sharded over: the expert data-parallel group, scaled down like the
     dense group under HSDP."""
-    rv = view(req)
+    rv = job
     p = rv.parallelism
     if p.normalized_sharding == "none":
         return 1
@@ -269,44 +273,45 @@ def _expert_shard_group(req: EstimateRequest, dp: int, dense_group: int) -> int:
     return max(1, expert_dp * dense_group // (dp * p.cp))
 
 
-def _layout_key(req: EstimateRequest, shape: ModelShape) -> tuple[object, ...]:
+def _layout_key(job: Job, shape: ModelShape) -> tuple[object, ...]:
     """Everything :func:`_build_layout` reads from the request; of the sequence length, only whether ``cp``
     divides it (the message of that check, which names it, is raised afresh: failures are not memoised)."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     return (shape, p.values, rv.hardware.values, t.virtual_stages, t.pipeline_schedule,
-            t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0)
+            t.gradient_accumulation_steps, t.method, t.precision, t.optimizer, t.seq_len % p.cp == 0, t.stack,
+            t.loss_kernel, t.fused_kernels, t.activation_offloading)
 
 
 _LAYOUTS: Final[BoundedMemo[tuple[object, ...], Layout | None]] = BoundedMemo(8192)  # None: the request fails a check
 
 
-def build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
-    """The layout of ``req`` (memoised on :func:`_layout_key`; a request that fails a check raises its error
+def build_layout(job: Job, shape: ModelShape) -> Layout:
+    """The layout of ``job`` (memoised on :func:`_layout_key`; a request that fails a check raises its error
     every time, built afresh)."""
-    key = _layout_key(req, shape)
+    key = _layout_key(job, shape)
     found = _LAYOUTS.get(key)
     if found is None:
-        found = _build_layout(req, shape)
+        found = _build_layout(job, shape)
         _LAYOUTS.remember(key, found)
     return found
 
 
-def layout_or_none(req: EstimateRequest, shape: ModelShape) -> Layout | None:
+def layout_or_none(job: Job, shape: ModelShape) -> Layout | None:
     """:func:`build_layout`, or ``None`` where it raises an :class:`EstimatorError` (the suggestions' trials,
     many of which are combinations the estimator refuses); failures are memoised too."""
-    key = _layout_key(req, shape)
+    key = _layout_key(job, shape)
     if key in _LAYOUTS:
         return _LAYOUTS[key]
     try:
-        layout: Layout | None = _build_layout(req, shape)
+        layout: Layout | None = _build_layout(job, shape)
     except EstimatorError:
         layout = None
     return _LAYOUTS.remember(key, layout)
 
 
-def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
-    rv = view(req)
+def _build_layout(job: Job, shape: ModelShape) -> Layout:
+    rv = job
     p, hw = rv.parallelism, rv.hardware
     mp = p.tp * p.pp * p.cp
     _check(hw.world_size % mp == 0,
@@ -314,14 +319,14 @@ def _build_layout(req: EstimateRequest, shape: ModelShape) -> Layout:
     dp = hw.world_size // mp
     _check(p.ep <= dp * p.tp and (dp * p.tp) % p.ep == 0,
            f"ep={p.ep} must divide dp x tp = {dp * p.tp}", "parallelism.ep")
-    _check_model_split(req, shape)
-    _check_combinations(req)
-    group = _shard_group(req, dp)
+    _check_model_split(job, shape)
+    _check_combinations(job)
+    group = _shard_group(job, dp)
     split = split_layers(shape.dims.num_layers, p.pp, rv.training.virtual_stages, p.first_stage_layers,
                          p.last_stage_layers)
     return Layout(world_size=hw.world_size, dp=dp, tp=p.tp, pp=p.pp, cp=p.cp, ep=p.ep,
                   vp=rv.training.virtual_stages, sharding=p.normalized_sharding, shard_group=group,
-                  expert_shard_group=_expert_shard_group(req, dp, group), gpus_per_node=hw.gpus_per_node,
+                  expert_shard_group=_expert_shard_group(job, dp, group), gpus_per_node=hw.gpus_per_node,
                   num_nodes=hw.num_nodes,
                   layers_per_stage=max(split.stage_layers), sequence_parallel=p.sequence_parallel,
                   stage_layers=split.stage_layers if p.pp > 1 else (), pipeline_split=split.kind,

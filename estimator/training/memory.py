@@ -24,11 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.messages import N_
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.activations import ActivationModel, activation_model, activation_rates
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -154,12 +153,12 @@ class _States:
 DEEPSPEED_REDUCE_BUCKET: Final = 500_000_000
 
 
-def _fsdp2_shard_grad_op(req: EstimateRequest, layout: Layout) -> bool:
+def _fsdp2_shard_grad_op(job: Job, layout: Layout) -> bool:
     """PyTorch "zero2" is FSDP2 ``fully_shard(reshard_after_forward=False)`` (the SHARD_GRAD_OP strategy)."""
-    return layout.sharding == "zero2" and view(req).parallelism.framework == "pytorch"
+    return layout.sharding == "zero2" and job.parallelism.framework == "pytorch"
 
 
-def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> int:
+def _grads_on_gpu(job: Job, layout: Layout, place: ParamPlacement) -> int:
     """Gradients held on the GPU between backward and the optimizer step.
 
     With CPU offload, ZeRO-2/3 and FSDP2 move each reduced gradient shard to the CPU as soon as it exists:
@@ -171,7 +170,7 @@ def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -
     ZeRO-1 does not partition gradients: DeepSpeed's stage-1 branch of ``reduce_ipg_grads`` keeps every
     low-precision ``param.grad`` on the GPU (only the fp32 partition lives on the CPU), Megatron's
     ``--optimizer-cpu-offload`` keeps its contiguous fp32 ``main_grad`` buffer on the GPU, DDP keeps ``.grad``."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.offload == "none":
@@ -183,7 +182,7 @@ def _grads_on_gpu(req: EstimateRequest, layout: Layout, place: ParamPlacement) -
     return place.sharded_bytes(layout, sb.grad, "grad")
 
 
-def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tuple[int, int]:
+def _buckets(job: Job, layout: Layout, place: ParamPlacement) -> tuple[int, int]:
     """(persistent, backward-only) gradient communication buffers.
 
     - PyTorch DDP (also under ``ZeroRedundancyOptimizer``) with the default ``gradient_as_bucket_view=False``
@@ -198,7 +197,7 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
     - DeepSpeed ZeRO-3 allocates one ``reduce_bucket_size`` IPG buffer at start-up (``stage3.py``).
     - Megatron's DistributedDataParallel reduces in place in its contiguous ``main_grad`` buffer: no copy.
     """
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     if p.framework == "pytorch" and layout.sharding in ("none", "zero1") and layout.dp * layout.cp > 1:
@@ -213,8 +212,20 @@ def _buckets(req: EstimateRequest, layout: Layout, place: ParamPlacement) -> tup
     return 0, 0
 
 
-def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
-    rv = view(req)
+def _muon_adamw_bytes(job: Job, layout: Layout, place: ParamPlacement, matrix_per: float) -> int:
+    """Muon's optimizer keeps one momentum buffer per decoder matrix; the embedding, the LM head, the norms and the
+    biases go to AdamW (torch.optim.Muon's docstring; :mod:`estimator.training.mechanisms`): their second state on this
+    rank. A LoRA's trainable parameters are all 2-D adapter matrices: nothing more."""
+    t, p = job.training, job.parallelism
+    if t.method != "full":
+        return 0
+    adamw_params = place.trainable_local - place.linear_trainable_local + place.head_linear_local
+    extra = optimizer_state_bytes("adamw", t.precision, p.framework) - matrix_per
+    return int(adamw_params * extra / layout.optimizer_shard)
+
+
+def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) -> _States:
+    rv = job
     t, p = rv.training, rv.parallelism
     sb = state_bytes(t.precision, p.framework)
     opt_on_gpu = p.offload == "none"
@@ -225,8 +236,10 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
         dense_ada = place.adafactor_state_local - place.expert_adafactor_local
         optimizer += (dense_ada // layout.optimizer_shard
                       + place.expert_adafactor_local // layout.expert_optimizer_shard)
+    if opt_on_gpu and optimizer_spec(t.optimizer).matrix_only:
+        optimizer += _muon_adamw_bytes(job, layout, place, opt_per)
     master = place.sharded_bytes(layout, sb.master, "optimizer") if opt_on_gpu else 0
-    fsdp2_sgo = _fsdp2_shard_grad_op(req, layout)
+    fsdp2_sgo = _fsdp2_shard_grad_op(job, layout)
     # FSDP2 shards the stored parameters for every strategy; DeepSpeed ZeRO-2 keeps its bf16 copy replicated.
     store_kind = "grad" if fsdp2_sgo else "param"
     param_store = place.sharded_bytes(layout, sb.param, store_kind) if params_on_gpu else 0
@@ -241,26 +254,26 @@ def _states(req: EstimateRequest, shape: ModelShape, layout: Layout, place: Para
         # fp32 adapters, each saved for backward: measured as a token-independent ~2 B per adapter parameter in
         # the saved-tensor probes of device call 7)
         cache = int(place.linear_trainable_local * sb.compute_param)
-    temp = _optimizer_temp(req, place, layout) if opt_on_gpu else 0
-    gathered, gathered_bwd = _gather_buffers(req, place, layout) if sharded_params else (0, 0)
+    temp = _optimizer_temp(job, place, layout) if opt_on_gpu else 0
+    gathered, gathered_bwd = _gather_buffers(job, place, layout) if sharded_params else (0, 0)
     persistent_gathered = 0
     if fsdp2_sgo:
         # all-gathered once in forward, kept unsharded until post_backward (reshard_after_forward=False)
         persistent_gathered = int(place.trainable_local * sb.compute_dtype_bytes) + place.frozen_local_bytes
-        gathered_bwd = _reduce_scatter_layer(req, place)
-    root_reduce = _root_reduce_bytes(req, place) if sharded_params or fsdp2_sgo else 0
+        gathered_bwd = _reduce_scatter_layer(job, place)
+    root_reduce = _root_reduce_bytes(job, place) if sharded_params or fsdp2_sgo else 0
     if sharded_params and p.framework == "pytorch":  # FSDP2 x TP: the full embedding gradient, until reduced
-        root_reduce += _full_embedding_grad(req, shape, layout)
-    buckets, bwd_buckets = _buckets(req, layout, place)
-    grads = _grads_on_gpu(req, layout, place)
-    held_embedding_grad = 0 if sharded_params else _full_embedding_grad(req, shape, layout)
+        root_reduce += _full_embedding_grad(job, shape, layout)
+    buckets, bwd_buckets = _buckets(job, layout, place)
+    grads = _grads_on_gpu(job, layout, place)
+    held_embedding_grad = 0 if sharded_params else _full_embedding_grad(job, shape, layout)
     return _States(params, cache, grads + held_embedding_grad, optimizer, temp, gathered,
                    root_reduce, gathered_bwd, persistent_gathered, buckets, bwd_buckets,
                    grads_persistent=p.framework == "megatron",
-                   grads_before_first_layer=_grads_before_first_layer(req, shape, layout, place, grads))
+                   grads_before_first_layer=_grads_before_first_layer(job, shape, layout, place, grads))
 
 
-def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout) -> int:
+def _full_embedding_grad(job: Job, shape: ModelShape, layout: Layout) -> int:
     """PyTorch TP (DTensor) with a vocabulary-sharded, untied input embedding: ``embedding_dense_backward`` has
     no vocabulary-sharded strategy (``torch/distributed/tensor/_ops/_embedding_ops.py``), so the replicated one
     computes the whole V x h gradient and the redistribution to the parameter's Shard(0) keeps a view of it
@@ -269,7 +282,7 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     +0.06 GiB measured; tied embeddings accumulate into the LM head's local gradient and show none). Under
     FSDP2 (``zero3``) the gradient is the unsharded compute-dtype one, reduce-scattered (and freed) at the end
     of backward: the caller counts it with the root group's reduction, not as a held gradient."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     if (p.framework != "pytorch" or layout.embedding_tp == 1 or t.method != "full" or shape.dims.tied_embeddings
             or layout.pp > 1 or layout.sharding not in ("none", "zero1", "zero3")):
@@ -279,11 +292,11 @@ def _full_embedding_grad(req: EstimateRequest, shape: ModelShape, layout: Layout
     return int(shape.embedding_params() * (layout.tp - 1) / layout.tp * grad)
 
 
-def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: Layout, place: ParamPlacement,
+def _grads_before_first_layer(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement,
                               grads: int) -> int:
     """Gradients already on the GPU when backward reaches the stage's first decoder layer: all of them but
     that layer's and, for an untied input embedding (whose backward runs last), the embedding's."""
-    if view(req).training.method == "full":
+    if job.training.method == "full":
         later = place.max_layer_local
         if not shape.dims.tied_embeddings and layout.pp == 1:
             later += shape.embedding_params() // layout.embedding_tp
@@ -293,10 +306,10 @@ def _grads_before_first_layer(req: EstimateRequest, shape: ModelShape, layout: L
     return int(grads * max(0, total - later) / max(1, total))
 
 
-def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
+def _root_reduce_bytes(job: Job, place: ParamPlacement) -> int:
     """FSDP2 reduce-scatters the root group (embeddings, LM head, final norm) last: its unsharded low-precision
     gradients and their ``reduce_dtype`` copy coexist with the (almost) complete sharded gradients."""
-    rv = view(req)
+    rv = job
     if rv.training.method != "full":
         return 0
     compute = 4 if rv.training.precision == "fp32" else 2
@@ -304,8 +317,8 @@ def _root_reduce_bytes(req: EstimateRequest, place: ParamPlacement) -> int:
     return place.root_local * (compute + reduce_bytes)
 
 
-def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> int:
-    t = view(req).training
+def _optimizer_temp(job: Job, place: ParamPlacement, layout: Layout) -> int:
+    t = job.training
     if not optimizer_spec(t.optimizer).temporaries:
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
@@ -316,29 +329,29 @@ def _optimizer_temp(req: EstimateRequest, place: ParamPlacement, layout: Layout)
     return 0
 
 
-def _reduce_scatter_layer(req: EstimateRequest, place: ParamPlacement) -> int:
+def _reduce_scatter_layer(job: Job, place: ParamPlacement) -> int:
     """FSDP2 backward: one layer's unsharded gradient and its reduce-scatter copy (``reduce_dtype=float32``)."""
-    rv = view(req)
+    rv = job
     compute = 2 if rv.training.precision != "fp32" else 4
     reduce_bytes = 4 if rv.training.precision in ("bf16-mixed", "fp32", "fp8-mixed") else 2
     grad_layer = place.max_layer_local if rv.training.method == "full" else place.max_layer_trainable_local
     return grad_layer * (compute + reduce_bytes)
 
 
-def _gather_buffers(req: EstimateRequest, place: ParamPlacement, layout: Layout) -> tuple[int, int]:
+def _gather_buffers(job: Job, place: ParamPlacement, layout: Layout) -> tuple[int, int]:
     """ZeRO-3/FSDP2: unsharded bf16 parameters of the current and the prefetched layer in forward; in backward
     also the unsharded gradient and its fp32 reduce-scatter copy."""
     layer = place.max_layer_local
-    compute = 2 if view(req).training.precision != "fp32" else 4
+    compute = 2 if job.training.precision != "fp32" else 4
     forward = 2 * layer * compute + place.root_local * compute
-    return forward, forward + _reduce_scatter_layer(req, place)
+    return forward, forward + _reduce_scatter_layer(job, place)
 
 
-def _in_flight(req: EstimateRequest, layout: Layout, stage: str = "first") -> float:
+def _in_flight(job: Job, layout: Layout, stage: str = "first") -> float:
     """Micro-batches whose activations the first pipeline stage holds (Narayanan 2021 Sec. 2.2; interleaved
     schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3); rank 1 (``middle``, an uneven split's busiest
     middle rank) holds one fewer under 1F1B."""
-    rv = view(req)
+    rv = job
     if layout.pp == 1:
         return 1.0
     m = rv.training.gradient_accumulation_steps
@@ -388,8 +401,8 @@ class _StageBase:
         self.largest_state_block = largest_state_block
 
 
-def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st: _States, stage: str) -> _StageBase:
-    rv = view(req)
+def _stage_base(job: Job, layout: Layout, place: ParamPlacement, st: _States, stage: str) -> _StageBase:
+    rv = job
     accumulating = rv.training.gradient_accumulation_steps > 1 or layout.pp > 1
     grads_during_fwd = st.grads if accumulating or st.grads_persistent else 0
     gathered = st.params + st.persistent_gathered  # FSDP2 shard-grad-op reshards in post_backward
@@ -411,7 +424,7 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
     )
     per_param = 6 if full else 2
     fsdp = (place.root_local + 2 * place.max_layer_local) * per_param if layout.sharding in ("zero3", "hsdp") else 0
-    return _StageBase(stage, place, st, layout.layers_on(stage), _in_flight(req, layout, stage), rows,
+    return _StageBase(stage, place, st, layout.layers_on(stage), _in_flight(job, layout, stage), rows,
                       layout.logits_tp if stage in ("last", "only") else 0, fsdp,
                       st.optimizer_temp if rv.training.optimizer_impl == "foreach" else 0,
                       place.largest_tensor * 4 // layout.grad_shard if full else 0)
@@ -420,7 +433,10 @@ def _stage_base(req: EstimateRequest, layout: Layout, place: ParamPlacement, st:
 def _stored(base: _StageBase, act: ActivationModel) -> int:
     """The activations a stage holds at its forward peak: its layers' for the micro-batches in flight, and the
     residual stream it sends on."""
-    return (int(act.stored_per_layer_bytes * base.layers * base.in_flight)
+    layers = base.layers * base.in_flight
+    if act.offload_keep_layers:  # activation offloading: the rest is in pinned host memory (training.mechanisms)
+        layers = min(layers, act.offload_keep_layers)
+    return (int(act.stored_per_layer_bytes * layers)
             + (act.residual_bytes if base.keeps_residual else 0))
 
 
@@ -461,11 +477,11 @@ def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
                s3 + act.stored_per_layer_bytes + temp)), max(s4, s5))
 
 
-def _overhead_input(req: EstimateRequest, shape: ModelShape, layout: Layout, peak_allocated: int,
+def _overhead_input(job: Job, shape: ModelShape, layout: Layout, peak_allocated: int,
                     act: ActivationModel, base: _StageBase) -> OverheadInput:
     logits = 4 * act.tokens * shape.dims.vocab_size // base.logits_div if base.logits_div else 0
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
-                         logits_fp32_bytes=logits, checkpointing=view(req).training.activation_checkpointing == "full",
+                         logits_fp32_bytes=logits, checkpointing=job.training.activation_checkpointing == "full",
                          foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,
                          largest_block_bytes=max(logits, base.largest_state_block))
 
@@ -478,9 +494,9 @@ def _stages(layout: Layout) -> tuple[str, ...]:
     return ("first", "middle", "last") if layout.uneven and layout.pp > 2 else ("first", "last")
 
 
-def _state_key(req: EstimateRequest) -> tuple[object, ...]:
+def _state_key(job: Job) -> tuple[object, ...]:
     """Everything :func:`place_params` and :func:`_states` read from the request (not the batch shape)."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     return (t.method, t.lora_rank, t.lora_targets, t.precision, t.optimizer, t.optimizer_impl, p.framework,
             p.offload)
@@ -489,20 +505,20 @@ def _state_key(req: EstimateRequest) -> tuple[object, ...]:
 _STAGE_STATES: Final[BoundedMemo[tuple[object, ...], tuple[ParamPlacement, _States]]] = BoundedMemo(8192)
 
 
-def _placed_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def _placed_states(job: Job, shape: ModelShape, layout: Layout,
                    stage: str) -> tuple[ParamPlacement, _States]:
-    place = place_params(req, shape, layout, stage)
-    return place, _states(req, shape, layout, place)
+    place = place_params(job, shape, layout, stage)
+    return place, _states(job, shape, layout, place)
 
 
-def _stage_states(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def _stage_states(job: Job, shape: ModelShape, layout: Layout,
                   stage: str) -> tuple[ParamPlacement, _States]:
     """Placement and model states of one pipeline stage, memoised: they do not depend on the micro-batch or
     the sequence length, which the largest-micro-batch search, the suggestions and the planner vary."""
-    key = (_state_key(req), shape, layout, stage)
+    key = (_state_key(job), shape, layout, stage)
     found = _STAGE_STATES.get(key)
     if found is None:
-        found = _STAGE_STATES.remember(key, _placed_states(req, shape, layout, stage))
+        found = _STAGE_STATES.remember(key, _placed_states(job, shape, layout, stage))
     return found
 
 
@@ -512,28 +528,28 @@ _TOTALS: Final[BoundedMemo[_Key, tuple[int, bool]]] = BoundedMemo(4096)
 _MAX_MICRO_BATCH: Final[BoundedMemo[_Key, int]] = BoundedMemo(4096)
 
 
-def _key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
+def _key(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> _Key:
     """The request parts the memory model reads (training and parallelism, by their field values), the shape,
     the layout and the capacity."""
-    v = view(req)
+    v = job
     return (v.training.values, v.parallelism.values, shape, layout, gpu_memory_bytes)
 
 
-def peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
+def peak_memory(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> MemoryPeak:
     """The busiest GPU's peak; memoised on the request parts it reads (training and parallelism)."""
-    key = _key(req, shape, layout, gpu_memory_bytes)
+    key = _key(job, shape, layout, gpu_memory_bytes)
     found = _PEAKS.get(key)
     if found is None:
-        found = _PEAKS.remember(key, _peak_memory(req, shape, layout, gpu_memory_bytes))
+        found = _PEAKS.remember(key, _peak_memory(job, shape, layout, gpu_memory_bytes))
     return found
 
 
-def peak_total(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
+def peak_total(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int) -> tuple[int, bool]:
     """(:attr:`MemoryPeak.total`, :attr:`MemoryPeak.fits`) of :func:`peak_memory` without building the phases
     (the suggestions' re-estimates); memoised the same way."""
-    key = _key(req, shape, layout, gpu_memory_bytes)
+    key = _key(job, shape, layout, gpu_memory_bytes)
     return _TOTALS.get_or_compute(key, lambda: _total_and_fits(
-        *_peak_bytes(req, shape, layout, activation_model(req, shape, layout)), gpu_memory_bytes))
+        *_peak_bytes(job, shape, layout, activation_model(job, shape, layout)), gpu_memory_bytes))
 
 
 _RANKS: Final = {"only": N_("every rank (identical)"),
@@ -545,30 +561,30 @@ _RANKS: Final = {"only": N_("every rank (identical)"),
 _BASES: Final[BoundedMemo[tuple[object, ...], tuple[_StageBase, ...]]] = BoundedMemo(8192)
 
 
-def _stage_bases(req: EstimateRequest, shape: ModelShape, layout: Layout) -> tuple[_StageBase, ...]:
+def _stage_bases(job: Job, shape: ModelShape, layout: Layout) -> tuple[_StageBase, ...]:
     """The :class:`_StageBase` of every stage whose peak may be the largest (:func:`_stages`), memoised on the
     request fields they read (the model states', the accumulation, the schedule, the checkpointing): the largest-
     micro-batch search, the suggestions and the planner vary the micro-batch and the sequence length."""
-    t = view(req).training
-    key = (_state_key(req), t.gradient_accumulation_steps, t.pipeline_schedule, t.activation_checkpointing, shape,
+    t = job.training
+    key = (_state_key(job), t.gradient_accumulation_steps, t.pipeline_schedule, t.activation_checkpointing, shape,
            layout)
     found = _BASES.get(key)
     if found is None:
-        found = _BASES.remember(key, tuple(_stage_base(req, layout, *_stage_states(req, shape, layout, stage), stage)
+        found = _BASES.remember(key, tuple(_stage_base(job, layout, *_stage_states(job, shape, layout, stage), stage)
                                            for stage in _stages(layout)))
     return found
 
 
-def _busiest(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+def _busiest(job: Job, shape: ModelShape, layout: Layout, act: ActivationModel,
              bases: tuple[_StageBase, ...] | None = None) -> tuple[int, int, tuple[Phase, ...], str, OverheadInput]:
     """(allocated bytes at the peak, index of the peak phase, the phases, stage, overhead input) of the busiest
     pipeline stage (the first stage with the largest peak: :func:`_busiest_stage`); only its phases are built.
     ``bases``: :func:`_stage_bases`, when the caller evaluates several micro-batches of one request."""
-    stages = bases or _stage_bases(req, shape, layout)
+    stages = bases or _stage_bases(job, shape, layout)
     base = _busiest_stage(stages, act)[1] if len(stages) > 1 else stages[0]
     rows = _phases(base, act)
     index, best_bytes = _largest(rows)
-    return best_bytes, index, rows, base.stage, _overhead_input(req, shape, layout, best_bytes, act, base)
+    return best_bytes, index, rows, base.stage, _overhead_input(job, shape, layout, best_bytes, act, base)
 
 
 def _busiest_stage(bases: tuple[_StageBase, ...], act: ActivationModel) -> tuple[int, _StageBase]:
@@ -581,13 +597,13 @@ def _busiest_stage(bases: tuple[_StageBase, ...], act: ActivationModel) -> tuple
     return best_bytes, best
 
 
-def _busiest_total(req: EstimateRequest, shape: ModelShape, layout: Layout, act: ActivationModel,
+def _busiest_total(job: Job, shape: ModelShape, layout: Layout, act: ActivationModel,
                    bases: tuple[_StageBase, ...]) -> int:
     """The allocated peak plus the hard overhead of the busiest stage (:func:`_busiest`,
     :func:`~estimator.training.overhead.hard_overhead_bytes`) without building the phases: what the largest-micro-batch
     search compares with the capacity at each size it tries."""
     best_bytes, best = _busiest_stage(bases, act)
-    return best_bytes + hard_overhead_bytes(_overhead_input(req, shape, layout, best_bytes, act, best))
+    return best_bytes + hard_overhead_bytes(_overhead_input(job, shape, layout, best_bytes, act, best))
 
 
 def _largest(rows: tuple[Phase, ...]) -> tuple[int, int]:
@@ -600,29 +616,29 @@ def _largest(rows: tuple[Phase, ...]) -> tuple[int, int]:
     return index, top
 
 
-def _peak_bytes(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def _peak_bytes(job: Job, shape: ModelShape, layout: Layout,
                 act: ActivationModel) -> tuple[int, int, int]:
     """(allocated at the peak, soft overhead, hard overhead) of :func:`_peak_memory`."""
-    allocated, _, _, _, inp = _busiest(req, shape, layout, act)
+    allocated, _, _, _, inp = _busiest(job, shape, layout, act)
     return allocated, overhead_bytes(inp), hard_overhead_bytes(inp)
 
 
-def _peak_memory(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+def _peak_memory(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                  act: ActivationModel | None = None) -> MemoryPeak:
-    _, index, phases, stage, inp = _busiest(req, shape, layout, act or activation_model(req, shape, layout))
+    _, index, phases, stage, inp = _busiest(job, shape, layout, act or activation_model(job, shape, layout))
     return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
                       hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
 
 
-def max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+def max_micro_batch(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                     limit: int = 4096) -> int:
     """:func:`_max_micro_batch`, memoised on the request parts it reads (training and parallelism)."""
-    peak_key = _key(req, shape, layout, gpu_memory_bytes)
+    peak_key = _key(job, shape, layout, gpu_memory_bytes)
     return _MAX_MICRO_BATCH.get_or_compute((*peak_key, limit), lambda: _max_micro_batch(
-        req, shape, layout, gpu_memory_bytes, limit, _PEAKS.get(peak_key)))
+        job, shape, layout, gpu_memory_bytes, limit, _PEAKS.get(peak_key)))
 
 
-def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
+def _max_micro_batch(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                      limit: int, known: MemoryPeak | None = None) -> int:
     """The largest micro-batch (at most ``limit``) whose peak :attr:`MemoryPeak.fits`; 0 if 1 does not.
 
@@ -636,13 +652,13 @@ def _max_micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, gp
     cap = gpu_memory_bytes
     memo: dict[int, int] = {}
     if known is not None:  # the request's own micro-batch
-        memo[view(req).training.micro_batch_size] = known.peak_allocated + known.hard_overhead
-    rates = activation_rates(req, shape, layout)
-    bases = _stage_bases(req, shape, layout)
+        memo[job.training.micro_batch_size] = known.peak_allocated + known.hard_overhead
+    rates = activation_rates(job, shape, layout)
+    bases = _stage_bases(job, shape, layout)
 
     def total(m: int) -> int:
         if m not in memo:
-            memo[m] = _busiest_total(req, shape, layout, activation_model(req, shape, layout, m, rates), bases)
+            memo[m] = _busiest_total(job, shape, layout, activation_model(job, shape, layout, m, rates), bases)
         return memo[m]
 
     if total(1) > cap:
@@ -694,11 +710,11 @@ class MemoryFloor:
     cp: int
 
 
-def memory_floor(req: EstimateRequest, shape: ModelShape, layout: Layout) -> MemoryFloor:
-    """The :class:`MemoryFloor` of ``req``'s layout (its micro-batch and checkpointing do not matter)."""
+def memory_floor(job: Job, shape: ModelShape, layout: Layout) -> MemoryFloor:
+    """The :class:`MemoryFloor` of ``job``'s layout (its micro-batch and checkpointing do not matter)."""
     stage = _stages(layout)[0]
-    _, st = _stage_states(req, shape, layout, stage)
-    rates = activation_rates(req, shape, layout)
+    _, st = _stage_states(job, shape, layout, stage)
+    rates = activation_rates(job, shape, layout)
     return MemoryFloor(states=st.params + st.optimizer + st.grad_buckets, grads=st.grads,
                        residual_bytes_per_token=rates.residual_dtype * shape.dims.hidden_size,
                        residual_div=rates.residual_div, layers=layout.layers_on(stage), cp=layout.cp)

@@ -18,6 +18,20 @@ Sources:
 - Adafactor (Shazeer & Stern 2018, arXiv 1804.04235; ``torch/optim/_adafactor.py``): factored second moment
   (``row_var`` + ``col_var`` per matrix, ``variance`` per vector), no momentum by default; Hugging Face's
   ``Adafactor`` steps tensor by tensor.
+- bitsandbytes paged AdamW (``PagedAdamW8bit``, ``PagedAdamW32bit``; bitsandbytes-foundation/bitsandbytes
+  ``bitsandbytes/optim/optimizer.py`` ``get_state_buffer`` -> ``F.get_paged`` in ``bitsandbytes/functional.py``:
+  state tensors of >= 1e5 elements in CUDA unified memory, ``cudaMallocManaged``): the same bytes as their
+  unpaged rows, 8-bit blockwise or fp32 whatever the parameter dtype (``optim_bits=32``). The estimate assumes
+  the states GPU-resident (the driver migrates pages to the host only when the GPU is oversubscribed; a setup
+  that fits only by paging is not called a fit).
+- torchao 4-bit AdamW (``AdamW4bit``; pytorch/ao ``torchao/optim/subclass_4bit.py`` @029bb60a,
+  ``OptimState4bit.zeros``): per state ``codes`` (two 4-bit codes per uint8) and one fp32 ``scale`` per
+  128-element block (``block_size=128``), plus a 16-entry qmap per tensor: 2 x (0.5 + 4/128) = 1.0625 bytes per
+  parameter; its own kernels, GPU only.
+- Muon (``torch.optim.Muon``; pytorch/pytorch ``torch/optim/_muon.py`` @098e03f9): one ``momentum_buffer``
+  (``zeros_like(p.grad)``) per 2-D parameter; "Other parameters, such as bias, and embedding, should be optimized
+  by a standard method such as AdamW" (its docstring): the callers add AdamW's second state for the embedding, the
+  LM head and the vectors (:mod:`estimator.training.mechanisms`). Single-tensor loop only (``foreach`` raises).
 """
 
 from __future__ import annotations
@@ -59,15 +73,31 @@ class OptimizerSpec:
     adam_ratio: float = 1.0
     memory_measured: bool = True
     time_measured: bool = True
+    block_bits: int = 0
+    block_size: int = 0
+    state_dtype_bytes: int = 0
+    paged: bool = False
+    matrix_only: bool = False
+    only_impl: OptimizerImpl | None = None
 
     def state_bytes(self, dtype_bytes: int) -> float:
-        """Optimizer-state bytes per trainable parameter, with states of ``dtype_bytes`` (factored: 0 here)."""
+        """Optimizer-state bytes per trainable parameter, with states of ``dtype_bytes`` (factored: 0 here).
+
+        ``block_bits`` / ``block_size``: ``full_states`` quantised states of that many bits with one fp32 scale
+        per block (torchao 4-bit); ``state_dtype_bytes``: states of a fixed width whatever the parameters' dtype
+        (bitsandbytes 32-bit). ``matrix_only`` (Muon): the rate of the 2-D matrices; the callers add AdamW's for
+        the rest."""
         if self.blockwise_8bit:
             return 2 + 2 * 4 / 2048
-        return self.full_states * dtype_bytes
+        if self.block_bits:
+            return self.full_states * (self.block_bits / 8 + 4 / self.block_size)
+        return self.full_states * (self.state_dtype_bytes or dtype_bytes)
 
     def implementation(self, requested: OptimizerImpl) -> OptimizerImpl:
-        """The implementation that actually runs: ``fused`` where the library has only its own kernel."""
+        """The implementation that actually runs: ``fused`` where the library has only its own kernel, the
+        optimizer's only implementation where it has one (Muon: the single-tensor loop)."""
+        if self.only_impl is not None:
+            return self.only_impl
         return requested if self.temporaries else "fused"
 
 
@@ -82,6 +112,21 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
     OptimizerSpec("adafactor", full_states=0, saved_tensors=2, factored=True, step_cost="adafactor"),
     OptimizerSpec("lion", full_states=1, saved_tensors=1, adam_ratio=0.71, memory_measured=False,
                   time_measured=False),
+    # issue 29 (estimator.training.mechanisms): bitsandbytes paged AdamW, torchao 4-bit AdamW, torch.optim.Muon
+    OptimizerSpec("paged-adamw-8bit", full_states=0, saved_tensors=4, blockwise_8bit=True, temporaries=False,
+                  cpu_offload_refusal="paged 8-bit AdamW (bitsandbytes) keeps its states in CUDA unified memory; it "
+                  "pages them itself and cannot be offloaded", step_cost="adam8bit", paged=True,
+                  memory_measured=False, time_measured=False),
+    OptimizerSpec("paged-adamw", full_states=2, saved_tensors=2, temporaries=False, state_dtype_bytes=4,
+                  cpu_offload_refusal="paged AdamW (bitsandbytes) keeps its states in CUDA unified memory; it pages "
+                  "them itself and cannot be offloaded", paged=True, memory_measured=False, time_measured=False),
+    OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
+                  cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
+                  memory_measured=False, time_measured=False),
+    OptimizerSpec("muon", full_states=1, saved_tensors=1, adam_ratio=0.71, matrix_only=True, only_impl="for-loop",
+                  cpu_offload_refusal="torch.optim.Muon runs Newton-Schulz on the GPU; capplan does not model it "
+                  "offloaded", memory_measured=False, time_measured=False),
 )}
 
 

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import Linear, ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.activations import ActivationModel
 from estimator.training.layout import Layout
 
@@ -51,12 +50,13 @@ class ParamPlacement:
     expert_trainable_local: Final[int]  # part of trainable_local in routed experts (sharded over the expert DP group)
     expert_frozen_local_bytes: Final[int]  # part of frozen_local_bytes in routed experts
     expert_adafactor_local: Final[int]  # part of adafactor_state_local for routed experts
+    head_linear_local: Final[int]  # part of linear_trainable_local in the LM head (Muon leaves it to AdamW)
 
     def __init__(self, trainable_local: int, frozen_local_bytes: int, linear_trainable_local: int,
                  largest_tensor: int, max_layer_local: int, max_layer_trainable_local: int, root_local: int,
                  adafactor_state_local: int, total_local: int, tokens_ffn_local: int, method: str,
                  dequant_bytes: int, expert_trainable_local: int = 0, expert_frozen_local_bytes: int = 0,
-                 expert_adafactor_local: int = 0) -> None:
+                 expert_adafactor_local: int = 0, head_linear_local: int = 0) -> None:
         self.trainable_local = trainable_local
         self.frozen_local_bytes = frozen_local_bytes
         self.linear_trainable_local = linear_trainable_local
@@ -72,6 +72,7 @@ class ParamPlacement:
         self.expert_trainable_local = expert_trainable_local
         self.expert_frozen_local_bytes = expert_frozen_local_bytes
         self.expert_adafactor_local = expert_adafactor_local
+        self.head_linear_local = head_linear_local
 
     @property
     def dense_trainable_local(self) -> int:
@@ -110,6 +111,11 @@ def _adapted(shape: ModelShape, targets: str) -> list[Linear]:
     mlp = shape.mlp_linears(shape.dims.ffn_hidden_size) if shape.dense_layers else []
     shared = shape.mlp_linears(shape.expert_ffn, shape.dims.num_shared_experts) if shape.is_moe else []
     return attn + mlp + [s for s in shared if s.count]
+
+
+def adapted_linears(shape: ModelShape, targets: str) -> list[Linear]:
+    """The linears of one decoder layer that LoRA adapts under ``targets``."""
+    return _adapted(shape, targets)
 
 
 def lora_params_per_layer(shape: ModelShape, rank: int, targets: str) -> int:
@@ -164,25 +170,25 @@ def _linear_params(shape: ModelShape, layout: Layout, dense: int, moe: int) -> i
 _PLACED: Final[BoundedMemo[tuple[object, ...], ParamPlacement]] = BoundedMemo(8192)
 
 
-def place_params(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+def place_params(job: Job, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
     """Memoised on the fields of the request it reads (method, LoRA rank and targets, precision: not the batch
     shape, which the planner and the micro-batch search vary) and on the shape, layout and stage."""
-    t = view(req).training
+    t = job.training
     key = (t.method, t.lora_rank, t.lora_targets, t.precision, shape, layout, stage)
     found = _PLACED.get(key)
     if found is None:
-        found = _PLACED.remember(key, _place_params_uncached(req, shape, layout, stage))
+        found = _PLACED.remember(key, _place_params_uncached(job, shape, layout, stage))
     return found
 
 
-def _frozen_bytes_per_param(req: EstimateRequest) -> int:
+def _frozen_bytes_per_param(job: Job) -> int:
     """A LoRA base is stored in the training dtype: bf16 (PEFT loads it with ``torch_dtype=torch.bfloat16``
     for bf16 training), fp32 when training in fp32."""
-    return 4 if view(req).training.precision == "fp32" else 2
+    return 4 if job.training.precision == "fp32" else 2
 
 
-def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
-    t = view(req).training
+def _place_params_uncached(job: Job, shape: ModelShape, layout: Layout, stage: str) -> ParamPlacement:
+    t = job.training
     dense, moe = _stage_layers(shape, layout, stage)
     layers_local = dense * _layer_local(shape, layout, False) + moe * _layer_local(shape, layout, True)
     root = _root_local(shape, layout, stage)
@@ -198,11 +204,12 @@ def _place_params_uncached(req: EstimateRequest, shape: ModelShape, layout: Layo
     if t.method == "full":
         ada, ada_experts = _adafactor(shape, layout, dense, moe)
         return ParamPlacement(total, 0, linears + head_linear, largest, max_layer, max_layer, root, ada, total,
-                              ffn_local, "full", 0, expert_trainable_local=experts, expert_adafactor_local=ada_experts)
+                              ffn_local, "full", 0, expert_trainable_local=experts, expert_adafactor_local=ada_experts,
+                              head_linear_local=head_linear)
     lora_layer = lora_params_per_layer(shape, t.lora_rank, t.lora_targets) // layout.tp
     trainable = lora_layer * (dense + moe)
     if t.method == "lora":
-        per = _frozen_bytes_per_param(req)
+        per = _frozen_bytes_per_param(job)
         frozen, frozen_experts = per * total, per * experts
         dequant = 0
     else:

@@ -7,11 +7,14 @@ standard memory levers, in the order practitioners reach for them (Korthikanti e
 recomputation; Rajbhandari et al. 2020, ZeRO, for sharding and offload; Hu et al. 2021 / Dettmers et al. 2023
 for LoRA / QLoRA): recompute activations, shard the model states, offload them, shrink the micro-batch
 (keeping the global batch through gradient accumulation), train adapters instead of the whole model, and
-spread the job over more nodes.
+spread the job over more nodes. Before the levers that change the parallelism or the method come the fine-tuning
+stacks' own (issue 29, :mod:`estimator.training.mechanisms`): a fused loss, Liger's kernels, activation offloading;
+their suggestions say the GiB they save and what they cost in step time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import combinations
 from typing import Any, Final, NamedTuple, get_args
@@ -21,10 +24,10 @@ from pydantic import BaseModel
 
 from estimator.construct import trusted
 from estimator.errors import EstimatorError
-from estimator.messages import N_, Text, capitalized, join
+from estimator.job import Job, job_of
+from estimator.messages import N_, Num, Text, capitalized, join
 from estimator.model.spec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
-from estimator.reqview import view
 from estimator.response import Suggestion
 from estimator.training.layout import layout_or_none
 from estimator.training.memory import peak_total
@@ -94,9 +97,9 @@ _INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "hardware.num_nodes": _int_range(Hardware, "num_nodes")}
 
 
-def _known_valid(req: EstimateRequest, dotted: str, value: Any) -> bool:
+def _known_valid(job: Job, dotted: str, value: Any) -> bool:
     if dotted in _LITERALS:
-        if dotted == "parallelism.sharding" and value != "hsdp" and view(req).parallelism.hsdp_shard_size is not None:
+        if dotted == "parallelism.sharding" and value != "hsdp" and job.parallelism.hsdp_shard_size is not None:
             return False
         return value in _LITERALS[dotted]
     if dotted in _INT_RANGES:
@@ -109,11 +112,13 @@ def _known_valid(req: EstimateRequest, dotted: str, value: Any) -> bool:
 _Sections = dict[tuple[str, tuple[tuple[str, Any], ...]], BaseModel]
 
 
-def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sections) -> EstimateRequest:
+def _trial_request(job: Job, changes: dict[str, Any], sections: _Sections) -> EstimateRequest:
     """:func:`apply_changes` without validating again when every change is one validation accepts whatever the
     rest of the request holds (:func:`_known_valid`); anything else goes through :func:`apply_changes`, which
-    refuses what validation refuses. ``sections`` keeps the changed sections of ``req`` for the next trials."""
-    if not all(_known_valid(req, dotted, value) for dotted, value in changes.items()):
+    refuses what validation refuses. ``sections`` keeps the changed sections of the job's request for the next
+    trials."""
+    req = job.request
+    if not all(_known_valid(job, dotted, value) for dotted, value in changes.items()):
         return apply_changes(req, changes)
     update: dict[str, BaseModel] = {}
     for section, fields in _by_section(changes).items():
@@ -125,9 +130,9 @@ def _trial_request(req: EstimateRequest, changes: dict[str, Any], sections: _Sec
     return req.model_copy(update=update)
 
 
-def _levers(req: EstimateRequest) -> list[_Candidate]:
-    """Single memory levers that apply to ``req``, least disruptive first."""
-    rv = view(req)
+def _levers(job: Job) -> list[_Candidate]:
+    """Single memory levers that apply to ``job``, least disruptive first."""
+    rv = job
     t, p = rv.training, rv.parallelism
     out: list[_Candidate] = []
     if t.activation_checkpointing != "full":
@@ -141,6 +146,17 @@ def _levers(req: EstimateRequest) -> list[_Candidate]:
         gas = t.gradient_accumulation_steps * t.micro_batch_size
         out.append((Text("micro-batch 1 with %(gas)s accumulation steps (same global batch)", gas=gas),
                     {"training.micro_batch_size": 1, "training.gradient_accumulation_steps": gas}))
+    # issue 29: the fine-tuning stacks' memory mechanisms (estimator.training.mechanisms), before the levers that change
+    # the parallelism or the method
+    if t.loss_kernel != "fused" and p.framework != "megatron":
+        out.append((Text("a fused loss (Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits)"),
+                    {"training.loss_kernel": "fused"}))
+    if t.fused_kernels == "none" and p.framework != "megatron":
+        out.append((Text("Liger kernels (RMSNorm, SwiGLU, RoPE)"), {"training.fused_kernels": "liger"}))
+    if t.activation_offloading == "none" and p.offload != "optimizer+params" and t.stack != "unsloth":
+        mode = "checkpoints" if t.activation_checkpointing == "full" else "all"
+        out.append((Text("activations offloaded to host memory (%(mode)s)", mode=mode),
+                    {"training.activation_offloading": mode}))
     if t.method == "full":
         out.append((Text("LoRA adapters instead of a full fine-tune"), {"training.method": "lora"}))
     if t.method in ("full", "lora") and t.precision != "fp8-mixed":
@@ -159,10 +175,10 @@ def _combine(levers: tuple[_Candidate, ...]) -> _Candidate | None:
     return capitalized(summary), changes
 
 
-def _candidates(req: EstimateRequest) -> tuple[_Candidate, ...]:
+def _candidates(job: Job) -> tuple[_Candidate, ...]:
     """Each lever alone, then pairs, then triples (in lever order). The same levers give the same candidates:
     memoised on them (callers read the change dicts, never change them)."""
-    return _combinations(tuple((name, tuple(lever.items())) for name, lever in _levers(req)))
+    return _combinations(tuple((name, tuple(lever.items())) for name, lever in _levers(job)))
 
 
 @lru_cache(maxsize=256)
@@ -184,20 +200,20 @@ def _minimal(fitting: list[_Tried]) -> list[_Tried]:
     return sorted(kept, key=lambda s: not _keeps_method(s))
 
 
-def _peak_total(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple[int, bool] | None:
-    layout = layout_or_none(req, shape)
+def _peak_total(job: Job, shape: ModelShape, capacity: int) -> tuple[int, bool] | None:
+    layout = layout_or_none(job, shape)
     if layout is None:
         return None
     try:
-        return peak_total(req, shape, layout, capacity)
+        return peak_total(job, shape, layout, capacity)
     except EstimatorError:
         return None
 
 
-def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections: _Sections) -> _Tried | None:
+def _more_nodes(job: Job, shape: ModelShape, capacity: int, sections: _Sections) -> _Tried | None:
     """The fewest nodes (a power of two times the current count) at which the job fits with its states
     sharded over them (ZeRO-3 / FSDP) and full activation checkpointing."""
-    rv = view(req)
+    rv = job
     base = {"parallelism.sharding": "zero3", "training.activation_checkpointing": "full"}
     if rv.parallelism.normalized_sharding == "hsdp":
         base = {"training.activation_checkpointing": "full"}
@@ -205,43 +221,82 @@ def _more_nodes(req: EstimateRequest, shape: ModelShape, capacity: int, sections
     while nodes <= MAX_NODES_TRIED:
         summary = Text("%(nodes)s nodes (%(gpus)s GPUs), sharded and checkpointed", nodes=nodes,
                        gpus=nodes * rv.hardware.gpus_per_node)
-        trial = _try(req, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
+        trial = _try(job, shape, capacity, summary, {**base, "hardware.num_nodes": nodes}, sections)
         if trial is not None and trial.fits:
             return trial
         nodes *= 2
     return None
 
 
-def _try(req: EstimateRequest, shape: ModelShape, capacity: int, summary: str, changes: dict[str, Any],
+def _try(job: Job, shape: ModelShape, capacity: int, summary: str, changes: dict[str, Any],
          sections: _Sections) -> _Tried | None:
     try:
-        trial = _trial_request(req, changes, sections)
+        trial = _trial_request(job, changes, sections)
     except ValueError:
         return None
-    result = _peak_total(trial, shape, capacity)
+    result = _peak_total(job_of(trial), shape, capacity)  # a new request: its own job, made where it is made
     if result is None:
         return None
     return _Tried(summary, changes, result[0], result[1])
 
 
-def suggestions(req: EstimateRequest, shape: ModelShape, capacity: int) -> list[Suggestion]:
-    """Single changes that would make ``req`` fit (those first), each with its re-estimated per-GPU total.
+_MECHANISM_FIELDS: Final = frozenset({"training.loss_kernel", "training.fused_kernels",
+                                      "training.activation_offloading"})
+
+
+def _with_cost(s: _Tried, req: EstimateRequest,
+               measure: Callable[[EstimateRequest], tuple[int, float] | None] | None) -> str:
+    """A mechanism's suggestion says what it saves (allocated bytes at the peak: the total is capped by the
+    allocator's cache) and what it costs in step time (issue 29); ``measure``: (peak allocated bytes, step
+    seconds) of a request."""
+    if measure is None or _MECHANISM_FIELDS.isdisjoint(s.changes):
+        return s.summary
+    before = measure(req)  # the caller memoises it (one request, several suggestions)
+    try:
+        after = measure(apply_changes(req, s.changes))
+    except (ValueError, EstimatorError):
+        after = None
+    if before is None or after is None:
+        return s.summary
+    return Text("%(change)s: %(saved)s GiB less per GPU, step time %(delta)s s", change=s.summary,
+                saved=Num((before[0] - after[0]) / 2**30, ".1f"), delta=Num(after[1] - before[1], "+.2f"))
+
+
+def _once(measure: Callable[[EstimateRequest], tuple[int, float] | None],
+          req: EstimateRequest) -> Callable[[EstimateRequest], tuple[int, float] | None]:
+    """``measure`` with ``req``'s own answer computed at most once."""
+    cache: list[tuple[int, float] | None] = []
+
+    def measured(r: EstimateRequest) -> tuple[int, float] | None:
+        if r is not req:
+            return measure(r)
+        if not cache:
+            cache.append(measure(r))
+        return cache[0]
+    return measured
+
+
+def suggestions(job: Job, shape: ModelShape, capacity: int,
+                measure: Callable[[EstimateRequest], tuple[int, float] | None] | None = None) -> list[Suggestion]:
+    """Single changes that would make ``job`` fit (those first), each with its re-estimated per-GPU total.
 
     Call it only for a request that does not fit. At most ``MAX_SUGGESTIONS``: the smallest changes that fit,
     least disruptive first (those that keep the training method before those that change it); when none
     fits, the changes that come closest, so the user sees which lever helps most."""
     tried: list[_Tried] = []
     sections: _Sections = {}
-    for summary, changes in _candidates(req):
+    for summary, changes in _candidates(job):
         if any(t.fits and t.changes.items() <= changes.items() for t in tried):
             continue  # contains a change that already fits: _minimal would drop it
-        trial = _try(req, shape, capacity, summary, changes, sections)
+        trial = _try(job, shape, capacity, summary, changes, sections)
         if trial is not None:
             tried.append(trial)
-    nodes = _more_nodes(req, shape, capacity, sections)
+    nodes = _more_nodes(job, shape, capacity, sections)
     if nodes is not None:
         tried.append(nodes)
     fitting = [s for s in tried if s.fits]
     shown = (_minimal(fitting) or sorted(tried, key=lambda s: s.total_bytes))[:MAX_SUGGESTIONS]
-    return [trusted(Suggestion, summary=s.summary, changes=s.changes, total_bytes=s.total_bytes, fits=s.fits)
-            for s in shown]
+    if measure is not None:
+        measure = _once(measure, job.request)
+    return [trusted(Suggestion, summary=_with_cost(s, job.request, measure), changes=s.changes,
+                    total_bytes=s.total_bytes, fits=s.fits) for s in shown]

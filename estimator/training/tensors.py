@@ -17,10 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import Linear, ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.training.layout import Layout
 from estimator.training.params import _adapted, lora_params_per_layer  # the adapted set is defined once, there
 
@@ -70,8 +69,8 @@ def _stage_layers(shape: ModelShape, layout: Layout) -> tuple[int, int]:
     return per_stage - moe, moe
 
 
-def _layer_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, moe: bool, layers: int) -> list[Tensor]:
-    a, tp, full = shape.dims, layout.tp, view(req).training.method == "full"
+def _layer_tensors(job: Job, shape: ModelShape, layout: Layout, moe: bool, layers: int) -> list[Tensor]:
+    a, tp, full = shape.dims, layout.tp, job.training.method == "full"
     out: list[Tensor] = []
     attn = shape.attention_linears()
     for lin in attn:
@@ -105,13 +104,13 @@ def _layer_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, moe:
             out += [Tensor("mlp.up.bias", ffn // tp, 1, full, layers * copies * n_up),
                     Tensor("mlp.down.bias", a.hidden_size, 1, full, layers * copies)]
     if not full:
-        out += _lora_tensors(req, shape, layout, layers)
+        out += _lora_tensors(job, shape, layout, layers)
     return out
 
 
-def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layers: int) -> list[Tensor]:
+def _lora_tensors(job: Job, shape: ModelShape, layout: Layout, layers: int) -> list[Tensor]:
     """PEFT ``lora_A`` ``[r, in]`` and ``lora_B`` ``[out, r]`` for every adapted linear (fp32, trainable)."""
-    t = view(req).training
+    t = job.training
     r = t.lora_rank
     out: list[Tensor] = []
     for lin in _adapted(shape, t.lora_targets):
@@ -129,28 +128,28 @@ def _lora_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, layer
 _TENSORS: Final[BoundedMemo[tuple[object, ...], tuple[Tensor, ...]]] = BoundedMemo(4096)
 
 
-def local_tensors(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
+def local_tensors(job: Job, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
     """Memoised on what it reads: the request's method, LoRA rank and targets (not the batch shape, which the
     planner and the micro-batch search vary), the shape, the stage and the layout's tensor and expert degrees and
     layers per stage (not the data-parallel degree or the sharding: the planner's node counts and strategies
     share one answer)."""
-    t = view(req).training
+    t = job.training
     key = (t.method, t.lora_rank, t.lora_targets, shape, layout.tp, layout.ep, layout.layers_per_stage, stage)
-    found = _TENSORS.get_or_compute(key, lambda: tuple(_local_tensors_uncached(req, shape, layout, stage)))
+    found = _TENSORS.get_or_compute(key, lambda: tuple(_local_tensors_uncached(job, shape, layout, stage)))
     return list(found)
 
 
-def _local_tensors_uncached(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
+def _local_tensors_uncached(job: Job, shape: ModelShape, layout: Layout, stage: str) -> list[Tensor]:
     """Every parameter tensor of one rank of ``stage`` ("only", "first", "middle" or "last"), before data-parallel
     sharding. Identical tensors are grouped with ``count``."""
     a, tp = shape.dims, layout.tp
-    full = view(req).training.method == "full"
+    full = job.training.method == "full"
     dense, moe = _stage_layers(shape, layout)
     out: list[Tensor] = []
     if dense:
-        out += _layer_tensors(req, shape, layout, False, dense)
+        out += _layer_tensors(job, shape, layout, False, dense)
     if moe:
-        out += _layer_tensors(req, shape, layout, True, moe)
+        out += _layer_tensors(job, shape, layout, True, moe)
     if stage in ("first", "only"):
         out.append(Tensor("embed_tokens", a.vocab_size // tp, a.hidden_size, full))
         if a.learned_position_embeddings:

@@ -34,19 +34,21 @@ from __future__ import annotations
 from typing import Final
 
 from estimator.construct import trusted
+from estimator.job import Job
 from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.response import TimeResult
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
+from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.training.layout import Layout
+from estimator.training.mechanisms import NS_STEPS, offload_transfer_seconds
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.params import ParamPlacement, place_params
+from estimator.training.params import adapted_linears as _adapted_linears
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
@@ -85,8 +87,8 @@ class Style:
         self.fused_lora = fused_lora
 
 
-def style_for(req: EstimateRequest, layout: Layout) -> Style:
-    rv = view(req)
+def style_for(job: Job, layout: Layout) -> Style:
+    rv = job
     t, p = rv.training, rv.parallelism
     fp32 = t.precision == "fp32"
     autocast = (p.framework == "pytorch" and t.precision in ("bf16-mixed", "fp8-mixed")
@@ -99,7 +101,7 @@ def style_for(req: EstimateRequest, layout: Layout) -> Style:
         grad = 4.0
     master = p.framework in ("deepspeed", "megatron") and not fp32
     return Style(fused=p.framework == "megatron", autocast=autocast, grad_bytes=grad,
-                 param_bytes=4.0 if fp32 else 2.0, master_copy=master, fused_lora=lora_fused(req))
+                 param_bytes=4.0 if fp32 else 2.0, master_copy=master, fused_lora=lora_fused(job))
 
 
 class Pass:
@@ -223,7 +225,7 @@ def _fp8_cast_bytes(gemms: tuple[Gemm, ...], k: Constants) -> tuple[float, float
     return fwd, bwd
 
 
-def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: EstimateRequest,
+def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, job: Job,
                        k: Constants) -> tuple[float, float]:
     """Transformer Engine's fp8 casts of one layer per micro-batch (:attr:`Constants.te_cast_bytes`): the
     attention output and the MLP activation cast-transposed in forward (the norm-fed QKV and FC1 inputs come out
@@ -234,19 +236,19 @@ def _te_fp8_cast_bytes(w: LayerWork, shape: ModelShape, layout: Layout, req: Est
     tokens = fp8[0].m
     attn_out = shape.dims.num_attention_heads * shape.head_dim / layout.tp
     fwd = k.te_cast_bytes * tokens * (attn_out + w.ffn_local)
-    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / view(req).training.gradient_accumulation_steps
+    fwd += k.te_cast_bytes * sum(g.count * g.k * g.n for g in fp8) / job.training.gradient_accumulation_steps
     bwd = k.te_cast_bytes * sum(g.count * g.m * g.n for g in fp8)
     return fwd, bwd
 
 
-def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Style,
+def _weight_bytes(w: LayerWork, job: Job, layout: Layout, style: Style,
                   k: Constants) -> tuple[float, float]:
     """Per-pass bytes on the weights: autocast casts (fp32 -> bf16: 6 B) and gradient casts / accumulation,
     QLoRA NF4 dequantisation (0.5 B read + 2 B written per weight, forward and backward), FSDP2's
     all-gather copy-out (2 + 2 B, forward and backward; forward only for shard-grad-op, which keeps the
     gathered parameters until backward) and gradient copy-in (bf16 -> fp32 cast and chunk: 6 + 8 + 4 B),
     scaled by ``fsdp_scale``."""
-    rv = view(req)
+    rv = job
     t = rv.training
     m = t.gradient_accumulation_steps
     fwd = bwd = 0.0
@@ -267,27 +269,27 @@ def _weight_bytes(w: LayerWork, req: EstimateRequest, layout: Layout, style: Sty
     return fwd, bwd
 
 
-def _cpu_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> float:
+def _cpu_fwd(w: LayerWork, job: Job, style: Style, k: Constants) -> float:
     """CPU seconds to issue one layer's forward: the eager layer, each LoRA adapter (5 ops), each expert."""
     if style.fused:
         return k.cpu_fused_layer_fwd_s
-    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if view(req).training.method != "full" else 0.0
+    adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if job.training.method != "full" else 0.0
     return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
 
 
-def _host_fwd(w: LayerWork, req: EstimateRequest, style: Style, k: Constants) -> float:
+def _host_fwd(w: LayerWork, job: Job, style: Style, k: Constants) -> float:
     """CPU seconds to issue one layer's forward with each LoRA adapter at peft's measured Python cost
     (:attr:`Constants.peft_adapter_fwd_s`) instead of the priced ``5 x launch_s``: for :attr:`Pass.host_bound`."""
-    if style.fused or view(req).training.method == "full":
-        return _cpu_fwd(w, req, style, k) + _cpu_qlora_fwd(w, req, k)
+    if style.fused or job.training.method == "full":
+        return _cpu_fwd(w, job, style, k) + _cpu_qlora_fwd(w, job, k)
     adapters = sum(1 for g in w.gemms if g.trainable) / 2.0
-    return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, req, k)
+    return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, job, k)
 
 
-def _cpu_qlora_fwd(w: LayerWork, req: EstimateRequest, k: Constants) -> float:
+def _cpu_qlora_fwd(w: LayerWork, job: Job, k: Constants) -> float:
     """CPU seconds of the 4-bit linears' Python path in one layer's forward (:attr:`Constants.cpu_qlora_linear_s`
     per adapted linear; their backward, bitsandbytes' ``MatMul4Bit.backward``, is a short function: not counted)."""
-    if view(req).training.method != "qlora":
+    if job.training.method != "qlora":
         return 0.0
     return sum(1 for g in w.gemms if g.trainable) / 2.0 * k.cpu_qlora_linear_s
 
@@ -316,19 +318,19 @@ class _LayerTimes:
         self.host_fwd = host_fwd
 
 
-def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: ModelShape, work: Workload,
+def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work: Workload,
                  r: Rates, style: Style) -> _LayerTimes:
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
     a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.dims.attn_logit_softcapping))
     e_fwd = _elementwise_bytes(w, work, style, k, layout)
-    c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, req, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
-    wt_fwd, wt_bwd = _weight_bytes(w, req, layout, style, k)
+    c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, job, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
+    wt_fwd, wt_bwd = _weight_bytes(w, job, layout, style, k)
     fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
     bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
-    recompute, re_flops, re_cpu = _recompute(req, w, fwd, g_fwd, a_fwd, r.mem_time(e_fwd))
-    cpu = _cpu_fwd(w, req, style, k)
-    cpu_q = _cpu_qlora_fwd(w, req, k)
+    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, r.mem_time(e_fwd))
+    cpu = _cpu_fwd(w, job, style, k)
+    cpu_q = _cpu_qlora_fwd(w, job, k)
     if w.experts_local and not style.fused:
         # eager MoE (HF Mixtral) syncs the host once per expert: its issue time adds to the GPU time
         sync = k.cpu_expert_s * w.experts_local
@@ -336,14 +338,14 @@ def _layer_times(w: LayerWork, req: EstimateRequest, layout: Layout, shape: Mode
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
-                       flops, g_fwd, g_bwd, _host_fwd(w, req, style, k))
+                       flops, g_fwd, g_bwd, _host_fwd(w, job, style, k))
 
 
-def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
+def _recompute(job: Job, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,
                e_fwd: float) -> tuple[float, float, float]:
     """(seconds, FLOPs, CPU forwards) recomputed in backward: full = the forward again; selective = core
     attention (Megatron) or every second matmul plus the elementwise ops (torchtitan op-level SAC)."""
-    rv = view(req)
+    rv = job
     ckpt = rv.training.activation_checkpointing
     if ckpt == "full":
         return fwd, w.gemm_flops + w.attn_flops, 1.0
@@ -354,7 +356,7 @@ def _recompute(req: EstimateRequest, w: LayerWork, fwd: float, g_fwd: float, a_f
     return 0.0, 0.0, 0.0
 
 
-def _head_times(req: EstimateRequest, layout: Layout, work: Workload, r: Rates, style: Style) -> tuple[float, float]:
+def _head_times(job: Job, layout: Layout, work: Workload, r: Rates, style: Style) -> tuple[float, float]:
     """LM head GEMMs and the loss over the vocabulary (last stage); the embedding (first stage)."""
     k, h = r.k, work.head
     fwd = r.gemm_time(h.m, h.k, h.n)
@@ -364,12 +366,12 @@ def _head_times(req: EstimateRequest, layout: Layout, work: Workload, r: Rates, 
     bwd += r.mem_time(loss_bytes * 2.0 / 3.0)
     if layout.pp == 1:
         fwd += r.mem_time(4.0 * work.tokens * work.hidden)
-        if view(req).training.method == "full":
+        if job.training.method == "full":
             bwd += r.mem_time(4.0 * work.vocab_local * work.hidden + 8.0 * work.tokens * work.hidden)
     return fwd, bwd
 
 
-def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, r: Rates,
+def micro_batch(job: Job, shape: ModelShape, layout: Layout, work: Workload, r: Rates,
                 style: Style) -> Pass:
     """Forward, backward and recomputation seconds of one micro-batch on the busiest stage. When issuing the
     kernels takes the CPU longer than the GPU needs to run them, the CPU time sets the pace."""
@@ -378,12 +380,12 @@ def micro_batch(req: EstimateRequest, shape: ModelShape, layout: Layout, work: W
     for w, n in ((work.dense, work.dense_layers), (work.moe, work.moe_layers)):
         if w is None or n == 0:
             continue
-        lt = _layer_times(w, req, layout, shape, work, r, style)
+        lt = _layer_times(w, job, layout, shape, work, r, style)
         fwd, bwd, rec = fwd + n * lt.fwd, bwd + n * lt.bwd, rec + n * lt.recompute
         attn, flops, layer_fwd = attn + n * lt.attn_fwd, flops + n * lt.hw_flops, max(layer_fwd, lt.fwd)
         cpu, host = cpu + n * lt.cpu, host + n * lt.host_fwd
         g_fwd, g_bwd = g_fwd + n * lt.gemm_fwd, g_bwd + n * lt.gemm_bwd
-    h_fwd, h_bwd = _head_times(req, layout, work, r, style)
+    h_fwd, h_bwd = _head_times(job, layout, work, r, style)
     h = work.head
     flops += h.flops * (3.0 if h.trainable else 2.0)
     fwd, bwd = fwd + h_fwd, bwd + h_bwd
@@ -409,11 +411,11 @@ class CommTimes:
         self.parts = parts
 
 
-def tp_comm_overlap(req: EstimateRequest, layout: Layout) -> bool:
+def tp_comm_overlap(job: Job, layout: Layout) -> bool:
     """Whether the tensor-parallel collectives overlap their GEMMs: ``parallelism.tp_comm_overlap``, by default
     on for Megatron-Core with sequence parallelism (``--tp-comm-overlap``, Transformer Engine userbuffers: the
     NeMo / Megatron-Bridge performance recipes turn it on with TP > 1), which it needs."""
-    p = view(req).parallelism
+    p = job.parallelism
     if layout.tp <= 1 or not layout.sequence_parallel:
         return False
     return p.framework == "megatron" if p.tp_comm_overlap == "auto" else p.tp_comm_overlap == "on"
@@ -427,7 +429,7 @@ def _overlapped(comm: float, gemm: float, tp: int) -> float:
     return comm / tp + (tp - 1) / tp * max(0.0, comm - gemm)
 
 
-def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric,
+def _tp_per_mb(job: Job, layout: Layout, work: Workload, fabric: Fabric,
                mb: Pass | None = None) -> tuple[float, float]:
     """(total, exposed) tensor-parallel seconds of one micro-batch: per layer two all-reduces forward and two
     backward (all-gather + reduce-scatter pairs with sequence parallelism), two more in a fully recomputed
@@ -442,11 +444,11 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
                                                                                    group, fabric)
     else:
         one = collective_time("allreduce", nbytes, group, fabric)
-    full = view(req).training.activation_checkpointing == "full"
+    full = job.training.activation_checkpointing == "full"
     per_layer = 4 + (2 if full else 0)
     layers = work.dense_layers + work.moe_layers
     total = one * (per_layer * layers + 2)
-    if mb is None or not tp_comm_overlap(req, layout):
+    if mb is None or not tp_comm_overlap(job, layout):
         return total, total
     phase = 2.0 * one * layers
     exposed = _overlapped(phase, mb.gemm_fwd, layout.tp) + _overlapped(phase, mb.gemm_bwd, layout.tp) + 2.0 * one
@@ -455,12 +457,12 @@ def _tp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
     return total, exposed
 
 
-def _forward_passes(req: EstimateRequest) -> int:
+def _forward_passes(job: Job) -> int:
     """Forward passes per micro-batch: full recomputation runs the forward a second time in backward."""
-    return 2 if view(req).training.activation_checkpointing == "full" else 1
+    return 2 if job.training.activation_checkpointing == "full" else 1
 
 
-def _cp_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
+def _cp_per_mb(job: Job, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                attn_fwd: float) -> tuple[float, float]:
     """(total, exposed) ring-attention exchange of one micro-batch: ``cp - 1`` K/V blocks per layer forward
     (again in a fully recomputed forward), K/V and dK/dV backward (twice the forward's volume). Each
@@ -474,30 +476,30 @@ def _cp_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Wo
                           else place_group(2, layout.gpus_per_node, layout.gpus_per_node), fabric)
     layers = work.dense_layers + work.moe_layers
     fwd = (layout.cp - 1) * one * layers
-    passes = _forward_passes(req)
+    passes = _forward_passes(job)
     total = passes * fwd + 2.0 * fwd
     exposed = passes * max(0.0, fwd - attn_fwd) + max(0.0, 2.0 * fwd - 2.0 * attn_fwd)
     return total, exposed
 
 
-def _ep_per_mb(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric) -> float:
+def _ep_per_mb(job: Job, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric) -> float:
     """Expert-parallel all-to-alls of one micro-batch: dispatch and combine in every forward (the recomputed
     one too) and in the backward."""
     if layout.ep <= 1 or work.moe_layers == 0:
         return 0.0
     group = place_group(layout.ep, 1, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * shape.dims.experts_per_token * work.hidden
-    per_layer = 2.0 * _forward_passes(req) + 2.0
+    per_layer = 2.0 * _forward_passes(job) + 2.0
     return per_layer * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
 
 
-def virtual_stages(req: EstimateRequest, layout: Layout) -> int:
+def virtual_stages(job: Job, layout: Layout) -> int:
     """Model chunks per pipeline rank: ``virtual_stages`` under the interleaved 1F1B schedule, else 1 (1F1B and
     GPipe run one chunk per rank whatever ``virtual_stages`` says)."""
-    return layout.vp if view(req).training.pipeline_schedule == "interleaved" and layout.pp > 1 else 1
+    return layout.vp if job.training.pipeline_schedule == "interleaved" and layout.pp > 1 else 1
 
 
-def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fabric) -> float:
+def _pp_per_mb(job: Job, layout: Layout, work: Workload, fabric: Fabric) -> float:
     """Activation send and gradient receive at each of the rank's ``v`` chunk boundaries per micro-batch.
     Megatron-Core's interleaved schedule overlaps them with the next chunk's compute (``overlap_p2p_comm``,
     Megatron-LM's default ``--overlap-p2p-communication``; ``pipeline_parallel/schedules.py``): see
@@ -507,7 +509,7 @@ def _pp_per_mb(req: EstimateRequest, layout: Layout, work: Workload, fabric: Fab
     stride = layout.tp * layout.cp * layout.dp
     group = place_group(2, stride, layout.gpus_per_node)
     nbytes = 2.0 * work.tokens * work.hidden / (layout.tp if layout.sequence_parallel else 1)
-    return 2.0 * virtual_stages(req, layout) * collective_time("sendrecv", nbytes, group, fabric)
+    return 2.0 * virtual_stages(job, layout) * collective_time("sendrecv", nbytes, group, fabric)
 
 
 class _DpSizes:
@@ -521,9 +523,9 @@ class _DpSizes:
         self.param_bytes = param_bytes
 
 
-def _dp_sizes(req: EstimateRequest, pl: ParamPlacement, style: Style) -> _DpSizes:
+def _dp_sizes(job: Job, pl: ParamPlacement, style: Style) -> _DpSizes:
     trainable = float(pl.trainable_local)
-    everything = float(pl.total_local if view(req).training.method == "full" else pl.total_local - pl.trainable_local)
+    everything = float(pl.total_local if job.training.method == "full" else pl.total_local - pl.trainable_local)
     return _DpSizes(trainable * style.grad_bytes, trainable * style.param_bytes, everything * style.param_bytes)
 
 
@@ -546,13 +548,13 @@ class _DpCollectives:
 _NO_DP: Final = _DpCollectives()
 
 
-def _dp_collectives(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fabric: Fabric,
+def _dp_collectives(job: Job, pl: ParamPlacement, layout: Layout, fabric: Fabric,
                     style: Style) -> _DpCollectives:
     """The data-parallel collectives of one step, by sharding stage (none below two data-parallel ranks)."""
     n = layout.dp * layout.cp
     if n <= 1:
         return _NO_DP
-    sizes = _dp_sizes(req, pl, style)
+    sizes = _dp_sizes(job, pl, style)
     group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, layout.gpus_per_node)
     if layout.sharding == "none":
         return _DpCollectives(reduce=collective_time("allreduce", sizes.grad_bytes, group, fabric),
@@ -571,25 +573,25 @@ def _dp_collectives(req: EstimateRequest, pl: ParamPlacement, layout: Layout, fa
         "allreduce", sizes.grad_bytes / layout.shard_group, rgroup, fabric))
 
 
-def _dp_comm(req: EstimateRequest, dp: _DpCollectives, layout: Layout, mb: Pass) -> tuple[float, float]:
+def _dp_comm(job: Job, dp: _DpCollectives, layout: Layout, mb: Pass) -> tuple[float, float]:
     """(total, exposed) data-parallel seconds per step, by sharding stage: the collectives of
     :func:`_dp_collectives` and what of them the micro-batches' compute does not hide."""
     if layout.dp * layout.cp <= 1:
         return 0.0, 0.0
-    m = view(req).training.gradient_accumulation_steps
+    m = job.training.gradient_accumulation_steps
     if layout.sharding == "none":
         t = dp.reduce
         return t, max(0.0, t - mb.bwd) + dp.tail
     if layout.sharding in ("zero1", "zero2"):
-        return _zero12(req, layout, dp, mb, m)
+        return _zero12(job, layout, dp, mb, m)
     return _zero3(layout, dp, mb, m)
 
 
-def _zero12(req: EstimateRequest, layout: Layout, dp: _DpCollectives, mb: Pass, m: int) -> tuple[float, float]:
+def _zero12(job: Job, layout: Layout, dp: _DpCollectives, mb: Pass, m: int) -> tuple[float, float]:
     rs, ag = dp.reduce, dp.gather
     rs_count = m if layout.sharding == "zero2" else 1
     rs_exposed = rs_count * max(0.0, rs - mb.bwd)
-    ag_exposed = max(0.0, ag - mb.fwd) if view(req).parallelism.framework == "megatron" else ag
+    ag_exposed = max(0.0, ag - mb.fwd) if job.parallelism.framework == "megatron" else ag
     return rs_count * rs + ag, rs_exposed + ag_exposed
 
 
@@ -605,19 +607,19 @@ def _zero3(layout: Layout, dp: _DpCollectives, mb: Pass, m: int) -> tuple[float,
     return total, exposed
 
 
-def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
+def communication(job: Job, shape: ModelShape, layout: Layout, work: Workload, fabric: Fabric,
                   mb: Pass, dp: _DpCollectives) -> CommTimes:
-    rv = view(req)
+    rv = job
     m = rv.training.gradient_accumulation_steps
-    tp_one, tp_exposed_one = _tp_per_mb(req, layout, work, fabric, mb)
+    tp_one, tp_exposed_one = _tp_per_mb(job, layout, work, fabric, mb)
     tp, tp_exposed = m * tp_one, m * tp_exposed_one
-    cp_one, cp_exposed_one = _cp_per_mb(req, shape, layout, work, fabric, mb.attn_fwd)
+    cp_one, cp_exposed_one = _cp_per_mb(job, shape, layout, work, fabric, mb.attn_fwd)
     cp, cp_exposed = m * cp_one, m * cp_exposed_one
-    ep = m * _ep_per_mb(req, shape, layout, work, fabric)
-    pp = m * _pp_per_mb(req, layout, work, fabric)
-    overlap_p2p = rv.parallelism.framework == "megatron" and virtual_stages(req, layout) > 1
+    ep = m * _ep_per_mb(job, shape, layout, work, fabric)
+    pp = m * _pp_per_mb(job, layout, work, fabric)
+    overlap_p2p = rv.parallelism.framework == "megatron" and virtual_stages(job, layout) > 1
     pp_exposed = max(0.0, pp - m * mb.total) if overlap_p2p else pp
-    dp_total, dp_exposed = _dp_comm(req, dp, layout, mb)
+    dp_total, dp_exposed = _dp_comm(job, dp, layout, mb)
     exposed = tp_exposed + cp_exposed + ep + pp_exposed + dp_exposed
     total = tp + cp + ep + pp + dp_total
     parts = {"tensor_parallel_s": tp, "tensor_parallel_exposed_s": tp_exposed, "pipeline_p2p_exposed_s": pp_exposed,
@@ -627,13 +629,13 @@ def communication(req: EstimateRequest, shape: ModelShape, layout: Layout, work:
     return CommTimes(total=total, exposed=exposed, hidden=max(0.0, total - exposed), parts=parts)
 
 
-def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style, pl: ParamPlacement) -> float:
+def ddp_bucket_time(job: Job, layout: Layout, r: Rates, style: Style, pl: ParamPlacement) -> float:
     """PyTorch DDP's reducer copies each gradient into its flat bucket, scaled by 1/world size on the way
     (``Reducer::mark_variable_ready_dense``: ``at::mul_out(bucket_view, grad, 1/div_factor)``), and, with the
     default ``gradient_as_bucket_view=False``, copies the reduced bucket back into ``.grad``
     (``Reducer::finalize_bucket_dense`` -> ``copy_bucket_to_grad``): two read-and-write passes over the
     gradients per optimizer step (``no_sync`` skips them on accumulating micro-batches)."""
-    p = view(req).parallelism
+    p = job.parallelism
     if p.framework != "pytorch" or layout.sharding not in ("none", "zero1") or layout.dp * layout.cp <= 1:
         return 0.0
     return r.mem_time(2.0 * 2.0 * style.grad_bytes * pl.trainable_local)
@@ -642,8 +644,8 @@ def ddp_bucket_time(req: EstimateRequest, layout: Layout, r: Rates, style: Style
 # ------------------------------------------------------------------------------------- optimizer, offload
 
 
-def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
-    rv = view(req)
+def _adam_bytes(job: Job, k: Constants) -> tuple[float, float]:
+    rv = job
     t, p = rv.training, rv.parallelism
     impl = t.optimizer_impl if p.framework == "pytorch" else "fused"
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
@@ -654,7 +656,7 @@ def _adam_bytes(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     return per, k.adam_tensor_foreach_s if impl == "foreach" else k.adam_tensor_forloop_s
 
 
-def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
+def _optimizer_cost(job: Job, k: Constants) -> tuple[float, float]:
     """(copy-equivalent bytes per parameter, seconds per parameter tensor) of the optimizer step.
 
     - bitsandbytes ``AdamW8bit`` (``adamw-8bit``): block-wise 8-bit states; ``Optimizer8bit.step`` updates one
@@ -667,7 +669,7 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
     - AdamW, SGD, Lion: the measured AdamW bytes of the implementation, by state count
       (:attr:`estimator.training.optimizers.OptimizerSpec.adam_ratio`).
     """
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     spec = optimizer_spec(t.optimizer)
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
@@ -675,15 +677,15 @@ def _optimizer_cost(req: EstimateRequest, k: Constants) -> tuple[float, float]:
         return (k.adam8bit_bf16_bytes if bf16 else k.adam8bit_fp32_bytes), k.adam8bit_tensor_s
     if spec.step_cost == "adafactor":
         return k.adafactor_bytes + (k.adafactor_upcast_bytes if bf16 else 0.0), k.adam_tensor_forloop_s
-    per, per_tensor = _adam_bytes(req, k)
+    per, per_tensor = _adam_bytes(job, k)
     return per * spec.adam_ratio, per_tensor
 
 
-def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
+def _optimizer_params(job: Job, shape: ModelShape, layout: Layout,
                       pl: ParamPlacement) -> tuple[float, float]:
     """(trainable parameters this GPU updates, parameter tensors it updates). Dense parameters are sharded over
     the dp x cp group, routed experts over the expert data-parallel group (:meth:`ParamPlacement.sharded_bytes`)."""
-    rv = view(req)
+    rv = job
     params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
     per_layer = attn + (3 if shape.dims.gated_mlp else 2) + shape.dims.norms_per_layer
@@ -693,24 +695,47 @@ def _optimizer_params(req: EstimateRequest, shape: ModelShape, layout: Layout,
     return params, float(per_layer * layout.layers_per_stage + 3)
 
 
-def optimizer_time(req: EstimateRequest, shape: ModelShape, layout: Layout, r: Rates, style: Style,
+def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style: Style,
                    pl: ParamPlacement) -> float:
-    if view(req).parallelism.offload != "none":
+    if job.parallelism.offload != "none":
         return 0.0
-    params, tensors = _optimizer_params(req, shape, layout, pl)
-    per, per_tensor = _optimizer_cost(req, r.k)
+    params, tensors = _optimizer_params(job, shape, layout, pl)
+    per, per_tensor = _optimizer_cost(job, r.k)
     per += 6.0 if style.master_copy else 0.0
-    return r.mem_time(params * per) + tensors * per_tensor
+    ns = muon_time(job, shape, layout, r) if optimizer_spec(job.training.optimizer).matrix_only else 0.0
+    return r.mem_time(params * per) + tensors * per_tensor + ns
 
 
-def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
+def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
+    """Muon's Newton-Schulz (issue 29; :func:`estimator.training.mechanisms.muon_newton_schulz_flops`): five steps of
+    three bf16 GEMMs on every trainable 2-D matrix of the stage, whole (torch.optim.Muon needs the full matrix: under
+    FSDP / TP each rank gathers it and runs the iteration itself, so the work is not split). The gather's bytes
+    (:func:`estimator.training.mechanisms.muon_gather_bytes`) are not timed: an assumption names it."""
+    t = job.training
+    layers = layout.layers_per_stage
+    if t.method == "full":
+        mats = [(lin.out_features, lin.in_features, lin.count) for lin in
+                shape.attention_linears() + shape.mlp_linears(shape.dims.ffn_hidden_size)]
+    else:
+        rank = t.lora_rank
+        mats = [m for lin in _adapted_linears(shape, t.lora_targets)
+                for m in ((rank, lin.in_features, lin.count), (lin.out_features, rank, lin.count))]
+    total = 0.0
+    for rows, cols, count in mats:
+        m, n = min(rows, cols), max(rows, cols)
+        one = r.gemm_time(m, n, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, n)
+        total += NS_STEPS * one * count
+    return total * layers
+
+
+def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
                  style: Style, pl: ParamPlacement) -> float:
     """PCIe transfers and the CPU optimizer step (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840)."""
-    rv = view(req)
+    rv = job
     p = rv.parallelism
     if p.offload == "none":
         return 0.0
-    params, _ = _optimizer_params(req, shape, layout, pl)
+    params, _ = _optimizer_params(job, shape, layout, pl)
     pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
     transfers = params * (style.grad_bytes + 2.0) / pcie
     cpu_bw = HOST_MEM_BYTES_PER_S / layout.gpus_per_node
@@ -724,10 +749,20 @@ def offload_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: G
     return transfers + cpu
 
 
+def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
+                            stage: str) -> float:
+    """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
+    :func:`estimator.training.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
+    come back in backward on a side stream."""
+    host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
+    pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
+    return offload_transfer_seconds(host, pcie, mb.total)
+
+
 # ----------------------------------------------------------------------------------------------- the step
-def _placement(req: EstimateRequest, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
+def _placement(job: Job, shape: ModelShape, layout: Layout, stage: str = "last") -> ParamPlacement:
     """:func:`estimator.training.params.place_params` (memoised there) of one stage (``last`` by default)."""
-    return place_params(req, shape, layout, "only" if layout.pp == 1 else stage)
+    return place_params(job, shape, layout, "only" if layout.pp == 1 else stage)
 
 
 def _time_stages(layout: Layout) -> tuple[str, ...]:
@@ -738,23 +773,23 @@ def _time_stages(layout: Layout) -> tuple[str, ...]:
     return ("last",)
 
 
-def time_assumptions(req: EstimateRequest, gpu: GpuSpec, layout: Layout | None = None,
+def time_assumptions(job: Job, gpu: GpuSpec, layout: Layout | None = None,
                      host_ratio: float = 0.0) -> list[str]:
     """Plain-words notes on how the step time and its MFU are to be read; with ``layout``, a line when the
     set-up's kind was never checked against a measured step time (its error bar is the wide floor); with
     ``host_ratio`` (:func:`host_issue_ratio`) at ``HOST_BOUND_SHARE`` or more, a line that the host paces the
     step."""
     launch_bound = host_ratio >= HOST_BOUND_SHARE
-    notes = _kind_notes(req, gpu, layout, launch_bound) if layout is not None else []
+    notes = _kind_notes(job, gpu, layout, launch_bound) if layout is not None else []
     if layout is not None and launch_bound:
-        notes += _host_bound_notes(req, gpu, layout, host_ratio)
-    return notes + _mfu_notes(req, gpu)
+        notes += _host_bound_notes(job, gpu, layout, host_ratio)
+    return notes + _mfu_notes(job, gpu)
 
 
-def _host_bound_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, ratio: float) -> list[str]:
+def _host_bound_notes(job: Job, gpu: GpuSpec, layout: Layout, ratio: float) -> list[str]:
     gid = str(getattr(gpu, "id", "") or "")
-    v = view(req)
-    bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(req, layout, gid), v.parallelism.framework,
+    v = job
+    bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(job, layout, gid), v.parallelism.framework,
                              v.training.seq_len, True)
     return [Text("Step time: launch-bound. Issuing each forward from Python (eager PyTorch and Hugging Face "
                  "modules, one kernel launch at a time, and peft's per-adapter path) takes about %(ratio)sx the "
@@ -764,10 +799,10 @@ def _host_bound_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, ratio:
                  "micro-batches make the step GPU-bound.", ratio=Num(ratio, ".1f"), bar=Num(bar, "g"))]
 
 
-def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound: bool = False) -> list[str]:
-    rv = view(req)
+def _kind_notes(job: Job, gpu: GpuSpec, layout: Layout, launch_bound: bool = False) -> list[str]:
+    rv = job
     gid = str(getattr(gpu, "id", "") or "")
-    if time_kind_measured(req, layout, gid):
+    if time_kind_measured(job, layout, gid):
         return []
     p = rv.parallelism
     if p.framework == "deepspeed":
@@ -785,9 +820,9 @@ def _kind_notes(req: EstimateRequest, gpu: GpuSpec, layout: Layout, launch_bound
 _MFU_NOTES: Final[ObjectMemo[list[str]]] = ObjectMemo(1024)
 
 
-def _mfu_notes(req: EstimateRequest, gpu: GpuSpec) -> list[str]:
+def _mfu_notes(job: Job, gpu: GpuSpec) -> list[str]:
     """How to read the MFU, memoised per GPU object and precision."""
-    precision = view(req).training.precision
+    precision = job.training.precision
     return list(_MFU_NOTES.get_or_compute((gpu,), (precision,), lambda: _mfu_notes_uncached(precision, gpu)))
 
 
@@ -811,23 +846,23 @@ def _gpu_peak(gpu: GpuSpec, precision: str) -> float:
     return float(gpu.bf16_tflops_dense) * 1e12
 
 
-def step_time(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def step_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
               catalog: Catalog, constants: Constants = H200_FIT) -> TimeResult:
-    """Seconds per optimizer step and throughput of ``req`` on ``gpu`` (and ``server``, if any).
+    """Seconds per optimizer step and throughput of ``job`` on ``gpu`` (and ``server``, if any).
 
     ``catalog`` is accepted for interface symmetry; the fabric figures come from this module's data.
     """
     del catalog
-    return step_time_model(req, shape, layout, gpu, server, constants).result()
+    return step_time_model(job, shape, layout, gpu, server, constants).result()
 
 
-def step_time_model(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def step_time_model(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                     constants: Constants = H200_FIT) -> StepTime:
     """The slowest stage's step (:class:`StepTime`), computed once: its seconds without the response's
     :class:`TimeResult` (the planner's search), that result (:meth:`StepTime.result`) and the host-issue ratio
     (:attr:`StepTime.host_ratio`) from the same stage."""
-    last = workload(req, shape, layout)
-    return StepTime(req, shape, layout, gpu, last, _slowest_stage(req, shape, layout, gpu, server, constants, last))
+    last = workload(job, shape, layout)
+    return StepTime(job, shape, layout, gpu, last, _slowest_stage(job, shape, layout, gpu, server, constants, last))
 
 
 class _StageBasis:
@@ -877,58 +912,58 @@ class _StepBasis:
 _BASES: Final[BoundedMemo[tuple[object, ...], _StepBasis]] = BoundedMemo(4096)
 
 
-def _basis_key(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def _basis_key(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                constants: Constants) -> tuple[object, ...]:
     """Everything :func:`_make_basis` reads: of the request, what the style, the rates, the parameter placement
     and the optimizer step read (not the batch shape, which the planner and the micro-batch search vary); the
     GPU, server and constants objects by identity."""
-    rv = view(req)
+    rv = job
     t, p = rv.training, rv.parallelism
     return (id(gpu), id(server), id(constants), shape, layout, t.method, t.lora_rank, t.lora_targets, t.precision,
             t.optimizer, t.optimizer_impl, t.lora_kernel, p.framework, p.offload)
 
 
-def _step_basis(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def _step_basis(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 constants: Constants) -> _StepBasis:
     """:func:`_make_basis`, memoised on :func:`_basis_key`."""
-    key = _basis_key(req, shape, layout, gpu, server, constants)
+    key = _basis_key(job, shape, layout, gpu, server, constants)
     found = _BASES.get(key)
     if found is None:
-        found = _BASES.remember(key, _make_basis(req, shape, layout, gpu, server, constants))
+        found = _BASES.remember(key, _make_basis(job, shape, layout, gpu, server, constants))
     return found
 
 
-def _make_basis(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def _make_basis(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                 constants: Constants) -> _StepBasis:
-    r = rates_for(gpu, view(req).training.precision, constants)
-    style = style_for(req, layout)
+    r = rates_for(gpu, job.training.precision, constants)
+    style = style_for(job, layout)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
     stages = []
     for stage in _time_stages(layout):
-        pl = _placement(req, shape, layout, stage)
-        stages.append(_StageBasis(stage, pl, _dp_collectives(req, pl, layout, fabric, style),
-                                  ddp_bucket_time(req, layout, r, style, pl),
-                                  optimizer_time(req, shape, layout, r, style, pl)))
+        pl = _placement(job, shape, layout, stage)
+        stages.append(_StageBasis(stage, pl, _dp_collectives(job, pl, layout, fabric, style),
+                                  ddp_bucket_time(job, layout, r, style, pl),
+                                  optimizer_time(job, shape, layout, r, style, pl)))
     return _StepBasis(gpu, server, constants, r, style, fabric, tuple(stages))
 
 
-def _slowest_stage(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
+def _slowest_stage(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None,
                    constants: Constants, last: Workload) -> _StageStep:
-    basis = _step_basis(req, shape, layout, gpu, server, constants)
+    basis = _step_basis(job, shape, layout, gpu, server, constants)
     slowest: _StageStep | None = None
     for sb in basis.stages:
-        s = _stage_step(req, shape, layout, gpu, basis, sb, last if sb.stage == "last" else None)
+        s = _stage_step(job, shape, layout, gpu, basis, sb, last if sb.stage == "last" else None)
         if slowest is None or s.step > slowest.step:  # the first of the slowest, as max() picks it
             slowest = s
     assert slowest is not None
     return slowest
 
 
-def host_issue_ratio(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None = None,
+def host_issue_ratio(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: Server | None = None,
                      constants: Constants = H200_FIT) -> float:
     """How many times its forward's GPU time the host takes to issue it from Python, on the slowest stage: at
     ``HOST_BOUND_SHARE`` or more the step is launch-bound (:attr:`Pass.host_bound`)."""
-    return step_time_model(req, shape, layout, gpu, server, constants).host_ratio
+    return step_time_model(job, shape, layout, gpu, server, constants).host_ratio
 
 
 class _StageStep:
@@ -958,16 +993,16 @@ class _StageStep:
 class StepTime:
     """The step-time model's answer for one layout: the slowest stage's step (the others wait on it)."""
 
-    req: Final[EstimateRequest]
+    job: Final[Job]
     shape: Final[ModelShape]
     layout: Final[Layout]
     gpu: Final[Gpu]
     work: Final[Workload]  # the last stage's (model FLOPs count every layer and the LM head)
     slowest: Final[_StageStep]
 
-    def __init__(self, req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, work: Workload,
+    def __init__(self, job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, work: Workload,
                  slowest: _StageStep) -> None:
-        self.req = req
+        self.job = job
         self.shape = shape
         self.layout = layout
         self.gpu = gpu
@@ -1010,36 +1045,38 @@ class StepTime:
 
     def result(self) -> TimeResult:
         """The response's :class:`TimeResult`."""
-        return _result(self.req, self.shape, self.layout, self.gpu, self.work, self.slowest)
+        return _result(self.job, self.shape, self.layout, self.gpu, self.work, self.slowest)
 
 
-def _stage_step(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: Gpu, basis: _StepBasis,
+def _stage_step(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, basis: _StepBasis,
                 sb: _StageBasis, work: Workload | None = None) -> _StageStep:
     """The step of one stage's GPU: ``m`` micro-batches, the pipeline bubble of ``(p - 1) / v`` of its
     micro-batch times (with an uneven split the slowest stage paces every other, so its micro-batch time sets
     the bubble as well: Narayanan et al. 2021 Sec. 2.2 with the stage time of the slowest stage), exposed
     communication, optimizer and offload (the parts that do not depend on the batch shape from ``sb``)."""
-    t = view(req).training
+    t = job.training
     stage = sb.stage
-    work = work or workload(req, shape, layout, stage)
-    mb = micro_batch(req, shape, layout, work, basis.r, basis.style)
-    comm = communication(req, shape, layout, work, basis.fabric, mb, sb.dp)
+    work = work or workload(job, shape, layout, stage)
+    mb = micro_batch(job, shape, layout, work, basis.r, basis.style)
+    comm = communication(job, shape, layout, work, basis.fabric, mb, sb.dp)
     m = t.gradient_accumulation_steps
     compute = m * mb.total + COMM_OVERLAP_PENALTY * comm.hidden
-    bubble = (layout.pp - 1) / virtual_stages(req, layout) * mb.total if layout.pp > 1 else 0.0
+    bubble = (layout.pp - 1) / virtual_stages(job, layout) * mb.total if layout.pp > 1 else 0.0
     compute += sb.ddp_bucket
-    off = offload_time(req, shape, layout, gpu, mb, basis.style, sb.pl)
+    off = offload_time(job, shape, layout, gpu, mb, basis.style, sb.pl)
+    if t.activation_offloading != "none":
+        off += m * activation_offload_time(job, shape, layout, gpu, mb, stage)
     step = compute + bubble + comm.exposed + sb.opt + off
     return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off)
 
 
-def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
+def _result(job: Job, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
             s: _StageStep) -> TimeResult:
-    rv = view(req)
+    rv = job
     t = rv.training
     mb, comm, step, compute, bubble, opt, off = s.mb, s.comm, s.step, s.compute, s.bubble, s.opt, s.off
     tokens = float(layout.tokens_per_step(t))
-    model_flops = model_flops_per_step(req, shape, layout, work)
+    model_flops = model_flops_per_step(job, shape, layout, work)
     hw_per_gpu = mb.hw_flops * t.gradient_accumulation_steps
     peak = _gpu_peak(gpu, t.precision)
     breakdown = {"forward_s": mb.fwd * t.gradient_accumulation_steps,
@@ -1051,6 +1088,6 @@ def _result(req: EstimateRequest, shape: ModelShape, layout: Layout, gpu: GpuSpe
                       tflops_per_gpu=hw_per_gpu / step / 1e12,
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
-                          req, layout, str(getattr(gpu, "id", "") or "")), rv.parallelism.framework, t.seq_len,
+                          job, layout, str(getattr(gpu, "id", "") or "")), rv.parallelism.framework, t.seq_len,
                           mb.host_bound),
                       flops_per_step=model_flops, breakdown_s=breakdown)

@@ -28,10 +28,9 @@ from typing import Any, Final
 
 from estimator.construct import trusted
 from estimator.host_options import host_defaults
+from estimator.job import Job
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
-from estimator.request import EstimateRequest
-from estimator.reqview import view
 from estimator.response import TimeResult, TrainResult
 from estimator.training.checkpoint import checkpoint_size, checkpoint_target
 from estimator.training.layout import Layout
@@ -83,10 +82,10 @@ def _shared_write_bps(catalog: Catalog) -> float:
     return host_defaults().num("storage", "shared_fs_write_gbps_per_node") * 1e9
 
 
-def _checkpoint(req: EstimateRequest, shape: ModelShape, layout: Layout, server: Server | None,
+def _checkpoint(job: Job, shape: ModelShape, layout: Layout, server: Server | None,
                 catalog: Catalog) -> tuple[int, float]:
-    size = checkpoint_size(req, shape, layout)
-    requested = str(getattr(getattr(req, "host", None), "checkpoint_target", None) or "auto")
+    size = checkpoint_size(job, shape, layout)
+    requested = str(getattr(job.request.host, "checkpoint_target", None) or "auto")
     if checkpoint_target(layout.num_nodes, requested) == "shared":
         write = _shared_write_bps(catalog)
     else:
@@ -128,10 +127,10 @@ class TrainFigures:
                            dataset_read_bytes_per_s=self.dataset_read_bytes_per_s)
 
 
-def train_figures(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
+def train_figures(job: Job, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
                   server: Server | None) -> TrainFigures | None:
     """:func:`train_result` without the checkpoint write time (``None`` when no token budget is given)."""
-    t = view(req).training
+    t = job.training
     if not t.train_tokens:
         return None
     tokens_per_step = layout.tokens_per_step(t)
@@ -139,22 +138,22 @@ def train_figures(req: EstimateRequest, shape: ModelShape, layout: Layout, time:
     seconds = t.train_tokens / tokens_per_step * time.step_time_s
     energy_j = node_power_w(layout, gpu, server) * layout.num_nodes * seconds
     return TrainFigures(seconds, layout.world_size * seconds / 3600.0, energy_j / 3.6e6,
-                        checkpoint_size(req, shape, layout).total_bytes, steps,
+                        checkpoint_size(job, shape, layout).total_bytes, steps,
                         time.tokens_per_s * _bytes_per_token(shape))
 
 
-def train_result(req: EstimateRequest, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
+def train_result(job: Job, shape: ModelShape, layout: Layout, time: TimeResult, gpu: Gpu,
                  server: Server | None, catalog: Catalog) -> TrainResult | None:
     """Totals for ``training.train_tokens`` (``None`` when no token budget is given)."""
-    figures = train_figures(req, shape, layout, time, gpu, server)
+    figures = train_figures(job, shape, layout, time, gpu, server)
     if figures is None:
         return None
-    return figures.result(_checkpoint(req, shape, layout, server, catalog)[1])
+    return figures.result(_checkpoint(job, shape, layout, server, catalog)[1])
 
 
-def train_warnings(req: EstimateRequest, layout: Layout) -> list[str]:
+def train_warnings(job: Job, layout: Layout) -> list[str]:
     """A token budget smaller than one optimizer step: the time to train covers only that fraction of it."""
-    t = view(req).training
+    t = job.training
     if not t.train_tokens:
         return []
     tokens_per_step = layout.tokens_per_step(t)

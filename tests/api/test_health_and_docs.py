@@ -119,7 +119,13 @@ FROZEN_OPERATION_IDS = {
     ("GET", "/api/v1/saved-plans/{item_id}.csv"): "saved-plans-export_saved_plan_csv",
     ("GET", "/api/v1/saved-plans/{item_id}.pdf"): "saved-plans-export_saved_plan_pdf",
     ("GET", "/api/v1/saved-plans/{item_id}/print"): "saved-plans-print_saved_plan",
+    ("POST", "/api/v1/clusters"): "clusters-create_cluster",
+    ("POST", "/api/v1/clusters/nccl-checks"): "clusters-create_nccl_check",
     ("GET", "/api/v1/version"): "version-get_version",
+    ("POST", "/api/v1/measurements"): "measurements-create_measurement",
+    ("GET", "/api/v1/measurements"): "measurements-list_measurements",
+    ("GET", "/api/v1/measurements/{measurement_id}"): "measurements-get_measurement",
+    ("POST", "/api/v1/imports"): "imports-create_import",
 }
 
 
@@ -147,7 +153,8 @@ def test_writes_declare_the_api_key_and_reads_do_not(client: TestClient) -> None
         "type": "apiKey", "in": "header", "name": "X-API-Key",
         "description": "Key made with `capplan api-keys create`; needed for every write."}
     computations = {"/api/v1/estimates", "/api/v1/compare", "/api/v1/plans", "/api/v1/plans/reverse", "/api/v1/tco",
-                    "/api/v1/tco/upgrade", "/api/v1/inference-estimates"}
+                    "/api/v1/tco/upgrade", "/api/v1/inference-estimates", "/api/v1/clusters",
+                    "/api/v1/clusters/nccl-checks", "/api/v1/imports"}
     for path, ops in schema["paths"].items():
         for method, op in ops.items():
             writes = method != "get" and path not in computations

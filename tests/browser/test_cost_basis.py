@@ -38,7 +38,7 @@ def test_the_same_job_costs_the_same_on_every_page(page) -> None:  # type: ignor
     page.goto(f"/compare?{urlencode(JOB)}&hardware.gpu=h100-sxm5-80gb&{picks}")
     assert "every option owned" in page.locator("#cost-basis").inner_text()
     for gpu, server in SERVERS.items():
-        cell = page.locator(f"tr[data-option='{server}'] td.cost")
+        cell = page.locator(f"tr[data-option='{server}'][data-layout='yours'] td.cost")
         assert cell.get_attribute("data-basis") == "own"
         assert _cents(cell.get_attribute("data-usd")) == estimate[gpu][0], gpu
         assert float(cell.get_attribute("data-rate") or 0) == estimate[gpu][1]
@@ -111,7 +111,7 @@ def test_cost_settings_round_trip_and_price_every_page_alike(page) -> None:  # t
 
     page.goto(f"/compare?{urlencode({**JOB, **SETTINGS})}&hardware.gpu={gpu}&servers={SERVERS[gpu]}")
     assert page.input_value("#f-cost-utilisation") == "0.5"  # the compare form shows the settings
-    cell = page.locator(f"tr[data-option='{SERVERS[gpu]}'] td.cost")
+    cell = page.locator(f"tr[data-option='{SERVERS[gpu]}'][data-layout='yours'] td.cost")
     assert _cents(cell.get_attribute("data-usd")) == total
 
     page.goto("/tco?" + urlencode({**_job(gpu), **SETTINGS, "server": SERVERS[gpu]}))

@@ -83,7 +83,7 @@ def test_the_planners_layout_is_offered_with_headroom_and_plan_says_how_it_diffe
     page.locator("#layout-plan-link").click()
     page.wait_for_selector("#plan-vs-estimate")
     assert "different layout" in page.locator("#pve-h").inner_text()
-    used, capacity = re.findall(r"([\d.,]+) GiB", page.locator("dt:text-is('Memory per GPU') + dd").first.inner_text())
+    used, capacity = re.findall(r"([\d.,]+) GiB", page.locator("#plan-mem").inner_text())[:2]
     assert float(used.replace(",", "")) < float(capacity.replace(",", "")), "the winner leaves headroom"
     page.go_back()
     page.wait_for_selector("#use-layout")

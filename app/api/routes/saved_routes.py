@@ -7,7 +7,7 @@ every read (404 afterwards) but its revisions stay in the database for the audit
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -25,6 +25,8 @@ __all__ = ["ItemId", "RevisionQuery", "add_create_route", "add_export_routes", "
 
 ItemId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 RevisionQuery = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="a revision number; default latest")]
+LangQuery = Annotated[Literal["en", "pt_BR"] | None, Query(description="the customer document's language "
+                                                                      "(words, numbers, money, dates); default en")]
 
 
 def _handlers(kind: str) -> dict[str, Callable[..., Any]]:
@@ -109,15 +111,15 @@ def add_export_routes(router: APIRouter, kind: str, one: str) -> None:
             "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.csv"'})
 
     def print_saved(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
-                    revision: RevisionQuery = None) -> HTMLResponse:
+                    revision: RevisionQuery = None, lang: LangQuery = None) -> HTMLResponse:
         item = find_saved(session=session, kind=kind, item_id=item_id)
-        return HTMLResponse(print_document(item, find_revision(item, revision), catalog))
+        return HTMLResponse(print_document(item, find_revision(item, revision), catalog, lang))
 
     def export_pdf(item_id: ItemId, session: SessionDep, catalog: CatalogDep,
-                   revision: RevisionQuery = None) -> Response:
+                   revision: RevisionQuery = None, lang: LangQuery = None) -> Response:
         item = find_saved(session=session, kind=kind, item_id=item_id)
         rev = find_revision(item, revision)
-        return Response(pdf_document(item, rev, catalog), media_type="application/pdf", headers={
+        return Response(pdf_document(item, rev, catalog, lang), media_type="application/pdf", headers={
             "Content-Disposition": f'attachment; filename="{kind}-{item_id}-r{rev.number}.pdf"'})
 
     text = {"content": {"text/csv": {"schema": {"type": "string"}}}}

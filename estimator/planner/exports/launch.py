@@ -22,7 +22,7 @@ import yaml
 from estimator.messages import Num, Text
 from estimator.planner.contract import EnvVar, Exports, PlanLayout
 from estimator.planner.exports.megatron import megatron_args
-from estimator.planner.exports.nccl import environment
+from estimator.planner.exports.nccl import environment, plan_nccl_tests
 from hardware_catalog import Gpu, Server
 
 if TYPE_CHECKING:
@@ -187,6 +187,15 @@ def _notes(layout: PlanLayout, training: Training) -> list[str]:
                             "memory): size that with parallelism.tp_plan=\"replicated-embeddings\"."))
     if training.precision == "fp8-mixed" and layout.framework != "megatron":
         out.append(Text("fp8 needs Transformer Engine or torchao float8 in the training script."))
+    if (training.loss_kernel, training.fused_kernels, training.activation_offloading) != (
+            "materialized", "none", "none"):
+        out.append(Text("Sized with loss_kernel %(loss)s, fused_kernels %(kernels)s and activation_offloading "
+                        "%(offload)s (docs/stacks.md): turn the same on in the training script (TRL SFTConfig "
+                        "use_liger_kernel / activation_offloading; axolotl liger_kernel, the cut_cross_entropy "
+                        "plugin, gradient_checkpointing: offload; torchtune enable_activation_offloading; Unsloth "
+                        "use_gradient_checkpointing=\"unsloth\"), or the plan needs more memory than shown.",
+                        loss=training.loss_kernel, kernels=training.fused_kernels,
+                        offload=training.activation_offloading))
     return out
 
 
@@ -198,4 +207,5 @@ def build_exports(layout: PlanLayout, training: Training, arch: ModelArch, gpu: 
                    accelerate_config=acc,
                    accelerate_config_yaml=yaml.safe_dump(acc, sort_keys=False) if acc is not None else None,
                    megatron_args=megatron_args(layout, training, arch),
-                   environment=environment(layout, gpu, server), notes=_notes(layout, training))
+                   environment=environment(layout, gpu, server), notes=_notes(layout, training),
+                   nccl_tests=plan_nccl_tests(layout, server))

@@ -23,7 +23,7 @@ from estimator.planner.contract import EnvVar, PlanLayout
 from estimator.training.comm import gpu_fabric
 from hardware_catalog import Gpu, Server
 
-__all__ = ["EnvVar", "environment"]
+__all__ = ["EnvVar", "environment", "nccl_tests_commands", "plan_nccl_tests"]
 
 DEFAULT_RAILS: Final = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
 
@@ -98,3 +98,32 @@ def environment(layout: PlanLayout, gpu: Gpu, server: Server | None) -> list[Env
                           reason=Text("Megatron requires it with tensor/sequence parallelism: its communication "
                                       "kernels must be queued before the GEMMs they overlap")))
     return out
+
+
+def nccl_tests_commands(gpus_per_node: int, nodes: int, infiniband: bool = True) -> list[str]:
+    """nccl-tests command lines to run on delivered nodes (NVIDIA/nccl-tests README: ``-b``/``-e``/``-f`` sweep,
+    ``-g`` GPUs per process): each collective in one node, all-reduce with rings forced, then across two nodes with
+    rings forced (two nodes otherwise pick tree, which can reach twice the network bandwidth: NVIDIA/nccl issue
+    307) and across all of them. Sizes up to 16 GB: below a few hundred MB the peak is not reached (nccl-tests
+    issue 212). ``capplan nccl-check`` reads their output."""
+    if gpus_per_node < 1 or nodes < 1:
+        return []
+    sweep = "-b 8 -e 16G -f 2"
+    g = gpus_per_node
+    out = [f"all_reduce_perf {sweep} -g {g}", f"all_gather_perf {sweep} -g {g}",
+           f"reduce_scatter_perf {sweep} -g {g}", f"alltoall_perf {sweep} -g {g}",
+           f"NCCL_ALGO=Ring all_reduce_perf {sweep} -g {g}"]
+    if nodes > 1:
+        net = "-x NCCL_IB_HCA=mlx5 " if infiniband else "-x NCCL_IB_GID_INDEX=3 "
+        out.append(f"mpirun -np {2 * g} -N {g} {net}-x NCCL_ALGO=Ring all_reduce_perf {sweep} -g 1")
+        if nodes > 2:
+            out.append(f"mpirun -np {nodes * g} -N {g} {net}all_reduce_perf {sweep} -g 1")
+    return out
+
+
+def plan_nccl_tests(layout: PlanLayout, server: Server | None) -> list[str]:
+    """:func:`nccl_tests_commands` for a plan's nodes; empty for a single GPU."""
+    if layout.world_size <= 1:
+        return []
+    rails, kind = _rails(server)
+    return nccl_tests_commands(layout.gpus_per_node, layout.num_nodes, kind.startswith("infiniband") or rails == 0)

@@ -1,4 +1,4 @@
-"""estimator.reqview: a request's fields as compiled attributes hold exactly the pydantic model's values."""
+"""estimator.job: the job a request becomes holds exactly the pydantic model's values, as compiled attributes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from pydantic import BaseModel
 
 from estimator.construct import replaced
+from estimator.job import job_of
 from estimator.memo import field_values
 from estimator.model.spec import shape_for
 from estimator.request import EstimateRequest, Hardware, ModelArch, Parallelism, Training
-from estimator.reqview import view
 
 REQUESTS = [
     EstimateRequest(),
@@ -33,7 +33,7 @@ REQUESTS = [
 
 
 def _pairs(req: EstimateRequest) -> list[tuple[BaseModel, object]]:
-    v = view(req)
+    v = job_of(req)
     return [(req.training, v.training), (req.parallelism, v.parallelism), (req.hardware, v.hardware)]
 
 
@@ -48,29 +48,30 @@ def test_every_field_has_its_attribute_with_the_same_value(req: EstimateRequest)
 
 @pytest.mark.parametrize("req", REQUESTS)
 def test_derived_values_are_the_models(req: EstimateRequest) -> None:
-    v = view(req)
+    v = job_of(req)
+    assert v.request is req
     assert v.parallelism.normalized_sharding == req.parallelism.normalized_sharding
     assert v.parallelism.resolved_tp_plan == req.parallelism.resolved_tp_plan
     assert v.hardware.world_size == req.hardware.world_size
     assert v.dp == req.dp
 
 
-def test_the_view_follows_the_request_object() -> None:
+def test_the_job_follows_the_request_object() -> None:
     a, b = REQUESTS[0], REQUESTS[1]
-    assert view(a) is view(a)
-    assert view(b).training.seq_len == 8192 and view(a).training.seq_len == 4096
+    assert job_of(a) is job_of(a)
+    assert job_of(b).training.seq_len == 8192 and job_of(a).training.seq_len == 4096
     copy = replaced(a, {"training": Training(seq_len=1024)})  # an equal-looking request, another object
-    assert view(copy).training.seq_len == 1024
-    assert view(a).training.seq_len == 4096
+    assert job_of(copy).training.seq_len == 1024
+    assert job_of(a).training.seq_len == 4096
 
 
-def test_the_view_of_a_rebuilt_request_is_rebuilt() -> None:
+def test_the_job_of_a_rebuilt_request_is_rebuilt() -> None:
     """A request freed and another made at the same address: the cache keeps the request it was made for, so
     ``is`` cannot match a newcomer."""
     seen = []
     for seq in (1024, 2048, 4096):
         req = EstimateRequest(training=Training(seq_len=seq), parallelism=Parallelism(), hardware=Hardware())
-        seen.append(view(req).training.seq_len)
+        seen.append(job_of(req).training.seq_len)
         del req
     assert seen == [1024, 2048, 4096]
 
@@ -82,7 +83,7 @@ def test_fields_are_read_by_name_when_the_dict_is_in_another_order() -> None:
     training = Training.model_validate(req.training.model_dump())
     object.__setattr__(training, "__dict__", dict(reversed(list(vars(training).items()))))
     odd = replaced(req, {"training": training})
-    v = view(odd)
+    v = job_of(odd)
     for name in Training.model_fields:
         assert getattr(v.training, name) == getattr(req.training, name), name
 
@@ -92,17 +93,17 @@ def test_an_equal_section_of_another_request_shares_its_view_and_a_different_one
     different in any section gives a view of its own, with that value."""
     base = REQUESTS[1]
     same = EstimateRequest.model_validate(base.model_dump())  # equal sections, other objects
-    assert view(base).parallelism is view(same).parallelism and view(base).hardware is view(same).hardware
+    assert job_of(base).parallelism is job_of(same).parallelism and job_of(base).hardware is job_of(same).hardware
     changes = {"training": {"seq_len": 1024, "lora_dropout": 0.2, "train_tokens": None},
                "parallelism": {"tp": 4, "offload": "none", "tp_plan": None},
                "hardware": {"num_nodes": 3, "gpu": "h100-sxm5-80gb"}}
     for section, fields in changes.items():
         for name, value in fields.items():
-            view(base)
+            job_of(base)
             body = base.model_dump()
             body[section][name] = value
             other = EstimateRequest.model_validate(body)
-            model, fields_view = getattr(other, section), getattr(view(other), section)
+            model, fields_view = getattr(other, section), getattr(job_of(other), section)
             for field in type(model).model_fields:
                 assert getattr(fields_view, field) == getattr(model, field), (section, name, field)
             assert getattr(fields_view, name) == value

@@ -1,18 +1,23 @@
-"""A request's fields as compiled attributes, for the estimator's hot paths (issue 19).
+"""The estimator's job: a validated :class:`~estimator.request.EstimateRequest` turned once, at the entrance, into
+compiled plain classes that the training model, the host sizing and the planner read (issue 27).
 
 Reading a field of a pydantic model from compiled code is a generic attribute lookup through ``BaseModel``'s
 ``__getattr__`` hook (``slot_tp_getattr_hook``: two type lookups, the class's MRO, then the instance ``__dict__``),
 about 360 machine instructions under callgrind. One distinct 70B estimate read about 450 request fields that way,
-the memory and step-time path alone about 190: a third of the path's instructions. :func:`view` reads each field
-of the request's training, parallelism and hardware sections once, from the model's ``__dict__`` (which holds
-exactly its fields, validated), into compiled classes whose attributes are struct slots; the estimator's modules
-read ``view(req).training.seq_len`` where they read ``req.training.seq_len``.
+the memory and step-time path alone about 190: a third of the path's instructions. :func:`job_of` reads each
+field of the request's training, parallelism and hardware sections once, from the model's ``__dict__`` (which
+holds exactly its fields, validated, defaults filled), into compiled classes whose attributes are struct slots,
+with the values derived from them resolved (the TP plan by the framework's default, the normalised sharding, the
+world size and the data-parallel degree: :mod:`estimator.rules.derived`, which the request models' properties
+call too). The domain takes the :class:`Job` and reads ``job.training.seq_len``; it never goes back to the
+pydantic request, except where it makes another request from it (``job.request``: the suggestions' re-estimates,
+the cost choice, the host choices).
 
 The request models are frozen (``model_config``) and never changed after validation (``construct.replaced``
-copies them), so a view stays true to its request. :func:`view` remembers the last request it was given (the
-same request object goes down the whole call tree of one estimate) and the last section of each kind (the
-planner's per-layout requests share sections); each entry holds the model itself, so a reused ``id`` cannot
-match another. ``tests/test_reqview.py`` checks that every field of the pydantic models
+copies them), so a job stays true to its request. :func:`job_of` remembers the last request it was given (the
+planner's per-layout requests and the suggestions' trials are converted once each, where they are made) and the
+last section of each kind (the planner's per-layout requests share sections); each entry holds the model itself,
+so a reused ``id`` cannot match another. ``tests/test_job.py`` checks that every field of the pydantic models
 has its attribute, with the same value.
 """
 
@@ -21,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
-from estimator import request_rules as rules
 from estimator.request import (
     DEFAULT_TP_PLAN,
     Attention,
@@ -40,8 +44,9 @@ from estimator.request import (
     TpPlan,
     Training,
 )
+from estimator.rules import derived as rules
 
-__all__ = ["HardwareView", "ParallelismView", "RequestView", "TrainingView", "view"]
+__all__ = ["HardwareView", "Job", "ParallelismView", "TrainingView", "job_of"]
 
 M = TypeVar("M")
 V = TypeVar("V")
@@ -82,6 +87,10 @@ class TrainingView:
     virtual_stages: Final[int]
     lora_dropout: Final[float]
     lora_kernel: Final[str | None]
+    stack: Final[str]
+    loss_kernel: Final[str]
+    fused_kernels: Final[str]
+    activation_offloading: Final[str]
     values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
     def __init__(self, v: tuple[Any, ...]) -> None:
@@ -103,6 +112,10 @@ class TrainingView:
         self.virtual_stages = v[14]
         self.lora_dropout = v[15]
         self.lora_kernel = v[16]
+        self.stack = v[17]
+        self.loss_kernel = v[18]  # never null: estimator.rules.stacks fills it at validation
+        self.fused_kernels = v[19]
+        self.activation_offloading = v[20]
 
 
 class ParallelismView:
@@ -178,7 +191,7 @@ class _Section(Generic[M, V]):
         self.make = make
         self.last = None
 
-    def view(self, model: M) -> V:
+    def of(self, model: M) -> V:
         """The view of ``model``: the last one when ``model`` is the last section or has its values (each of the
         same type), else a new one."""
         last = self.last
@@ -198,25 +211,28 @@ _PARALLELISM: Final[_Section[Parallelism, ParallelismView]] = _Section(_PARALLEL
 _HARDWARE: Final[_Section[Hardware, HardwareView]] = _Section(_HARDWARE_FIELDS, HardwareView)
 
 
-class RequestView:
-    """The three sections of one request, and its data-parallel degree (:attr:`EstimateRequest.dp`)."""
+class Job:
+    """One estimate's job: the request's three sections resolved, its data-parallel degree
+    (:attr:`EstimateRequest.dp`), and the validated request it was made of."""
 
+    request: Final[EstimateRequest]
     training: Final[TrainingView]
     parallelism: Final[ParallelismView]
     hardware: Final[HardwareView]
     dp: Final[int]
 
     def __init__(self, req: EstimateRequest) -> None:
-        self.training = _TRAINING.view(req.training)
-        self.parallelism = p = _PARALLELISM.view(req.parallelism)
-        self.hardware = h = _HARDWARE.view(req.hardware)
+        self.request = req
+        self.training = _TRAINING.of(req.training)
+        self.parallelism = p = _PARALLELISM.of(req.parallelism)
+        self.hardware = h = _HARDWARE.of(req.hardware)
         self.dp = rules.data_parallel(h.world_size, p.tp, p.pp, p.cp)
 
 
 class _Last:
-    """The last request viewed and its view, as one tuple (replaced whole)."""
+    """The last request converted and its job, as one tuple (replaced whole)."""
 
-    entry: tuple[EstimateRequest, RequestView] | None = None
+    entry: tuple[EstimateRequest, Job] | None = None
 
 
 _LAST: Final = _Last()  # a compiled object's slots: cheaper to read than a module global (a dict entry)
@@ -235,11 +251,11 @@ def _same_values(kept: tuple[object, ...], values: tuple[object, ...]) -> bool:
     return True
 
 
-def view(req: EstimateRequest) -> RequestView:
-    """The request's :class:`RequestView`: the last one made when ``req`` is the request it was made for."""
+def job_of(req: EstimateRequest) -> Job:
+    """The request's :class:`Job`: the last one made when ``req`` is the request it was made for."""
     last = _LAST.entry
     if last is not None and last[0] is req:
         return last[1]
-    made = RequestView(req)
+    made = Job(req)
     _LAST.entry = (req, made)
     return made

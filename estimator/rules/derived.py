@@ -1,5 +1,5 @@
 """Values derived from a request's fields, one formula each: the request models' properties
-(:mod:`estimator.request`, plain Python for pydantic) and their compiled views (:mod:`estimator.reqview`) both
+(:mod:`estimator.request`, plain Python for pydantic) and the job's compiled views (:mod:`estimator.job`) both
 call these, so the two cannot disagree."""
 
 from __future__ import annotations

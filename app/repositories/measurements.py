@@ -1,0 +1,43 @@
+"""Measurements (``measurements``): add one, read one, list them, find those of a request. Never altered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.models import Measurement
+
+__all__ = ["add_measurement", "get_measurement", "list_measurements", "measurements_of"]
+
+
+def add_measurement(*, session: Session, actor: str, **fields: Any) -> Measurement:
+    row = Measurement(created_by=actor, **fields)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def get_measurement(*, session: Session, measurement_id: int) -> Measurement | None:
+    return session.get(Measurement, measurement_id)
+
+
+def list_measurements(*, session: Session, kind: str | None, request_key: str | None, limit: int,
+                      offset: int) -> tuple[list[Measurement], int]:
+    """Newest first, optionally of one kind or one request (its :func:`~app.schemas.measurement.request_key`)."""
+    query = select(Measurement)
+    if kind is not None:
+        query = query.where(Measurement.kind == kind)
+    if request_key is not None:
+        query = query.where(Measurement.request_key == request_key)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Measurement.id.desc()).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def measurements_of(*, session: Session, request_key: str, limit: int = 5) -> list[Measurement]:
+    """The newest ``limit`` measurements of one request (run before trace before calibration is the page's
+    business, not the query's)."""
+    return list(session.scalars(select(Measurement).where(Measurement.request_key == request_key)
+                                .order_by(Measurement.id.desc()).limit(limit)))

@@ -1,0 +1,155 @@
+"""Issue 29: the estimator against the H100 measurements of the fine-tuning stacks' mechanisms.
+
+The measurements (``benchmarks/calibration/measure_stacks.py`` on the ``gpu`` branch, one process per case) are
+copied into ``tests/data/stacks_h100_raw/callN_results.jsonl`` (the case under ``case``); each case holds the
+request today's contract can express, its ``stack`` block (the mechanism: loss, Liger kernels, offloading,
+optimizer) and its hold-out label (``fit`` / ``held_out``). :func:`request_for` turns a case into the request with
+issue 29's fields, so the same estimator sizes it; :func:`compare` lists the memory error per case, by mechanism
+and hold-out label.
+
+Run::
+
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.calibration.stacks_compare            # the table
+    PYTHONPATH=$PWD .venv/bin/python -m benchmarks.calibration.stacks_compare --cases-from /work/wt/gpu  # no data yet:
+        # the estimator's answers for the cases of the gpu branch's stack_cases.py (predictions only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from estimator import EstimateRequest, estimate
+from estimator.errors import EstimatorError
+
+ROOT = Path(__file__).resolve().parents[2]
+RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
+GiB = 1024**3
+
+#: the measured loss implementations and the request fields that describe them
+LOSS_FIELDS: dict[str, dict[str, str]] = {
+    "hf": {"loss_kernel": "materialized"},
+    "trl": {"stack": "trl", "loss_kernel": "chunked"},  # TRL's ChunkedLogProbFunction (the trl implementation)
+    "torchtune": {"loss_kernel": "chunked"},  # CEWithChunkedOutputLoss's algorithm
+    "liger": {"loss_kernel": "fused"},
+    "cce": {"loss_kernel": "fused"},
+}
+#: the measured optimizers and their request ids (None: no request value describes it)
+OPTIMIZER_IDS: dict[str, str | None] = {
+    "adamw": "adamw", "adamw-8bit": "adamw-8bit", "paged-adamw-8bit": "paged-adamw-8bit",
+    "paged-adamw-32bit": "paged-adamw", "ao-adamw-4bit": "adamw-4bit", "ao-adamw-8bit": None, "muon": "muon",
+}
+
+
+def mechanism(case: dict[str, Any]) -> str:
+    """The mechanism class a case measures (one row of docs/accuracy.md's stacks table)."""
+    s = case["stack"]
+    if s.get("optimizer", "adamw") != "adamw":
+        return "optimizer " + s["optimizer"]
+    if s.get("offload", "none") != "none":
+        return "offload"
+    if s.get("loss", "hf") != "hf":
+        return "loss " + s["loss"]
+    if s.get("liger_kernels"):
+        return "liger kernels"
+    return "baseline"
+
+
+def request_for(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The case's request with issue 29's fields (None when no request value describes its mechanism)."""
+    body = json.loads(json.dumps(case["request"]))
+    s = case["stack"]
+    t = body.setdefault("training", {})
+    t.update(LOSS_FIELDS[s.get("loss", "hf")])
+    if s.get("liger_kernels"):
+        t["fused_kernels"] = "liger"
+    if s.get("offload", "none") != "none":
+        t["activation_offloading"] = "all"  # TRL's hooks: every saved tensor (with checkpointing: the checkpoints)
+    opt = OPTIMIZER_IDS.get(s.get("optimizer", "adamw"))
+    if opt is None:
+        return None
+    t["optimizer"] = opt
+    if opt == "muon":
+        t["optimizer_impl"] = "for-loop"
+    return body
+
+
+def load_measured(raw: Path = RAW) -> list[dict[str, Any]]:
+    """Every issue-29 case measured (status ok) under ``raw``."""
+    out: list[dict[str, Any]] = []
+    paths = sorted(raw.glob("call*_results.jsonl")) + sorted(raw.glob("*/results.jsonl"))
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                # the case itself under "case" (the gpu branch's README), its measurement beside it
+                merged = {**r.get("case", {}), **{k: v for k, v in r.items() if k != "case"}}
+                if merged.get("issue") == 29 and merged.get("status") == "ok" and merged.get("peak_allocated_bytes"):
+                    out.append(merged)
+    return out
+
+
+def load_cases(gpu_tree: Path) -> list[dict[str, Any]]:
+    """The issue-29 cases of the gpu branch's stack_cases.py (no measurement: predictions only)."""
+    sys.path.insert(0, str(gpu_tree / "benchmarks" / "calibration"))
+    import stack_cases  # type: ignore[import-not-found]
+
+    return [c for c in stack_cases.STACK_CASES if c.get("issue") == 29]
+
+
+def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per case: the estimate's peak allocated bytes and, where measured, the error."""
+    rows: list[dict[str, Any]] = []
+    for case in cases:
+        body = request_for(case)
+        row: dict[str, Any] = {"id": case["id"], "holdout": case.get("holdout", "fit"), "mechanism": mechanism(case)}
+        if body is None:
+            row["note"] = "no request value describes it"
+            rows.append(row)
+            continue
+        try:
+            r = estimate(EstimateRequest.model_validate(body))
+        except (EstimatorError, ValueError) as exc:
+            row["note"] = f"refused: {exc}"[:120]
+            rows.append(row)
+            continue
+        row["predicted_bytes"] = r.memory.peak_allocated_bytes
+        row["predicted_step_s"] = r.time.step_time_s if r.time else None
+        measured = case.get("peak_allocated_bytes")
+        if measured:
+            row["measured_bytes"] = measured
+            row["error_pct"] = 100.0 * (row["predicted_bytes"] - measured) / measured
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median and largest |error| per hold-out label (cases with a measurement)."""
+    out: dict[str, dict[str, float]] = {}
+    for label in ("fit", "held_out"):
+        errs = [abs(r["error_pct"]) for r in rows if r.get("holdout") == label and "error_pct" in r]
+        if errs:
+            out[label] = {"cases": len(errs), "median_pct": statistics.median(errs), "max_pct": max(errs)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases-from", type=Path, help="a checkout of the gpu branch: predict its cases (no data)")
+    args = ap.parse_args()
+    cases = load_cases(args.cases_from) if args.cases_from else load_measured()
+    rows = compare(cases)
+    for r in rows:
+        pred = f"{r['predicted_bytes'] / GiB:7.2f}" if "predicted_bytes" in r else "      –"
+        meas = f"{r['measured_bytes'] / GiB:7.2f}" if "measured_bytes" in r else "      –"
+        err = f"{r['error_pct']:+6.1f} %" if "error_pct" in r else "        "
+        print(f"{r['holdout']:8s} {r['mechanism']:28s} {pred} {meas} {err}  {r['id']} {r.get('note', '')}")
+    print(json.dumps(summary(rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()

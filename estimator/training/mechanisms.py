@@ -1,0 +1,173 @@
+"""Memory and time of the fine-tuning stacks' mechanisms (issue 29), one formula each, at the mechanism: what a
+kernel saves for backward, its transient, what goes to the host and over PCIe, the optimizers' states and
+Muon's Newton-Schulz work. Plain numbers in, bytes / FLOPs out, so the training model (memory, activations,
+timing, host RAM) can call them wherever it lives.
+
+Sources (file @ commit, as read):
+
+- Hugging Face ``ForCausalLMLoss`` (``src/transformers/loss/loss_utils.py``): the full logits upcast to fp32;
+  cross-entropy keeps fp32 log-probabilities; 10 bytes per logit at the forward peak, 12 in backward
+  (:mod:`estimator.activations`, measured on the H200).
+- Chunked loss: torchtune ``CEWithChunkedOutputLoss`` (``torchtune/modules/loss/ce_chunked_output_loss.py``,
+  ``num_output_chunks=8``): the model returns the bf16 logits in chunks, the loss upcasts "one chunk at a time";
+  in eager mode each chunk's fp32 log-softmax output stays saved for backward (``log_softmax`` saves its result),
+  so the bf16 logits (2 bytes) and the fp32 log-probabilities (4) of every chunk remain, plus one fp32 chunk in
+  flight. TRL's ``loss_type="chunked_nll"`` (``trl/trainer/sft_config.py`` @016013e8) also drops the ignored
+  tokens before the LM head: sized here with every token trained (pre-training style packing; a completion-only
+  dataset saves more).
+- TRL's chunked loss: ``ChunkedLogProbFunction`` (huggingface/trl ``trl/kernels/chunked_logprob.py`` @483dc652), see
+  :func:`loss_bytes`.
+- Fused loss: Liger ``fused_linear_cross_entropy_forward`` (linkedin/Liger-Kernel
+  ``src/liger_kernel/ops/fused_linear_cross_entropy.py`` @00eba634): ``chunk_size`` = next power of two of
+  ``BT / ceil(V / H)`` so the transient logits chunk is about ``BT x H`` elements in the input dtype; the input
+  gradient ``grad_input`` (``zeros_like(_input)``, BT x H) is computed in forward and kept for backward; the LM
+  head's ``grad_weight`` only when the head trains; ``loss_1d`` fp32 per token. Apple's Cut Cross-Entropy
+  (apple/ml-cross-entropy ``cut_cross_entropy/cce.py``) keeps only the log-sum-exp per token and recomputes
+  blocks in backward: at most Liger's bytes, sized as Liger's.
+- Liger SwiGLU (``src/liger_kernel/ops/swiglu.py`` @06e2af7d, ``LigerSiLUMulFunction``): ``save_for_backward(a, b)``
+  and the backward recomputes ``silu(a)``: two ffn-wide tensors instead of Hugging Face's three (gate, up,
+  silu(gate)). Liger RMSNorm (``src/liger_kernel/ops/rms_norm.py``): saves the input in its own dtype and the fp32
+  ``rstd`` per row, not the fp32 upcast nor the normalised tensor. Liger RoPE: saves cos / sin only, as Hugging
+  Face's ``apply_rotary_pos_emb`` (multiplications by non-trainable tensors save no token-sized operand): no
+  memory change.
+- Offloading: torchtune ``OffloadActivations`` (``torchtune/training/_activation_offloading.py``:
+  ``saved_tensors_hooks``, pinned host memory, a side stream, the next layer's tensors prefetched in backward);
+  Unsloth ``Unsloth_Offloaded_Gradient_Checkpointer`` (``unsloth/models/llama.py`` @015bdef0;
+  axolotl ``src/axolotl/utils/gradient_checkpointing/unsloth.py``): each checkpointed layer's input
+  ``.to("cpu", non_blocking=True)`` in forward and back in backward.
+- Optimizers: :mod:`estimator.training.optimizers` (their rows); Muon ``torch/optim/_muon.py`` @098e03f9
+  (``_zeropower_via_newtonschulz``: bf16 copy, transposed to the short side, ``ns_steps=5`` of
+  ``A = X X^T; B = bA + cA^2; X = aX + BX``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CHUNKED_LOSS_CHUNKS",
+    "NS_STEPS",
+    "OFFLOAD_KEEP_LAYERS",
+    "liger_norm_bytes",
+    "liger_swiglu_saving",
+    "loss_bytes",
+    "muon_gather_bytes",
+    "muon_newton_schulz_flops",
+    "offload_split",
+    "offload_transfer_seconds",
+]
+
+#: torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
+CHUNKED_LOSS_CHUNKS: Final = 8
+#: activation offloading: the layers whose stored tensors are on the GPU at once (the one computed and the one
+#: copied / prefetched on the side stream: torchtune OffloadActivations, Unsloth's checkpointer)
+OFFLOAD_KEEP_LAYERS: Final = 2
+#: TRL trl/kernels/chunked_logprob.py tiles
+TRL_TOKEN_CHUNK: Final = 4096
+TRL_VOCAB_CHUNK: Final = 32768
+#: torch.optim.Muon ns_steps default (DEFAULT_NS_STEPS)
+NS_STEPS: Final = 5
+
+
+def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softcap: bool, *,
+               impl: str = "torchtune", head_trainable: bool = False, head_grad_bytes: int = 0) -> tuple[int, int]:
+    """(forward peak, backward peak) bytes of the loss on one rank beyond the LM head's input, for ``tokens``
+    tokens and ``vocab_local`` vocabulary entries per rank.
+
+    ``materialized``: Hugging Face's 10 / 12 bytes per logit (+2 for a softcap's saved tanh).
+
+    ``chunked``, ``impl="torchtune"`` (``CEWithChunkedOutputLoss``, eager): the bf16 logits and the fp32
+    log-probabilities of every chunk kept (6 bytes per logit), one fp32 chunk (its upcast and softmax, 8 bytes per
+    logit of one chunk) in flight each way.
+
+    ``chunked``, ``impl="trl"`` (TRL's ``ChunkedLogProbFunction``, huggingface/trl
+    ``trl/kernels/chunked_logprob.py`` @483dc652, what ``loss_type="chunked_nll"`` runs): the projection on
+    ``[TOKEN_CHUNK_SIZE=4096, VOCAB_CHUNK_SIZE=32768]`` tiles in the compute dtype, five fp32 statistics per token,
+    ``log_z`` and the entropy (fp32) kept; with a frozen head (LoRA) the forward also builds the per-token
+    Jacobian (hidden-sized, input dtype) kept for backward, whose backward is ``grad_logprobs * jacobian.float()``
+    (fp32) cast back; with a trained head the backward recomputes the tiles into an fp32 ``grad_hidden`` and an
+    fp32 ``grad_weight`` (``head_grad_bytes`` x 2 for bf16 weights: the fp32 accumulator, then its cast).
+
+    ``fused`` (Liger ``fused_linear_cross_entropy_forward``; Cut Cross-Entropy sized the same, at most): no logits
+    kept; the bf16 input gradient (2 x tokens x hidden) made in forward and kept for backward, the transient
+    logits chunk (about tokens x hidden elements, bf16) and the fp32 per-token loss in forward; with a trained
+    head its gradient (``head_grad_bytes``, the parameter dtype) is also made in forward (from backward on it is
+    the head's gradient, counted with the gradients).
+    """
+    logits = tokens * vocab_local
+    cap = 2 * logits if softcap else 0
+    if kernel == "materialized":
+        return int(10 * logits + cap), int(12 * logits + cap)
+    if kernel == "chunked" and impl == "trl":
+        tile = 2 * min(tokens, TRL_TOKEN_CHUNK) * min(vocab_local, TRL_VOCAB_CHUNK)
+        stats, kept = 20 * tokens, 8 * tokens
+        if not head_trainable:
+            jacobian = 2 * tokens * hidden
+            expected_w = 4 * min(tokens, TRL_TOKEN_CHUNK) * hidden
+            return (int(kept + jacobian + stats + tile + expected_w),
+                    int(kept + jacobian + 4 * tokens * hidden + 2 * tokens * hidden))
+        return int(kept + stats + tile), int(kept + tile + 4 * tokens * hidden + 2 * head_grad_bytes)
+    if kernel == "chunked":
+        chunk = logits / CHUNKED_LOSS_CHUNKS
+        kept_logits = 6 * logits + cap
+        return int(kept_logits + 8 * chunk), int(kept_logits + 8 * chunk)
+    grad_input = 2 * tokens * hidden
+    chunk_logits = 2 * tokens * hidden
+    per_token = 4 * tokens
+    head = head_grad_bytes if head_trainable else 0  # made in forward; in backward it is the head's gradient
+    return int(grad_input + chunk_logits + per_token + head), int(grad_input + per_token)
+
+
+def liger_swiglu_saving(ffn: int) -> int:
+    """Bytes per token and layer Liger's SwiGLU saves less than Hugging Face's (silu(gate) not kept, bf16)."""
+    return 2 * ffn
+
+
+def liger_norm_bytes(hidden: int, input_bytes: int) -> int:
+    """Bytes per token one Liger RMSNorm saves: its input in its own dtype and the fp32 ``rstd``."""
+    return input_bytes * hidden + 4
+
+
+def offload_split(mode: str, stored_bytes: int, layers: int, checkpoint_bytes: int) -> tuple[int, int]:
+    """(bytes left on the GPU, bytes in pinned host memory) of ``stored_bytes`` saved activations over
+    ``layers`` layers.
+
+    ``all`` (torchtune OffloadActivations): every saved tensor to the host; the GPU holds the layer being
+    computed and the one prefetched (two layers' worth). ``checkpoints`` (Unsloth): the checkpointed inputs
+    (``checkpoint_bytes``, part of ``stored_bytes``) go to the host but two layers' inputs stay in flight; the
+    rest stays. ``none``: everything on the GPU.
+    """
+    if mode == "none" or layers <= 0:
+        return stored_bytes, 0
+    if mode == "all":
+        on_gpu = min(stored_bytes, 2 * stored_bytes // layers)
+        return on_gpu, stored_bytes - on_gpu
+    in_flight = min(checkpoint_bytes, 2 * checkpoint_bytes // layers)
+    host = checkpoint_bytes - in_flight
+    return stored_bytes - host, host
+
+
+def offload_transfer_seconds(host_bytes: int, pcie_bytes_per_s: float, compute_seconds: float) -> float:
+    """Seconds of PCIe transfer not hidden behind compute in one micro-batch: the bytes go to the host in
+    forward and come back in backward on a side stream, overlapping the layers' compute; only the excess over
+    the compute shows (0 when the link keeps up)."""
+    if host_bytes <= 0:
+        return 0.0
+    transfer = 2 * host_bytes / pcie_bytes_per_s
+    return max(0.0, transfer - compute_seconds)
+
+
+def muon_newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:
+    """FLOPs of Muon's Newton-Schulz on one ``rows`` x ``cols`` matrix: with ``m`` the short side and ``n`` the
+    long one, each step is ``X X^T`` (2 m^2 n), ``A @ A`` (2 m^3) and ``B @ X`` (2 m^2 n)."""
+    m, n = min(rows, cols), max(rows, cols)
+    return steps * (4.0 * m * m * n + 2.0 * m ** 3)
+
+
+def muon_gather_bytes(rows: int, cols: int, shards: int, grad_bytes: int = 4) -> int:
+    """Bytes one rank receives to run Newton-Schulz on a matrix split over ``shards`` ranks (FSDP / TP): the
+    whole matrix is needed (the iteration multiplies the full ``X X^T``), so ``(shards - 1) / shards`` of it is
+    gathered, and the update scattered back the same size."""
+    if shards <= 1:
+        return 0
+    return int(2 * rows * cols * grad_bytes * (shards - 1) / shards)

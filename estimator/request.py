@@ -125,6 +125,8 @@ class ModelArch(_Frozen):
     norms_per_layer: Int = Field(default=2, ge=0, le=8)
     fused_projections: bool = Field(default=False, description="q, k and v are one qkv_proj linear and the gate "
                                     "and up projections one gate_up_proj (Phi-3): one LoRA adapter each")
+    parallel_residual: bool = Field(default=False, description="attention and MLP both read the layer input "
+                                    "(one residual add: GPT-NeoX use_parallel_residual, GPT-J, Falcon parallel_attn)")
     qk_norm: bool = Field(default=False, description="an RMSNorm on every query and key head before the rotary "
                           "embedding (Qwen3, Gemma 3, OLMo 2: q_norm / k_norm)")
     final_logit_softcapping: OptFloat = Field(default=None, gt=0, le=1e6, allow_inf_nan=False,

@@ -160,8 +160,12 @@ _QKV_BIAS: Final = {"qwen2", "qwen2_moe", "qwen2_vl"}
 _LAYERNORM: Final = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi"}
 # q_norm / k_norm on each head (transformers ``Qwen3Attention``, ``Gemma3Attention``, ``Olmo2Attention``)
 _QK_NORM: Final = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"}
-# one qkv_proj and one gate_up_proj linear (transformers ``Phi3Attention`` / ``Phi3MLP``)
-_FUSED_PROJECTIONS: Final = {"phi3"}
+# one qkv_proj and one gate_up_proj linear (transformers ``Phi3Attention`` / ``Phi3MLP``); GPT-NeoX's one
+# ``query_key_value`` linear (``GPTNeoXAttention``; its MLP is not gated, so only the qkv part applies)
+_FUSED_PROJECTIONS: Final = {"phi3", "gpt_neox"}
+# attention and MLP read the same layer input (``GPTNeoXLayer``: ``use_parallel_residual``, default true; GPT-J
+# always; Falcon ``parallel_attn``)
+_PARALLEL_RESIDUAL_DEFAULT: Final = {"gpt_neox": True, "gptj": True, "falcon": True}
 _NON_GATED: Final = {"gpt2", "opt", "bloom", "gpt_neox", "falcon", "phi", "starcoder2"}
 
 
@@ -217,6 +221,8 @@ def _hf_fields(c: _Config) -> dict[str, Any]:
         "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
         "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
         "fused_projections": model_type in _FUSED_PROJECTIONS,
+        "parallel_residual": (c.flag("use_parallel_residual", _PARALLEL_RESIDUAL_DEFAULT.get(model_type, False))
+                              if model_type != "falcon" else c.flag("parallel_attn", True)),
         "qk_norm": model_type in _QK_NORM or c.flag("use_qk_norm", False),
         "learned_position_embeddings": (c.int("learned_position_embeddings", "n_positions", default=0)
                                         if model_type == "gpt2" else 0),
@@ -278,6 +284,7 @@ class ArchDims:
     sliding_window: Final[int | None]
     norms_per_layer: Final[int]
     fused_projections: Final[bool]
+    parallel_residual: Final[bool]
     qk_norm: Final[bool]
     final_logit_softcapping: Final[float | None]
     attn_logit_softcapping: Final[float | None]
@@ -313,6 +320,7 @@ class ArchDims:
         self.sliding_window = d["sliding_window"]
         self.norms_per_layer = d["norms_per_layer"]
         self.fused_projections = d["fused_projections"]
+        self.parallel_residual = d["parallel_residual"]
         self.qk_norm = d["qk_norm"]
         self.final_logit_softcapping = d["final_logit_softcapping"]
         self.attn_logit_softcapping = d["attn_logit_softcapping"]

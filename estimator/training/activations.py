@@ -114,12 +114,40 @@ def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
     return saved_input + normalised
 
 
+def _layer_norms_bytes(shape: ModelShape, residual: int, autocast: bool, trainable: bool) -> float:
+    """The two norms of a layer, per token.
+
+    RMSNorm as :func:`_norm_bytes`. ``torch.nn.LayerNorm`` (GPT-NeoX, GPT-2, OPT, Falcon: ``aten::native_layer_norm``)
+    saves its input and the fp32 mean and rstd (8 bytes a token); its backward recomputes the normalised tensor,
+    so a trained weight saves nothing more (``tools/autograd/derivatives.yaml``, ``native_layer_norm``). CUDA
+    autocast runs ``layer_norm`` in fp32 (its fp32 op list, ``aten/src/ATen/autocast_mode.cpp``): a bf16 input is
+    cast to a new fp32 tensor for each norm, and that copy is what is saved; an fp32 input (the bf16-mixed residual
+    stream) and any input without autocast are saved as they are. With a parallel residual (GPT-NeoX
+    ``use_parallel_residual``: ``mlp(post_attention_layernorm(hidden_states))`` beside the attention of
+    ``input_layernorm(hidden_states)``, ``modeling_gpt_neox.py``) both norms then save the same storage, once.
+    Traced per module with ``saved_tensors_hooks`` (Pythia 1.4B, LoRA and bf16 full fine-tune, issue 33:
+    ``tests/data/fidelity_h100_raw/cpu_trace_pythia.json``)."""
+    a = shape.dims
+    h = a.hidden_size
+    if a.norm != "layernorm":
+        return 2 * _norm_bytes(h, residual, trainable)
+    cast = autocast and residual != 4
+    one = (4 if cast else residual) * h + 8
+    if a.parallel_residual and not cast:
+        return one + 8
+    return 2 * one
+
+
 def _linear_inputs(shape: ModelShape, job: Job, residual: int, autocast: bool) -> tuple[float, float]:
     """Inputs saved by the projections, per token: (hidden-sized, replicated under TP without SP;
     q- or ffn-sized, split by TP)."""
     a, t = shape.dims, job.training
     h, qd, f = a.hidden_size, a.num_attention_heads * shape.head_dim, a.ffn_hidden_size
-    n_up = 2 if a.gated_mlp else 1
+    # one fused qkv (and gate_up) linear: one autocast cast of its input, one LoRA adapter (GPT-NeoX
+    # ``query_key_value``, Phi-3 ``qkv_proj`` / ``gate_up_proj``)
+    fused = a.fused_projections
+    n_up = 2 if a.gated_mlp and not fused else 1
+    n_qkv = 1 if fused else 3
     # o_proj's input is the attention output, which SDPA/flash already saved for its backward (counted in
     # :func:`_attention_core`): HF's ``sdpa_attention_forward`` returns ``attn_output.transpose(1, 2)
     # .contiguous()``, a no-op on the flash kernel's (batch, seq, heads, dim) output, and the reshape before
@@ -129,10 +157,10 @@ def _linear_inputs(shape: ModelShape, job: Job, residual: int, autocast: bool) -
     # copy either way.
     o_shared = t.activation_checkpointing != "selective"
     if t.method == "full":
-        attn_in = 3 * 2 * h if autocast else residual * h
+        attn_in = n_qkv * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
         return attn_in + mlp_in, (0 if o_shared else 2 * qd) + 2 * f
-    n_attn, n_mlp = 3, n_up
+    n_attn, n_mlp = n_qkv, n_up
     x_bytes, adapter_bytes, separate, mask = _adapter_input_regime(job, autocast)
 
     def group(count: int, width: int) -> float:
@@ -205,6 +233,12 @@ def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
     a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     qkv = 2 * qd + 2 * 2 * kvd
+    if a.fused_projections:
+        # v is a view into the fused qkv output, so attention keeps that whole output alive; the rotary embedding
+        # makes new q and k (``apply_rotary_pos_emb`` concatenates the rotated and, with a partial rotary, the
+        # passed-through dims): saved are the fused output plus the rotated q and k (GPT-NeoX ``query_key_value``,
+        # Phi-3 ``qkv_proj``; traced, see ``_layer_norms_bytes``)
+        qkv += 2 * qd + 2 * kvd
     rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, job) == "eager":
         window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
@@ -238,12 +272,40 @@ def _mlp_elementwise(shape: ModelShape, ffn: int, job: Job) -> float:
 
 
 def _moe_bytes(shape: ModelShape, job: Job) -> float:
-    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them)."""
+    """Routed experts: router probabilities, dispatched copies, per-expert MLP tensors (top-k of them).
+
+    Per routed token and expert (transformers 5's ``*Experts`` modules, e.g. ``Qwen3MoeExperts.forward``: a loop
+    over the experts hit, ``F.linear`` on the gathered tokens with the 3-D expert weights): the gate_up output
+    (gate and up are views of it), the activation's output, and the expert's output (kept for the routing weight's
+    gradient, ``current * top_k_weights``). The gathered input and the down projection's input are saved only when
+    the expert weights are trained (autograd keeps an operand only for the other's gradient): a LoRA/QLoRA run
+    leaves them frozen -- the experts are 3-D parameters, not ``nn.Linear`` modules, so PEFT's ``target_modules``
+    (also ``"all-linear"``) never adapts them. Traced for Qwen3-30B-A3B with LoRA on q/k/v/o (issue 33,
+    ``tests/data/fidelity_h100_raw/cpu_trace_qwen3_moe.json``): 69,648 B per token for the experts' part of a
+    layer = 8 x (2 x 2 x 768 + 2 x 768 + 2 x 2048), the router 548."""
     a = shape.dims
     k, h = a.experts_per_token, a.hidden_size
-    per_expert = _mlp_elementwise(shape, shape.expert_ffn, job) + 2 * shape.expert_ffn + 2 * h
+    trained = job.training.method == "full"
+    per_expert = _mlp_elementwise(shape, shape.expert_ffn, job) + 2 * h
+    dispatched = 0
+    if trained:
+        per_expert += 2 * shape.expert_ffn
+        dispatched = 2 * h * k
     shared = a.num_shared_experts * (_mlp_elementwise(shape, shape.expert_ffn, job) + 2 * shape.expert_ffn)
-    return 4 * a.num_experts + 2 * h * k + k * per_expert + shared
+    return 4 * a.num_experts + dispatched + k * per_expert + shared
+
+
+def _qk_norm_bytes(shape: ModelShape, job: Job) -> float:
+    """Per-head RMSNorms on q and k (Qwen3, Gemma 3, OLMo 2: ``q_norm`` / ``k_norm``), per token: as any HF RMSNorm
+    they save their fp32 input (and, with a trained weight, the normalised tensor) plus the fp32 rstd of each head.
+    Traced for Qwen3-30B-A3B: 16,512 + 2,064 B per token (32 query and 4 key heads of 128)."""
+    a = shape.dims
+    if not a.qk_norm:
+        return 0.0
+    qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    trainable = job.training.method == "full"
+    return (_norm_bytes(qd, 4, trainable) + _norm_bytes(kvd, 4, trainable)
+            + 4 * (a.num_attention_heads + shape.kv_heads))
 
 
 def _split(value: float, divisor: int) -> float:
@@ -257,12 +319,12 @@ def _layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float
     a, tp = shape.dims, layout.tp
     trainable_norm = rv.training.method == "full"
     liger = rv.training.fused_kernels == "liger"
-    norms = 2 * (liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
-                 else _norm_bytes(a.hidden_size, residual, trainable_norm))
+    norms = (2 * liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
+             else _layer_norms_bytes(shape, residual, autocast, trainable_norm))
     h_inputs, split_inputs = _linear_inputs(shape, job, residual, autocast)
     replicated = norms + h_inputs
     sharded = split_inputs
-    sharded += _attention_core(shape, job)[0]
+    sharded += _attention_core(shape, job)[0] + _qk_norm_bytes(shape, job)
     dense_mlp = _mlp_elementwise(shape, a.ffn_hidden_size, job)
     if liger and a.gated_mlp:  # LigerSiLUMulFunction saves gate and up only (silu recomputed in backward)
         dense_mlp -= liger_swiglu_saving(a.ffn_hidden_size)

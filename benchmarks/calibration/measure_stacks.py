@@ -1,0 +1,869 @@
+"""Measure the cases of stack_cases.py (issues 29 and 33) on one GPU, one forked process per case.
+
+Driver:  python3 benchmarks/calibration/measure_stacks.py --call 1 --out DIR [--deadline 520] [--git-sha SHA]
+Dry run: python3 benchmarks/calibration/measure_stacks.py --dry-run --out /tmp/dry   (CPU, tiny shapes)
+Smoke:   --smoke first imports each carried library and runs one tiny op of each on the GPU (DIR/smoke.json).
+
+Same semantics as measure.py (docs/calibration-method.md): the driver never initialises CUDA; each case runs in a
+forked child and its result is appended to DIR/results.jsonl at once. What is added per case:
+
+* the ``stack`` mechanisms (loss kernel, Liger kernels, activation offloading, optimizers, allocator setting);
+* ``nvml_peak_used_bytes``: NVML used memory sampled every 10 ms during the memory steps (a thread), which sees
+  CUDA managed memory (bitsandbytes' paged optimizer states) that ``torch.cuda`` counters do not;
+* ``host_rss_*``: the process' RSS at start, after the build and its peak during the memory steps (sampled with
+  NVML), and ``ru_maxrss``; pinned host memory from ``torch.cuda.host_memory_stats()`` where present;
+* ``adam_impl``: which of torch's Adam/AdamW implementations actually ran (``_fused_adam``,
+  ``_multi_tensor_adam``, ``_single_tensor_adam``), counted by wrapping them;
+* ``paged_state_bytes``: bytes of optimizer state tensors that bitsandbytes put in managed memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import hashlib
+import inspect
+import json
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import measure as M  # noqa: E402  (sets the environment, imports torch/transformers without CUDA init)
+import stack_cases as S  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+GIB = M.GIB
+_STATE = M._STATE
+
+
+# ------------------------------------------------------------------------------------------------- config
+def hf_config(case: dict[str, Any]):
+    arch = case["hf_arch"]
+    a = case["request"]["model"]
+    if arch in ("llama", "mistral", "qwen2", "gemma2", "mixtral"):
+        return M.hf_config(case)
+    kw: dict[str, Any] = dict(num_hidden_layers=a["num_layers"], hidden_size=a["hidden_size"],
+                              num_attention_heads=a["num_attention_heads"], intermediate_size=a["ffn_hidden_size"],
+                              vocab_size=a["vocab_size"], tie_word_embeddings=bool(a.get("tied_embeddings")),
+                              use_cache=False)
+    if arch == "gpt_neox":
+        from transformers import GPTNeoXConfig as Cfg
+
+        kw["attention_bias"] = bool(a.get("attention_bias", True))
+    elif arch == "qwen3_moe":
+        from transformers import Qwen3MoeConfig as Cfg
+
+        kw.update(num_key_value_heads=a.get("num_kv_heads") or a["num_attention_heads"], head_dim=a["head_dim"],
+                  num_experts=a["num_experts"], num_experts_per_tok=a["experts_per_token"],
+                  moe_intermediate_size=a["moe_ffn_hidden_size"])
+    else:
+        raise ValueError(arch)
+    kw.update(case["hf_extra"])
+    return Cfg(**kw)
+
+
+def dry_shrink(case: dict[str, Any]) -> dict[str, Any]:
+    c = M.dry_shrink(case)
+    a = c["request"]["model"]
+    if a.get("num_experts", 1) > 1:
+        a.update(num_experts=4, experts_per_token=2, moe_ffn_hidden_size=32)
+        a["head_dim"] = 16
+    if c["hf_arch"] in ("gpt_neox", "qwen3_moe"):
+        c["hf_extra"]["max_position_embeddings"] = 128
+    c["steps"], c["timed_steps"] = 2, 1
+    return c
+
+
+# ------------------------------------------------------------------------------------------ samplers
+class Sampler:
+    """NVML used bytes and host RSS every ``period`` seconds in a thread (ctypes/psutil release the GIL)."""
+
+    def __init__(self, nv: Any, h: Any, period: float = 0.01) -> None:
+        import psutil
+
+        self.nv, self.h, self.period = nv, h, period
+        self.proc = psutil.Process()
+        self.nvml_peak = 0
+        self.rss_peak = 0
+        self.n = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            time.sleep(self.period)
+
+    def sample(self) -> None:
+        with contextlib.suppress(Exception):
+            self.rss_peak = max(self.rss_peak, int(self.proc.memory_info().rss))
+        mem = M._nvml_mem(self.nv, self.h)
+        if mem:
+            self.nvml_peak = max(self.nvml_peak, mem["used"])
+        self.n += 1
+
+    def start(self) -> Sampler:
+        self._t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(5)
+        self.sample()
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+# -------------------------------------------------------------------------------------- adam tracking
+_ADAM_CALLS: dict[str, int] = {}
+
+
+def track_adam_impl() -> None:
+    import torch.optim.adam as adam_mod
+
+    for name in ("_fused_adam", "_multi_tensor_adam", "_single_tensor_adam"):
+        fn = getattr(adam_mod, name, None)
+        if fn is None:
+            continue
+
+        def wrap(*a: Any, __fn: Any = fn, __name: str = name, **k: Any) -> Any:
+            _ADAM_CALLS[__name] = _ADAM_CALLS.get(__name, 0) + 1
+            return __fn(*a, **k)
+
+        setattr(adam_mod, name, wrap)
+
+
+# ------------------------------------------------------------------------------------------ optimizers
+class Combined:
+    """Two optimizers stepped together (Muon on the 2-D matrices, AdamW on the rest)."""
+
+    def __init__(self, opts: list[Any]) -> None:
+        self.opts = opts
+        self.state: dict[Any, Any] = {}
+        for o in opts:
+            self.state.update(o.state)
+
+    def step(self) -> None:
+        for o in self.opts:
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+
+def make_optimizer(name: str, tr: dict[str, Any], model: nn.Module, params: list[torch.Tensor]
+                   ) -> tuple[Any, dict[str, Any]]:
+    kw = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+    if name in ("adamw", "adamw-8bit"):
+        t = dict(tr, optimizer=name)
+        return M.make_optimizer(t, params)
+    if name in ("paged-adamw-8bit", "paged-adamw-32bit"):
+        import bitsandbytes as bnb
+
+        cls = bnb.optim.PagedAdamW8bit if name.endswith("8bit") else bnb.optim.PagedAdamW32bit
+        opt = cls(params, **kw)
+        return opt, {"class": f"bitsandbytes.optim.{cls.__name__}", "lr": 1e-5, "weight_decay": 0.01,
+                     "is_paged": getattr(opt, "is_paged", None), "bitsandbytes": getattr(bnb, "__version__", None)}
+    if name in ("ao-adamw-8bit", "ao-adamw-4bit"):
+        import torchao
+        from torchao import optim as ao
+
+        cls = ao.AdamW8bit if name.endswith("8bit") else ao.AdamW4bit
+        opt = cls(params, **kw)
+        return opt, {"class": f"torchao.optim.{cls.__name__}", "lr": 1e-5, "weight_decay": 0.01,
+                     "torchao": getattr(torchao, "__version__", None),
+                     "defaults": {k: v for k, v in opt.defaults.items() if isinstance(v, bool | int | float | str)}}
+    if name == "muon":
+        emb = {id(p) for m in (model.get_input_embeddings(), model.get_output_embeddings()) if m is not None
+               for p in m.parameters()}
+        mats = [p for p in params if p.dim() == 2 and id(p) not in emb]
+        rest = [p for p in params if not (p.dim() == 2 and id(p) not in emb)]
+        muon = torch.optim.Muon(mats, lr=1e-5, weight_decay=0.01)
+        adam = torch.optim.AdamW(rest, fused=True, **kw)
+        return Combined([muon, adam]), {
+            "class": "torch.optim.Muon (2-D decoder matrices) + torch.optim.AdamW(fused=True) (embeddings, LM head, "
+                     "norms, biases)", "muon_params": int(sum(p.numel() for p in mats)),
+            "adamw_params": int(sum(p.numel() for p in rest)),
+            "muon_defaults": {k: v for k, v in muon.defaults.items() if isinstance(v, bool | int | float | str)}}
+    raise ValueError(name)
+
+
+def state_bytes(opt: Any) -> dict[str, int]:
+    out = {"state_bytes": 0, "paged_state_bytes": 0, "paged_tensors": 0}
+    opts = opt.opts if isinstance(opt, Combined) else [opt]
+    seen: set[int] = set()
+    for o in opts:
+        for st in o.state.values():
+            for v in st.values():
+                if not torch.is_tensor(v):
+                    continue
+                t = v
+                inner = getattr(t, "get_plain", None)
+                try:
+                    n = t.numel() * t.element_size()
+                except Exception:
+                    n = 0
+                if hasattr(t, "to_local"):  # DTensor (FSDP2): the local shard
+                    loc = t.to_local()
+                    n = loc.numel() * loc.element_size()
+                elif hasattr(t, "__tensor_flatten__") and type(t).__name__ != "Tensor":  # torchao subclass
+                    names, _ = t.__tensor_flatten__()
+                    parts = [getattr(t, a) for a in names]
+                    n = sum(q.numel() * q.element_size() for q in parts if torch.is_tensor(q))
+                del inner
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+                out["state_bytes"] += n
+                if getattr(t, "is_paged", False):
+                    out["paged_state_bytes"] += n
+                    out["paged_tensors"] += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- losses
+_LIGER_FN = {"llama": "apply_liger_kernel_to_llama", "qwen2": "apply_liger_kernel_to_qwen2",
+             "mistral": "apply_liger_kernel_to_mistral", "gemma2": "apply_liger_kernel_to_gemma2",
+             "qwen3_moe": "apply_liger_kernel_to_qwen3_moe", "mixtral": "apply_liger_kernel_to_mixtral"}
+
+
+def apply_liger(arch: str, kernels: bool, flce: bool, res: dict[str, Any]) -> None:
+    import liger_kernel
+    import liger_kernel.transformers as lt
+
+    fn = getattr(lt, _LIGER_FN[arch])
+    params = inspect.signature(fn).parameters
+    kw: dict[str, Any] = {}
+    for k in ("rope", "swiglu", "geglu", "rms_norm"):
+        if k in params:
+            kw[k] = kernels
+    if "fused_linear_cross_entropy" in params:
+        kw["fused_linear_cross_entropy"] = flce
+    if "cross_entropy" in params:
+        kw["cross_entropy"] = False
+    fn(**kw)
+    res["liger"] = {"function": fn.__name__, "kwargs": kw,
+                    "version": getattr(liger_kernel, "__version__", None) or M._dist_version("liger-kernel")}
+
+
+def _parts(model: nn.Module) -> tuple[nn.Module, nn.Module, nn.Module]:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base, base.base_model if hasattr(base, "base_model") else base.model, base.get_output_embeddings()
+
+
+def make_loss(case: dict[str, Any], model: nn.Module, x: torch.Tensor, res: dict[str, Any]):
+    """A function computing the training loss of ``case``'s stack on the batch ``x`` (labels = inputs)."""
+    kind = case["stack"]["loss"]
+    base, backbone, head = _parts(model)
+    softcap = getattr(base.config, "final_logit_softcapping", None)
+    if kind in ("hf", "liger"):
+        return lambda: model(input_ids=x, labels=x).loss
+    if kind == "trl":
+        return lambda: model(input_ids=x, labels=x, fused_lm_head=True).loss
+    if kind == "torchtune":
+        n_chunks = 8
+        labels = torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], dim=1)
+        res["loss_impl"] = ("torchtune CEWithChunkedOutputLoss algorithm in plain torch: LM head on 8 sequence chunks "
+                            "(bf16 logits of every chunk kept), each chunk upcast to fp32 inside the loss, summed "
+                            "and divided by the count of labels")
+
+        def f():
+            h = backbone(input_ids=x).last_hidden_state
+            logits = [head(hc) for hc in h.chunk(n_chunks, dim=1)]
+            lab = labels.chunk(n_chunks, dim=1)
+            total = torch.zeros((), device=x.device)
+            for lg, lb in zip(logits, lab, strict=True):
+                lf = lg.float()
+                if softcap:
+                    lf = torch.tanh(lf / softcap) * softcap
+                total = total + nn.functional.cross_entropy(lf.reshape(-1, lf.size(-1)), lb.reshape(-1),
+                                                            reduction="sum", ignore_index=-100)
+            return total / (labels != -100).sum()
+        return f
+    if kind == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+
+        res["loss_impl"] = ("cut_cross_entropy.linear_cross_entropy(hidden.bf16, lm_head.weight.bf16, input_ids, "
+                            "shift=1, softcap=final_logit_softcapping)")
+
+        def g():
+            h = backbone(input_ids=x).last_hidden_state
+            w = head.weight
+            return linear_cross_entropy(h.to(torch.bfloat16), w.to(torch.bfloat16), x, shift=1,
+                                        softcap=softcap, reduction="mean")
+        return g
+    raise ValueError(kind)
+
+
+def ensure_trl_utils(res: dict[str, Any]) -> bool:
+    """True when trl.trainer.utils imports (it needs datasets and pandas). Otherwise a stub module stands in for it
+    with the one name TRL's ChunkedLogProbFunction.backward imports from it, ``maybe_gather_lm_head_ctx``, which is a
+    null context unless DeepSpeed ZeRO-3 is on (trl/trainer/utils.py, 1.16.0)."""
+    try:
+        import trl.trainer.utils
+
+        return True
+    except Exception as e:
+        import types
+
+        res["trl_import_error"] = f"{type(e).__name__}: {e}"[:300]
+        for k in [k for k in sys.modules if k.startswith("trl.trainer")]:
+            del sys.modules[k]
+        import trl
+
+        pkg = types.ModuleType("trl.trainer")
+        pkg.__path__ = []
+        stub = types.ModuleType("trl.trainer.utils")
+        stub.maybe_gather_lm_head_ctx = lambda *params: contextlib.nullcontext()
+        sys.modules["trl.trainer"] = pkg
+        sys.modules["trl.trainer.utils"] = stub
+        pkg.utils = stub
+        trl.trainer = pkg
+        return False
+
+
+def add_trl_head(model: nn.Module, res: dict[str, Any]) -> None:
+    import trl
+
+    if not ensure_trl_utils(res):
+        add_trl_head_direct(model, res)
+        return
+    from trl.trainer.utils import add_fused_lm_head
+
+    add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
+    res["trl"] = {"version": trl.__version__,
+                  "how": "trl.trainer.utils.add_fused_lm_head(model, outputs=('log_probs', 'entropy', 'is_top1'))"}
+
+
+def add_trl_head_direct(model: nn.Module, res: dict[str, Any]) -> None:
+    """TRL 1.16's add_fused_lm_head, minus the imports of trl.trainer.utils (datasets, pandas): the same
+    ChunkedLogProbFunction on the valid positions, 32,768-token tiles, loss = -sum(log p) / count."""
+    import types
+
+    import trl
+    from trl.kernels import ChunkedLogProbFunction
+
+    original = model.forward
+    softcap = getattr(model.config, "final_logit_softcapping", None)
+
+    def fwd(self, *args, fused_lm_head=False, labels=None, **kwargs):
+        if not fused_lm_head:
+            return original(*args, labels=labels, **kwargs)
+        kwargs["use_cache"] = False
+        out = self.base_model(*args, **kwargs)
+        hidden = out.last_hidden_state[:, :-1]
+        lab = labels[:, 1:]
+        head = self.get_output_embeddings()
+        mask = lab != -100
+        per_token = ChunkedLogProbFunction.apply(hidden[mask], head.weight, head.bias, lab[mask], 1.0, 32768,
+                                                 softcap, 1.0, ("log_probs", "entropy", "is_top1"))
+        log_probs = per_token[0]
+        loss = -log_probs.sum() / mask.sum().clamp(min=1)
+        return types.SimpleNamespace(loss=loss)
+
+    model.forward = types.MethodType(fwd, model)
+    res["trl"] = {"version": trl.__version__,
+                  "how": "TRL 1.16 add_fused_lm_head's forward re-stated (ChunkedLogProbFunction, 32768-token "
+                         "tiles, valid positions only); trl.trainer.utils not importable here"}
+
+
+# ------------------------------------------------------------------------------------------------ worker
+def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
+    dev = "cpu" if dry else "cuda"
+    st = case["stack"]
+    req = case["request"]
+    tr = req["training"]
+    W = case.get("world_size_fake")
+    attn = tr.get("attention", "sdpa")
+    method, prec = tr["method"], tr["precision"]
+    mbs, seq = tr["micro_batch_size"], tr["seq_len"]
+    ckpt = tr["activation_checkpointing"]
+    m = res["measured"]
+    res["stack"] = st
+    res["issue"], res["holdout"] = case["issue"], case["holdout"]
+    m["host_rss_start_bytes"] = _rss()
+    if st.get("alloc_conf"):
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = st["alloc_conf"]
+        if not dry:
+            try:
+                torch.cuda.memory._set_allocator_settings(st["alloc_conf"])
+                res["alloc_conf_set"] = True
+            except Exception as e:
+                res["alloc_conf_set"] = f"{type(e).__name__}: {e}"[:200]
+    res["env_alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    track_adam_impl()
+
+    nv, h = (None, None) if dry else M._nvml()
+    _STATE["phase"] = "init"
+    before = M._nvml_mem(nv, h)
+    if dev == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device=dev)
+        torch.cuda.synchronize()
+        after = M._nvml_mem(nv, h)
+        if before and after:
+            m["nvml_used_before_init_bytes"] = before["used"]
+            m["cuda_context_bytes"] = after["used"] - before["used"] - int(torch.cuda.memory_reserved())
+        props = torch.cuda.get_device_properties(0)
+        res["device"] = {"name": props.name, "total_memory_bytes": int(props.total_memory),
+                         "capability": f"{props.major}.{props.minor}",
+                         "multiprocessors": props.multi_processor_count}
+        with contextlib.suppress(Exception):
+            res["device"]["driver"] = nv.nvmlSystemGetDriverVersion()
+
+    if st["liger_kernels"] or st["loss"] == "liger":
+        apply_liger(case["hf_arch"], st["liger_kernels"], st["loss"] == "liger", res)
+    cfg = hf_config(case)
+    if W:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=W)
+        mesh = init_device_mesh(dev, (W,))
+
+    _STATE["phase"] = "build"
+    base_dtype = torch.bfloat16 if (method == "lora" or prec == "bf16-true") else torch.float32
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=base_dtype, attn_implementation=attn)
+        model.config.use_cache = False
+        if ckpt == "full":
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if st["loss"] == "trl":
+            add_trl_head(model, res)
+        if method == "lora":
+            from peft import LoraConfig, get_peft_model
+
+            if tr["lora_targets"] == "all-linear":
+                targets: Any = "all-linear"
+            else:
+                targets = ["q_proj", "k_proj", "v_proj", "o_proj"]
+            r = tr["lora_rank"]
+            model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=targets,
+                                                     lora_dropout=0.0, bias="none"))
+            res["lora_modules"] = sorted({n.split(".")[-1] for n, mm in model.named_modules()
+                                          if hasattr(mm, "lora_A") and hasattr(mm, "base_layer")})
+    res["attn_implementation"] = model.config._attn_implementation
+    res["hf_config"] = {k: v for k, v in cfg.to_dict().items() if isinstance(v, int | float | str | bool | list | dict)
+                        and k not in ("id2label", "label2id")}
+    m["total_params"] = int(sum(p.numel() for p in model.parameters()))
+    m["trainable_params"] = int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+    if W:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mpp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        inner = model.get_base_model() if method == "lora" else model
+        for layer in inner.model.layers:
+            fully_shard(layer, mesh=mesh, mp_policy=mpp)
+        fully_shard(model, mesh=mesh, mp_policy=mpp)
+        model.to_empty(device=dev)
+        res["fsdp"] = {"world_size": W, "mp_param_dtype": "bfloat16", "mp_reduce_dtype": "float32",
+                       "reshard_after_forward": True, "process_group": "fake"}
+    else:
+        M.materialize(model, dev)
+    M.init_weights(model, dev)
+    M._sync(dev)
+    if dev == "cuda":
+        m["after_build_bytes"] = int(torch.cuda.memory_allocated())
+    m["host_rss_after_build_bytes"] = _rss()
+
+    _STATE["phase"] = "optimizer_init"
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt, res["optimizer"] = make_optimizer(st["optimizer"], tr, model, params)
+    model.train()
+    use_autocast = not W and (prec == "bf16-mixed" or method == "lora")
+    res["autocast_bf16"] = use_autocast
+    g = torch.Generator(device="cpu")
+    g.manual_seed(0)
+    x = torch.randint(0, req["model"]["vocab_size"], (mbs, seq), generator=g).to(dev)
+    loss_fn = make_loss(case, model, x, res)
+
+    if st["offload"] == "trl":
+        from trl.models.activation_offloading import get_act_offloading_ctx_manager
+
+        if dry:  # OffloadActivations asks torch.accelerator for the device: none on the CPU
+            off_ctx: Any = contextlib.nullcontext()
+        else:
+            off_ctx = get_act_offloading_ctx_manager(model)
+        res["offload_impl"] = ("trl.models.activation_offloading.get_act_offloading_ctx_manager(model) "
+                               "(use_pin_memory, use_streams, min_offload_size=1024, max_fwd_stash_size=5), entered "
+                               "around forward and backward as SFTTrainer.training_step does")
+    else:
+        off_ctx = contextlib.nullcontext()
+
+    def fwd():
+        if use_autocast:
+            with torch.autocast(dev, dtype=torch.bfloat16):
+                return loss_fn()
+        return loss_fn()
+
+    phase_peaks = m["phase_peaks"] = []
+    step_times_mem = m["memory_step_times_s"] = []
+    peak_alloc = peak_res = 0
+    sampler = Sampler(nv, h).start() if not dry else None
+    try:
+        for step in range(1, case["steps"] + 1):
+            _STATE["step"] = step
+            rec: dict[str, Any] = {"step": step}
+            phase_peaks.append(rec)
+            M._sync(dev)
+            t0 = time.perf_counter()
+            with off_ctx:
+                for phase in ("forward", "backward"):
+                    _STATE["phase"] = phase
+                    M._reset(dev)
+                    if phase == "forward":
+                        loss = fwd()
+                    else:
+                        loss.backward()
+                    M._sync(dev)
+                    pk = M._peak(dev)
+                    rec[phase], rec[phase + "_reserved"], rec[phase + "_end"] = pk["alloc"], pk["reserved"], pk["now"]
+                    peak_alloc, peak_res = max(peak_alloc, pk["alloc"]), max(peak_res, pk["reserved"])
+                    m["peak_allocated_bytes"], m["peak_reserved_bytes"] = peak_alloc, peak_res
+            _STATE["phase"] = "optimizer"
+            M._reset(dev)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            M._sync(dev)
+            pk = M._peak(dev)
+            rec["optimizer"], rec["optimizer_reserved"], rec["optimizer_end"] = pk["alloc"], pk["reserved"], pk["now"]
+            peak_alloc, peak_res = max(peak_alloc, pk["alloc"]), max(peak_res, pk["reserved"])
+            m["peak_allocated_bytes"], m["peak_reserved_bytes"] = peak_alloc, peak_res
+            rec["loss"] = float(loss.detach().float().item())
+            del loss
+            step_times_mem.append(time.perf_counter() - t0)
+            if sampler is not None:
+                rec["nvml_peak_so_far"] = sampler.nvml_peak
+                rec["rss_peak_so_far"] = sampler.rss_peak
+            if step == 2 and dev == "cuda":
+                mem = M._nvml_mem(nv, h)
+                if mem:
+                    m["nvml_used_bytes"] = mem["used"]
+                    m["nvml_total_bytes"] = mem["total"]
+                    m["nvml_used_minus_torch_reserved_bytes"] = mem["used"] - int(torch.cuda.memory_reserved())
+                m["nvml_process_used_bytes"] = M._nvml_proc_used(nv, h)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+            m["nvml_peak_used_bytes"] = sampler.nvml_peak
+            m["host_rss_peak_bytes"] = sampler.rss_peak
+            m["sampler_samples"] = sampler.n
+    m["ru_maxrss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        m.update(state_bytes(opt))
+    except Exception as e:  # a bookkeeping failure must not lose the measurement
+        m["state_bytes_error"] = f"{type(e).__name__}: {e}"[:200]
+    if dev == "cuda":
+        try:
+            hs = torch.cuda.host_memory_stats()
+            m["host_pinned"] = {k: hs.get(k) for k in ("allocated_bytes.current", "allocated_bytes.peak",
+                                                       "reserved_bytes.current", "reserved_bytes.peak")
+                                if k in hs} or {k: v for k, v in list(hs.items())[:12]}
+        except Exception as e:
+            m["host_pinned"] = {"error": f"{type(e).__name__}: {e}"[:200]}
+
+    _STATE["phase"] = "timed"
+    times = m["step_times_s"] = []
+    M._reset(dev)
+    for i in range(case["timed_steps"]):
+        _STATE["step"] = case["steps"] + 1 + i
+        M._sync(dev)
+        t0 = time.perf_counter()
+        with off_ctx:
+            loss = fwd()
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        M._sync(dev)
+        times.append(time.perf_counter() - t0)
+    if times:
+        m["step_time_s"] = statistics.median(times)
+        m["step_time_incl_memory_steps_2plus_s"] = statistics.median(step_times_mem[1:] + times)
+        m["tokens_per_step"] = mbs * seq
+    pk = M._peak(dev)
+    m["timed_steps_peak_allocated_bytes"] = pk["alloc"]
+    m["timed_steps_peak_reserved_bytes"] = pk["reserved"]
+    if dev == "cuda":
+        stt = torch.cuda.memory_stats()
+        m["allocator"] = {k: stt.get(k) for k in ("num_alloc_retries", "num_ooms", "num_device_alloc",
+                                                  "num_device_free", "inactive_split_bytes.all.peak")}
+        m["clocks_after_timed"] = M._nvml_clocks(nv, h)
+    m["adam_impl_calls"] = dict(_ADAM_CALLS)
+    m["oom"] = False
+    if case.get("probe_saved"):
+        opt.zero_grad(set_to_none=True)
+        try:
+            m["saved_tensors"] = M.probe_saved(model, fwd, dev)
+        except Exception as e:
+            m["saved_tensors"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def worker(case: dict[str, Any], out_path: str, dry: bool) -> None:
+    t_start = time.perf_counter()
+    res: dict[str, Any] = {"id": case["id"], "measured": {"oom": None}}
+    try:
+        run_case(case, res, dry)
+        res["status"] = "ok"
+    except torch.OutOfMemoryError as e:
+        m = res["measured"]
+        msg = str(e)
+        m["oom"] = True
+        m["oom_phase"], m["oom_step"] = _STATE["phase"], _STATE["step"]
+        import re
+
+        mt = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", msg)
+        if mt:
+            m["oom_tried_to_allocate_bytes"] = int(float(mt.group(1)) * {"GiB": GIB, "MiB": 1024**2, "KiB": 1024,
+                                                                          "B": 1}[mt.group(2)])
+        m["oom_message"] = msg[:800]
+        if not dry:
+            m["allocated_at_oom_bytes"] = int(torch.cuda.memory_allocated())
+            m["reserved_at_oom_bytes"] = int(torch.cuda.memory_reserved())
+            m["phase_peak_at_oom_bytes"] = int(torch.cuda.max_memory_allocated())
+            m["phase_peak_reserved_at_oom_bytes"] = int(torch.cuda.max_memory_reserved())
+            m["peak_allocated_bytes"] = max(m.get("peak_allocated_bytes", 0), m["phase_peak_at_oom_bytes"])
+        m["adam_impl_calls"] = dict(_ADAM_CALLS)
+        res["status"] = "oom"
+    except Exception as e:
+        res["status"] = "error"
+        res["error"] = f"{type(e).__name__}: {e}"[:800]
+        res["traceback"] = traceback.format_exc()[-3000:]
+    res["wall_s"] = time.perf_counter() - t_start
+    with open(out_path, "w") as f:
+        json.dump(res, f)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+# ------------------------------------------------------------------------------------------------ smoke
+def smoke(out: Path, dry: bool) -> dict[str, Any]:
+    """Each carried library imported and one tiny op of it run (on the GPU unless dry)."""
+    dev = "cpu" if dry else "cuda"
+    r: dict[str, Any] = {}
+
+    def tryit(name: str, fn: Any) -> None:
+        t = time.perf_counter()
+        try:
+            r[name] = {"ok": True, "info": fn()}
+        except Exception as e:
+            r[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:400]}
+        r[name]["s"] = round(time.perf_counter() - t, 2)
+
+    def liger():
+        import liger_kernel.transformers as lt
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+        h = torch.randn(64, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(100, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        y = torch.randint(0, 100, (64,), device=dev)
+        loss = LigerFusedLinearCrossEntropyLoss()(w, h, y)
+        loss.backward()
+        ref = nn.functional.cross_entropy((h.float() @ w.float().t()), y)
+        return {"loss": float(loss), "ref": float(ref), "has_llama": hasattr(lt, "apply_liger_kernel_to_llama")}
+
+    def cce():
+        from cut_cross_entropy import linear_cross_entropy
+
+        h = torch.randn(64, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(100, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        y = torch.randint(0, 100, (64,), device=dev)
+        loss = linear_cross_entropy(h, w, y)
+        loss.backward()
+        ref = nn.functional.cross_entropy((h.float() @ w.float().t()), y)
+        return {"loss": float(loss), "ref": float(ref)}
+
+    def bnb():
+        import bitsandbytes as b
+
+        p = nn.Parameter(torch.randn(4096, 64, device=dev))
+        o = b.optim.PagedAdamW8bit([p], lr=1e-3)
+        p.grad = torch.randn_like(p)
+        o.step()
+        return {"version": b.__version__, "paged": [getattr(v, "is_paged", None) for v in o.state[p].values()
+                                                    if torch.is_tensor(v)]}
+
+    def ao():
+        import torchao
+        from torchao.optim import AdamW4bit, AdamW8bit
+
+        p = nn.Parameter(torch.randn(4096, 256, device=dev))
+        p.grad = torch.randn_like(p)
+        for cls in (AdamW8bit, AdamW4bit):
+            o = cls([p], lr=1e-3)
+            o.step()
+        return {"version": torchao.__version__}
+
+    def muon():
+        p = nn.Parameter(torch.randn(256, 128, device=dev))
+        o = torch.optim.Muon([p], lr=1e-3)
+        p.grad = torch.randn_like(p)
+        o.step()
+        return {"ok": True}
+
+    def trl_():
+        import trl
+
+        info: dict[str, Any] = {"version": trl.__version__}
+        try:
+            from trl.trainer.utils import add_fused_lm_head  # noqa: F401
+
+            info["trainer_utils"] = True
+        except Exception as e:
+            info["trainer_utils"] = f"{type(e).__name__}: {e}"[:200]
+        info["trainer_utils_real"] = ensure_trl_utils(info)
+        from trl.kernels import ChunkedLogProbFunction
+        from trl.models.activation_offloading import get_act_offloading_ctx_manager  # noqa: F401
+
+        h = torch.randn(64, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(100, 32, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        y = torch.randint(0, 100, (64,), device=dev)
+        lp = ChunkedLogProbFunction.apply(h, w, None, y, 1.0, 32768, None, 1.0, ("log_probs",))[0]
+        (-lp.mean()).backward()
+        ref = nn.functional.cross_entropy((h.float() @ w.float().t()), y)
+        info.update(loss=float(-lp.mean()), ref=float(ref))
+        return info
+
+    for name, fn in (("liger", liger), ("cce", cce), ("bitsandbytes", bnb), ("torchao", ao), ("muon", muon),
+                     ("trl", trl_)):
+        tryit(name, fn)
+    return r
+
+
+def smoke_worker(out_path: str, dry: bool) -> None:
+    try:
+        r = smoke(Path(out_path).parent, dry)
+    except Exception as e:
+        r = {"error": f"{type(e).__name__}: {e}"}
+    Path(out_path).write_text(json.dumps(r, indent=1))
+    os._exit(0)
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def estimate_seconds(case: dict[str, Any]) -> float:
+    est = M.estimate_seconds(case)
+    st = case["stack"]
+    if st["offload"] != "none":
+        est *= 1.6
+    if st["optimizer"].startswith(("paged", "ao-")) or st["optimizer"] == "muon":
+        est += 4
+    if case["hf_arch"] == "qwen3_moe":
+        est = 20 + (case["steps"] + case["timed_steps"]) * 6.0
+    return est
+
+
+def provenance(args: argparse.Namespace) -> dict[str, Any]:
+    p = M.provenance(args)
+    p["command"] = " ".join([Path(sys.executable).name, *sys.argv])
+    p["script_sha256"].update({n: hashlib.sha256((HERE / n).read_bytes()).hexdigest()[:16]
+                               for n in ("measure_stacks.py", "stack_cases.py")})
+    for d in ("liger-kernel", "cut-cross-entropy", "torchao", "trl", "bitsandbytes", "triton", "psutil"):
+        p[d] = M._dist_version(d)
+    return p
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--call", type=int, action="append")
+    ap.add_argument("--ids", nargs="*")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--deadline", type=float, default=520.0)
+    ap.add_argument("--git-sha", default=None)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--skip-done-file", action="append", default=[])
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sel = S.STACK_CASES
+    if args.ids:
+        sel = [S.by_id(i) for i in args.ids]
+    elif args.call:
+        sel = [c for c in sel if c["call"] in args.call]
+    prov = provenance(args)
+    prov["selected"] = [c["id"] for c in sel]
+    (out / "provenance.json").write_text(json.dumps(prov, indent=1))
+    print("provenance:", {k: prov.get(k) for k in ("date_utc", "torch", "transformers", "peft", "liger-kernel",
+                                                     "cut-cross-entropy", "torchao", "trl", "bitsandbytes")},
+          prov.get("nvidia_smi"), flush=True)
+    ctx = M.mp.get_context("fork")
+    if args.smoke:
+        path = out / "smoke.json"
+        proc = ctx.Process(target=smoke_worker, args=(str(path), args.dry_run))
+        proc.start()
+        proc.join(180)
+        if proc.is_alive():
+            proc.kill()
+        print("smoke:", path.read_text() if path.exists() else "no result", flush=True)
+    done: set[str] = set()
+    for fn in args.skip_done_file:
+        for line in Path(fn).read_text().splitlines():
+            if line.strip() and json.loads(line).get("status") in ("ok", "oom"):
+                done.add(json.loads(line)["id"])
+    res_path = out / "results.jsonl"
+    n = {"ok": 0, "oom": 0, "other": 0}
+    for case in sel:
+        if case["id"] in done:
+            continue
+        run = dry_shrink(case) if args.dry_run else copy.deepcopy(case)
+        est = estimate_seconds(case) if not args.dry_run else 10.0
+        elapsed = time.perf_counter() - t0
+        if elapsed + est > args.deadline:
+            r = {"id": case["id"], "status": "skipped", "reason": f"deadline: {elapsed:.0f}+{est:.0f}s",
+                 "measured": {}}
+        else:
+            tmp = out / f".{case['id']}.tmp.json"
+            timeout = max(60.0, 3.0 * est + 30.0)
+            timeout = min(timeout, max(30.0, args.deadline + 40 - elapsed))
+            if tmp.exists():
+                tmp.unlink()
+            proc = ctx.Process(target=worker, args=(run, str(tmp), args.dry_run))
+            proc.start()
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(10)
+                r = {"id": case["id"], "status": "timeout", "measured": {}, "timeout_s": timeout}
+            elif tmp.exists():
+                r = json.loads(tmp.read_text())
+                tmp.unlink()
+            else:
+                r = {"id": case["id"], "status": "crashed", "exitcode": proc.exitcode, "measured": {}}
+        r.update(est_s=round(est, 1), dry_run=args.dry_run, issue=case["issue"], holdout=case["holdout"],
+                 call=case["call"])
+        if not args.dry_run:
+            r["case"] = case
+        with res_path.open("a") as f:
+            f.write(json.dumps(r) + "\n")
+        n["ok" if r["status"] == "ok" else "oom" if r["status"] == "oom" else "other"] += 1
+        mm = r.get("measured", {})
+        print(M.summary_line(r), f"nvmlpk={M.fmt_gib(mm.get('nvml_peak_used_bytes'))} "
+              f"rsspk={M.fmt_gib(mm.get('host_rss_peak_bytes'))}", flush=True)
+        if r["status"] == "error":
+            print("   ", r.get("traceback", "")[-1200:], flush=True)
+    print(f"done: {n} in {time.perf_counter() - t0:.0f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

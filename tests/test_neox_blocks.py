@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from estimator import EstimateRequest
+from estimator.job import job_of
 from estimator.model.spec import parse_hf_config, shape_for
 from estimator.training.activations import activation_rates
 from estimator.training.layout import build_layout
@@ -39,7 +40,8 @@ def _rates(arch_fields: dict[str, object], method: str, precision: str) -> float
         "parallelism": {"sharding": "none", "framework": "pytorch"},
         "hardware": {"gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 1}})
     shape = shape_for(req.model)
-    return activation_rates(req, shape, build_layout(req, shape)).per_token
+    job = job_of(req)
+    return activation_rates(job, shape, build_layout(job, shape)).per_token
 
 
 def _pythia(**over: object) -> dict[str, object]:
@@ -107,10 +109,12 @@ def test_moe_attention_only_lora_frozen_experts_match_the_trace() -> None:
     case = stack_cases.by_id("h100-q3a3b-lora16at-fused-b1-s2048-nock-fsdp8")
     req = EstimateRequest.model_validate(case["request"])
     shape = shape_for(req.model)
-    got = activation_rates(req, shape, build_layout(req, shape)).per_token
+    job = job_of(req)
+    got = activation_rates(job, shape, build_layout(job, shape)).per_token
     assert got == pytest.approx(expected, rel=0.005)
     full = EstimateRequest.model_validate({**case["request"], "training": {
         **case["request"]["training"], "method": "full", "precision": "bf16-true"}})
     # trained experts also keep the gathered input (2h) and the down projection's input (2 x 768) per routed pair
-    got_full = activation_rates(full, shape, build_layout(full, shape)).per_token
+    full_job = job_of(full)
+    got_full = activation_rates(full_job, shape, build_layout(full_job, shape)).per_token
     assert got_full > got + 8 * (2 * 2048 + 2 * 768)

@@ -36,7 +36,13 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def catalog() -> Any:
+def catalog(request: pytest.FixtureRequest) -> Any:
+    """The small stand-in catalog; ``@pytest.mark.parametrize("catalog", ["shipped"], indirect=True)`` gives the
+    shipped one, for a test that renders pages (they run the serving estimate, which needs the whole catalog)."""
+    if getattr(request, "param", None) == "shipped":
+        from hardware_catalog.loader import load_catalog
+
+        return load_catalog()
     return fake_catalog()
 
 

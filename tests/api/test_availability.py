@@ -309,10 +309,15 @@ def test_twenty_concurrent_recomputes_are_200_or_409_and_revisions_stay_contiguo
             assert_problem(r, 409)
 
 
+# the shipped catalog: a 409 renders the quote's page, whose "Serve it" link runs the serving estimate (which the
+# stand-in catalog cannot feed: this test failed only when a recompute lost the race)
+@pytest.mark.parametrize("catalog", ["shipped"], indirect=True)
 def test_concurrent_recomputes_from_the_page_are_303_or_409(
     client: TestClient, auth: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
-    item = client.post("/api/v1/quotes", json=QUOTE, headers=auth).json()
+    inputs = {**ESTIMATE, "hardware": {"server": "dell-xe9680-a100", "gpu": "a100-sxm4-80gb"}}
+    quote = {**QUOTE, "inputs": inputs, "chosen_option": "dell-xe9680-a100"}
+    item = client.post("/api/v1/quotes", json=quote, headers=auth).json()
     origin = {"Origin": "http://testserver"}
     codes = _race(20, lambda: client.post(f"/quotes/{item['id']}/recompute", headers=origin,
                                           follow_redirects=False).status_code)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,6 +174,17 @@ def _launcher(r: Reader, opts: list[tuple[str, str | None]]) -> list[tuple[str, 
     return rest
 
 
+#: the formats whose document one reader takes as parsed (the command lines and torchtitan's TOML + overrides are
+#: assembled first, in :func:`_read`)
+_READERS: dict[str, Callable[[Reader, Any], None]] = {
+    "axolotl": axolotl.read, "llama-factory": llamafactory.read, "trainer": trainer.read,
+    "torchtune": torchtune.read, "deepspeed": deepspeed.read, "accelerate": accelerate.read,
+    "megatron": megatron.read,
+}
+#: the formats of a trainer's own file (DeepSpeed "auto" values resolve from it)
+_TRAINER_FORMATS = frozenset({"axolotl", "llama-factory", "trainer", "trainer-cmdline", "torchtune"})
+
+
 def _read(r: Reader, p: _Parsed, parsed: list[_Parsed]) -> None:
     r.file = p.file.name
     fmt = p.format
@@ -186,25 +198,13 @@ def _read(r: Reader, p: _Parsed, parsed: list[_Parsed]) -> None:
         r.report.needs[:] = [n for n in r.report.needs if not n.startswith("model:")]
         r.context["model_file"] = p.file.name
         return
-    if fmt in ("axolotl", "llama-factory", "trainer", "trainer-cmdline", "torchtune"):
+    if fmt in _TRAINER_FORMATS:
         r.context["trainer"] = True
-    if fmt == "axolotl":
-        axolotl.read(r, p.doc)
-    elif fmt == "llama-factory":
-        llamafactory.read(r, p.doc)
-    elif fmt == "trainer":
-        trainer.read(r, p.doc)
+    if fmt in _READERS:
+        _READERS[fmt](r, p.doc)
     elif fmt == "trainer-cmdline":
         rest = _launcher(r, p.doc)
         trainer.read(r, {n: (True if v is None else v) for n, v in rest if not n.startswith("@")})
-    elif fmt == "torchtune":
-        torchtune.read(r, p.doc)
-    elif fmt == "deepspeed":
-        deepspeed.read(r, p.doc)
-    elif fmt == "accelerate":
-        accelerate.read(r, p.doc)
-    elif fmt == "megatron":
-        megatron.read(r, p.doc)
     elif fmt in ("torchtitan", "torchtitan-cmdline"):
         values: dict[str, Any] = {}
         if fmt == "torchtitan-cmdline":

@@ -285,12 +285,12 @@ def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Cata
         host = result.get("host") or {}
         peak = host.get("power_w_per_node")
         return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
-    from app.services.power import node_power, rack_fit
+    from app.services.power import default_rack_kw, node_power, rack_fit
     from estimator.tco import TcoAssumptions
 
     util = (inputs.get("cost") or {}).get("utilisation")
     a = TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
-    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or _host_rack_default())
+    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or default_rack_kw())
     try:
         power = node_power(catalog, server, a)
         rack = rack_fit(catalog, server, budget)
@@ -309,12 +309,6 @@ def _one(value: float) -> str:
     from app.web.templating import num
 
     return num(value, 1)
-
-
-def _host_rack_default() -> float:
-    from estimator.host_options import HostOptions
-
-    return float(HostOptions().resolved().rack_kw_budget or 40.0)
 
 
 def bill_of_materials(result: dict[str, Any], names: dict[str, str]) -> tuple[list[Line], str | None]:

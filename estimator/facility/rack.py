@@ -14,6 +14,9 @@ The one implementation of these figures: the estimate's host sizing (:mod:`estim
 * A rack holds ``floor(rack kW / node kW)`` nodes by power and ``floor((rack U - reserved U) / node U)`` by
   space; the smaller number wins. Example: a DGX H100 at 10.2 kW in a 40.8 kW rack -> 4 nodes (unanswered.io,
   citing the NVIDIA user guide: 4 DGX H100 per rack).
+* The default rack budget is one fact in one table: ``rack_kw`` of ``hardware_catalog/data/tco_defaults.yaml``
+  (40.8 kW, with its source), read by :func:`default_rack_kw` for the host sizing (``host.rack_kw_budget``), the
+  TCO assumptions (``rack_kw``), the cluster design and every page.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "PowerBasis",
     "RackPlan",
     "btu_per_hour",
+    "default_rack_kw",
     "gpu_power_w",
     "node_average_power_w",
     "node_peak_power_w",
@@ -121,6 +125,14 @@ def btu_per_hour(watts: float) -> float:
 
 
 # -------------------------------------------------------------------------------------------------- rack
+
+
+def default_rack_kw(catalog: Catalog | None = None) -> float:
+    """The default power budget of one rack (kW): the catalog's ``tco_defaults.yaml`` ``rack_kw`` (4 DGX H100 of
+    10.2 kW per 40.8 kW rack, NVIDIA DGX H100 user guide via unanswered.io). The one source of the default:
+    the request's ``host.rack_kw_budget``, the TCO's ``rack_kw`` and the cluster's racks all take it from here."""
+    catalog = catalog if catalog is not None else load_catalog()
+    return float(catalog.tco_defaults.value("rack_kw"))
 
 
 def nodes_by_power(kw_per_node: float, rack_kw: float) -> int:

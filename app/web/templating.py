@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.core.currency import convert
 from app.core.currency import current as current_currency
 from app.core.i18n import DEFAULT as DEFAULT_LOCALE
 from app.core.i18n import LOCALES, N_, localize_number, translate
@@ -140,7 +141,7 @@ def _shown(value: float, currency: str) -> tuple[float, str]:
     display = current_currency()
     if currency != "USD" or display.code == "USD":
         return value, currency
-    return float(value) * display.per_usd, display.code
+    return convert(float(value)), display.code  # the one conversion, the charts' too (app.charts.style)
 
 
 def money(value: float | None, currency: str = "USD") -> str:

@@ -104,6 +104,26 @@ def test_tco_charts_plot_and_label_the_tables_money(client: TestClient, lang: st
     own = re.search(r'<tr data-kind="own">.*?data-usd="([\d.]+)"[^>]*>([^<]+)', html, re.S)
     assert own is not None
     assert own.group(2).strip().startswith(str(get_currency_symbol("BRL", locale=lang)))
+    # the money columns are headed in the currency they show ("R$ per GPU-hour", not "$ per GPU-hour")
+    page = unescape(html)
+    assert not re.search(r"(?<![R\w])\$ (?:per|por)\b", page) and "US$" not in page, "a money heading left in USD"
+    assert f"{get_currency_symbol('BRL', locale=lang)} {'per' if lang == 'en' else 'por'} GPU" in page
+
+
+def test_the_saved_quotes_serving_card_shows_the_serve_pages_money(client: TestClient) -> None:
+    """The saved quote's serving card and the Serve page: the same money3, in reais."""
+    client.cookies.set("capplan_lang", "en")
+    serve = "model=llama-3.1-8b&server=dell-xe9680-h200&input_tokens=2048&output_tokens=512"
+    saved = client.post("/quotes", data={"query": JOB, "serve_query": serve, "name": "x", "customer": "ACME",
+                                         "price": "10"}, headers={"Origin": "http://testserver"},
+                        follow_redirects=False)
+    assert saved.status_code == 303, saved.text[:500]
+    detail = unescape(client.get(saved.headers["location"]).text)
+    served = unescape(client.get(f"/serve?{serve}").text)
+    card = re.search(r'id="serving-usd-out">([^<]+)<', detail)
+    page = re.search(r'id="usd-out">([^<]+)<', served)
+    assert card and page and card.group(1) == page.group(1) and card.group(1).startswith("R$"), (card, page)
+    assert "R$ per million output tokens" in detail and "R$ per million output tokens" in served
 
 
 @pytest.mark.parametrize("lang", ["en", "pt_BR"])

@@ -92,10 +92,9 @@ def money_code() -> str:
 def money_symbol() -> str:
     """The reader's currency symbol as the page's locale writes it (Babel: "$" or "R$" in English, "US$ " or
     "R$ " in pt-BR, where a space follows the symbol)."""
-    from babel.numbers import get_currency_symbol
+    from app.web.templating import currency_symbol
 
-    code = money_code()
-    symbol = str(get_currency_symbol(code, locale=current()))
+    symbol = currency_symbol()
     return symbol if current() == DEFAULT else symbol + " "
 
 

@@ -22,6 +22,8 @@ Figures covered, and where each is shown (:data:`COVERED`, listed in docs/consis
   form's ``#form-global-batch``; /plan's "Your layout" batch; the suggested layout's ``#layout-batch``
 - power per node (peak / at load / average) and nodes per rack: estimate node panel and /tco (owned servers)
 - FAQ "70B from scratch": per-GPU memory without and with offload = the API's for the requests it links
+- the default rack budget (the catalog's one ``rack_kw``, 40.8 kW) and the nodes per rack it gives: the estimate
+  API's ``host.nodes_per_rack``, the node panel, /tco without a job, the TCO and cluster APIs and the quote
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     "global batch": ("API", "estimate", "estimate form", "planner (your layout)", "suggested layout"),
     "power peak / at load / average": ("estimate node panel", "TCO"),
     "nodes per rack": ("estimate node panel", "TCO"),
+    "default rack budget": ("estimate API", "estimate node panel", "TCO page", "TCO API", "cluster API",
+                            "quote print"),
 }
 
 

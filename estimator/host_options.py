@@ -162,7 +162,8 @@ class HostInput(BaseModel):
                                       "training.train_tokens x 2 or 4 bytes per token)")
     rack_kw_budget: float = Field(default_factory=lambda: default_rack_kw(), ge=1, le=1000,
                                   description="power budget of one rack, for nodes per rack (default: the TCO "
-                                  "assumptions' rack_kw, 40.8 kW)")
+                                  "assumptions' rack_kw, 40.8 kW)",
+                                  json_schema_extra=lambda schema: schema.update(default=default_rack_kw()))
 
     def options(self) -> HostOptions:
         return HostOptions(checkpoints_kept=self.checkpoints_kept, checkpoint_interval_s=self.checkpoint_interval_s,

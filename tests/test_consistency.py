@@ -421,3 +421,13 @@ def test_one_rack_budget_everywhere(client: TestClient) -> None:
     lines = dict((_cell_text(a), _cell_text(b)) for a, b in re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>",
                                                                         html, re.S))
     assert lines.get(f"Per {kw:g} kW rack", "").startswith(f"{by_power} nodes"), ("quote", lines)
+    # in pt-BR the budget is written with the locale's decimal mark wherever it is named
+    pt_kw = f"{kw:g}".replace(".", ",")
+    assert f" {pt_kw} kW" in unescape(client.get(f"/api/v1/quotes/{qid}/print?lang=pt_BR").text)
+    client.cookies.set("capplan_lang", "pt_BR")
+    try:
+        for url in (f"/estimate?{query}", f"/tco?server={server}&nodes=1", "/faq"):
+            shown = unescape(client.get(url).text)
+            assert f" {pt_kw} kW" in shown and f" {kw:g} kW" not in shown, url
+    finally:
+        client.cookies.delete("capplan_lang")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from app.core.i18n import N_, translate
+from app.core.i18n import N_, localize_number, translate
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
 from estimator import EstimatorError
@@ -330,7 +330,7 @@ def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Cata
     return [Line(_("Power per node"), "; ".join([
                 f"{_one(power.peak_kw)} kW " + _("peak"), f"{_one(power.at_load_kw)} kW " + _("at load"),
                 f"{_one(power.average_kw)} kW " + _("average at %(pct)s utilisation") % {"pct": _pct(a.utilisation)}])),
-            Line(_("Per %(kw)s kW rack") % {"kw": f"{budget:g}"},
+            Line(_("Per %(kw)s kW rack") % {"kw": localize_number(f"{budget:g}")},
                  _("%(n)s nodes (limited by %(what)s)") % {"n": rack.nodes_per_rack, "what": _(rack.limited_by)})]
 
 

@@ -374,6 +374,35 @@ def test_the_suite_covers_at_least_fifty_jobs() -> None:
     assert len(set(JOBS)) == len(JOBS)
 
 
+@pytest.mark.parametrize("server", ["hpe-dl380a-gen11-l40s", "hpe-dl380-gen11-l40s", "nvidia-dgx-b200"])
+def test_one_rack_geometry_everywhere(client: TestClient, server: str) -> None:
+    """One rack geometry: 42U less the units kept for switches and PDUs (host_defaults.yaml ``rack_units`` and
+    ``rack_units_reserved``, read by ``default_rack_units``) in the host sizing and in the rack plan of the pages
+    and the TCO; a 4U or 2U node, limited by space, reads the same nodes per rack in the estimate API, its node
+    panel, /tco and the TCO API."""
+    from estimator.facility.rack import default_rack_kw, default_rack_units
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    units, reserved = default_rack_units()
+    spec = catalog.servers[server]
+    peak = float(spec.max_power_kw) if spec.max_power_kw else None
+    by_space = (units - reserved) // int(spec.rack_units)
+    query = _job("llama-3.1-8b", "lora", server=server, hardware__gpus_per_node=int(spec.gpu_count))
+    req = parse_form(dict(parse_qsl(query))).request
+    assert req is not None
+    api = client.post("/api/v1/estimates", content=req.model_dump_json(exclude_unset=True),
+                      headers={"Content-Type": "application/json"}).json()
+    shown = api["host"]["nodes_per_rack"]
+    assert shown <= by_space and (peak is None or shown <= default_rack_kw() // peak), (shown, by_space)
+    page = unescape(client.get(f"/estimate?{query}").text)
+    assert (_text(page, "node-rack") or "").startswith(f"{shown} node"), ("node panel", _text(page, "node-rack"))
+    tco = unescape(client.get(f"/tco?server={server}&nodes=1").text)
+    assert (_text(tco, "kpi-rack-nodes") or "").split(" ")[0] == str(shown), ("/tco", _text(tco, "kpi-rack-nodes"))
+    plan = client.post("/api/v1/tco", json={"server": server}).json()["rack"]["plan"]
+    assert (plan["nodes_per_rack"], plan["nodes_by_space"]) == (shown, by_space), ("TCO API", plan)
+
+
 def test_one_rack_budget_everywhere(client: TestClient) -> None:
     """One default rack budget: the catalog's ``rack_kw`` (tco_defaults.yaml, the one table that holds it) is the
     default of a request's ``host.rack_kw_budget``, of the TCO's ``rack_kw`` and of the cluster's racks; the

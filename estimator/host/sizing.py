@@ -23,7 +23,13 @@ from functools import lru_cache
 from typing import Any, Final, TypeVar
 
 from estimator.construct import trusted
-from estimator.facility.rack import btu_per_hour, default_rack_kw, node_peak_power_w, nodes_per_rack
+from estimator.facility.rack import (
+    btu_per_hour,
+    default_rack_kw,
+    default_rack_units,
+    node_peak_power_w,
+    nodes_per_rack,
+)
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
@@ -464,10 +470,9 @@ def _power(layout: Layout, gpu: Gpu, server: Server | None) -> tuple[float, floa
 
 
 def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int:
-    d = host_defaults()
     ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
-    return nodes_per_rack(peak_w / 1000, rack_kw, ru, int(d.num("power", "rack_units")),
-                          int(d.num("power", "rack_units_reserved")))
+    units, reserved = default_rack_units()  # the rack plan's geometry too (estimator.facility.rack)
+    return nodes_per_rack(peak_w / 1000, rack_kw, ru, units, reserved)
 
 
 # ---------------------------------------------------------------------------------------------------- steps

@@ -20,6 +20,7 @@ from estimator.tco.run_cost import CostChoice
 __all__ = [
     "DEFAULT_GPU",
     "MAX_ACCUMULATION_STEPS",
+    "MAX_GPUS_PER_NODE",
     "MAX_TRAIN_TOKENS",
     "EstimateRequest",
     "Hardware",
@@ -309,11 +310,17 @@ class Parallelism(_Frozen):
 DEFAULT_GPU = "h100-sxm5-80gb"
 
 
+#: the most GPUs one node may have: the largest NVLink domain sold as one system (GB200 / GB300 NVL72: 72), so
+#: that a request without a catalog server can describe such a rack as one 72-GPU node. A catalog NVL72 is
+#: four-GPU trays whose NVLink domain (``nvlink_domain_gpus``) spans 18 of them.
+MAX_GPUS_PER_NODE = 72
+
+
 class Hardware(_Frozen):
     gpu: str = DEFAULT_GPU
     server: str | None = None
     num_nodes: Int = Field(default=1, ge=1, le=100_000)
-    gpus_per_node: Int = Field(default=8, ge=1, le=64)
+    gpus_per_node: Int = Field(default=8, ge=1, le=MAX_GPUS_PER_NODE)
 
     @property
     def world_size(self) -> int:

@@ -240,7 +240,8 @@ class Server(_Sourced):
     name: str
     vendor: str
     gpu_id: str
-    gpu_count: int = Field(ge=1, le=64)
+    gpu_count: int = Field(ge=1, le=72, description="GPUs in one node (at most 72: an NVL72 rack described as "
+                           "one node; the catalog's NVL72 entries are four-GPU trays)")
     gpu_tdp_w: float | None = Field(
         default=None, gt=0, description="per-GPU power of this server's GPU SKU when it differs from the GPU's TDP"
     )

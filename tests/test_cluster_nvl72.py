@@ -282,3 +282,14 @@ def test_the_request_caps_gpus_per_node_at_the_largest_domain() -> None:
     with pytest.raises(ValidationError) as err:
         Hardware(gpus_per_node=73)
     assert err.value.errors()[0]["loc"] == ("gpus_per_node",)
+
+
+def test_an_nccl_check_inside_one_nvl72_is_not_judged_against_the_nics(catalog: Catalog) -> None:
+    from estimator.cluster.nccl import expected_busbw
+
+    value, _, path = expected_busbw(catalog, catalog.server("gb200-nvl72-tray"), "all_reduce", 2, True)
+    assert value is None and "multi-node NVLink" in path  # no measured NVLink-5 row: unknown, not "overstated"
+    across, _, path = expected_busbw(catalog, catalog.server("gb200-nvl72-tray"), "all_reduce", 19, True)
+    assert across == pytest.approx(4 * 46.0) and path.startswith("across 19 nodes")
+    h100, _, path = expected_busbw(catalog, catalog.server("nvidia-dgx-h100"), "all_reduce", 2, True)
+    assert h100 is not None and path.startswith("across 2 nodes")

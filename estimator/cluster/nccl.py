@@ -191,6 +191,11 @@ def expected_busbw(catalog: Catalog, server: Server, collective: str, n_nodes: i
     if n_nodes <= 1:
         path = f"in one node: {server.gpu_count} GPUs over {server.gpu_fabric}"
         return (local[0], local[1], path) if local else (None, None, path)
+    if n_nodes * server.gpu_count <= server.scale_up_gpus:
+        # trays of one NVLink domain (NVL72): NCCL runs the collective over multi-node NVLink, not the NICs
+        path = (f"inside one NVLink domain of {server.scale_up_gpus} GPUs across {n_nodes} nodes (multi-node "
+                "NVLink; a run with NCCL_MNNVL_ENABLE=0 measures the NICs instead)")
+        return (local[0], local[1], path) if local else (None, None, path)
     rails, per_nic, src = _per_nic(catalog, server)
     if rails == 0:
         return None, None, "across nodes: the server has no GPU-fabric NIC"

@@ -179,9 +179,9 @@ class SearchContext:
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
         self._ram_limits: dict[tuple[str, int], RamLimit] = {}
         self.screen = screen
-        self._floors: dict[tuple[int, int], tuple[scr.Floors, list[int]]] = {}
+        self._floors: dict[tuple[int, int, int], tuple[scr.Floors, list[int]]] = {}
         self._variants: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-        self._rows: dict[tuple[int, int], _ScreenRows] = {}
+        self._rows: dict[tuple[int, int, int], _ScreenRows] = {}
         self._screened: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
         self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
 

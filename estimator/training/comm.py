@@ -17,6 +17,11 @@
   ``r`` of its ranks on each node moves ``r / gpus_per_node`` of the node's NIC bandwidth; groups placed one
   GPU per node (data parallel across TP=8 nodes) use one NIC each. NCCL picks a ring or a tree: the tree has
   ``log2(nodes)`` latency hops instead of ``nodes - 1`` and the same bandwidth term at scale.
+- The scale-up domain: groups within it use the NVLink figures, groups that cross it the NICs. It is the node,
+  or the NVLink domain when the catalog says it spans nodes (``Server.nvlink_domain_gpus``: GB200 / GB300 NVL72,
+  72 GPUs over 18 four-GPU trays; NVIDIA DGX GB200 user guide). The NVL72's domain takes the scaled NVLink-5
+  figure (all-reduce 950 GB/s): one published multi-node NVLink run, 8 GB200 GPUs over 2 trays, measured about
+  811 GB/s (lixueduan.com, "GB200 MNNVL nccl-test"), so in-domain collectives there may be ~15 % optimistic.
 - The figures equal the catalog's ``collective_efficiency`` entries (``hardware_catalog/data/interconnects.yaml``);
   a 4-GPU NVLink mesh (Dell XE8640) is priced as NVSwitch.
 - Latency: 10 us within a node, 20 us plus 2 us per ring hop between nodes (Calculon's NVLink and InfiniBand

@@ -27,6 +27,7 @@ from estimator.cluster.fabric import Topology, design_topology
 from estimator.cluster.scaling import scaling_curve
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.facility.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
+from estimator.training.comm import scale_up_gpus
 from hardware_catalog import UnknownCatalogIdError
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def _design(req: ClusterRequest, profile: FabricProfile, switch: Switch, server:
     if req.ufm and not profile.ufm:
         notes.append("no UFM on an Ethernet fabric (Spectrum-X is managed by the switches' own software)")
     domain = server.nvlink_domain
-    domain_nodes = server.scale_up_gpus // server.gpu_count
+    domain_nodes = scale_up_gpus(server, server.gpu_count) // server.gpu_count
     domains = math.ceil(req.num_nodes / domain_nodes)
     if domain_nodes > 1:
         notes.append(f"NVLink domain of {domain} GPUs over {domain_nodes} nodes: tensor, expert and context "
@@ -315,4 +316,5 @@ def nccl_commands(server: Server, nodes: int, fabric: str) -> list[str]:
     """nccl-tests command lines to run on the delivered nodes (the planner's exports give the same)."""
     from estimator.planner.exports.nccl import nccl_tests_commands
 
-    return nccl_tests_commands(server.gpu_count, nodes, fabric.startswith("ib"), server.scale_up_gpus)
+    return nccl_tests_commands(server.gpu_count, nodes, fabric.startswith("ib"),
+                               scale_up_gpus(server, server.gpu_count))

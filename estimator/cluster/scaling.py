@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from estimator.cluster.contract import ScalingPoint
 from estimator.errors import EstimatorError, InvalidRequestError
+from estimator.training.comm import scale_up_gpus
 
 if TYPE_CHECKING:
     from estimator.request import EstimateRequest
@@ -88,7 +89,7 @@ def _reasons(job: EstimateRequest, server: Server, nodes: int, fits: bool, step:
     if bubble > CAUSE_SHARE * step:
         out.append(f"pipeline bubble: {bubble:.2f} s of the step ({bubble / step:.0%}); more micro-batches per "
                    "step or an interleaved schedule shrink it")
-    tp, ep, domain = job.parallelism.tp, job.parallelism.ep, server.scale_up_gpus
+    tp, ep, domain = job.parallelism.tp, job.parallelism.ep, scale_up_gpus(server, server.gpu_count)
     if tp > domain:
         tp_s = breakdown.get("tensor_parallel_exposed_s", 0.0)
         out.append(f"tensor parallelism ({tp}) crosses the NVLink domain of {domain} GPUs: its "
@@ -131,7 +132,8 @@ def scaling_curve(job: EstimateRequest, server: Server, num_nodes: int, catalog:
         reasons = _reasons(job, server, nodes, fits, t.step_time_s, t.breakdown_s, t.bubble_s) \
             if eff < threshold or not fits else []
         lay = res.layout
-        over_fabric, over_nvlink = traffic(lay.dp, lay.tp, lay.pp, lay.cp, lay.ep, server.scale_up_gpus)
+        over_fabric, over_nvlink = traffic(lay.dp, lay.tp, lay.pp, lay.cp, lay.ep,
+                                        scale_up_gpus(server, server.gpu_count))
         points.append(ScalingPoint(
             fabric_traffic=over_fabric, nvlink_traffic=over_nvlink,
             nodes=nodes, gpus=nodes * server.gpu_count, dp=res.layout.dp, step_time_s=t.step_time_s,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.tco.run_cost import CostBasis, CostChoice, choose_basis
+from estimator.training.comm import scale_up_gpus
 from hardware_catalog import Catalog, Gpu, Server
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def _gpu_option(catalog: Catalog, gpu: Gpu, gpn: int | None) -> HwOption:
     system (GB200 / GB300: the compute trays of an NVL72 rack), which takes that system's node and its NVLink
     domain: a "GB200 node of eight" does not exist, and its TP groups span trays over NVLink, not the NICs."""
     carriers = [s for s in catalog.servers.values() if s.gpu_id == gpu.id]
-    if carriers and all(s.scale_up_gpus > s.gpu_count for s in carriers):
+    if carriers and all(scale_up_gpus(s, s.gpu_count) > s.gpu_count for s in carriers):
         server = min(carriers, key=lambda s: s.id)
         return HwOption(gpu, server, _server_gpn(server, gpn))
     return HwOption(gpu, None, gpn or DEFAULT_GPUS_PER_NODE)

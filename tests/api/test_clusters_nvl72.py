@@ -51,3 +51,18 @@ def test_the_catalog_lists_the_trays_with_their_domain(client: TestClient) -> No
 def test_bad_values_are_422s_naming_the_field(client: TestClient, url: str, body: dict[str, Any],
                                               field: str) -> None:
     assert_problem(client.post(url, json=body), 422, field)
+
+
+@pytest.mark.parametrize("server", ["gb200-nvl72-tray", "gb300-nvl72-tray", "nvidia-dgx-b300"])
+def test_an_estimate_on_the_new_systems_sizes_the_whole_node(client: TestClient, server: str) -> None:
+    body = {"model": "llama-3.1-70b", "parallelism": {"tp": 8, "framework": "megatron", "sharding": "zero1"},
+            "training": {"train_tokens": 1e10},
+            "hardware": {"server": server, "num_nodes": 4, "gpus_per_node": 8 if server == "nvidia-dgx-b300" else 4}}
+    r = client.post("/api/v1/estimates", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["time"]["step_time_s"] > 0 and out["cost"]["total_usd"] > 0
+    if server != "nvidia-dgx-b300":  # TP 8 over two trays: inside the NVLink domain, no "spans nodes" warning
+        assert not any("Tensor parallelism spans nodes" in w for w in out["warnings"])
+    page = client.get("/estimate", params={"model": "llama-3.1-70b", "server": server, "num_nodes": 4})
+    assert page.status_code == 200

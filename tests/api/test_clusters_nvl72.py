@@ -66,3 +66,11 @@ def test_an_estimate_on_the_new_systems_sizes_the_whole_node(client: TestClient,
         assert not any("Tensor parallelism spans nodes" in w for w in out["warnings"])
     page = client.get("/estimate", params={"model": "llama-3.1-70b", "server": server, "num_nodes": 4})
     assert page.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/catalog/servers/gb200-nvl72-tray", "/catalog/gpus/gb300-288gb",
+                                  "/catalog/servers/nvidia-dgx-b300"])
+def test_the_catalog_pages_show_the_new_entries_with_sources(client: TestClient, path: str) -> None:
+    r = client.get(path)
+    assert r.status_code == 200, r.text[:500]
+    assert "NVIDIA" in r.text and ("nvidia.com" in r.text or "verda.com" in r.text)

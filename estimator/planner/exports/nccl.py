@@ -56,7 +56,9 @@ def _rails(server: Server | None, gpus_per_node: int = DEFAULT_RAILS) -> tuple[i
 
 def _mnnvl(server: Server | None, gpus_per_node: int) -> list[EnvVar]:
     """Multi-node NVLink: an NVLink domain spanning nodes (NVL72 trays) needs NCCL's MNNVL transport, which runs
-    over IMEX channels between the trays (NCCL user guide, ``NCCL_MNNVL_ENABLE``, NCCL 2.21+)."""
+    over IMEX channels between the trays (``NCCL_MNNVL_ENABLE``; NVIDIA's multi-node NVLink tuning guide,
+    docs.nvidia.com/multi-node-nvlink-systems/multi-node-tuning-guide/nccl.html: GB200 MNNVL needs NCCL 2.25.2 or
+    later and the IMEX service on every node of the domain)."""
     domain = scale_up_gpus(server, gpus_per_node)
     if domain <= gpus_per_node:
         return []

@@ -71,8 +71,10 @@ def test_an_nvl72_is_eighteen_four_gpu_trays_in_one_nvlink_domain(catalog: Catal
 
 def test_gb200_has_400g_cx7_and_gb300_800g_cx8(catalog: Catalog) -> None:
     speeds = {s: [n.gbps for n in catalog.server(s).nics if n.purpose == "gpu-fabric"]
-              for s in (*TRAYS, "nvidia-dgx-b300")}
-    assert speeds == {"gb200-nvl72-tray": [400], "gb300-nvl72-tray": [800], "nvidia-dgx-b300": [800]}
+              for s in (*TRAYS, "nvidia-dgx-b300", "asus-xa-nb3i-e12-b300")}
+    assert speeds == {"gb200-nvl72-tray": [400], "gb300-nvl72-tray": [800], "nvidia-dgx-b300": [800],
+                      "asus-xa-nb3i-e12-b300": [800]}
+    assert catalog.server("asus-xa-nb3i-e12-b300").price_usd is None  # no OEM price: none invented
     dgx = catalog.server("nvidia-dgx-b300")
     assert dgx.gpu_count == dgx.nvlink_domain == dgx.scale_up_gpus == 8 and dgx.nvlink_domain_gpus is None
 

@@ -35,7 +35,7 @@ from estimator.response import HostResult
 from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["bill_of_materials", "choose_server", "switch_counts"]
+__all__ = ["bill_of_materials", "choose_server", "is_switch_count_line", "switch_counts"]
 
 Item = dict[str, object]
 
@@ -89,6 +89,13 @@ def switch_counts(ports: int) -> tuple[int, int]:
         return 1, 0
     leaves = math.ceil(ports / (radix // 2))
     return leaves, math.ceil(leaves * (radix // 2) / radix)
+
+
+def is_switch_count_line(item: Item) -> bool:
+    """A line of :func:`switch_counts`' simple fabric (its leaf and spine switches and the links' cables): what a
+    designed fabric (:mod:`estimator.host.cluster_fabric`) replaces."""
+    sku = str(item.get("sku"))
+    return sku.startswith("switch-") or sku == "cable-400g"
 
 
 def _dimm_sku(dimms: DimmConfig) -> str:

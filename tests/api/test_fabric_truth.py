@@ -27,7 +27,10 @@ from tests.api.conftest import BOTH_BACKENDS
 from tests.api.problems import assert_problem
 
 SHIPPED = pytest.mark.parametrize("catalog", ["shipped"], indirect=True)
-SERVERS = {"nvidia-dgx-h100": "h100-sxm5-80gb", "hgx-b200-8gpu-cx7": "b200-sxm-180gb"}
+#: DGX H100 (twin-port node cages), the HGX B200 box with single-port PCIe cards (no catalog price: no TCO, as on
+#: /cluster) and the DGX B200 (priced: a TCO with the fabric)
+SERVERS = {"nvidia-dgx-h100": "h100-sxm5-80gb", "hgx-b200-8gpu-cx7": "b200-sxm-180gb",
+           "nvidia-dgx-b200": "b200-sxm-180gb"}
 
 
 def _inputs(server: str, nodes: int, cluster: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -81,8 +84,13 @@ def test_the_estimate_carries_the_fabric_of_post_clusters(client: TestClient, se
     switches = sum(q for _s, role, q, _p in _fabric_bom(result) if role in ("leaf", "spine", "core"))
     assert switches == cluster["design"]["switches"] > 0
     # the TCO and the rack plan hold the fabric: capex is servers + fabric parts, the fabric's power is in it
-    assert fabric["tco"]["capex_usd"] == pytest.approx(fabric["cost"]["total_usd"])
-    assert fabric["cost"]["fabric_usd"] > 0 and fabric["tco"]["fabric_power_usd_per_year"] > 0
+    assert fabric["cost"]["fabric_usd"] > 0 and fabric["power"]["fabric_w"] > 0
+    if server == "hgx-b200-8gpu-cx7":  # no server price in the catalog: no TCO here nor on /cluster
+        assert fabric["tco"] is None and fabric["cost"]["total_usd"] is None
+        assert {p["role"] for p in fabric["parts"] if p["kind"] == "optic"} >= {"node side (one per NIC)"}
+    else:
+        assert fabric["tco"]["capex_usd"] == pytest.approx(fabric["cost"]["total_usd"])
+        assert fabric["tco"]["fabric_power_usd_per_year"] > 0
     assert fabric["rack"]["switch_rack_units"] == sum(p["rack_units"] for p in fabric["parts"]) > 0
     assert fabric["design"]["tiers"] == (3 if nodes == 256 else 2)
 
@@ -141,10 +149,11 @@ def _money(usd: float) -> str:
 
 @BOTH_BACKENDS
 @SHIPPED
-@pytest.mark.parametrize(("server", "nodes"), [("nvidia-dgx-h100", 64), ("hgx-b200-8gpu-cx7", 16)])
+@pytest.mark.parametrize(("server", "nodes"), [("nvidia-dgx-h100", 64), ("nvidia-dgx-b200", 16)])
 def test_a_saved_quote_stores_the_fabric_recomputes_it_and_shows_it(client: TestClient, auth: dict[str, str],
                                                                      server: str, nodes: int) -> None:
-    body = {"name": f"{nodes} nodes", "customer": "Acme", "inputs": _inputs(server, nodes), "server_count": nodes}
+    body = {"name": f"{nodes} nodes", "customer": "Acme", "inputs": _inputs(server, nodes), "server_count": nodes,
+            "price": "1000000.00"}
     r = client.post("/api/v1/quotes", json=body, headers=auth)
     assert r.status_code == 201, r.text
     saved = r.json()
@@ -173,7 +182,7 @@ def test_a_saved_quote_stores_the_fabric_recomputes_it_and_shows_it(client: Test
 
 @SHIPPED
 def test_the_pdf_has_the_fabric(client: TestClient, auth: dict[str, str]) -> None:
-    body = {"name": "64 DGX", "customer": "Acme", "inputs": _inputs("nvidia-dgx-h100", 64)}
+    body = {"name": "64 DGX", "customer": "Acme", "inputs": _inputs("nvidia-dgx-h100", 64), "price": "1.00"}
     saved = client.post("/api/v1/quotes", json=body, headers=auth).json()
     r = client.get(f"/api/v1/quotes/{saved['id']}.pdf")
     assert r.status_code == 200 and r.content.startswith(b"%PDF")
@@ -191,7 +200,7 @@ def test_a_quote_saved_before_the_fabric_still_loads_and_renders(client: TestCli
                                                                  sessions: sessionmaker[Session]) -> None:
     """Revision 1 as an older capplan stored it: no ``fabric`` in the result, no ``cluster`` in the inputs, the
     simple switch count in the bill of materials. It is shown as stored, never rewritten."""
-    body = {"name": "old", "customer": "Acme", "inputs": _inputs("nvidia-dgx-h100", 64)}
+    body = {"name": "old", "customer": "Acme", "inputs": _inputs("nvidia-dgx-h100", 64), "price": "1.00"}
     saved = client.post("/api/v1/quotes", json=body, headers=auth).json()
     with sessions() as session:
         rev = session.scalars(select(SavedRevision).where(SavedRevision.item_id == saved["id"])).one()

@@ -371,6 +371,8 @@ def fabric_lines(result: dict[str, Any]) -> list[Line]:
                           _("%(total)s: capex %(capex)s; the fabric's power %(power)s a year") % {
                               "total": _money(tco["total_usd"]), "capex": _money(tco.get("capex_usd") or 0.0),
                               "power": _money(tco.get("fabric_power_usd_per_year") or 0.0)}))
+    else:
+        lines.append(Line(_("TCO"), _("none: the server has no catalog price")))
     return lines
 
 

@@ -21,7 +21,7 @@ from estimator.cluster.design import fabric_rails
 from estimator.errors import InvalidRequestError
 from estimator.host.bom import is_switch_count_line
 from estimator.messages import Text
-from estimator.request import ClusterChoice, EstimateRequest
+from estimator.request import ClusterChoice, EstimateRequest, FabricKind
 from estimator.response import EstimateFabric
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ __all__ = ["AUTO_FABRIC", "estimate_fabric", "with_fabric_lines"]
 
 #: the fabric a request without ``cluster.fabric`` gets, by its server's GPU-fabric NIC speed (Gb/s):
 #: ``POST /api/v1/clusters``' default (InfiniBand NDR) where the NICs run at 400G, XDR where they run at 800G
-AUTO_FABRIC: Final[dict[float, str]] = {400.0: "ib-ndr", 800.0: "ib-xdr"}
+AUTO_FABRIC: Final[dict[float, FabricKind]] = {400.0: "ib-ndr", 800.0: "ib-xdr"}
 
 #: the cluster request's field -> the estimate request's field it comes from
 _FIELDS: Final[dict[str, str]] = {"fabric": "cluster.fabric", "oversubscription": "cluster.oversubscription",

@@ -7,7 +7,7 @@ from typing import Final
 from estimator.construct import trusted
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.host.bom import bill_of_materials, choose_server
-from estimator.host.cluster_fabric import estimate_fabric, with_fabric_lines
+from estimator.host.cluster_fabric import estimate_fabric, with_cost_note, with_fabric_lines
 from estimator.host.sizing import host_result
 from estimator.job import Job, job_of
 from estimator.memo import BoundedMemo
@@ -248,6 +248,8 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
+    if fabric is not None:
+        fabric = with_cost_note(fabric, job.request, cost is not None and cost.basis == "own")
     return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)

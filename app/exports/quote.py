@@ -373,6 +373,7 @@ def fabric_lines(result: dict[str, Any]) -> list[Line]:
                               "power": _money(tco.get("fabric_power_usd_per_year") or 0.0)}))
     else:
         lines.append(Line(_("TCO"), _("none: the server has no catalog price")))
+    lines += [Line(_("Note"), translate(n)) for n in f.get("notes") or []]
     return lines
 
 

@@ -20,14 +20,15 @@ from estimator.cluster import ClusterRequest, design_cluster
 from estimator.cluster.design import fabric_rails
 from estimator.errors import InvalidRequestError
 from estimator.host.bom import is_switch_count_line
-from estimator.messages import Text
+from estimator.messages import Money, Text
 from estimator.request import ClusterChoice, EstimateRequest, FabricKind
 from estimator.response import EstimateFabric
+from estimator.tco.run_cost_models import CostChoice
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server
 
-__all__ = ["AUTO_FABRIC", "estimate_fabric", "with_fabric_lines"]
+__all__ = ["AUTO_FABRIC", "estimate_fabric", "with_cost_note", "with_fabric_lines"]
 
 #: the fabric a request without ``cluster.fabric`` gets, by its server's GPU-fabric NIC speed (Gb/s):
 #: ``POST /api/v1/clusters``' default (InfiniBand NDR) where the NICs run at 400G, XDR where they run at 800G
@@ -77,6 +78,19 @@ def estimate_fabric(req: EstimateRequest, server: Server | None, num_nodes: int,
                             parts=[p for p in designed.parts if p.kind != "server"], power=designed.power,
                             rack=designed.rack, cost=designed.cost, tco=designed.tco)
     return fabric, []
+
+
+def with_cost_note(fabric: EstimateFabric, req: EstimateRequest, owned: bool) -> EstimateFabric:
+    """``fabric`` with a note when the run is priced as owned: the run's cost basis
+    (:mod:`estimator.tco.run_cost`) prices the cluster network at the TCO's flat per-node assumption, not at this
+    fabric's parts, and the two differ; the fabric's own TCO is ``fabric.tco``."""
+    if not owned:
+        return fabric
+    flat = (req.cost or CostChoice()).tco_assumptions().networking_usd_per_node
+    note = Text("The cost to train prices the cluster network at the TCO assumption of %(flat)s per node; this "
+                "fabric's parts come to %(designed)s per node (the TCO with this fabric is shown with it)",
+                flat=Money(flat), designed=Money(fabric.cost.fabric_usd_per_node))
+    return fabric.model_copy(update={"notes": [*fabric.notes, note]})
 
 
 def with_fabric_lines(items: list[dict[str, object]], fabric: EstimateFabric) -> list[dict[str, object]]:

@@ -9,7 +9,8 @@ price (memory, drives, NICs and switches are priced by sales; the app layer appl
 
 Switch count: one 64-port 400 Gb/s switch (NVIDIA QM9700 / Spectrum-4 class) serves up to 64 NIC ports; beyond
 that a non-blocking two-tier fat tree, leaves with half their ports down and half up, and spines for the uplinks
-(ceil(ports / 32) leaves, ceil(leaves x 32 / 64) spines).
+(ceil(ports / 32) leaves, ceil(leaves x 32 / 64) spines). A multi-node estimate on a server whose NICs a fabric
+takes replaces these lines with the designed fabric's parts (:mod:`estimator.host.cluster_fabric`, issue 32).
 """
 
 from __future__ import annotations

@@ -254,11 +254,11 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
                             + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
-                            + stack_assumptions(job.request.training),
+                            + stack_assumptions(job.request.training) + fabric_notes,
                             warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)
-                            + liger_warnings(job.training, shape.dims) + fabric_notes,
+                            + liger_warnings(job.training, shape.dims),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost, fabric=fabric)

@@ -197,5 +197,5 @@ class EstimateResponse(_Frozen):
                                     "rate per GPU-hour, source, date, confidence, total and assumptions")
     fabric: EstimateFabric | None = Field(default=None, description="the compute fabric of a multi-node job on a "
                                           "catalog server whose GPU-fabric NICs a fabric takes (request.cluster); "
-                                          "null on one node, and where no fabric takes the server's NICs (a "
-                                          "warning says why)")
+                                          "null on one node, and where no fabric takes the server's NICs (an "
+                                          "assumption line says why)")

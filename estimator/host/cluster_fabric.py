@@ -59,14 +59,17 @@ def cluster_request(req: EstimateRequest, server: Server, num_nodes: int) -> Clu
 
 def estimate_fabric(req: EstimateRequest, server: Server | None, num_nodes: int,
                     catalog: Catalog) -> tuple[EstimateFabric | None, list[str]]:
-    """(the fabric, notes for the response's warnings): see the module docstring."""
+    """(the fabric, notes for the response's assumptions: why none was designed): see the module docstring."""
     if num_nodes <= 1 or server is None:
         return None, []
     creq = cluster_request(req, server, num_nodes)
     if creq is None:
-        return None, [Text("No compute fabric designed for %(server)s: no fabric choice takes its GPU-fabric NICs "
-                           "without one named (request.cluster.fabric); the bill of materials counts 64-port "
-                           "switches by the two-tier rule", server=server.name)]
+        rails, gbit, _cages = fabric_rails(server)
+        why = (Text("its %(gbit)s Gb/s GPU-fabric NICs are not what a fabric choice takes without one named "
+                    "(request.cluster.fabric)", gbit=f"{gbit:g}") if rails
+               else Text("the catalog gives it no GPU-fabric NIC"))
+        return None, [Text("No compute fabric designed for %(server)s: %(why)s; the bill of materials counts 64-port "
+                           "switches by the two-tier rule", server=server.name, why=why)]
     try:
         designed = design_cluster(creq, catalog)
     except InvalidRequestError as exc:

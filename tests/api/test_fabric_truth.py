@@ -137,8 +137,24 @@ def test_without_a_choice_too_many_nodes_go_on_with_the_simple_count_and_say_so(
     assert r.status_code == 200, r.text
     result = r.json()
     assert result["fabric"] is None
-    assert any(w.startswith("No compute fabric designed") for w in result["warnings"])
+    assert any(a.startswith("No compute fabric designed") for a in result["assumptions"])
     assert any(b["sku"].startswith("switch-") for b in result["bill_of_materials"])
+
+
+@SHIPPED
+def test_hdr_nics_get_no_fabric_unless_named_and_a_named_one_is_422(client: TestClient) -> None:
+    """The DGX A100's 200G HDR NICs: no fabric choice takes them; without a choice the estimate keeps the simple
+    switch count and says why, a named fabric is refused naming it (as POST /api/v1/clusters refuses it)."""
+    inputs = {**_inputs("nvidia-dgx-h100", 16), "hardware": {"server": "nvidia-dgx-a100-640gb",
+                                                              "gpu": "a100-sxm4-80gb", "num_nodes": 16}}
+    result = client.post("/api/v1/estimates", json=inputs).json()
+    assert result["fabric"] is None
+    assert any("200 Gb/s GPU-fabric NICs" in a for a in result["assumptions"])
+    assert any(b["sku"].startswith("switch-") for b in result["bill_of_materials"])
+    assert_problem(client.post("/api/v1/estimates", json={**inputs, "cluster": {"fabric": "ib-ndr"}}), 422,
+                   "cluster.fabric")
+    assert_problem(client.post("/api/v1/clusters", json={"server": "nvidia-dgx-a100-640gb", "num_nodes": 16}), 422,
+                   "fabric")
 
 
 def _print(client: TestClient, item: int, lang: str = "en") -> str:

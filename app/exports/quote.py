@@ -23,7 +23,7 @@ from estimator import EstimatorError
 if TYPE_CHECKING:
     from hardware_catalog import Catalog
 
-__all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "quote_sections", "serving_lines"]
+__all__ = ["QUOTE_VALID_DAYS", "Line", "display_names", "fabric_lines", "quote_sections", "serving_lines"]
 
 #: what a quoted price is, said next to it (the cost to train below is the estimate, not the offer)
 PRICE_COVERS = N_("the price offered for the option named here, as agreed with the seller; the cost to train "
@@ -357,6 +357,49 @@ def bill_of_materials(result: dict[str, Any], names: dict[str, str]) -> tuple[li
     return lines, (_money(total) if priced else None)
 
 
+def fabric_lines(result: dict[str, Any]) -> list[Line]:
+    """The compute fabric of a multi-node quote (the stored ``result.fabric``, designed by
+    ``estimator.cluster.design_cluster`` as /cluster is): switches, cables, optics, power, racks, cost and the TCO
+    with this fabric; ``[]`` for a quote without one (one node, or saved before quotes carried the fabric)."""
+    f = result.get("fabric")
+    if not isinstance(f, dict) or not isinstance(f.get("design"), dict):
+        return []
+    d, power, rack, cost = f["design"], f.get("power") or {}, f.get("rack") or {}, f.get("cost") or {}
+    nodes = (f.get("request") or {}).get("num_nodes")
+    lines = [Line(_("Compute fabric"), _("%(name)s, %(tiers)s tiers: %(leaves)s leaf, %(spines)s spine and %(cores)s "
+                                         "core switches for %(nodes)s nodes (%(gpus)s GPUs)") % {
+                      "name": d.get("fabric_name"), "tiers": d.get("tiers"), "leaves": _num(d.get("leaves")),
+                      "spines": _num(d.get("spines")), "cores": _num(d.get("cores")), "nodes": _num(nodes),
+                      "gpus": _num(d.get("gpus"))}),
+             Line(_("Cables and transceivers"), _("%(node)s node and UFM cables, %(up)s leaf-spine cables; %(sw)s "
+                                                  "switch-side and %(nd)s node-side transceivers") % {
+                      "node": _num(d.get("node_and_ufm_cables")), "up": _num(d.get("leaf_spine_links")),
+                      "sw": _num(d.get("switch_transceivers")), "nd": _num(d.get("node_transceivers"))})]
+    if isinstance(power.get("fabric_w"), int | float):
+        lines.append(Line(_("Fabric power (switches + optics)"), f"{_one(power['fabric_w'] / 1000)} kW"))
+    if rack:
+        lines.append(Line(_("Racks (compute / network)"), _("%(c)s / %(n)s (%(u)s U of switches)") % {
+            "c": _num(rack.get("compute_racks")), "n": _num(rack.get("network_racks")),
+            "u": _num(rack.get("switch_rack_units"))}))
+    if isinstance(cost.get("fabric_usd"), int | float):
+        lines.append(Line(_("Fabric cost"), _("%(usd)s (%(gpu)s per GPU)") % {
+            "usd": _money(cost["fabric_usd"]), "gpu": _money(cost.get("fabric_usd_per_gpu") or 0.0)}))
+        if cost.get("unpriced_parts"):
+            lines.append(Line(_("No catalog price (left out of the totals)"), ", ".join(cost["unpriced_parts"])))
+    if isinstance(cost.get("total_usd"), int | float):
+        lines.append(Line(_("Servers + fabric"), _money(cost["total_usd"])))
+    tco = f.get("tco")
+    if isinstance(tco, dict) and isinstance(tco.get("total_usd"), int | float):
+        lines.append(Line(_("TCO with this fabric (%(n)s years)") % {"n": tco.get("years")},
+                          _("%(total)s: capex %(capex)s; the fabric's power %(power)s a year") % {
+                              "total": _money(tco["total_usd"]), "capex": _money(tco.get("capex_usd") or 0.0),
+                              "power": _money(tco.get("fabric_power_usd_per_year") or 0.0)}))
+    else:
+        lines.append(Line(_("TCO"), _("none: the server has no catalog price")))
+    lines += [Line(_("Note"), translate(n)) for n in f.get("notes") or []]
+    return lines
+
+
 def quote_sections(rev: Any, names: dict[str, str], catalog: Catalog | None = None) -> dict[str, Any]:
     """The quote's sections (label, value lines) and notes, with display names only."""
     result, inputs = rev.result or {}, rev.inputs or {}
@@ -386,6 +429,7 @@ def quote_sections(rev: Any, names: dict[str, str], catalog: Catalog | None = No
         if not fits else [],
         "serving": serving_lines(getattr(rev, "serving_inputs", None), getattr(rev, "serving_result", None), names),
         "power": power_and_rack(inputs, result, catalog),
+        "fabric": fabric_lines(result),
         "bom": bill_of_materials(result, names)[0],
         "bom_total": bill_of_materials(result, names)[1],
     }

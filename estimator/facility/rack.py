@@ -231,6 +231,9 @@ def plan_rack_for_server(
     reserved_units = default_reserved if reserved_units is None else reserved_units
     catalog = catalog if catalog is not None else load_catalog()
     server, gpu = resolve_server(catalog, server_id)
+    rack_nodes = _attr(server, "rack_nodes")
+    if rack_nodes:
+        return _rack_scale_plan(server, int(rack_nodes), rack_units)
     if basis == "max":
         kw = node_peak_power_w(gpu, server, server.gpu_count) / 1000
         label = "max power (catalog)" if server.max_power_kw else "max power (estimated: 1.82 x GPU TDP)"
@@ -241,6 +244,20 @@ def plan_rack_for_server(
         kw = node_power_at_load_w(gpu, server.gpu_count, float(non_gpu), server) / 1000
         label = "power at load (GPU TDP + rest of server)"
     return plan_rack(kw, server.rack_units, rack_kw, rack_units, reserved_units, server.gpu_count, label)
+
+
+def _rack_scale_plan(server: Server, rack_nodes: int, rack_units: int) -> RackPlan:
+    """A rack-scale system (GB200 / GB300 NVL72): its rack comes whole, ``rack_nodes`` compute trays with their
+    NVLink switch trays and power shelves, at the system's own rack power (``rack_power_kw``) whatever budget
+    an ordinary rack is given; the trays' share of it is their ``max_power_kw``."""
+    rack_kw = float(_attr(server, "rack_power_kw"))
+    kw = rack_kw / rack_nodes
+    return RackPlan(kw_per_node=kw, btu_per_hour_per_node=btu_per_hour(kw * 1000),
+                    rack_units_per_node=max(1, int(server.rack_units)), rack_kw=rack_kw,
+                    rack_units=max(rack_units, rack_nodes * int(server.rack_units)), nodes_by_power=rack_nodes,
+                    nodes_by_space=rack_nodes, nodes_per_rack=rack_nodes, limited_by="space", rack_kw_used=rack_kw,
+                    btu_per_hour_per_rack=btu_per_hour(rack_kw * 1000), gpus_per_rack=rack_nodes * server.gpu_count,
+                    power_basis="rack-scale system: its whole rack at the catalog rack power")
 
 
 def racks_needed(num_nodes: int, plan: RackPlan) -> int:

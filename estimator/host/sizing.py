@@ -470,6 +470,9 @@ def _power(layout: Layout, gpu: Gpu, server: Server | None) -> tuple[float, floa
 
 
 def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int:
+    rack_nodes = _attr(server, "rack_nodes", default=None)
+    if rack_nodes:  # a rack-scale system (NVL72): its trays come in its own whole rack, at its own power
+        return int(rack_nodes)
     ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
     units, reserved = default_rack_units()  # the rack plan's geometry too (estimator.facility.rack)
     return nodes_per_rack(peak_w / 1000, rack_kw, ru, units, reserved)

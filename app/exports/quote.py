@@ -192,7 +192,7 @@ def _memory(result: dict[str, Any]) -> list[Line]:
     return [Line(_("Per-GPU memory"), _("%(used)s%(bar)s of %(capacity)s") % {
                 "used": _gib(m.get("total_bytes")), "bar": bar, "capacity": _gib(m.get("capacity_bytes"))}),
             Line(_("Fits"), _fits_words(m)),
-            Line(_("Headroom"), _gib(m.get("headroom_bytes")))] + _reserved(m)
+            Line(_("Headroom"), _gib(m.get("headroom_bytes"))), *_reserved(m)]
 
 
 def _fits_words(m: dict[str, Any]) -> str:

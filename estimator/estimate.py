@@ -111,14 +111,15 @@ def _memory_result(job: Job, shape: ModelShape, layout: Layout, capacity: int,
     bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
                                layout.tp > 1)
     reserved_bar = reserved_error_bar_pct(job.training.allocator, bar)
+    managed = _managed_bytes(job, ph)
     return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(job, shape, layout, capacity),
                         error_bar_pct=bar,
                         peak_phase=ph.name, busiest_rank=peak.busiest_rank,
-                        reserved_peak_bytes=peak.reserved_peak, reserved_error_bar_pct=reserved_bar,
-                        fit_verdict=_verdict(peak, bar, reserved_bar), managed_bytes=_managed_bytes(job, ph))
+                        reserved_peak_bytes=peak.reserved_peak - managed, reserved_error_bar_pct=reserved_bar,
+                        fit_verdict=_verdict(peak, bar, reserved_bar), managed_bytes=managed)
 
 
 def _verdict(peak: MemoryPeak, bar: float, reserved_bar: float) -> str:
@@ -275,7 +276,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
     fit_ways = [] if memory.fit_verdict == "fits" else verdict_suggestions(
-        job, memory.fit_verdict, memory.reserved_peak_bytes + peak.fixed_overhead,
+        job, memory.fit_verdict, peak.reserved_peak + peak.fixed_overhead,
         lambda r: _verdict_of(r, shape, capacity), apply_changes)
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
     return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),

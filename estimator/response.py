@@ -58,7 +58,8 @@ class MemoryResult(_Frozen):
     reserved_peak_bytes: int = Field(default=0, description="torch.cuda.max_memory_reserved() at the peak: the "
                                      "allocated peak plus what the caching allocator keeps reserved around it under "
                                      "training.allocator (its large transient allocations fragment the default "
-                                     "allocator's pool; estimator.training.allocator)")
+                                     "allocator's pool; estimator.training.allocator), without managed_bytes, "
+                                     "which the allocator does not hold")
     reserved_error_bar_pct: float = Field(default=0.0, description="error bar of reserved_peak_bytes (held-out H200 "
                                           "runs; docs/allocator.md)")
     fit_verdict: Literal["fits", "at_risk", "does_not_fit"] = Field(

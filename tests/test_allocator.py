@@ -182,6 +182,8 @@ def test_paged_optimizer_states_are_named_as_managed_memory() -> None:
     assert plain.managed_bytes == 0
     assert paged.total_bytes >= paged.peak_allocated_bytes  # what the GPU holds includes them
     assert paged.breakdown_bytes.optimizer_states == plain.breakdown_bytes.optimizer_states  # same bytes, paged
+    # the allocator's reserved peak does not hold them; the GPU does
+    assert paged.reserved_peak_bytes + paged.managed_bytes == plain.reserved_peak_bytes
 
 
 def test_activation_offloading_shows_on_the_host_not_the_gpu() -> None:

@@ -27,7 +27,12 @@ from estimator.response import (
 from estimator.rules.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
-from estimator.training.allocator import fit_verdict, reserved_error_bar_pct, verdict_suggestions
+from estimator.training.allocator import (
+    allocator_assumptions,
+    fit_verdict,
+    reserved_error_bar_pct,
+    verdict_suggestions,
+)
 from estimator.training.comm import network_warnings
 from estimator.training.explain import assumptions_for, warnings_for
 from estimator.training.layout import Layout, build_layout
@@ -283,7 +288,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
                             + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
-                            + stack_assumptions(job.request.training),
+                            + stack_assumptions(job.request.training) + allocator_assumptions(job),
                             warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)

@@ -125,6 +125,9 @@ def test_expandable_segments_drop_the_transient_term_not_the_allocated_peak() ->
     assert expandable.peak_allocated_bytes == default.peak_allocated_bytes
     assert expandable.reserved_peak_bytes < default.reserved_peak_bytes - 10 * GIB
     assert expandable.reserved_error_bar_pct == UNMEASURED_RESERVED_ERROR_BAR_PCT
+    said = estimate(_issue_case("h200-sxm-141gb", allocator="expandable_segments")).assumptions
+    assert any("expandable segments" in a and "Not measured on a GPU" in a for a in said)
+    assert not any("expandable segments" in a for a in estimate(_issue_case("h200-sxm-141gb")).assumptions)
 
 
 def test_expandable_segments_make_the_fragmented_logits_case_fit() -> None:

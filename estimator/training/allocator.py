@@ -44,7 +44,8 @@ from estimator.messages import N_, Num, Text
 from estimator.request import EstimateRequest
 from estimator.response import Suggestion
 
-__all__ = ["RESERVED_ERROR_BAR_PCT", "UNMEASURED_RESERVED_ERROR_BAR_PCT", "FitVerdict", "fit_verdict",
+__all__ = ["RESERVED_ERROR_BAR_PCT", "UNMEASURED_RESERVED_ERROR_BAR_PCT", "FitVerdict", "allocator_assumptions",
+           "fit_verdict",
            "reserved_error_bar_pct", "verdict_suggestions"]
 
 FitVerdict = Literal["fits", "at_risk", "does_not_fit"]
@@ -62,6 +63,16 @@ def reserved_error_bar_pct(allocator: str, allocated_bar_pct: float) -> float:
     """The error bar of the reserved peak: never below the allocated peak's."""
     own = RESERVED_ERROR_BAR_PCT if allocator == "default" else UNMEASURED_RESERVED_ERROR_BAR_PCT
     return max(own, allocated_bar_pct)
+
+
+def allocator_assumptions(job: Job) -> list[str]:
+    """The assumption line of an allocator setting no GPU has measured (none for the default allocator)."""
+    if job.training.allocator != "expandable_segments":
+        return []
+    return [Text("Allocator: expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); the large "
+                 "transient allocations leave no stranded segment, so the reserve is the slivers around the blocks in "
+                 "use only. Not measured on a GPU: the reserved peak's error bar is the %(bar)s %% floor.",
+                 bar=Num(UNMEASURED_RESERVED_ERROR_BAR_PCT, ".0f"))]
 
 
 def _inside_bar(capacity: int, need: int, bar_pct: float) -> bool:

@@ -87,3 +87,21 @@ def test_the_quote_says_at_risk_with_the_reserved_peak() -> None:
     rev.result = old  # a quote saved before the verdict existed reads as before
     lines = {line.label: line.value for line in quote_sections(rev, {})["memory"]}
     assert lines["Fits"] == "yes" and "Reserved peak (caching allocator)" not in lines
+
+
+def test_a_plan_row_at_risk_says_so() -> None:
+    """The planner keeps a layout that fits (its ranking is unchanged); a row whose verdict is at_risk is labelled
+    "At risk" rather than "Fits"."""
+    from app.web.planner_page import plan_rows
+    from estimator.planner.plan import PlanRequest, plan
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    response = plan(PlanRequest.model_validate({
+        "constraints": {"gpus": ["h100-sxm5-80gb", "a100-sxm4-80gb"], "max_nodes": 2}, "model": "llama-3.1-8b",
+        "objective": "cost", "training": {"train_tokens": 1e10}}), catalog)
+    rows = plan_rows(response, catalog)
+    at_risk = [r for r in rows if r.plan.estimate.memory.fit_verdict == "at_risk"]
+    assert at_risk, "this search keeps some layouts at the edge"
+    assert all(r.verdict.label == "At risk" for r in at_risk)
+    assert all(r.verdict.label != "At risk" for r in rows if r.plan.estimate.memory.fit_verdict == "fits")

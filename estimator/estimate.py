@@ -115,7 +115,7 @@ def _memory_result(job: Job, shape: ModelShape, layout: Layout, capacity: int,
                                 logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
     bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
                                layout.tp > 1)
-    reserved_bar = reserved_error_bar_pct(job.training.allocator, bar)
+    reserved_bar = reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)
     managed = _managed_bytes(job, ph)
     return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
@@ -151,7 +151,7 @@ def _verdict_of(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple
     bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
                                layout.tp > 1)
     return (peak.reserved_peak + peak.fixed_overhead,
-            _verdict(peak, bar, reserved_error_bar_pct(job.training.allocator, bar)))
+            _verdict(peak, bar, reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)))
 
 
 _MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)

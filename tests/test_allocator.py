@@ -96,6 +96,12 @@ def test_every_run_out_of_memory_is_does_not_fit(case: dict[str, Any]) -> None:
     assert estimate(EstimateRequest.model_validate(case["request"])).memory.fit_verdict == "does_not_fit"
 
 
+def test_tensor_parallel_verdicts_match_what_ran() -> None:
+    for case in load_parallel_cases():
+        verdict = estimate(EstimateRequest.model_validate(case["request"])).memory.fit_verdict
+        assert verdict == ("does_not_fit" if case["measured"].get("oom") else "fits"), case["id"]
+
+
 def test_no_run_that_ran_is_does_not_fit_and_most_fit() -> None:
     verdicts = [estimate(EstimateRequest.model_validate(c["request"])).memory.fit_verdict for c in RAN]
     assert "does_not_fit" not in verdicts

@@ -37,6 +37,7 @@ from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
 from estimator.planner.search import Found, SearchContext
 from estimator.tco.run_cost import CostResult
+from estimator.training.comm import scale_up_gpus
 from hardware_catalog import Catalog
 
 __all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
@@ -125,7 +126,8 @@ def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
                       sequence_parallel=s.sequence_parallel, hsdp_shard_size=s.hsdp_shard,
                       activation_checkpointing=f.ckpt, micro_batch_size=f.micro_batch_size,
                       gradient_accumulation_steps=f.accumulation, global_batch_size=gbs, seq_len=seq_len,
-                      tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None)
+                      tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None,
+                      nvlink_domain_gpus=scale_up_gpus(w.hw.server, w.gpus_per_node))
 
 
 def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float,

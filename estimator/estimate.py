@@ -28,13 +28,19 @@ from estimator.response import (
 from estimator.rules.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
 from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
+from estimator.training.allocator import (
+    allocator_assumptions,
+    fit_verdict,
+    reserved_error_bar_pct,
+    verdict_suggestions,
+)
 from estimator.training.comm import network_warnings
 from estimator.training.explain import assumptions_for, warnings_for
 from estimator.training.layout import Layout, build_layout
-from estimator.training.memory import MemoryPeak, max_micro_batch, peak_memory
+from estimator.training.memory import MemoryPeak, Phase, max_micro_batch, peak_memory
 from estimator.training.optimizers import OPTIMIZERS
 from estimator.training.params import lora_params_per_layer
-from estimator.training.suggest import suggestions
+from estimator.training.suggest import apply_changes, suggestions
 from estimator.training.timing import step_time_model, time_assumptions
 from estimator.training.train import TrainFigures, train_figures, train_warnings
 from hardware_catalog import Catalog, Gpu, Server
@@ -108,13 +114,45 @@ def _memory_result(job: Job, shape: ModelShape, layout: Layout, capacity: int,
     breakdown = trusted(MemoryBreakdown, parameters=ph.parameters, gradients=ph.gradients,
                                 optimizer_states=ph.optimizer_states, activations=ph.activations,
                                 logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
+    bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
+                               layout.tp > 1)
+    reserved_bar = reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)
+    managed = _managed_bytes(job, ph)
     return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
                         total_bytes=peak.total, capacity_bytes=capacity, fits=peak.fits,
                         headroom_bytes=capacity - peak.total,
                         max_micro_batch_size=_max_micro_batch(job, shape, layout, capacity),
-                        error_bar_pct=memory_error_bar_pct(layout.sharding != "none", job.training.method,
-                                                           _measured_kind(job, layout), layout.tp > 1),
-                        peak_phase=ph.name, busiest_rank=peak.busiest_rank)
+                        error_bar_pct=bar,
+                        peak_phase=ph.name, busiest_rank=peak.busiest_rank,
+                        reserved_peak_bytes=peak.reserved_peak - managed, reserved_error_bar_pct=reserved_bar,
+                        fit_verdict=_verdict(peak, bar, reserved_bar), managed_bytes=managed)
+
+
+def _verdict(peak: MemoryPeak, bar: float, reserved_bar: float) -> str:
+    """:func:`estimator.training.allocator.fit_verdict` of a peak."""
+    return fit_verdict(peak.fits, peak.capacity, peak.peak_allocated + peak.hard_overhead, bar,
+                       peak.reserved_peak + peak.fixed_overhead, reserved_bar)
+
+
+def _managed_bytes(job: Job, ph: Phase) -> int:
+    """The optimizer states a bitsandbytes paged optimizer keeps in CUDA managed memory (``cudaMallocManaged``,
+    ``bitsandbytes/functional.py`` ``get_paged``; :mod:`estimator.training.optimizers`): resident on the GPU while
+    it is not oversubscribed, so NVML counts them and the allocator's counters do not. Its states under 1e5
+    elements stay in the allocator's memory: negligible, counted here too."""
+    if not OPTIMIZERS[job.training.optimizer].paged or job.parallelism.offload != "none":
+        return 0
+    return ph.optimizer_states
+
+
+def _verdict_of(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple[int, str]:
+    """(reserved peak plus the memory outside the allocator, verdict) of a suggestion's request."""
+    job = job_of(req)
+    layout = build_layout(job, shape)
+    peak = peak_memory(job, shape, layout, capacity)
+    bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
+                               layout.tp > 1)
+    return (peak.reserved_peak + peak.fixed_overhead,
+            _verdict(peak, bar, reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)))
 
 
 _MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
@@ -247,6 +285,9 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
+    fit_ways = [] if memory.fit_verdict == "fits" else verdict_suggestions(
+        job, memory.fit_verdict, peak.reserved_peak + peak.fixed_overhead,
+        lambda r: _verdict_of(r, shape, capacity), apply_changes)
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
     if fabric is not None:
         fabric = with_cost_note(fabric, job.request, cost is not None and cost.basis == "own")
@@ -254,12 +295,12 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
                             + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
-                            + stack_assumptions(job.request.training) + fabric_notes,
+                            + stack_assumptions(job.request.training) + fabric_notes + allocator_assumptions(job),
                             warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)
                             + liger_warnings(job.training, shape.dims),
-                            suggestions=ways_out,
+                            suggestions=ways_out, fit_suggestions=fit_ways,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
                             cost=cost, fabric=fabric)
 

@@ -91,6 +91,7 @@ class TrainingView:
     loss_kernel: Final[str]
     fused_kernels: Final[str]
     activation_offloading: Final[str]
+    allocator: Final[str]
     values: Final[tuple[object, ...]]  # the field values in field order (memo keys)
 
     def __init__(self, v: tuple[Any, ...]) -> None:
@@ -116,6 +117,7 @@ class TrainingView:
         self.loss_kernel = v[18]  # never null: estimator.rules.stacks fills it at validation
         self.fused_kernels = v[19]
         self.activation_offloading = v[20]
+        self.allocator = v[21]
 
 
 class ParallelismView:

@@ -59,6 +59,8 @@ LossKernel = Literal["materialized", "chunked", "fused"]
 FusedKernels = Literal["none", "liger"]
 #: saved activations copied to pinned host memory during forward and back for backward
 ActivationOffloading = Literal["none", "checkpoints", "all"]
+#: PyTorch's CUDA caching allocator setting (``PYTORCH_CUDA_ALLOC_CONF``; estimator.training.allocator)
+Allocator = Literal["default", "expandable_segments"]
 #: the fine-tuning stack whose documented defaults fill the fields a request leaves out (estimator.rules.stacks)
 Stack = Literal["transformers", "trl", "axolotl", "llama-factory", "torchtune", "unsloth"]
 
@@ -227,6 +229,12 @@ class Training(_Frozen):
         "offload; needs activation_checkpointing \"full\"), \"all\" (every saved tensor: torchtune / TRL "
         "activation_offloading) or \"none\"; left out or null: the stack's default. GPU memory down, host RAM and "
         "PCIe traffic up")
+    allocator: Allocator = Field(
+        default="default", description="PyTorch's CUDA caching allocator: \"default\" (PYTORCH_CUDA_ALLOC_CONF unset: "
+        "one cudaMalloc segment per large request, split and cached) or \"expandable_segments\" "
+        "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: one segment per stream that grows in 20 MiB pages). It "
+        "sets memory.reserved_peak_bytes and memory.fit_verdict (estimator.training.allocator); the allocated peak "
+        "is the same either way")
 
     @model_validator(mode="after")
     def _stack_defaults(self) -> Training:

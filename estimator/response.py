@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimator.cluster.contract import (
@@ -63,6 +65,20 @@ class MemoryResult(_Frozen):
     error_bar_pct: float
     peak_phase: str = Field(description="forward, backward or optimizer: when the peak happens")
     busiest_rank: Message = Field(description="which GPU is the busiest, in words")
+    reserved_peak_bytes: int = Field(default=0, description="torch.cuda.max_memory_reserved() at the peak: the "
+                                     "allocated peak plus what the caching allocator keeps reserved around it under "
+                                     "training.allocator (its large transient allocations fragment the default "
+                                     "allocator's pool; estimator.training.allocator), without managed_bytes, "
+                                     "which the allocator does not hold")
+    reserved_error_bar_pct: float = Field(default=0.0, description="error bar of reserved_peak_bytes (held-out H200 "
+                                          "runs; docs/allocator.md)")
+    fit_verdict: Literal["fits", "at_risk", "does_not_fit"] = Field(
+        default="fits", description="does_not_fit when fits is false; at_risk when it fits but the headroom left by "
+        "the reserved peak (or by the allocated peak and its hard overhead) is inside that estimate's error bar; "
+        "fits otherwise")
+    managed_bytes: int = Field(default=0, description="of total_bytes, the bytes in CUDA managed memory (bitsandbytes "
+                               "paged optimizer states): resident on the GPU, counted by nvidia-smi / NVML, not by "
+                               "torch.cuda.max_memory_allocated(), which reads peak_allocated_bytes - managed_bytes")
 
 
 class TimeResult(_Frozen):
@@ -191,6 +207,10 @@ class EstimateResponse(_Frozen):
     warnings: list[Message] = Field(default_factory=list)
     suggestions: list[Suggestion] = Field(default_factory=list,
                                           description="when it does not fit: changes that would make it fit")
+    fit_suggestions: list[Suggestion] = Field(
+        default_factory=list, description="when memory.fit_verdict is at_risk or does_not_fit: the allocator setting "
+        "(training.allocator) or a chunked / fused loss (training.loss_kernel) where that alone makes it fit, with "
+        "the GiB of reserved memory it frees; total_bytes is the reserved peak plus the memory outside the allocator")
     estimator_version: str
     catalog_version: str
     cost: CostResult | None = Field(default=None, description="the run priced on one cost basis (own or rent): "

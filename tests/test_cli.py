@@ -42,6 +42,8 @@ def test_estimate_from_stdin() -> None:
     (json.dumps({"training": {"seq_len": 0}}), "training.seq_len: Input should be greater than or equal to 1"),
     (json.dumps([SMALL, {"hardware": {"gpu": "nope"}}]), "1.hardware.gpu: unknown GPU 'nope'"),
     (json.dumps({"model": "no-such-model"}), "model: unknown model preset"),
+    (json.dumps({"training": {"allocator": "cudaMallocAsync"}}), "training.allocator: Input should be 'default' or "
+                                                                   "'expandable_segments'"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, content: str, message: str) -> None:
     result = runner.invoke(cli, ["estimate", "--input", write_input(tmp_path, content)])

@@ -62,3 +62,21 @@ def test_measured_lines_are_read_with_their_case(tmp_path) -> None:  # type: ign
     assert len(found) == 1 and found[0]["id"] == "x" and found[0]["peak_allocated_bytes"] == 10 * 2**30
     row = compare(found)[0]
     assert row["error_pct"] == pytest.approx(100 * (row["predicted_bytes"] - 10 * 2**30) / (10 * 2**30))
+
+
+def test_the_allocator_setting_reaches_the_request() -> None:
+    body = request_for({**_case(), "stack": {**_case()["stack"], "alloc_conf": "expandable_segments:True"}})
+    assert body is not None and body["training"]["allocator"] == "expandable_segments"
+    assert "allocator" not in (request_for(_case()) or {})["training"]
+
+
+def test_paged_states_are_compared_with_what_each_counter_sees() -> None:
+    """max_memory_allocated misses the managed states, NVML sees them: the allocated figure compared is the peak
+    without them, the GPU figure the total with them (issue 33 item 4)."""
+    measured = {"peak_allocated_bytes": 10 * 2**30, "peak_reserved_bytes": 11 * 2**30,
+                "nvml_peak_used_bytes": 14 * 2**30}
+    paged, plain = (compare([{**_case(optimizer=o), **measured}])[0] for o in ("paged-adamw-8bit", "adamw-8bit"))
+    assert paged["predicted_bytes"] < plain["predicted_bytes"]  # the same states, outside the allocator
+    assert paged["predicted_gpu_bytes"] == plain["predicted_gpu_bytes"]  # both on the GPU
+    assert {"reserved_error_pct", "gpu_error_pct", "error_pct"} <= paged.keys()
+    assert paged["fit_verdict"] in {"fits", "at_risk", "does_not_fit"}

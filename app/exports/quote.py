@@ -190,8 +190,25 @@ def _memory(result: dict[str, Any]) -> list[Line]:
     bar = f" (± {_pct((m.get('error_bar_pct') or 0) / 100)})" if m.get("error_bar_pct") is not None else ""
     return [Line(_("Per-GPU memory"), _("%(used)s%(bar)s of %(capacity)s") % {
                 "used": _gib(m.get("total_bytes")), "bar": bar, "capacity": _gib(m.get("capacity_bytes"))}),
-            Line(_("Fits"), _("yes") if m.get("fits") else _("no: this setup does not run; see the suggestions")),
-            Line(_("Headroom"), _gib(m.get("headroom_bytes")))]
+            Line(_("Fits"), _fits_words(m)),
+            Line(_("Headroom"), _gib(m.get("headroom_bytes"))), *_reserved(m)]
+
+
+def _fits_words(m: dict[str, Any]) -> str:
+    if not m.get("fits"):
+        return _("no: this setup does not run; see the suggestions")
+    if m.get("fit_verdict") == "at_risk":
+        return _("at risk: the caching allocator's reserved peak leaves no headroom outside the error bar; it may "
+                 "run out of memory in a later step")
+    return _("yes")
+
+
+def _reserved(m: dict[str, Any]) -> list[Line]:
+    """The caching allocator's reserved peak (quotes saved before it existed have none)."""
+    if not m.get("reserved_peak_bytes"):
+        return []
+    bar = f" (± {_pct((m.get('reserved_error_bar_pct') or 0) / 100)})"
+    return [Line(_("Reserved peak (caching allocator)"), _gib(m.get("reserved_peak_bytes")) + bar)]
 
 
 def _time_and_cost(result: dict[str, Any], fits: bool) -> list[Line]:

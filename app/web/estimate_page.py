@@ -51,6 +51,11 @@ def verdict_of(result: EstimateResponse) -> Verdict:
     if not mem.fits:
         return Verdict("bad", N_("Does not fit"), _("Needs %(used)s: %(over)s over.") % {
             "used": used, "over": gib(-mem.headroom_bytes)})
+    if mem.fit_verdict == "at_risk":
+        return Verdict("tight", N_("At risk"), _("Uses %(used)s; the caching allocator's reserved peak, %(reserved)s "
+                                                 "(± %(err)s%%), leaves no headroom outside the error bar: it may run "
+                                                 "out of memory in a later step.") % {
+            "used": used, "reserved": gib(mem.reserved_peak_bytes), "err": f"{mem.reserved_error_bar_pct:.1f}"})
     if mem.headroom_bytes < margin:
         return Verdict("tight", N_("Fits, tight"), _("Uses %(used)s; the %(headroom)s headroom is inside the error "
                                                       "bar.") % {"used": used, "headroom": gib(mem.headroom_bytes)})
@@ -152,6 +157,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "cost": cost_to_train(catalog, result),
         "cost_result": result.cost,
         "ways_out": _ways_out(request, result),
+        "fit_ways": _fit_ways(request, result),
         "global_batch": _global_batch(request),
         "batch_parts": f"{request.training.micro_batch_size} × {request.training.gradient_accumulation_steps} × "
                        f"dp {result.layout.dp}",
@@ -177,6 +183,11 @@ def _ways_out(request: EstimateRequest, result: EstimateResponse) -> list[tuple[
         changed = apply_changes(request, s.changes)
         out.append((s, f"/estimate?{request_to_query(changed)}", layout_words(changed)))
     return out
+
+
+def _fit_ways(request: EstimateRequest, result: EstimateResponse) -> list[tuple[Any, str]]:
+    """Each allocator / loss suggestion of a result at risk or not fitting, with the link to its estimate."""
+    return [(s, f"/estimate?{request_to_query(apply_changes(request, s.changes))}") for s in result.fit_suggestions]
 
 
 #: suggestions re-estimated for their cost (the page shows no cost for a setup that does not fit, but theirs)

@@ -91,6 +91,9 @@ LABELS: dict[str, tuple[str, str]] = {
     "training.activation_offloading": (N_("Activation offloading"), N_("checkpoints (Unsloth, axolotl offload) or "
                                                                        "all saved tensors (torchtune, TRL) to host "
                                                                        "memory; empty: the stack's default")),
+    "training.allocator": (N_("CUDA caching allocator"), N_("default, or expandable_segments (the PyTorch "
+                                                          "allocator setting expandable_segments:True): sets the "
+                                                          "reserved peak and the at-risk verdict")),
     "parallelism.tp_plan": (N_("Tensor-parallel plan"), N_("vocab-parallel (Megatron, torchtitan) or "
                                                            "replicated-embeddings (Hugging Face tp_plan=\"auto\", "
                                                            "accelerate, DeepSpeed AutoTP); empty: the framework's "

@@ -69,6 +69,8 @@ def request_for(case: dict[str, Any]) -> dict[str, Any] | None:
         t["fused_kernels"] = "liger"
     if s.get("offload", "none") != "none":
         t["activation_offloading"] = "all"  # TRL's hooks: every saved tensor (with checkpointing: the checkpoints)
+    if "expandable_segments:True" in (s.get("alloc_conf") or ""):
+        t["allocator"] = "expandable_segments"  # PYTORCH_CUDA_ALLOC_CONF for that case (issue 33 item 5)
     opt = OPTIMIZER_IDS.get(s.get("optimizer", "adamw"))
     if opt is None:
         return None
@@ -117,12 +119,20 @@ def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["note"] = f"refused: {exc}"[:120]
             rows.append(row)
             continue
-        row["predicted_bytes"] = r.memory.peak_allocated_bytes
+        # what torch.cuda.max_memory_allocated() sees: not the paged optimizer's managed states (issue 33 item 4)
+        row["predicted_bytes"] = r.memory.peak_allocated_bytes - r.memory.managed_bytes
         row["predicted_step_s"] = r.time.step_time_s if r.time else None
+        row["predicted_reserved_bytes"] = r.memory.reserved_peak_bytes
+        row["predicted_gpu_bytes"] = r.memory.total_bytes  # what NVML sees, managed memory included
+        row["fit_verdict"] = r.memory.fit_verdict
         measured = case.get("peak_allocated_bytes")
         if measured:
             row["measured_bytes"] = measured
             row["error_pct"] = 100.0 * (row["predicted_bytes"] - measured) / measured
+        for key, got in (("reserved", case.get("peak_reserved_bytes")), ("gpu", case.get("nvml_peak_used_bytes"))):
+            if got:
+                row[f"measured_{key}_bytes"] = got
+                row[f"{key}_error_pct"] = 100.0 * (row[f"predicted_{key}_bytes"] - got) / got
         rows.append(row)
     return rows
 

@@ -31,7 +31,13 @@ from estimator.model.spec import ModelShape
 from estimator.training.activations import ActivationModel, activation_model, activation_rates
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
-from estimator.training.overhead import OverheadInput, hard_overhead_bytes, overhead_bytes
+from estimator.training.overhead import (
+    OverheadInput,
+    fixed_bytes,
+    hard_overhead_bytes,
+    overhead_bytes,
+    reserved_minus_allocated_bytes,
+)
 from estimator.training.params import ParamPlacement, place_params
 from estimator.training.precision import optimizer_state_bytes, state_bytes
 
@@ -75,15 +81,21 @@ class MemoryPeak:
     hard_overhead: Final[int]
     capacity: Final[int]
     busiest_rank: Final[str]
+    #: torch.cuda.max_memory_reserved() at the peak under the request's allocator setting (estimator.training.allocator)
+    reserved_peak: Final[int]
+    #: what only nvidia-smi sees beyond the allocator's reserve (CUDA context, NCCL)
+    fixed_overhead: Final[int]
 
     def __init__(self, peak: Phase, phases: tuple[Phase, ...], soft_overhead: int, hard_overhead: int,
-                 capacity: int, busiest_rank: str) -> None:
+                 capacity: int, busiest_rank: str, reserved_peak: int = 0, fixed_overhead: int = 0) -> None:
         self.peak = peak
         self.phases = phases
         self.soft_overhead = soft_overhead
         self.hard_overhead = hard_overhead
         self.capacity = capacity
         self.busiest_rank = busiest_rank
+        self.reserved_peak = reserved_peak
+        self.fixed_overhead = fixed_overhead
 
     @property
     def peak_allocated(self) -> int:
@@ -483,7 +495,8 @@ def _overhead_input(job: Job, shape: ModelShape, layout: Layout, peak_allocated:
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
                          logits_fp32_bytes=logits, checkpointing=job.training.activation_checkpointing == "full",
                          foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,
-                         largest_block_bytes=max(logits, base.largest_state_block))
+                         largest_block_bytes=max(logits, base.largest_state_block),
+                         expandable_segments=job.training.allocator == "expandable_segments")
 
 
 def _stages(layout: Layout) -> tuple[str, ...]:
@@ -625,9 +638,11 @@ def _peak_bytes(job: Job, shape: ModelShape, layout: Layout,
 
 def _peak_memory(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,
                  act: ActivationModel | None = None) -> MemoryPeak:
-    _, index, phases, stage, inp = _busiest(job, shape, layout, act or activation_model(job, shape, layout))
+    allocated, index, phases, stage, inp = _busiest(job, shape, layout, act or activation_model(job, shape, layout))
     return MemoryPeak(peak=phases[index], phases=phases, soft_overhead=overhead_bytes(inp),
-                      hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage])
+                      hard_overhead=hard_overhead_bytes(inp), capacity=gpu_memory_bytes, busiest_rank=_RANKS[stage],
+                      reserved_peak=allocated + reserved_minus_allocated_bytes(inp),
+                      fixed_overhead=fixed_bytes(inp))
 
 
 def max_micro_batch(job: Job, shape: ModelShape, layout: Layout, gpu_memory_bytes: int,

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "hard_overhead_bytes", "overhead_bytes"]
+__all__ = ["NON_TORCH_BYTES", "OverheadInput", "allocator_reserve_bytes", "fixed_bytes", "hard_overhead_bytes",
+           "overhead_bytes", "reserved_minus_allocated_bytes"]
 
 MIB: Final = 1 << 20
 NON_TORCH_BYTES: Final = 768 * MIB
@@ -47,10 +48,11 @@ class OverheadInput:
     foreach_temp_bytes: Final[int]
     fsdp_buffer_bytes: Final[int]
     largest_block_bytes: Final[int]
+    expandable_segments: Final[bool]  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 
     def __init__(self, peak_allocated: int, world_size: int, num_nodes: int, logits_fp32_bytes: int,
                  checkpointing: bool, foreach_temp_bytes: int, fsdp_buffer_bytes: int,
-                 largest_block_bytes: int) -> None:
+                 largest_block_bytes: int, expandable_segments: bool = False) -> None:
         self.peak_allocated = peak_allocated
         self.world_size = world_size
         self.num_nodes = num_nodes
@@ -59,9 +61,19 @@ class OverheadInput:
         self.foreach_temp_bytes = foreach_temp_bytes
         self.fsdp_buffer_bytes = fsdp_buffer_bytes
         self.largest_block_bytes = largest_block_bytes
+        self.expandable_segments = expandable_segments
+
+
+def _slivers_bytes(inp: OverheadInput) -> int:
+    """With expandable segments (:mod:`estimator.training.allocator`): the large transients' freed ranges coalesce in
+    the one growing segment (and are unmapped and mapped again where a request needs them), so only the slivers
+    around the blocks in use stay: the default allocator's proportional term, kept as an upper bound until measured."""
+    return max(RESERVE_MIN_BYTES, int(RESERVE_PEAK_FRACTION * inp.peak_allocated))
 
 
 def allocator_reserve_bytes(inp: OverheadInput) -> int:
+    if inp.expandable_segments:
+        return _slivers_bytes(inp)
     fitted = (RESERVE_PEAK_FRACTION * inp.peak_allocated
               + (RESERVE_CKPT_LOGITS * inp.logits_fp32_bytes if inp.checkpointing else 0.0)
               + RESERVE_FOREACH * inp.foreach_temp_bytes + RESERVE_FSDP * inp.fsdp_buffer_bytes)
@@ -69,8 +81,21 @@ def allocator_reserve_bytes(inp: OverheadInput) -> int:
 
 
 def _hard_reserve_bytes(inp: OverheadInput) -> int:
+    if inp.expandable_segments:
+        return _slivers_bytes(inp)
     largest = 0 if inp.checkpointing else HARD_LARGEST_BLOCK_FRACTION * inp.largest_block_bytes
     return max(RESERVE_MIN_BYTES, int(RESERVE_PEAK_FRACTION * inp.peak_allocated + largest))
+
+
+def reserved_minus_allocated_bytes(inp: OverheadInput) -> int:
+    """``torch.cuda.max_memory_reserved()`` minus the allocated peak (:mod:`estimator.training.allocator`): the
+    larger of the soft and the hard reserve, as :func:`overhead_bytes` counts it."""
+    return max(allocator_reserve_bytes(inp), _hard_reserve_bytes(inp))
+
+
+def fixed_bytes(inp: OverheadInput) -> int:
+    """The overhead outside PyTorch's allocator: CUDA context and libraries, NCCL buffers."""
+    return _fixed_bytes(inp)
 
 
 def _fixed_bytes(inp: OverheadInput) -> int:

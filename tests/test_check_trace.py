@@ -94,11 +94,11 @@ CLASSES = [
     pytest.param(QWEN3_MOE, {"training": {"method": "lora", "lora_targets": "attention"}}, 1, id="qwen3moe-lora"),
     pytest.param(GEMMA_2, {"training": {"method": "lora", "activation_checkpointing": "full"}}, 1,
                  id="gemma2-lora-ck"),
-    pytest.param(GEMMA_2, {"training": {"method": "lora"}}, 1, id="gemma2-lora-nock", marks=pytest.mark.xfail(
-        reason="found by the trace (issue 31): transformers 5.24 runs Gemma 2 with eager attention (soft-capped "
-               "scores; SDPA refused), and without checkpointing each layer keeps about one more S x S x heads "
-               "bf16 tensor than the estimate counts: 600 MiB a layer at 4k tokens, -5.4 % here; the H200 "
-               "calibration has Gemma 2 with checkpointing only", strict=True)),
+    # found by the trace (issue 31): Gemma 2 runs eager attention (soft-capped scores), whose tanh output, fp32
+    # softmax, bf16 probabilities over the whole sequence and repeat_kv's K / V copies each layer keeps, and its
+    # four norms each keep their fp32 input (estimator.training.activations._eager_attention_bytes): -5.4 % before
+    # they were counted, +0.4 % now, inside the 3.0 % every class gets (error bar 2.0 % + TRACE_VS_GPU_PCT)
+    pytest.param(GEMMA_2, {"training": {"method": "lora"}}, 1, id="gemma2-lora-nock"),
     pytest.param(GEMMA_2, {"training": {"precision": "bf16-true", "activation_checkpointing": "full"}}, 1,
                  id="gemma2-full-ck"),
     pytest.param(PHI_3, {"training": {"method": "lora"}}, 1, id="phi3-lora"),

@@ -222,11 +222,13 @@ def _adapter_input_regime(job: Job, autocast: bool) -> tuple[int, int, bool, int
 
 
 def _effective_attention(shape: ModelShape, job: Job) -> str:
-    """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
-    rv = job
-    if shape.dims.attn_logit_softcapping and rv.parallelism.framework != "megatron":
-        return "eager"
-    return rv.training.attention
+    """The attention implementation that runs: the request's (``training.attention``), as the step-time model
+    reads it. Gemma 2's score soft-capping does not force eager attention: transformers 5.17 ran Gemma 2 with
+    ``attn_implementation="sdpa"`` (the soft-cap left out), and its H200 memory is SDPA's
+    (``tests/data/families_h200_raw``: 26.1 GiB with SDPA, 41.9 GiB with eager, 8 layers at 4k tokens, LoRA), and
+    flash-attn >= 2.6 takes a ``softcap``. Newer transformers (5.24) refuse SDPA for Gemma 2 (its
+    ``_supports_sdpa = False``): a request for what runs there says ``"attention": "eager"``."""
+    return job.training.attention
 
 
 def _eager_attention_bytes(shape: ModelShape, job: Job) -> tuple[float, float]:
@@ -291,9 +293,11 @@ def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
     rest: float = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, job) == "eager":
         grouped_qkv, scores = _eager_attention_bytes(shape, job)
-        if grouped_qkv:
-            qkv = grouped_qkv
         rest = scores  # no log-sum-exp; the output is o_proj's input (:func:`_linear_inputs`)
+        if grouped_qkv and rv.training.activation_checkpointing == "selective":
+            rest += grouped_qkv - 2 * qd  # the K / V copies are made inside the recomputed core: transient
+        elif grouped_qkv:
+            qkv = grouped_qkv
     if rv.training.activation_checkpointing == "selective":
         return qkv, rest
     return qkv + rest, 0.0

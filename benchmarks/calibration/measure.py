@@ -48,7 +48,10 @@ try:  # on the GPU machine: app/check/random_init.py copied beside this file (do
 except ImportError:  # in the repository: loaded by its path (it imports torch only, not capplan's packages)
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location("random_init", HERE.parents[1] / "app" / "check" / "random_init.py")
+    _path = HERE.parents[1] / "app" / "check" / "random_init.py"
+    if not _path.exists():
+        sys.exit(f"measure.py needs random_init.py beside it (copy app/check/random_init.py into {HERE})")
+    _spec = importlib.util.spec_from_file_location("random_init", _path)
     assert _spec is not None and _spec.loader is not None
     random_init = importlib.util.module_from_spec(_spec)
     sys.modules["random_init"] = random_init

@@ -530,6 +530,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                 for phase in ("forward", "backward"):
                     _STATE["phase"] = phase
                     M._reset(dev)
+                    M._fake_oom(phase, step)  # the dry run's hook (CALIB_FAKE_OOM="phase:step"), as measure.py
                     if phase == "forward":
                         loss = fwd()
                     else:

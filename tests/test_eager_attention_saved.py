@@ -41,7 +41,8 @@ def _per_token(case: dict[str, Any], attention: str = "eager", seq_len: int | No
 
 
 @pytest.mark.parametrize("case_id", ["gemma2_9b_lora_bf16_mixed", "gemma2_9b_lora_bf16_mixed_window128",
-                                     "llama32_1b_full_bf16_mixed", "llama32_1b_lora_bf16_mixed"])
+                                     "gemma2_9b_full_bf16_true", "llama32_1b_full_bf16_mixed",
+                                     "llama32_1b_lora_bf16_mixed"])
 def test_a_layers_saved_bytes_match_the_trace(case_id: str) -> None:
     case = TRACE["cases"][case_id]
     assert _per_token(case) == pytest.approx(case["layer1_bytes_per_token"], rel=0.002)

@@ -110,10 +110,14 @@ def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
     return (4 if autocast and not frozen_bf16 else 2), autocast
 
 
-def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
-    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor."""
+def _norm_bytes(h: int, residual: int, trainable: bool, fp32_scale: bool = False) -> float:
+    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor: cast back
+    to the input's dtype before the weight multiplies it (``LlamaRMSNorm``), or kept in fp32 where the norm
+    scales by ``1 + weight`` in fp32 (``GemmaRMSNorm``: ``output * (1.0 + self.weight.float())``, transformers 5.24
+    ``models/gemma2/modeling_gemma2.py``; traced: 14,336 B a token of fp32 ``MulBackward0`` input at Gemma 2 9B
+    widths, ``tests/data/cpu_trace_eager_attention.json``)."""
     saved_input = 4 * h
-    normalised = (residual if residual == 4 else 2) * h if trainable else 0
+    normalised = (4 if fp32_scale else residual if residual == 4 else 2) * h if trainable else 0
     return saved_input + normalised
 
 
@@ -137,7 +141,7 @@ def _layer_norms_bytes(shape: ModelShape, residual: int, autocast: bool, trainab
         # ``pre_feedforward_layernorm``, ``post_feedforward_layernorm``, transformers 5.24
         # ``models/gemma2/modeling_gemma2.py``, ``Gemma2DecoderLayer``), each saving its own fp32 input (traced
         # on the CPU: 4 x 14,336 B a token at Gemma 2 9B widths, LoRA)
-        return a.norms_per_layer * _norm_bytes(h, residual, trainable)
+        return a.norms_per_layer * _norm_bytes(h, residual, trainable, a.norm_fp32_scale)
     cast = autocast and residual != 4
     one = (4 if cast else residual) * h + 8
     if a.parallel_residual and not cast:
@@ -359,7 +363,7 @@ def _qk_norm_bytes(shape: ModelShape, job: Job) -> float:
         return 0.0
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     trainable = job.training.method == "full"
-    return (_norm_bytes(qd, 4, trainable) + _norm_bytes(kvd, 4, trainable)
+    return (_norm_bytes(qd, 4, trainable, a.norm_fp32_scale) + _norm_bytes(kvd, 4, trainable, a.norm_fp32_scale)
             + 4 * (a.num_attention_heads + shape.kv_heads))
 
 

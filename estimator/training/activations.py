@@ -261,7 +261,7 @@ def _eager_attention_bytes(shape: ModelShape, job: Job) -> tuple[float, float]:
 
     Traced with ``saved_tensors_hooks`` on the CPU (transformers 5.24, torch 2.13; Gemma 2 9B widths, 16 heads of
     256, 8 K/V heads, LoRA and bf16: per score 2 bytes bf16 ``TanhBackward0``, 4 fp32 ``SoftmaxBackward0``, 2
-    bf16 probabilities; q, k and v each 16 heads x 256 x 2 bytes a token; a 128-token window at 512 tokens saves
+    bf16 probabilities; q, k and v each 16 heads x 256 x 2 bytes a token; a 128-token window at 480 tokens saves
     the same as a 4096-token one; Llama 3.2 1B widths under autocast: 4 + 2 per score, q / k / v 32 x 64 x 2
     bytes a token). On the H200 (transformers 5.17, torch 2.11; ``tests/data/families_h200_raw``) Gemma 2 9B with
     8 layers at 4k tokens, LoRA, no checkpointing, peaks 15.75 GiB higher with eager attention than with SDPA:

@@ -434,7 +434,8 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
     ran = getattr(model.config, "_attn_implementation", None)
     if ran == "eager" and tr.attention != "eager":
         notes.append(f"attention: transformers runs {type(model).__name__} with eager attention (the request "
-                     f"says {tr.attention}): its S x S scores are traced")
+                     f"says {tr.attention}): its S x S scores are traced, and the estimate counts {tr.attention}; "
+                     "request \"attention\": \"eager\" to compare like with like")
     mixed = tr.precision == "bf16-mixed"
     if sharded:
         from torch.distributed.device_mesh import init_device_mesh

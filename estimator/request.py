@@ -128,6 +128,8 @@ class ModelArch(_Frozen):
     v_head_dim: OptInt = Field(default=None, gt=0, le=4096)
     sliding_window: OptInt = Field(default=None, gt=0, le=10_000_000)
     norms_per_layer: Int = Field(default=2, ge=0, le=8)
+    norm_fp32_scale: bool = Field(default=False, description="the RMSNorm scales by (1 + weight) in fp32 (Gemma, "
+                                  "Gemma 2 / 3 GemmaRMSNorm): a trained weight keeps the fp32 normalised tensor")
     fused_projections: bool = Field(default=False, description="q, k and v are one qkv_proj linear and the gate "
                                     "and up projections one gate_up_proj (Phi-3): one LoRA adapter each")
     parallel_residual: bool = Field(default=False, description="attention and MLP both read the layer input "

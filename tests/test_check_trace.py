@@ -92,15 +92,17 @@ CLASSES = [
                  8, id="llama-fsdp2-w8-ck"),
     pytest.param(QWEN3_MOE, {"training": {"precision": "bf16-true"}}, 1, id="qwen3moe-full-true"),
     pytest.param(QWEN3_MOE, {"training": {"method": "lora", "lora_targets": "attention"}}, 1, id="qwen3moe-lora"),
-    pytest.param(GEMMA_2, {"training": {"method": "lora", "activation_checkpointing": "full"}}, 1,
-                 id="gemma2-lora-ck"),
-    pytest.param(GEMMA_2, {"training": {"method": "lora"}}, 1, id="gemma2-lora-nock", marks=pytest.mark.xfail(
-        reason="found by the trace (issue 31): transformers 5.24 runs Gemma 2 with eager attention (soft-capped "
-               "scores; SDPA refused), and without checkpointing each layer keeps about one more S x S x heads "
-               "bf16 tensor than the estimate counts: 600 MiB a layer at 4k tokens, -5.4 % here; the H200 "
-               "calibration has Gemma 2 with checkpointing only", strict=True)),
-    pytest.param(GEMMA_2, {"training": {"precision": "bf16-true", "activation_checkpointing": "full"}}, 1,
-                 id="gemma2-full-ck"),
+    # Gemma 2 asks for eager attention: transformers 5.24 refuses SDPA for it (soft-capped scores) and runs eager,
+    # and the estimate counts what the request names (estimator.training.activations._effective_attention)
+    pytest.param(GEMMA_2, {"training": {"method": "lora", "activation_checkpointing": "full", "attention": "eager"}},
+                 1, id="gemma2-lora-ck"),
+    # found by the trace (issue 31): Gemma 2's eager attention keeps, each layer, the tanh output of its soft-capped
+    # scores, the fp32 softmax and bf16 probabilities over the whole sequence and repeat_kv's K / V copies, and its
+    # four norms each keep their fp32 input (estimator.training.activations._eager_attention_bytes): -5.4 % before
+    # they were counted, within 0.5 % now, inside the 3.0 % every class gets (error bar 2.0 % + TRACE_VS_GPU_PCT)
+    pytest.param(GEMMA_2, {"training": {"method": "lora", "attention": "eager"}}, 1, id="gemma2-lora-nock"),
+    pytest.param(GEMMA_2, {"training": {"precision": "bf16-true", "activation_checkpointing": "full",
+                                        "attention": "eager"}}, 1, id="gemma2-full-ck"),
     pytest.param(PHI_3, {"training": {"method": "lora"}}, 1, id="phi3-lora"),
     pytest.param(PHI_3, {"parallelism": {"sharding": "fsdp"}}, 8, id="phi3-fsdp2-w8"),
 ]

@@ -73,7 +73,6 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
         from fastapi.exceptions import RequestValidationError
 
         from app.check.compare import format_rows, part_rows
-        from app.check.record import estimated_figures, measured_figures, record, versions
         from app.core.startup import load_source_catalog
         from app.services.estimates import parse_one_or_many, run_estimate
         from estimator import EstimateRequest, EstimatorError
@@ -98,49 +97,17 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
             result = run_estimate(request, load_source_catalog())
         except EstimatorError as exc:
             fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
-        estimated = estimated_figures(result)
-        import warnings
-
+        from app.check.command import check_request
         from app.check.trace import TraceUnsupported
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # transformers' / peft's / torch's deprecation notes, not the user's
-            try:
-                if trace:
-                    from app.check.trace import trace as run_trace
-
-                    traced = run_trace(request, result)
-                    measured: dict[str, Any] = {"peak_allocated_bytes": traced.peak_allocated_bytes,
-                                                "parts_bytes": traced.parts_bytes,
-                                                "unrepresented": traced.unrepresented}
-                    gpu_name, driver = None, None
-                    notes = (f"capplan check --trace: one steady-state iteration on fake tensors, "
-                             f"{traced.seconds:.1f} s; "
-                             f"peak in the {traced.peak_phase}; " + "; ".join(traced.notes))
-                    header = (f"traced in {traced.seconds:.1f} s on this CPU (fake tensors; world size "
-                              f"{traced.world_size}{', FSDP2 rank 0' if traced.sharded else ''}); peak in the "
-                              f"{traced.peak_phase}")
-                else:
-                    from app.check.run import device_info, measure
-
-                    raw = measure(request, result, steps)
-                    measured = measured_figures(raw, memory_only=raw["memory_only"])
-                    info = device_info()
-                    gpu_name, driver = info["gpu_name"], info["driver"]
-                    notes = (f"capplan check --run: {steps} steps on {gpu_name}"
-                             + ("; one rank of the layout through the fake process group (memory only)"
-                                if raw["memory_only"] else ""))
-                    header = notes
-            except TraceUnsupported as exc:
-                fail(str(exc))
+        try:
+            rec, header = check_request(request, result, trace=trace, steps=steps)
+        except TraceUnsupported as exc:
+            fail(str(exc))
         import os
-
-        import torch
 
         if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: rank 0 reports for the layout
             return
-        rec = record(kind="trace" if trace else "run", request=request, measured=measured, estimated=estimated,
-                     versions_=versions(torch, driver), gpu_name=gpu_name, notes=notes[:2000])
         out = sys.stderr if json_out == "-" else sys.stdout
         print(f"{result.model.name} · {result.layout.world_size} GPU(s) · {header}", file=out)
         print(format_rows(part_rows(rec["measured"], rec["estimated"])), file=out)

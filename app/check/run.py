@@ -2,7 +2,8 @@
 calibration measures (``benchmarks/calibration/measure.py``, method in ``docs/calibration-method.md``).
 
 - Random weights: the model is built from its config on the ``meta`` device (as ``--trace`` builds it,
-  :func:`app.check.trace._build`), then given memory on the GPU and random values; nothing is downloaded.
+  :func:`app.check.trace._build`), then given memory on the GPU and random values by the calibration's own
+  functions (:mod:`app.check.random_init`, which ``measure.py`` imports too); nothing is downloaded.
 - The layout: a sharded layout of W GPUs runs its rank 0 on this GPU through the fake process group (its memory
   is one rank's; its step has no real collectives, so only memory is recorded), unless the command runs under
   ``torchrun`` with W processes (``WORLD_SIZE`` = W): then the real ranks run over NCCL and rank 0 records.
@@ -21,9 +22,9 @@ import time
 from typing import Any
 
 import torch
-from torch import nn
 
-from app.check.trace import TraceUnsupported, _build, _layers, _materialize, _optimizer, _refusal, hf_config
+from app.check.random_init import init_weights, materialize
+from app.check.trace import TraceUnsupported, _build, _layers, _optimizer, _refusal, hf_config
 from estimator import EstimateRequest, EstimateResponse
 
 __all__ = ["MEMORY_STEPS", "device_info", "measure"]
@@ -62,33 +63,6 @@ def _nvml_used() -> int:
         return int(nv.nvmlDeviceGetMemoryInfo(h).used)
     free, total = torch.cuda.mem_get_info()
     return int(total - free)
-
-
-@torch.no_grad()
-def _init_weights(model: nn.Module) -> None:
-    """Random weights (as ``measure.py``'s ``init_weights``): normal(0, 0.02) matrices, zero LoRA B and biases,
-    unit norms; the rotary buffers rebuilt from the config (``to_empty`` leaves them garbage)."""
-    from torch.distributed.tensor import DTensor
-
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(1234)
-    for name, p in model.named_parameters():
-        t = p.to_local() if isinstance(p, DTensor) else p
-        if t.numel() == 0 or not t.is_floating_point():
-            continue
-        if "lora_B" in name or name.endswith("bias"):
-            t.zero_()
-        elif t.dim() >= 2:
-            t.normal_(0.0, 0.02, generator=gen)
-        else:
-            t.fill_(1.0)
-    for mod in model.modules():
-        if type(mod).__name__.endswith("RotaryEmbedding") and hasattr(mod, "config"):
-            with torch.device("cpu"):
-                fresh = type(mod)(mod.config)
-            for bname, buf in mod._buffers.items():
-                if buf is not None and bname in fresh._buffers:
-                    buf.copy_(fresh._buffers[bname].to(buf.device, buf.dtype))
 
 
 def _phase_peak(rec: dict[str, Any], phase: str) -> None:
@@ -142,9 +116,8 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
         fully_shard(model, mesh=mesh, mp_policy=mpp)
         model.to_empty(device="cuda")
     else:
-        _materialize(model)
-        model.to("cuda")
-    _init_weights(model)
+        materialize(model, "cuda")
+    init_weights(model, "cuda")  # as measure.py: the same function (app/check/random_init.py)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = _optimizer(request, params)
     model.train()
@@ -199,8 +172,12 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
             opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
-        peak_alloc = max(peak_alloc, int(torch.cuda.max_memory_allocated()))
-        peak_res = max(peak_res, int(torch.cuda.max_memory_reserved()))
+        # as measure.py: the peaks are the memory steps' (phase by phase); the timed steps' own peak and the
+        # larger of the two are recorded beside them
+        raw["timed_steps_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+        raw["timed_steps_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+        raw["overall_peak_allocated_bytes"] = max(peak_alloc, raw["timed_steps_peak_allocated_bytes"])
+        raw["overall_peak_reserved_bytes"] = max(peak_res, raw["timed_steps_peak_reserved_bytes"])
     finally:
         if sharded and dist.is_initialized():
             dist.destroy_process_group()

@@ -40,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 from torch.utils._pytree import tree_leaves
 
 from app.check.compare import PART_MAP
+from app.check.random_init import materialize
 from estimator import EstimateRequest, EstimateResponse
 from estimator.model.spec import resolve_model
 
@@ -383,21 +384,6 @@ def _layers(model: nn.Module) -> list[nn.Module]:
     return list(layers) if layers is not None else []
 
 
-def _materialize(model: nn.Module) -> None:
-    """``to_empty`` that keeps tied parameters tied (``nn.Module.to_empty`` unties them)."""
-    memo: dict[int, torch.Tensor] = {}
-    for mod in model.modules():
-        for store in (mod._parameters, mod._buffers):
-            for k, t in list(store.items()):
-                if t is None:
-                    continue
-                if id(t) not in memo:
-                    new = torch.empty_like(t, device="cpu")
-                    memo[id(t)] = nn.Parameter(new, requires_grad=t.requires_grad) if isinstance(
-                        t, nn.Parameter) else new
-                store[k] = memo[id(t)]
-
-
 @contextlib.contextmanager
 def _mask_choices_of_real_tensors() -> Iterator[None]:
     """Make transformers choose the attention mask it chooses for real tensors. Its SDPA path skips the causal
@@ -448,7 +434,8 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
     ran = getattr(model.config, "_attn_implementation", None)
     if ran == "eager" and tr.attention != "eager":
         notes.append(f"attention: transformers runs {type(model).__name__} with eager attention (the request "
-                     f"says {tr.attention}): its S x S scores are traced")
+                     f"says {tr.attention}): its S x S scores are traced, and the estimate counts {tr.attention}; "
+                     "request \"attention\": \"eager\" to compare like with like")
     mixed = tr.precision == "bf16-mixed"
     if sharded:
         from torch.distributed.device_mesh import init_device_mesh
@@ -474,7 +461,7 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
             if sharded:
                 model.to_empty(device="cpu")
             else:
-                _materialize(model)
+                materialize(model, "cpu")  # tied weights kept tied (``nn.Module.to_empty`` unties them)
             params = [p for p in model.parameters() if p.requires_grad]
             opt = _optimizer(request, params, traced=True)
             if (tr.optimizer, tr.optimizer_impl) in NO_FAKE_KERNEL:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.models import Measurement
 from estimator import EstimateRequest
+
+if TYPE_CHECKING:  # for the annotations only: the schema imports without SQLAlchemy (python -m app.check)
+    from app.models import Measurement
 
 __all__ = [
     "MEASUREMENT_KINDS",

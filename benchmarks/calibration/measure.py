@@ -43,6 +43,25 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from torch import nn  # noqa: E402
 
+try:  # on the GPU machine: app/check/random_init.py copied beside this file (docs/check.md)
+    import random_init
+except ImportError:  # in the repository: loaded by its path (it imports torch only, not capplan's packages)
+    import importlib.util
+
+    _path = HERE.parents[1] / "app" / "check" / "random_init.py"
+    if not _path.exists():
+        sys.exit(f"measure.py needs random_init.py beside it (copy app/check/random_init.py into {HERE})")
+    _spec = importlib.util.spec_from_file_location("random_init", _path)
+    assert _spec is not None and _spec.loader is not None
+    random_init = importlib.util.module_from_spec(_spec)
+    sys.modules["random_init"] = random_init
+    _spec.loader.exec_module(random_init)
+
+#: one implementation with ``capplan check`` (app/check/random_init.py): tied-weight-keeping ``to_empty`` and the
+#: random weights (normal(0, 0.02) matrices, zero LoRA B and biases, unit norms, rotary buffers rebuilt)
+materialize = random_init.materialize
+init_weights = random_init.init_weights
+
 # peft and bitsandbytes are imported in the case's child process only: importing bitsandbytes initialises CUDA
 # (it reads the device's compute capability), and peft imports bitsandbytes when it is installed, so either in
 # the driver would stop forked children from creating their own CUDA context.
@@ -161,52 +180,6 @@ def hf_config(case: dict[str, Any]):
         raise ValueError(arch)
     kw.update(extra)
     return C(**kw)
-
-
-def materialize(model: nn.Module, device: str, skip: Any = None) -> None:
-    """``to_empty`` that keeps tied parameters tied (nn.Module.to_empty unties them); ``skip(t)`` leaves t as is."""
-    memo: dict[int, torch.Tensor] = {}
-    keep = []
-    for mod in model.modules():
-        for store in (mod._parameters, mod._buffers):
-            for k, t in list(store.items()):
-                if t is None or (skip is not None and skip(t)):
-                    continue
-                if id(t) not in memo:
-                    new = torch.empty_like(t, device=device)
-                    if isinstance(t, nn.Parameter):
-                        new = nn.Parameter(new, requires_grad=t.requires_grad)
-                    memo[id(t)] = new
-                    keep.append(t)
-                store[k] = memo[id(t)]
-
-
-@torch.no_grad()
-def init_weights(model: nn.Module, device: str) -> None:
-    from torch.distributed.tensor import DTensor
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(1234)
-    for name, p in model.named_parameters():
-        t = p.to_local() if isinstance(p, DTensor) else p
-        if t.numel() == 0 or not t.is_floating_point():  # packed NF4 weights are uint8, set when quantised
-            continue
-        if "lora_B" in name:
-            t.zero_()
-        elif t.dim() >= 2:
-            t.normal_(0.0, 0.02, generator=gen)
-        elif name.endswith("bias"):
-            t.zero_()
-        else:
-            t.fill_(1.0)
-    # Non-persistent rotary buffers are garbage after to_empty: rebuild them from the config.
-    for mod in model.modules():
-        if type(mod).__name__.endswith("RotaryEmbedding") and hasattr(mod, "config"):
-            with torch.device("cpu"):
-                fresh = type(mod)(mod.config)
-            for bname, buf in mod._buffers.items():
-                if buf is not None and bname in fresh._buffers:
-                    buf.copy_(fresh._buffers[bname].to(buf.device, buf.dtype))
 
 
 def _sync(dev: str) -> None:
@@ -842,28 +815,39 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
             m["saved_tensors"] = {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def worker(case: dict[str, Any], out_path: str, dry: bool) -> None:
+def record_oom(m: dict[str, Any], e: BaseException, dry: bool) -> None:
+    """What a case's ``measured`` keeps of a CUDA out-of-memory error: the phase and step it happened in, what it
+    tried to allocate, and (on the GPU) the allocator's counters at that moment."""
+    msg = str(e)
+    m["oom"] = True
+    m["oom_phase"] = _STATE["phase"]
+    m["oom_step"] = _STATE["step"]
+    mt = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", msg)
+    if mt:
+        mult = {"GiB": GIB, "MiB": 1024**2, "KiB": 1024, "B": 1}[mt.group(2)]
+        m["oom_tried_to_allocate_bytes"] = int(float(mt.group(1)) * mult)
+    m["oom_message"] = msg[:800]
+    if not dry:
+        m["allocated_at_oom_bytes"] = int(torch.cuda.memory_allocated())
+        m["reserved_at_oom_bytes"] = int(torch.cuda.memory_reserved())
+        m["phase_peak_at_oom_bytes"] = int(torch.cuda.max_memory_allocated())
+        m["phase_peak_reserved_at_oom_bytes"] = int(torch.cuda.max_memory_reserved())
+        m["peak_allocated_bytes"] = max(m.get("peak_allocated_bytes", 0), m["phase_peak_at_oom_bytes"])
+
+
+def worker(case: dict[str, Any], out_path: str, dry: bool, run: Any = None, on_oom: Any = None) -> None:
+    """The forked child of one case: ``run(case, res, dry)`` (this file's :func:`run_case` unless given:
+    ``measure_stacks.py`` passes its own), its result written to ``out_path`` as ok, oom (``on_oom(measured)``
+    adds to the record) or error, then ``os._exit`` (no CUDA teardown)."""
     t_start = time.perf_counter()
     res: dict[str, Any] = {"id": case["id"], "measured": {"oom": None}}
     try:
-        run_case(case, res, dry)
+        (run or run_case)(case, res, dry)
         res["status"] = "ok"
     except torch.OutOfMemoryError as e:
-        m = res["measured"]
-        msg = str(e)
-        m["oom"] = True
-        m["oom_phase"] = _STATE["phase"]
-        m["oom_step"] = _STATE["step"]
-        mt = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", msg)
-        if mt:
-            mult = {"GiB": GIB, "MiB": 1024**2, "KiB": 1024, "B": 1}[mt.group(2)]
-            m["oom_tried_to_allocate_bytes"] = int(float(mt.group(1)) * mult)
-        m["oom_message"] = msg[:600]
-        if not dry:
-            m["allocated_at_oom_bytes"] = int(torch.cuda.memory_allocated())
-            m["reserved_at_oom_bytes"] = int(torch.cuda.memory_reserved())
-            m["phase_peak_at_oom_bytes"] = int(torch.cuda.max_memory_allocated())
-            m["peak_allocated_bytes"] = max(m.get("peak_allocated_bytes", 0), m["phase_peak_at_oom_bytes"])
+        record_oom(res["measured"], e, dry)
+        if on_oom is not None:
+            on_oom(res["measured"])
         res["status"] = "oom"
     except Exception as e:  # a bug, not a measurement
         res["status"] = "error"

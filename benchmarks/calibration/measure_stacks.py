@@ -31,7 +31,6 @@ import statistics
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -531,6 +530,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                 for phase in ("forward", "backward"):
                     _STATE["phase"] = phase
                     M._reset(dev)
+                    M._fake_oom(phase, step)  # the dry run's hook (CALIB_FAKE_OOM="phase:step"), as measure.py
                     if phase == "forward":
                         loss = fwd()
                     else:
@@ -620,40 +620,10 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
 
 
 def worker(case: dict[str, Any], out_path: str, dry: bool) -> None:
-    t_start = time.perf_counter()
-    res: dict[str, Any] = {"id": case["id"], "measured": {"oom": None}}
-    try:
-        run_case(case, res, dry)
-        res["status"] = "ok"
-    except torch.OutOfMemoryError as e:
-        m = res["measured"]
-        msg = str(e)
-        m["oom"] = True
-        m["oom_phase"], m["oom_step"] = _STATE["phase"], _STATE["step"]
-        import re
-
-        mt = re.search(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)", msg)
-        if mt:
-            m["oom_tried_to_allocate_bytes"] = int(float(mt.group(1)) * {"GiB": GIB, "MiB": 1024**2, "KiB": 1024,
-                                                                          "B": 1}[mt.group(2)])
-        m["oom_message"] = msg[:800]
-        if not dry:
-            m["allocated_at_oom_bytes"] = int(torch.cuda.memory_allocated())
-            m["reserved_at_oom_bytes"] = int(torch.cuda.memory_reserved())
-            m["phase_peak_at_oom_bytes"] = int(torch.cuda.max_memory_allocated())
-            m["phase_peak_reserved_at_oom_bytes"] = int(torch.cuda.max_memory_reserved())
-            m["peak_allocated_bytes"] = max(m.get("peak_allocated_bytes", 0), m["phase_peak_at_oom_bytes"])
-        m["adam_impl_calls"] = dict(_ADAM_CALLS)
-        res["status"] = "oom"
-    except Exception as e:
-        res["status"] = "error"
-        res["error"] = f"{type(e).__name__}: {e}"[:800]
-        res["traceback"] = traceback.format_exc()[-3000:]
-    res["wall_s"] = time.perf_counter() - t_start
-    with open(out_path, "w") as f:
-        json.dump(res, f)
-    sys.stdout.flush()
-    os._exit(0)
+    """measure.py's worker running this file's :func:`run_case`; an out-of-memory record also says which Adam
+    implementation had run."""
+    M.worker(case, out_path, dry, run=run_case,
+             on_oom=lambda m: m.update(adam_impl_calls=dict(_ADAM_CALLS)))
 
 
 # ------------------------------------------------------------------------------------------------ smoke

@@ -220,6 +220,7 @@ def _hf_fields(c: _Config) -> dict[str, Any]:
         "gated_mlp": model_type not in _NON_GATED,
         "norm": "layernorm" if model_type in _LAYERNORM else "rmsnorm",
         "norms_per_layer": 4 if model_type.startswith("gemma2") or model_type.startswith("gemma3") else 2,
+        "norm_fp32_scale": model_type.startswith("gemma"),  # GemmaRMSNorm: output * (1.0 + weight.float())
         "fused_projections": model_type in _FUSED_PROJECTIONS,
         "parallel_residual": (c.flag("use_parallel_residual", _PARALLEL_RESIDUAL_DEFAULT.get(model_type, False))
                               if model_type != "falcon" else c.flag("parallel_attn", True)),
@@ -283,6 +284,7 @@ class ArchDims:
     v_head_dim: Final[int | None]
     sliding_window: Final[int | None]
     norms_per_layer: Final[int]
+    norm_fp32_scale: Final[bool]
     fused_projections: Final[bool]
     parallel_residual: Final[bool]
     qk_norm: Final[bool]
@@ -319,6 +321,7 @@ class ArchDims:
         self.v_head_dim = d["v_head_dim"]
         self.sliding_window = d["sliding_window"]
         self.norms_per_layer = d["norms_per_layer"]
+        self.norm_fp32_scale = d["norm_fp32_scale"]
         self.fused_projections = d["fused_projections"]
         self.parallel_residual = d["parallel_residual"]
         self.qk_norm = d["qk_norm"]

@@ -12,7 +12,10 @@ Models", arXiv 2205.05198, Sec. 4, Table 2): every tensor the autograd graph sav
   and keeps the residual stream in the fp32 parameter dtype (PyTorch AMP docs, "CUDA ops that can autocast").
 - PyTorch autograd saves an operand only when the other operand needs a gradient (``derivatives.yaml``), so
   a frozen base (LoRA) saves fewer tensors; PEFT's ``lora.Linear`` saves its own cast of the input.
-- Eager attention adds fp32 softmax probabilities and their bf16 copy (6 bytes per score). Its backward holds
+- Eager attention (Hugging Face ``eager_attention_forward``) adds fp32 softmax probabilities and their bf16 copy
+  (6 bytes per score); with Gemma 2's soft-capping also the ``tanh`` output (2 more), over the whole sequence on
+  sliding-window layers too (the window is a mask, the S x S matrix is computed); K and V are saved as
+  ``repeat_kv``'s copies at the query heads (:func:`_eager_attention_bytes`). Its backward holds
   16 bytes per score at once: the fp32 probabilities, the fp32 cast of their gradient, the ``grad * output``
   temporary that PyTorch's CUDA softmax backward allocates (``aten/src/ATen/native/cuda/SoftMax.cu``,
   ``softmax_backward_cuda_out``: ``Tensor tmp = grad * output;``) and the fp32 input gradient; the bf16 copy is
@@ -107,10 +110,14 @@ def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
     return (4 if autocast and not frozen_bf16 else 2), autocast
 
 
-def _norm_bytes(h: int, residual: int, trainable: bool) -> float:
-    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor."""
+def _norm_bytes(h: int, residual: int, trainable: bool, fp32_scale: bool = False) -> float:
+    """RMSNorm: the fp32 input (pow/mul save it) and, if its weight is trained, the normalised tensor: cast back
+    to the input's dtype before the weight multiplies it (``LlamaRMSNorm``), or kept in fp32 where the norm
+    scales by ``1 + weight`` in fp32 (``GemmaRMSNorm``: ``output * (1.0 + self.weight.float())``, transformers 5.24
+    ``models/gemma2/modeling_gemma2.py``; traced: 14,336 B a token of fp32 ``MulBackward0`` input at Gemma 2 9B
+    widths, ``tests/data/cpu_trace_eager_attention.json``)."""
     saved_input = 4 * h
-    normalised = (residual if residual == 4 else 2) * h if trainable else 0
+    normalised = (4 if fp32_scale else residual if residual == 4 else 2) * h if trainable else 0
     return saved_input + normalised
 
 
@@ -130,7 +137,11 @@ def _layer_norms_bytes(shape: ModelShape, residual: int, autocast: bool, trainab
     a = shape.dims
     h = a.hidden_size
     if a.norm != "layernorm":
-        return 2 * _norm_bytes(h, residual, trainable)
+        # every norm of the layer: Gemma 2 / 3 have four (``input_layernorm``, ``post_attention_layernorm``,
+        # ``pre_feedforward_layernorm``, ``post_feedforward_layernorm``, transformers 5.24
+        # ``models/gemma2/modeling_gemma2.py``, ``Gemma2DecoderLayer``), each saving its own fp32 input (traced
+        # on the CPU: 4 x 14,336 B a token at Gemma 2 9B widths, LoRA)
+        return a.norms_per_layer * _norm_bytes(h, residual, trainable, a.norm_fp32_scale)
     cast = autocast and residual != 4
     one = (4 if cast else residual) * h + 8
     if a.parallel_residual and not cast:
@@ -153,9 +164,9 @@ def _linear_inputs(shape: ModelShape, job: Job, residual: int, autocast: bool) -
     # .contiguous()``, a no-op on the flash kernel's (batch, seq, heads, dim) output, and the reshape before
     # ``o_proj`` is a view, so nothing new is saved unless the input is cast (each LoRA adapter's own copy) or
     # the attention core is recomputed (selective checkpointing keeps its output, not its insides). Eager
-    # attention saves its output only as o_proj's input (its ``AV`` matmul keeps the probabilities and v): one
-    # copy either way.
-    o_shared = t.activation_checkpointing != "selective"
+    # attention keeps no output of its own (its ``P V`` matmul saves the probabilities and v): o_proj's input
+    # is saved by o_proj, or by its adapter's own copy, alone (traced: ``tests/data/cpu_trace_eager_attention.json``).
+    o_shared = t.activation_checkpointing != "selective" and _effective_attention(shape, job) != "eager"
     if t.method == "full":
         attn_in = n_qkv * 2 * h if autocast else residual * h
         mlp_in = n_up * 2 * h if autocast else residual * h
@@ -215,11 +226,55 @@ def _adapter_input_regime(job: Job, autocast: bool) -> tuple[int, int, bool, int
 
 
 def _effective_attention(shape: ModelShape, job: Job) -> str:
-    """Score soft-capping (Gemma 2) cannot run in a fused flash kernel: the scores are materialised."""
+    """The attention implementation that runs: the request's (``training.attention``), as the step-time model
+    reads it. Gemma 2's score soft-capping does not force eager attention: transformers 5.17 ran Gemma 2 with
+    ``attn_implementation="sdpa"`` (the soft-cap left out), and its H200 memory is SDPA's
+    (``tests/data/families_h200_raw``: 26.1 GiB with SDPA, 41.9 GiB with eager, 8 layers at 4k tokens, LoRA), and
+    flash-attn >= 2.6 takes a ``softcap``. Newer transformers (5.24) refuse SDPA for Gemma 2 (its
+    ``_supports_sdpa = False``): a request for what runs there says ``"attention": "eager"``."""
+    return job.training.attention
+
+
+def _eager_attention_bytes(shape: ModelShape, job: Job) -> tuple[float, float]:
+    """(q, k, v; scores) bytes per token that Hugging Face's ``eager_attention_forward`` saves for backward.
+
+    The code (transformers 5.24, ``models/gemma2/modeling_gemma2.py`` and ``models/llama/modeling_llama.py``,
+    ``eager_attention_forward``): ``key_states = repeat_kv(key, n_rep)`` (and ``value``),
+    ``attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling``; Gemma 2 then
+    ``attn_weights / softcap``, ``torch.tanh``, ``* softcap``; ``+ attention_mask``;
+    ``softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)``; ``dropout(p)``;
+    ``torch.matmul(attn_weights, value_states)``. What autograd keeps (``tools/autograd/derivatives.yaml``):
+
+    - ``Q K^T`` keeps q and the repeated k; ``P V`` the bf16 probabilities and the repeated v. With grouped
+      K/V (``n_rep`` > 1) ``repeat_kv`` (``expand`` + ``reshape``) copies K and V to the query heads, and
+      those copies are what is saved: q, k and v at 2 bytes x the query width each, and a fused projection's
+      output (Phi-3 ``qkv_proj``) is then no longer kept alive by the v view (the first element of the pair,
+      0 without grouping: ``repeat_kv`` then returns its input and the SDPA count stands).
+    - the scalings (``* scaling``, ``/ softcap``, ``* softcap``) and the mask add keep nothing; ``tanh`` keeps its
+      output (its backward is ``grad * (1 - y^2)``) in the compute dtype; the softmax keeps its fp32 output, and
+      the cast back to the compute dtype makes the probabilities ``P V`` keeps (in fp32 the cast returns the
+      softmax output itself: one tensor).
+    - ``dropout`` at p = 0 returns its input (``aten/src/ATen/native/Dropout.cpp``, ``_dropout_impl``: ``if (p
+      == 0 || !train ...) return input``): nothing; the attention dropout of these models is 0.
+    - the scores span the whole key length on every layer: a sliding window (Gemma 2's ``sliding_attention``
+      layers) is a mask on the full S x S matrix in eager attention, not a smaller matrix.
+
+    Traced with ``saved_tensors_hooks`` on the CPU (transformers 5.24, torch 2.13; Gemma 2 9B widths, 16 heads of
+    256, 8 K/V heads, LoRA and bf16: per score 2 bytes bf16 ``TanhBackward0``, 4 fp32 ``SoftmaxBackward0``, 2
+    bf16 probabilities; q, k and v each 16 heads x 256 x 2 bytes a token; a 128-token window at 480 tokens saves
+    the same as a 4096-token one; Llama 3.2 1B widths under autocast: 4 + 2 per score, q / k / v 32 x 64 x 2
+    bytes a token). On the H200 (transformers 5.17, torch 2.11; ``tests/data/families_h200_raw``) Gemma 2 9B with
+    8 layers at 4k tokens, LoRA, no checkpointing, peaks 15.75 GiB higher with eager attention than with SDPA:
+    7.9 bytes per score of its 8 layers."""
     rv = job
-    if shape.dims.attn_logit_softcapping and rv.parallelism.framework != "megatron":
-        return "eager"
-    return rv.training.attention
+    a, t = shape.dims, rv.training
+    x = 4 if t.precision == "fp32" else 2  # the compute dtype of the scores
+    qd = a.num_attention_heads * shape.head_dim
+    qkv = 3 * 2 * qd if shape.kv_heads < a.num_attention_heads else 0.0
+    per_score = 4 + (x if x != 4 else 0)  # the fp32 softmax output and its cast (none when already fp32)
+    if a.attn_logit_softcapping:
+        per_score += x
+    return qkv, per_score * a.num_attention_heads * t.seq_len
 
 
 def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
@@ -232,17 +287,21 @@ def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
     rv = job
     a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    qkv = 2 * qd + 2 * 2 * kvd
+    qkv: float = 2 * qd + 2 * 2 * kvd
     if a.fused_projections:
         # v is a view into the fused qkv output, so attention keeps that whole output alive; the rotary embedding
         # makes new q and k (``apply_rotary_pos_emb`` concatenates the rotated and, with a partial rotary, the
         # passed-through dims): saved are the fused output plus the rotated q and k (GPT-NeoX ``query_key_value``,
         # Phi-3 ``qkv_proj``; traced, see ``_layer_norms_bytes``)
         qkv += 2 * qd + 2 * kvd
-    rest = 2 * qd + 4 * a.num_attention_heads  # out, lse
+    rest: float = 2 * qd + 4 * a.num_attention_heads  # out, lse
     if _effective_attention(shape, job) == "eager":
-        window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
-        rest += 6 * a.num_attention_heads * window
+        grouped_qkv, scores = _eager_attention_bytes(shape, job)
+        rest = scores  # no log-sum-exp; the output is o_proj's input (:func:`_linear_inputs`)
+        if grouped_qkv and rv.training.activation_checkpointing == "selective":
+            rest += grouped_qkv - 2 * qd  # the K / V copies are made inside the recomputed core: transient
+        elif grouped_qkv:
+            qkv = grouped_qkv
     if rv.training.activation_checkpointing == "selective":
         return qkv, rest
     return qkv + rest, 0.0
@@ -261,8 +320,8 @@ def _attention_backward_per_token(shape: ModelShape, job: Job, layout: Layout) -
     if rv.parallelism.framework == "megatron" or _effective_attention(shape, job) != "eager":
         return 0.0
     a = shape.dims
-    window = min(rv.training.seq_len, a.sliding_window or rv.training.seq_len)
-    return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * window / layout.tp
+    # every layer's scores span the whole sequence (:func:`_eager_attention_bytes`)
+    return (EAGER_BACKWARD_BYTES_PER_SCORE - 6) * a.num_attention_heads * rv.training.seq_len / layout.tp
 
 
 def _mlp_elementwise(shape: ModelShape, ffn: int, job: Job) -> float:
@@ -304,7 +363,7 @@ def _qk_norm_bytes(shape: ModelShape, job: Job) -> float:
         return 0.0
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
     trainable = job.training.method == "full"
-    return (_norm_bytes(qd, 4, trainable) + _norm_bytes(kvd, 4, trainable)
+    return (_norm_bytes(qd, 4, trainable, a.norm_fp32_scale) + _norm_bytes(kvd, 4, trainable, a.norm_fp32_scale)
             + 4 * (a.num_attention_heads + shape.kv_heads))
 
 
@@ -319,7 +378,7 @@ def _layer_bytes_per_token(shape: ModelShape, job: Job, layout: Layout) -> float
     a, tp = shape.dims, layout.tp
     trainable_norm = rv.training.method == "full"
     liger = rv.training.fused_kernels == "liger"
-    norms = (2 * liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
+    norms = (a.norms_per_layer * liger_norm_bytes(a.hidden_size, residual) if liger and a.norm == "rmsnorm"
              else _layer_norms_bytes(shape, residual, autocast, trainable_norm))
     h_inputs, split_inputs = _linear_inputs(shape, job, residual, autocast)
     replicated = norms + h_inputs

@@ -1,0 +1,182 @@
+"""Issue 31's acceptance on a GPU: one calibration case of every memory class of ``docs/accuracy.md`` run through
+``capplan check --run`` (each in its own process), and the same cases measured again by the calibration's own
+``measure.py`` on the same machine, so the two methods' figures can be set side by side.
+
+GPU machine (torch, transformers and peft installed, no capplan web dependencies; pydantic carried as wheels,
+``docs/check.md``, "--run on our GPU"), from the repository root::
+
+    python3 benchmarks/calibration/check_run_batch.py --out $OUT --baseline
+
+writes ``$OUT/check_run.jsonl`` (one line per case: its class, the exit code, the wall time, the record
+``python -m app.check REQUEST --run --json`` wrote, the tails of its output) and, with ``--baseline``,
+``$OUT/measure/results.jsonl`` and ``provenance.json`` (``measure.py --ids ...``). Back here::
+
+    python benchmarks/calibration/check_run_batch.py --compare DIR     # the table: run vs calibration
+
+CPU dry run (tiny shapes, ``--trace`` instead of ``--run``, ``measure.py --dry-run``): ``--dry-run --out DIR``.
+
+``python -m app.check`` is ``capplan check``'s own path (:func:`app.check.command.check_request`) without the
+typer / FastAPI wrapper, which the GPU machine lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CALIBRATION = ROOT / "tests" / "data" / "calibration_h200.json"
+TP_RAW = ROOT / "tests" / "data" / "calibration_h200_raw" / "call5_tp.jsonl"
+
+#: (memory class of docs/accuracy.md, calibration case id): the cheapest case of each class that fits an 80 GB
+#: card, plus eager attention (issue 31's estimator finding). The tensor-parallel case is refused by --run (it
+#: runs data-parallel layouts only): its line records the refusal (exit 2, naming ``parallelism``).
+CASES: list[tuple[str, str]] = [
+    ("full", "l1b-full-mixed-fused-b1-s4096-nock"),
+    ("full", "l1b-full-mixed-eager-fused-b1-s2048-nock"),
+    ("lora", "l8b-lora16al-fused-b1-s4096-nock"),
+    ("sharded", "l8b-full-mixed-fused-b1-s4096-ck-fsdp8"),
+    ("tensor_parallel", "l1b-full-mixed-fused-b2-s4096-nock-tp2"),
+]
+#: figures compared between a --run record and a measure.py measurement of the same case
+FIGURES = ("peak_allocated_bytes", "peak_reserved_bytes", "nvml_used_bytes", "step_time_s", "tokens_per_s")
+
+
+def calibration_cases() -> dict[str, dict[str, Any]]:
+    """Case id -> the calibration's case (``request``, ``measured``): calibration_h200.json and the TP call."""
+    out = {c["id"]: c for c in json.loads(CALIBRATION.read_text())["cases"]}
+    for line in TP_RAW.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out.setdefault(r["id"], r)
+    return out
+
+
+def dry_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Tiny shapes of the same structure (GQA, ties, head_dim) for the CPU dry run."""
+    r = copy.deepcopy(request)
+    m = r["model"]
+    heads = 4
+    kv = heads if (m.get("num_kv_heads") or m["num_attention_heads"]) == m["num_attention_heads"] else 2
+    m.update(num_layers=2, hidden_size=64, num_attention_heads=heads, num_kv_heads=kv, ffn_hidden_size=128,
+             vocab_size=512)
+    if m.get("head_dim"):
+        m["head_dim"] = 16
+    r["training"].update(seq_len=32, micro_batch_size=1)
+    return r
+
+
+def _tail(text: str, n: int = 3000) -> str:
+    return text[-n:]
+
+
+def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
+    """Each case through ``python -m app.check`` in its own process; one JSONL line each. The ids that ran."""
+    cal = calibration_cases()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    env.setdefault("CAPPLAN_NATIVE", "0")
+    ran = []
+    with tempfile.TemporaryDirectory() as tmp, (out / "check_run.jsonl").open("a") as sink:
+        for klass, cid in CASES:
+            case = cal[cid]
+            request = dry_request(case["request"]) if dry else case["request"]
+            req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
+            req_path.write_text(json.dumps(request))
+            cmd = [sys.executable, "-m", "app.check", str(req_path), "--trace" if dry else "--run",
+                   *([] if dry else ["--steps", "5"]), "--json", str(rec_path)]
+            t0 = time.perf_counter()
+            try:
+                p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+            except subprocess.TimeoutExpired as exc:
+                rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
+            line = {"class": klass, "case_id": cid, "dry_run": dry, "command": " ".join(cmd[1:]), "rc": rc,
+                    "wall_s": round(time.perf_counter() - t0, 1),
+                    "record": json.loads(rec_path.read_text()) if rec_path.exists() else None,
+                    "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+            sink.write(json.dumps(line) + "\n")
+            sink.flush()
+            print(f"{klass:16s} {cid:45s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
+            print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
+            if rc == 0:
+                ran.append(cid)
+    return ran
+
+
+def baseline(out: Path, ids: list[str], dry: bool, deadline: float) -> None:
+    """The calibration's own measurement of the same cases on this machine (``measure.py --ids``)."""
+    if not ids:
+        return
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "calibration" / "measure.py"), "--ids", *ids,
+           "--out", str(out / "measure"), "--deadline", str(deadline), *(["--dry-run"] if dry else [])]
+    print("baseline:", " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=False)
+
+
+def compare(folder: Path) -> None:
+    """Each --run record beside the calibration's committed H200 measurement and, when present, this machine's
+    ``measure.py`` baseline: the same figures (``app.check.record.measured_figures`` of each raw measurement)."""
+    sys.path.insert(0, str(ROOT))
+    from app.check.record import measured_figures
+
+    cal = calibration_cases()
+    base = {}
+    res = folder / "measure" / "results.jsonl"
+    if res.exists():
+        for line in res.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("status") == "ok":
+                    base[r["id"]] = measured_figures(r["measured"], memory_only="fsdp" in r["id"])
+    print(f"{'case':45s} {'figure':22s} {'check --run':>14s} {'measure.py here':>16s} {'H200 calibration':>17s}")
+    for line in (folder / "check_run.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        rec = row.get("record") or {}
+        got = rec.get("measured") or {}
+        committed = measured_figures(cal[row["case_id"]]["measured"], memory_only="fsdp" in row["case_id"])
+        if not got:
+            print(f"{row['case_id']:45s} rc={row['rc']}: {row['stderr_tail'].strip()[-200:]}")
+            continue
+        for fig in FIGURES:
+            vals = [got.get(fig), base.get(row["case_id"], {}).get(fig), committed.get(fig)]
+            if all(v is None for v in vals):
+                continue
+            shown = [("-" if v is None else f"{v / 2**30:.3f} GiB" if fig.endswith("bytes") else f"{v:.4g}")
+                     for v in vals]
+            print(f"{row['case_id']:45s} {fig:22s} {shown[0]:>14s} {shown[1]:>16s} {shown[2]:>17s}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="folder for check_run.jsonl (and measure/ with --baseline)")
+    ap.add_argument("--dry-run", action="store_true", help="CPU: tiny shapes, --trace, measure.py --dry-run")
+    ap.add_argument("--baseline", action="store_true", help="also measure the same cases with measure.py here")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
+    ap.add_argument("--deadline", type=float, default=270.0, help="measure.py's --deadline (seconds)")
+    ap.add_argument("--compare", type=Path, help="print the comparison of a folder this wrote")
+    args = ap.parse_args()
+    if args.compare:
+        compare(args.compare)
+        return
+    if not args.out:
+        ap.error("--out is required")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    ran = run_cases(out, args.dry_run, args.timeout)
+    if args.baseline:
+        baseline(out, ran, args.dry_run, args.deadline)
+    print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

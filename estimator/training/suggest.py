@@ -148,7 +148,7 @@ def mechanism_name(field: str, value: str) -> str:
         return Text("Liger kernels (RMSNorm, SwiGLU, RoPE)")
     if field == "activation_offloading" and value != "none":
         return Text("activations offloaded to host memory (%(mode)s)", mode=value)
-    return Text("training.%(field)s %(value)s", field=field, value=value)
+    return f"training.{field} {value}"
 
 
 def _levers(job: Job) -> list[_Candidate]:

@@ -36,9 +36,13 @@ def _plan(payload: dict[str, Any]) -> PlanResponse:
     return plan(PlanRequest.model_validate(payload), CATALOG)
 
 
-def _mechanisms(p: Any) -> tuple[str, str, str]:
-    t = p.request.training
+def _trained(req: Any) -> tuple[str, str, str]:
+    t = req.training
     return t.loss_kernel, t.fused_kernels, t.activation_offloading
+
+
+def _mechanisms(p: Any) -> tuple[str, str, str]:
+    return _trained(p.request)
 
 
 def test_off_no_single_gpu_plan_on_the_fused_loss_fits() -> None:
@@ -96,31 +100,55 @@ def test_a_family_liger_does_not_patch_is_never_given_liger() -> None:
     phi = variants(phi_req, shape_for(phi_req.model).dims)[0]
     llama = variants(PlanRequest.model_validate({**LORA_16K_A100_40, "vary_mechanisms": ALL}),
                      shape_for("llama-3.1-8b").dims)[0]
-    assert {v.training.fused_kernels for v in phi} == {"none"} and len(phi) == 4
-    assert sum(v.training.fused_kernels == "liger" for v in llama) == 4 and len(llama) == 8
+    assert [_trained(v) for v in phi] == [("materialized", "none", "none"), ("fused", "none", "none"),
+                                             ("fused", "none", "all")]
+    assert [_trained(v) for v in llama] == [("materialized", "none", "none"), ("fused", "liger", "none"),
+                                               ("fused", "liger", "all")]
 
 
-def test_variants_fewest_changes_first_and_the_request_pins_unchanged() -> None:
+def test_each_plan_has_the_fewest_changes_that_fit_its_layout() -> None:
+    """The planner searches the request with every no-cost mechanism (fused loss and Liger) and gives each layout
+    the fewest changes it needs: for every changed plan, the planner pinned to the same layout with any one change
+    undone finds nothing as fast (it does not fit there, or is slower)."""
+    r = _plan({**LORA_16K_A100_40, "vary_mechanisms": ALL})
+    assert r.plans and any(len(p.mechanism_changes.changes) == 1 for p in r.plans if p.mechanism_changes)
+    own = {"loss_kernel": "materialized", "fused_kernels": "none", "activation_offloading": "none"}
+    for p in r.plans:
+        assert p.mechanism_changes is not None  # nothing fits one A100 40GB without a change
+        lay = p.layout
+        kept = {k.removeprefix("training."): v for k, v in p.mechanism_changes.changes.items()}
+        for undone in kept:
+            training = {**LORA_16K_A100_40["training"], **kept, undone: own[undone],
+                        "micro_batch_size": lay.micro_batch_size,
+                        "gradient_accumulation_steps": lay.gradient_accumulation_steps,
+                        "activation_checkpointing": lay.activation_checkpointing}
+            parallelism = {"framework": lay.framework, "sharding": lay.sharding, "offload": lay.offload, "tp": lay.tp,
+                           "pp": lay.pp, "cp": lay.cp}
+            try:
+                pinned = _plan({**LORA_16K_A100_40, "training": training, "parallelism": parallelism})
+            except ValidationError:
+                continue  # the stack refuses the smaller set (none here: the request is transformers)
+            assert all(q.step_time_s > p.step_time_s for q in pinned.plans), (p.id, undone)
+
+
+def test_variants_and_the_request_pins_unchanged() -> None:
     req = PlanRequest.model_validate({**LORA_16K_A100_40, "vary_mechanisms": ALL})
     found, notes = variants(req, shape_for("llama-3.1-8b").dims)
     assert found[0] is req and notes == []
-    changed = [sum(getattr(v.training, f) != getattr(req.training, f)
-                   for f in ("loss_kernel", "fused_kernels", "activation_offloading")) for v in found]
-    assert changed == sorted(changed) and changed[-1] == 3
     for v in found:  # the planner's pins (micro-batch, accumulation, checkpointing) are the request's
         assert v.training.model_fields_set - {"loss_kernel", "fused_kernels", "activation_offloading"} == \
             req.training.model_fields_set
 
 
 def test_trl_liger_only_with_its_fused_loss() -> None:
-    """TRL: chunked_nll "is not compatible with use_liger_kernel": Liger alone is not tried, Liger with the fused
-    loss is; no plan pairs Liger with the chunked loss."""
+    """TRL: chunked_nll "is not compatible with use_liger_kernel": Liger alone is refused (said in the notes), Liger
+    with the fused loss is searched; no plan pairs Liger with the chunked loss."""
     body = {**LORA_16K_A100_40, "training": {**LORA_16K_A100_40["training"], "stack": "trl"},
             "vary_mechanisms": ["fused_kernels", "loss_kernel"]}
     req = PlanRequest.model_validate(body)
     found, notes = variants(req, shape_for("llama-3.1-8b").dims)
     assert [(v.training.loss_kernel, v.training.fused_kernels) for v in found] == [
-        ("chunked", "none"), ("fused", "none"), ("fused", "liger")]
+        ("chunked", "none"), ("fused", "liger")]
     assert any("Not tried, the stack refuses them" in str(n) for n in notes)
     r = plan(req, CATALOG)
     assert all(_mechanisms(p)[:2] != ("chunked", "liger") for p in r.plans)

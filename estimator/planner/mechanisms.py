@@ -13,20 +13,22 @@ The request's ``training`` names a loss kernel, fused kernels and activation off
   ``"checkpoints"`` (:func:`estimator.training.suggest.offload_mode`). Not for the Unsloth stack (its offloading is
   already on) nor when the request already offloads.
 
-Each combination of the allowed changes is one variant of the request; the planner searches every variant with the
-same search (:mod:`estimator.planner.search`) and ranks all the layouts together by its objective. A combination the
-stack's own code refuses never becomes a plan: one that validation refuses (TRL's chunked loss with Liger,
-:func:`estimator.rules.stacks.training_refusal`) is not a variant, and one refused with the parallelism (Liger or
-offloading under Megatron-LM, Unsloth under FSDP, offloading with parameter offload:
-:func:`estimator.rules.stacks.request_refusal`, checked by :func:`estimator.training.layout.build_layout`) has no
-layout in the search. The same layout found by several variants is kept once: the fastest, and on a tie the one
-that changes the fewest mechanisms (variants are searched fewest changes first), so a mechanism is only proposed
-where it makes a layout fit or run faster.
+The fused loss and Liger cost no step time (the same GEMMs: :mod:`estimator.training.mechanisms`), they only shrink
+memory; offloading costs PCIe time. So the planner searches (:func:`variants`) the request, the request with every
+allowed no-cost mechanism, and that with offloading too, with the same search (:mod:`estimator.planner.search`),
+and ranks all the layouts together by its objective. Each layout a variant found is then given the fewest of its
+changes that still fit it at no more step time (:func:`fewest_changes`), and the same layout found twice is kept
+once (the fastest, then the fewest changes), so a mechanism is only proposed where it makes a layout fit or run
+faster. A combination the stack's own code refuses never becomes a plan: one that validation refuses (TRL's
+chunked loss with Liger, :func:`estimator.rules.stacks.training_refusal`) is neither searched nor kept, and one
+refused with the parallelism (Liger or offloading under Megatron-LM, Unsloth under FSDP, offloading with parameter
+offload: :func:`estimator.rules.stacks.request_refusal`, checked by :func:`estimator.training.layout.build_layout`)
+has no layout in the search.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any, Final
 
@@ -40,7 +42,8 @@ from estimator.request import Training
 from estimator.rules.stacks import liger_patches
 from estimator.training.suggest import mechanism_name, offload_mode
 
-__all__ = ["FIELDS", "changes_of", "mechanism_words", "relabel", "restored", "variants"]
+__all__ = ["FIELDS", "changes_of", "fewest_changes", "mechanism_words", "relabel", "restored", "variant",
+           "variants"]
 
 #: the training fields the axis may change, in the order a plan's changes are named
 FIELDS: Final = ("loss_kernel", "fused_kernels", "activation_offloading")
@@ -70,28 +73,69 @@ def _axes(req: PlanRequest, dims: Any) -> tuple[list[tuple[str, str]], list[str]
     return axes, notes
 
 
+def variant(req: PlanRequest, changes: dict[str, str]) -> PlanRequest | None:
+    """The request with ``changes`` (training field -> value), or ``None`` when validation refuses the combination
+    (the stack's refusals that do not depend on the layout: :func:`estimator.rules.stacks.training_refusal`).
+    The request's own set fields stay what they were (the planner's pins read them) plus the changes."""
+    if not changes:
+        return req
+    t = req.training
+    try:
+        Training.model_validate({**t.model_dump(), **changes})
+    except ValidationError:
+        return None
+    return req.model_copy(update={"training": replaced(t, changes)})
+
+
 def variants(req: PlanRequest, dims: Any) -> tuple[list[PlanRequest], list[str]]:
-    """The request (first) and one request per combination of the allowed changes that validation accepts, fewest
-    changes first; and the notes on what is not varied. Without ``vary_mechanisms``: ``[req]``, no notes."""
+    """The requests the planner searches: the request itself (first), the request with the most allowed
+    mechanisms that cost no step time (the fused loss, Liger: validation accepting the combination), and that with
+    activation offloading added, which costs PCIe time; and the notes on what is not varied. Without
+    ``vary_mechanisms``: ``[req]``, no notes.
+
+    A mechanism that costs no time only shrinks memory, so the variant with all of them fits every layout a
+    variant with fewer fits, at the same step time: searching it finds every layout the axis can add. Each layout
+    found is then given the fewest changes it needs (:func:`fewest_changes`)."""
     if not req.vary_mechanisms:
         return [req], []
     axes, notes = _axes(req, dims)
-    t = req.training
+    free = [a for a in axes if a[0] != "activation_offloading"]
+    offload = [a for a in axes if a[0] == "activation_offloading"]
+    refused = [_words(dict(c)) for size in range(1, len(axes) + 1) for c in combinations(axes, size)
+               if variant(req, dict(c)) is None]
     out = [req]
-    refused: list[str] = []
-    for size in range(1, len(axes) + 1):
-        for combo in combinations(axes, size):
-            changes = dict(combo)
-            try:  # the stack's refusals that do not depend on the layout (estimator.rules.stacks.training_refusal)
-                Training.model_validate({**t.model_dump(), **changes})
-            except ValidationError:
-                refused.append(_words(changes))
-                continue
-            # the request's own set fields stay what they were (the planner's pins read them) plus the changes
-            out.append(req.model_copy(update={"training": replaced(t, changes)}))
+    for extra in ([], offload) if offload else ([],):
+        for size in range(len(free), -1, -1):  # the most free changes validation accepts
+            found = next((v for c in combinations(free, size)
+                          if (v := variant(req, dict(c) | dict(extra))) is not None), None)
+            if found is not None:
+                break
+        if found is not None and found is not req:
+            out.append(found)
     if refused:
         notes.append(Text("Not tried, the stack refuses them: %(what)s.", what=join(refused, N_("; "))))
     return out, notes
+
+
+def fewest_changes(f: Found, requested: Any, context: Callable[[dict[str, str]], Any]) -> Found:
+    """``f`` with the fewest of its mechanism changes that still fit its layout (GPU memory with the planner's
+    margin, host RAM) at no more step time: the smallest subsets first, in :data:`FIELDS` order.
+    ``context(changes)``: the search context of the request with those changes, or ``None`` when it is refused."""
+    items = [(k.removeprefix("training."), v) for k, v in changes_of(requested, f.request.training).items()]
+    w, s, ckpt, mbs, gas = f.world, f.structure, f.ckpt, f.micro_batch_size, f.accumulation
+    for size in range(len(items)):
+        for subset in combinations(items, size):
+            ctx = context(dict(subset))
+            if (ctx is None or ctx.layout(w, s) is None or not ctx.fits(w, s, ckpt, mbs, gas)
+                    or not ctx.host_fits(w, s)):
+                continue
+            t = ctx.time(w, s, ckpt, mbs, gas)
+            if t.step_time_s > f.step_time_s:
+                continue
+            return Found(w, s, ckpt, mbs, gas, f.dp, t, ctx.request(w, s, ckpt, mbs, gas),
+                         ctx.memory_total(w, s, ckpt, mbs, gas), ctx.memory_need(w, s, ckpt, mbs, gas),
+                         ctx.host_ram_bytes(w, s))
+    return f
 
 
 def changes_of(requested: Any, used: Any) -> dict[str, str]:

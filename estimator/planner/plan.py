@@ -38,7 +38,8 @@ from estimator.planner.contract import (
 from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
-from estimator.planner.mechanisms import changes_of, mechanism_words, relabel, restored
+from estimator.planner.mechanisms import changes_of, fewest_changes, mechanism_words, relabel, restored
+from estimator.planner.mechanisms import variant as mechanism_variant
 from estimator.planner.mechanisms import variants as mechanism_variants
 from estimator.planner.search import Found, SearchContext
 from estimator.tco.run_cost import CostResult
@@ -288,7 +289,19 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
     if len(ctxs) == 1:
         return ctx, found, total
     _merge_stats(ctxs)
-    return ctx, _merged(relabel(found, req.training)), total
+    searched: dict[tuple[tuple[str, str], ...], SearchContext | None] = {
+        tuple(sorted(changes_of(req.training, c.training).items())): c for c in ctxs}
+
+    def context(changes: dict[str, str]) -> SearchContext | None:
+        """The search context of the request with ``changes`` (made once; ``None``: refused)."""
+        key = tuple(sorted((f"training.{k}", v) for k, v in changes.items()))
+        if key not in searched:
+            v = mechanism_variant(req, changes)
+            searched[key] = None if v is None else SearchContext(v, catalog, shape, screen=False)
+        return searched[key]
+
+    fewest = [fewest_changes(f, req.training, context) for f in found]
+    return ctx, _merged(relabel(fewest, req.training), req.training), total
 
 
 def _world_key(w: World) -> tuple[str, int, int]:
@@ -312,16 +325,16 @@ def _merge_stats(ctxs: list[SearchContext]) -> None:
     st.empty_worlds = [(w, reason) for w, reason in st.empty_worlds if _world_key(w) in everywhere]
 
 
-def _merged(found: list[Found]) -> list[Found]:
-    """One layout (:func:`plan_id` without the mechanisms) per set of mechanisms is one candidate: the fastest;
-    on a tie the first found (the variants are searched fewest changes first), so a mechanism is only proposed
-    where it makes a layout fit or run faster."""
-    best: dict[str, Found] = {}
+def _merged(found: list[Found], requested: Any) -> list[Found]:
+    """One candidate per layout (:func:`plan_id` without the mechanisms) over the mechanism variants: the fastest,
+    on a tie the one that changes the fewest of the request's mechanisms (``requested``: its training section)."""
+    best: dict[str, tuple[float, int, Found]] = {}
     for f in found:
         key = _layout_id(f)
-        if key not in best or f.step_time_s < best[key].step_time_s:
-            best[key] = f
-    return list(best.values())
+        rank = (f.step_time_s, len(changes_of(requested, f.request.training)))
+        if key not in best or rank < best[key][:2]:
+            best[key] = (*rank, f)
+    return [f for _, _, f in best.values()]
 
 
 def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | None = None,

@@ -105,16 +105,22 @@ def variants(req: PlanRequest, dims: Any) -> tuple[list[PlanRequest], list[str]]
                if variant(req, dict(c)) is None]
     out = [req]
     for extra in ([], offload) if offload else ([],):
-        for size in range(len(free), -1, -1):  # the most free changes validation accepts
-            found = next((v for c in combinations(free, size)
-                          if (v := variant(req, dict(c) | dict(extra))) is not None), None)
-            if found is not None:
-                break
-        if found is not None and found is not req:
-            out.append(found)
+        most = _most(req, free, dict(extra))
+        if most is not None and most is not req:
+            out.append(most)
     if refused:
         notes.append(Text("Not tried, the stack refuses them: %(what)s.", what=join(refused, N_("; "))))
     return out, notes
+
+
+def _most(req: PlanRequest, free: list[tuple[str, str]], extra: dict[str, str]) -> PlanRequest | None:
+    """The request with ``extra`` and the most of the ``free`` changes that validation accepts."""
+    for size in range(len(free), -1, -1):
+        for combo in combinations(free, size):
+            v = variant(req, {**dict(combo), **extra})
+            if v is not None:
+                return v
+    return None
 
 
 def fewest_changes(f: Found, requested: Any, context: Callable[[dict[str, str]], Any]) -> Found:

@@ -58,7 +58,10 @@ def test_off_no_single_gpu_plan_on_the_fused_loss_fits() -> None:
         assert p.mechanism_changes.changes == {"training.loss_kernel": "fused"}
         assert p.request.training.loss_kernel == "fused" and p.id.endswith("|loss_kernel=fused")
         assert "fused loss" in str(p.mechanism_changes.summary)
+        # the launch exports say what to turn on in the training script
+        assert any("loss_kernel fused" in str(n) for n in p.exports.notes)
     assert any("variants of the request" in str(n) for n in on.notes)
+    assert any(str(e).startswith("It changes the request's fine-tuning stack: A fused loss") for e in on.explanation)
 
 
 def test_saved_gib_and_time_cost_are_the_estimates_difference_on_the_plans_layout() -> None:

@@ -228,7 +228,7 @@ def plan(
         "longest-sequence")] = None,
     vary: Annotated[str | None, typer.Option(
         "--vary", help="comma-separated fine-tuning stack mechanisms the planner may change as one more search axis "
-        "(the request's vary_mechanisms): loss_kernel, fused_kernels, activation_offloading")] = None,
+        "(the request's vary_mechanisms): loss_kernel, fused_kernels, activation_offloading, optimizer")] = None,
 ) -> None:
     """Search the layouts that fit a job (estimator.planner.plan) and print the ranked plans as JSON; with --question,
     the answer to a reverse question (estimator.planner.reverse). ``--vary`` sets the request's ``vary_mechanisms``

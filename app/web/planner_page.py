@@ -89,6 +89,7 @@ MECHANISM_OPTIONS: dict[str, tuple[str, str]] = {
     "fused_kernels": (N_("Liger kernels"), N_("RMSNorm, SwiGLU, RoPE; only on model families Liger patches")),
     "activation_offloading": (N_("Activation offloading"), N_("To pinned host memory: more host RAM and PCIe "
                                                                "traffic")),
+    "optimizer": (N_("8-bit AdamW"), N_("In place of AdamW (bitsandbytes): other numerics")),
 }
 #: the cost settings of the form (``cost`` of the plan request, refining ``pricing``), sent only when filled in
 COST_FIELDS = ("cost.utilisation", "cost.electricity_usd_per_kwh", "cost.pue", "cost.provider_class")

@@ -40,7 +40,7 @@ Objective = Literal["time", "cost"]
 Pricing = Literal["on-demand", "reserved", "owned"]
 #: the fine-tuning stacks' memory mechanisms (issue 29, docs/stacks.md) the planner may change from the request's
 #: training section: each is a field of ``training``
-VariedMechanism = Literal["loss_kernel", "fused_kernels", "activation_offloading"]
+VariedMechanism = Literal["loss_kernel", "fused_kernels", "activation_offloading", "optimizer"]
 
 #: Without a global batch, about 2**20 tokens (rounded to a power-of-two number of sequences): the order of
 #: the 0.5M-4M token batches of Llama-class pre-training and large fine-tunes.
@@ -86,12 +86,13 @@ class PlanRequest(_Frozen):
     pricing: Pricing = Field(default="on-demand", description="cloud on-demand, cloud reserved, or owned servers")
     top_k: int = Field(default=10, ge=1, le=200, description="plans returned besides the Pareto front")
     vary_mechanisms: tuple[VariedMechanism, ...] = Field(
-        default=(), max_length=3,
+        default=(), max_length=4,
         description="the fine-tuning stack mechanisms the planner may change from `training`'s values, as one more "
         "axis of the search (issue 29, docs/stacks.md): \"loss_kernel\" (a fused loss: Liger fused linear "
         "cross-entropy, Cut Cross-Entropy), \"fused_kernels\" (Liger's kernels, on the model families Liger "
         "patches), \"activation_offloading\" (to pinned host memory: \"checkpoints\" under full checkpointing, "
-        "else \"all\"). Only what the stack runs on each layout is proposed; a plan that changes one says so in "
+        "else \"all\"), \"optimizer\" (AdamW to bitsandbytes' 8-bit AdamW, \"adamw-8bit\": other numerics, so "
+        "only when asked). Only what the stack runs on each layout is proposed; a plan that changes one says so in "
         "`mechanism_changes`, with the GiB it saves and its step-time cost. Empty (default): the request's values "
         "only")
     cost: CostChoice | None = Field(

@@ -196,7 +196,7 @@ def _mechanisms(p: Plan) -> dict[str, str]:
     """The fine-tuning stack mechanisms of a plan (issue 29: the planner may change them, ``vary_mechanisms``)."""
     t = p.request.training
     return {"loss_kernel": str(t.loss_kernel), "fused_kernels": str(t.fused_kernels),
-            "activation_offloading": str(t.activation_offloading)}
+            "activation_offloading": str(t.activation_offloading), "optimizer": str(t.optimizer)}
 
 
 def plan_difference(a: Plan, b: Plan) -> str:

@@ -11,12 +11,17 @@ The request's ``training`` names a loss kernel, fused kernels and activation off
   ``"checkpoints"`` (Unsloth / axolotl: the checkpointed layer inputs) on a layout with full checkpointing, where the
   two are the same bytes (:func:`estimator.training.mechanisms.offload_split`) and the estimate's ways out propose
   ``"checkpoints"`` (:func:`estimator.training.suggest.offload_mode`). Not for the Unsloth stack (its offloading is
-  already on) nor when the request already offloads.
+  already on) nor when the request already offloads;
+- ``optimizer``: ``"adamw-8bit"`` (bitsandbytes ``AdamW8bit``: blockwise 8-bit states,
+  :mod:`estimator.training.optimizers`) in place of ``"adamw"`` only. It changes the optimizer's numerics, which is
+  why it is proposed only when asked; its CPU offload is refused (the optimizer's own ``cpu_offload_refusal``), so
+  no layout offloads it.
 
 The fused loss and Liger cost no step time (the same GEMMs: :mod:`estimator.training.mechanisms`), they only shrink
-memory; offloading costs PCIe time. So the planner searches (:func:`variants`) the request, the request with every
-allowed no-cost mechanism, and that with offloading too, with the same search (:mod:`estimator.planner.search`),
-and ranks all the layouts together by its objective. Each layout a variant found is then given the fewest of its
+memory; offloading costs PCIe time and the optimizer its own step. So the planner searches (:func:`variants`) the
+request, the request with every allowed no-cost mechanism, and that with each combination of the costly ones
+(:data:`COSTLY`), with the same search (:mod:`estimator.planner.search`), and ranks all the layouts together by its
+objective. Each layout a variant found is then given the fewest of its
 changes that still fit it at no more step time (:func:`fewest_changes`), and the same layout found twice is kept
 once (the fastest, then the fewest changes), so a mechanism is only proposed where it makes a layout fit or run
 faster. A combination the stack's own code refuses never becomes a plan: one that validation refuses (TRL's
@@ -46,7 +51,13 @@ __all__ = ["FIELDS", "changes_of", "fewest_changes", "mechanism_words", "relabel
            "variants"]
 
 #: the training fields the axis may change, in the order a plan's changes are named
-FIELDS: Final = ("loss_kernel", "fused_kernels", "activation_offloading")
+FIELDS: Final = ("loss_kernel", "fused_kernels", "activation_offloading", "optimizer")
+#: the mechanisms that cost step time (the others only shrink memory): each combination of them is searched
+COSTLY: Final = ("activation_offloading", "optimizer")
+#: the optimizer the axis proposes in place of AdamW (bitsandbytes AdamW8bit: the most common optimizer of axolotl's
+#: examples, issue 29), and the one it replaces
+OPTIMIZER_FROM: Final = "adamw"
+OPTIMIZER_TO: Final = "adamw-8bit"
 
 
 def _axes(req: PlanRequest, dims: Any) -> tuple[list[tuple[str, str]], list[str]]:
@@ -64,6 +75,12 @@ def _axes(req: PlanRequest, dims: Any) -> tuple[list[tuple[str, str]], list[str]
         else:
             notes.append(Text("fused_kernels: not varied, Liger has no kernel for this model's norm or MLP (it "
                               "patches RMSNorm, gated-MLP families: liger_kernel/transformers/monkey_patch.py)."))
+    if "optimizer" in allowed:
+        if t.optimizer == OPTIMIZER_FROM:
+            axes.append(("optimizer", OPTIMIZER_TO))
+        else:
+            notes.append(Text("optimizer: not varied, the planner replaces only AdamW's fp32 states (by 8-bit "
+                              "AdamW); the request names %(optimizer)s.", optimizer=t.optimizer))
     if "activation_offloading" in allowed and t.activation_offloading == "none":
         if t.stack != "unsloth":
             axes.append(("activation_offloading", "all"))
@@ -99,15 +116,16 @@ def variants(req: PlanRequest, dims: Any) -> tuple[list[PlanRequest], list[str]]
     if not req.vary_mechanisms:
         return [req], []
     axes, notes = _axes(req, dims)
-    free = [a for a in axes if a[0] != "activation_offloading"]
-    offload = [a for a in axes if a[0] == "activation_offloading"]
+    free = [a for a in axes if a[0] not in COSTLY]
+    costly = [a for a in axes if a[0] in COSTLY]
     refused = [_words(dict(c)) for size in range(1, len(axes) + 1) for c in combinations(axes, size)
                if variant(req, dict(c)) is None]
     out = [req]
-    for extra in ([], offload) if offload else ([],):
-        most = _most(req, free, dict(extra))
-        if most is not None and most is not req:
-            out.append(most)
+    for size in range(len(costly) + 1):
+        for extra in combinations(costly, size):
+            most = _most(req, free, dict(extra))
+            if most is not None and all(most is not v for v in out):
+                out.append(most)
     if refused:
         notes.append(Text("Not tried, the stack refuses them: %(what)s.", what=join(refused, N_("; "))))
     return out, notes

@@ -148,6 +148,8 @@ def mechanism_name(field: str, value: str) -> str:
         return Text("Liger kernels (RMSNorm, SwiGLU, RoPE)")
     if field == "activation_offloading" and value != "none":
         return Text("activations offloaded to host memory (%(mode)s)", mode=value)
+    if field == "optimizer" and value == "adamw-8bit":
+        return Text("8-bit AdamW (bitsandbytes: blockwise 8-bit optimizer states)")
     return f"training.{field} {value}"
 
 

@@ -21,9 +21,9 @@ Run: ``.venv/bin/python benchmarks/planner_bench.py [--runs 7]``. Prints figures
    ``llm-analysis``). Their step time and peak memory are printed beside ours for context. Without
    llm-analysis this section prints our times only and says how to install it.
 4. Issue 29: the fine-tuning stack mechanisms as a planner axis (``vary_mechanisms``): the issue's one-GPU case,
-   an 8B LoRA over every GPU type and the 70B search of section 1, each with the axis off, with the fused loss and
-   with all three mechanisms (median wall time, warm and memos cleared; the space counts every variant's
-   layouts). ``--only mechanisms`` runs this section alone.
+   an 8B LoRA over every GPU type and the 70B search of section 1, each with the axis off, with the fused loss,
+   with the three memory mechanisms and with the 8-bit optimizer too (median wall time, warm and memos cleared;
+   the space counts every variant's layouts). ``--only mechanisms`` runs this section alone.
 
 llm-analysis pins huggingface-hub < 0.15 and transformers, which its training analysis does not use, so keep it
 out of ``.venv``: install it with its two import-time dependencies into a separate venv and put that venv's
@@ -299,15 +299,15 @@ ALL_MECHANISMS = ["loss_kernel", "fused_kernels", "activation_offloading"]
 
 
 def bench_mechanisms(runs: int) -> None:
-    """Section 4: each search with the axis off, with the fused loss only and with all three mechanisms (median
-    wall time of ``runs``, warm and with the memos cleared before each), the space (every variant's layouts) and
-    how many of the returned plans change a mechanism."""
+    """Section 4: each search with the axis off, with the fused loss only, with the three memory mechanisms and with
+    the optimizer too (median wall time of ``runs``, warm and with the memos cleared before each), the space (every
+    variant's layouts) and how many of the returned plans change a mechanism."""
     catalog = load_catalog()
     print("\n== the fine-tuning stack mechanisms as a planner axis (vary_mechanisms) ==")
     for label, body in MECHANISM_SEARCHES:
         print(f"\n-- {label} --")
         base = None
-        for vary in ([], ["loss_kernel"], ALL_MECHANISMS):
+        for vary in ([], ["loss_kernel"], ALL_MECHANISMS, [*ALL_MECHANISMS, "optimizer"]):
             req = PlanRequest.model_validate({**body, "vary_mechanisms": vary})
             resp = plan(req, catalog)  # warm-up
             wall = _median_s(lambda req=req: plan(req, catalog), runs)

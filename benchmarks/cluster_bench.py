@@ -3,11 +3,11 @@
 Run: ``.venv/bin/python benchmarks/cluster_bench.py [--runs 7]``. Prints figures only (no pass/fail; the target is
 an answer in under 200 ms for 4,096 nodes on the 2-core development machine):
 
-* per node count (16, 256, 1,024, 4,096) and server (DGX H100, HGX B200): ``estimator.cluster.design_cluster``
-  without a job (topology, parts, power, racks, cost, TCO) and with a Llama 3.1 70B job (plus the scaling curve:
-  one ``estimator.estimate`` per size, 1 to N nodes doubling), warm (catalog loaded, estimator memos as they are
-  after one call) and cold (``memo.clear_all`` and ``modelspec.clear_shapes`` before each call, the first request
-  after start-up for that model);
+* per node count (16, 256, 1,024, 4,096) and server (DGX H100, HGX B200, GB200 NVL72 tray):
+  ``estimator.cluster.design_cluster`` without a job (topology, parts, power, racks, cost, TCO) and with a Llama
+  3.1 70B job (plus the scaling curve: one ``estimator.estimate`` per size, 1 to N nodes doubling), warm (catalog
+  loaded, estimator memos as they are after one call) and cold (``memo.clear_all`` and ``modelspec.clear_shapes``
+  before each call, the first request after start-up for that model);
 * the API's extra work, the SVG drawing (``app.charts.topology``).
 
 Median of ``--runs`` calls each, after one warm-up call.
@@ -29,7 +29,7 @@ JOB = {"model": "llama-3.1-70b",
        "training": {"train_tokens": 1e11, "gradient_accumulation_steps": 8, "activation_checkpointing": "full"},
        "parallelism": {"tp": 8, "sharding": "zero1", "framework": "megatron"}}
 NODES = (16, 256, 1024, 4096)
-SERVERS = ("nvidia-dgx-h100", "hgx-b200-8gpu-cx7")
+SERVERS = ("nvidia-dgx-h100", "hgx-b200-8gpu-cx7", "gb200-nvl72-tray")
 
 
 def _median_ms(fn: Callable[[], object], runs: int, before: Callable[[], None] | None = None) -> float:

@@ -7,6 +7,7 @@ from typing import Final
 from estimator.construct import trusted
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.host.bom import bill_of_materials, choose_server
+from estimator.host.cluster_fabric import estimate_fabric, with_cost_note, with_fabric_lines
 from estimator.host.sizing import host_result
 from estimator.job import Job, job_of
 from estimator.memo import BoundedMemo
@@ -239,22 +240,28 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
     timing = model_time.result()
     figures = train_figures(job, shape, layout, timing, hw.gpu, hw.server)
     host, bom = _host_and_bom(job, shape, layout, hw, catalog, timing, figures)
+    fabric, fabric_notes = estimate_fabric(job.request, choose_server(job, hw.server, hw.gpu, catalog),
+                                           layout.num_nodes, catalog)
+    if fabric is not None:
+        bom = with_fabric_lines(bom, fabric)
     # one checkpoint write time per response: the host sizing's (as with_host_checkpoint gives it)
     train = figures.result(float(host.checkpoint_write_s)) if figures is not None else None
     ways_out = [] if memory.fits else suggestions(job, shape, capacity, lambda r: _measure(r, shape, hw, capacity))
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
+    if fabric is not None:
+        fabric = with_cost_note(fabric, job.request, cost is not None and cost.basis == "own")
     return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
                             + time_assumptions(job, hw.gpu, layout, model_time.host_ratio)
-                            + stack_assumptions(job.request.training),
+                            + stack_assumptions(job.request.training) + fabric_notes,
                             warnings=warnings_for(job, shape, layout, hw, memory, ways_out)
                             + network_warnings(hw.gpu, hw.server, layout.num_nodes, layout.gpus_per_node)
                             + train_warnings(job, layout) + cost_notes + mechanism_notes(job.request.training)
                             + liger_warnings(job.training, shape.dims),
                             suggestions=ways_out,
                             estimator_version=ESTIMATOR_VERSION, catalog_version=_catalog_version(catalog),
-                            cost=cost)
+                            cost=cost, fabric=fabric)
 
 
 def _measure(req: EstimateRequest, shape: ModelShape, hw: ResolvedHardware, capacity: int) -> tuple[int, float]:

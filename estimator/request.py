@@ -20,8 +20,11 @@ from estimator.tco.run_cost import CostChoice
 __all__ = [
     "DEFAULT_GPU",
     "MAX_ACCUMULATION_STEPS",
+    "MAX_GPUS_PER_NODE",
     "MAX_TRAIN_TOKENS",
+    "ClusterChoice",
     "EstimateRequest",
+    "FabricKind",
     "Hardware",
     "HfConfigModel",
     "ModelArch",
@@ -309,15 +312,39 @@ class Parallelism(_Frozen):
 DEFAULT_GPU = "h100-sxm5-80gb"
 
 
+#: the most GPUs one node may have: the largest NVLink domain sold as one system (GB200 / GB300 NVL72: 72), so
+#: that a request without a catalog server can describe such a rack as one 72-GPU node. A catalog NVL72 is
+#: four-GPU trays whose NVLink domain (``nvlink_domain_gpus``) spans 18 of them.
+MAX_GPUS_PER_NODE = 72
+
+
 class Hardware(_Frozen):
     gpu: str = DEFAULT_GPU
     server: str | None = None
     num_nodes: Int = Field(default=1, ge=1, le=100_000)
-    gpus_per_node: Int = Field(default=8, ge=1, le=64)
+    gpus_per_node: Int = Field(default=8, ge=1, le=MAX_GPUS_PER_NODE)
 
     @property
     def world_size(self) -> int:
         return self.num_nodes * self.gpus_per_node
+
+
+#: the compute fabric kinds of :mod:`estimator.cluster` (``estimator.cluster.contract.FABRIC_CHOICES``; a test holds
+#: the two the same: the contract imports this module, so it cannot be imported here)
+FabricKind = Literal["ib-ndr", "ib-xdr", "roce-400", "roce-800"]
+
+
+class ClusterChoice(_Frozen):
+    """The request's ``cluster`` object: the compute fabric of a multi-node job (issue 32), designed by
+    :func:`estimator.cluster.design_cluster` as ``POST /api/v1/clusters`` does."""
+
+    fabric: FabricKind | None = Field(
+        default=None, description="ib-ndr (InfiniBand NDR 400G, Quantum-2 QM9700), ib-xdr (XDR 800G, Quantum-X800), "
+        "roce-400 / roce-800 (Spectrum-X RoCE on SN5600); null: ib-ndr on 400G GPU-fabric NICs, ib-xdr on 800G ones "
+        "(POST /api/v1/clusters' default is ib-ndr)")
+    oversubscription: float = Field(default=1.0, ge=1.0, le=8.0, allow_inf_nan=False,
+                                    description="leaf downlink : uplink ratio; 1 = non-blocking (the default)")
+    ufm: bool = Field(default=True, description="a UFM fabric-manager appliance on an InfiniBand fabric")
 
 
 class EstimateRequest(_Frozen):
@@ -329,6 +356,10 @@ class EstimateRequest(_Frozen):
                                    "rack power); null: the defaults shown in HostInput")
     cost: CostChoice | None = Field(default=None, description="how to price the run (own or rent); null: a "
                                     "chosen server is owned, else the cheapest hyperscaler on-demand offer")
+    cluster: ClusterChoice | None = Field(default=None, description="the compute fabric of a multi-node job (its "
+                                          "switches, optics and cables join the bill of materials, its capex and "
+                                          "power the response's fabric TCO); null: the defaults shown in "
+                                          "ClusterChoice")
 
     @property
     def dp(self) -> int:

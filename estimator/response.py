@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.cluster.contract import (
+    ClusterCost,
+    ClusterDesign,
+    ClusterPower,
+    ClusterRack,
+    ClusterRequest,
+    ClusterTco,
+    PartLine,
+)
 from estimator.messages import Message
 from estimator.tco.run_cost import CostResult
 
@@ -13,6 +22,7 @@ ESTIMATOR_VERSION = "0.1.0"
 
 __all__ = [
     "ESTIMATOR_VERSION",
+    "EstimateFabric",
     "EstimateResponse",
     "HostResult",
     "LayoutSummary",
@@ -150,6 +160,25 @@ class Suggestion(_Frozen):
     fits: bool
 
 
+class EstimateFabric(_Frozen):
+    """The compute fabric of a multi-node estimate (issue 32): what ``POST /api/v1/clusters`` answers for
+    ``request`` (the same function, :func:`estimator.cluster.design_cluster`, so the same figures), less the
+    drawing, the scaling curve and the nccl-tests lines. Its switches, optics, cables and UFM appliance are the
+    estimate's bill-of-materials lines (those carrying ``fabric_role``)."""
+
+    request: ClusterRequest = Field(description="the cluster request this fabric answers: POST it to "
+                                    "/api/v1/clusters to see the same figures with the topology drawn")
+    design: ClusterDesign
+    parts: list[PartLine] = Field(description="the fabric's parts (switches, optics, cables, UFM); the servers "
+                                  "are the bill of materials' own line")
+    power: ClusterPower
+    rack: ClusterRack = Field(description="the rack plan: compute racks, the switches' rack units and network racks")
+    cost: ClusterCost
+    tco: ClusterTco | None = Field(description="ownership TCO with this fabric's parts as the networking capex and "
+                                   "its switches and optics' power; null when the server has no catalog price")
+    notes: list[Message] = Field(default_factory=list)
+
+
 class EstimateResponse(_Frozen):
     model: ModelSummary
     layout: LayoutSummary
@@ -166,3 +195,7 @@ class EstimateResponse(_Frozen):
     catalog_version: str
     cost: CostResult | None = Field(default=None, description="the run priced on one cost basis (own or rent): "
                                     "rate per GPU-hour, source, date, confidence, total and assumptions")
+    fabric: EstimateFabric | None = Field(default=None, description="the compute fabric of a multi-node job on a "
+                                          "catalog server whose GPU-fabric NICs a fabric takes (request.cluster); "
+                                          "null on one node, and where no fabric takes the server's NICs (an "
+                                          "assumption line says why)")

@@ -65,7 +65,7 @@ PCIE_X16_GBPS_PER_DIRECTION: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 1
 
 FormFactor = Literal["SXM", "PCIe", "NVL", "OAM"]
 GpuFabric = Literal["nvswitch", "nvlink-mesh", "nvlink-bridge-pairs", "pcie", "infinity-fabric"]
-NicKind = Literal["infiniband-ndr", "infiniband-hdr", "roce", "ethernet"]
+NicKind = Literal["infiniband-ndr", "infiniband-hdr", "infiniband-xdr", "roce", "ethernet"]
 NicPurpose = Literal["gpu-fabric", "frontend"]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 SourceKind = Literal[
@@ -240,7 +240,8 @@ class Server(_Sourced):
     name: str
     vendor: str
     gpu_id: str
-    gpu_count: int = Field(ge=1, le=64)
+    gpu_count: int = Field(ge=1, le=72, description="GPUs in one node (at most 72: an NVL72 rack described as "
+                           "one node; the catalog's NVL72 entries are four-GPU trays)")
     gpu_tdp_w: float | None = Field(
         default=None, gt=0, description="per-GPU power of this server's GPU SKU when it differs from the GPU's TDP"
     )
@@ -253,9 +254,10 @@ class Server(_Sourced):
     max_ram_gib: float | None = Field(default=None, gt=0)
     ram_gib_configured: float | None = Field(default=None, gt=0)
     dimm_slots: int | None = Field(default=None, ge=1)
-    memory_type: Literal["DDR4", "DDR5"] | None = Field(
+    memory_type: Literal["DDR4", "DDR5", "LPDDR5X"] | None = Field(
         default=None, description="system memory generation, set by the CPU platform (EPYC 7002/7003: DDR4; "
-        "Xeon 4th Gen and later, EPYC 9004 and later: DDR5)")
+        "Xeon 4th Gen and later, EPYC 9004 and later: DDR5; Grace: LPDDR5X soldered next to the CPU, so a fixed "
+        "amount: set max_ram_gib = ram_gib_configured)")
     nvme_bays: int | None = Field(default=None, ge=0)
     nvme_tb_configured: float | None = Field(default=None, ge=0)
     nics: tuple[Nic, ...] = ()
@@ -271,6 +273,13 @@ class Server(_Sourced):
     nvlink_domain_gpus: int | None = Field(
         default=None, ge=1, le=1152, description="GPUs in one NVLink domain when it spans more than this node "
         "(GB200 NVL72: 72 across 18 trays); null: the node's own GPUs")
+    rack_nodes: int | None = Field(
+        default=None, ge=1, le=72, description="a rack-scale system: the nodes (compute trays) one rack holds. "
+        "The rack comes whole, with its NVLink switch trays, power shelves and liquid cooling (GB200 / GB300 NVL72: "
+        "18 trays of 4 GPUs); null: an ordinary server, racked by power and space")
+    rack_power_kw: float | None = Field(
+        default=None, gt=0, description="a rack-scale system: the whole rack's maximum power (kW), switch trays "
+        "and power-shelf losses included; max_power_kw is then this rack's power shared over its rack_nodes")
 
     @property
     def nvlink_domain(self) -> int:
@@ -286,7 +295,19 @@ class Server(_Sourced):
     def _price_has_date(self) -> Server:
         if self.price_usd is not None and self.price_date is None:
             raise ValueError("price_usd needs price_date")
+        domain = self.nvlink_domain_gpus
+        if domain is not None and domain > self.gpu_count and domain % self.gpu_count:
+            raise ValueError(f"nvlink_domain_gpus ({domain}) spans whole nodes: a multiple of gpu_count "
+                             f"({self.gpu_count})")
+        if (self.rack_nodes is None) != (self.rack_power_kw is None):
+            raise ValueError("rack_nodes and rack_power_kw go together (a rack-scale system)")
         return self
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs one collective reaches without the NICs: the NVLink domain when it spans nodes (NVL72: 72), else
+        the node's GPUs (PCIe and bridged cards reach the node's other GPUs over PCIe, not the network)."""
+        return max(self.gpu_count, self.nvlink_domain_gpus or 0)
 
     def nic_gbit(self, purpose: NicPurpose = "gpu-fabric") -> float:
         """Total line rate of the NICs for ``purpose``, in Gb/s."""

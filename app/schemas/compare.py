@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from estimator import EstimateRequest, EstimateResponse
+from estimator.request import MAX_GPUS_PER_NODE
 from estimator.tco.run_cost import CostChoice, CostResult
 
 __all__ = ["CompareOption", "CompareRequest", "CompareResponse", "CompareResult", "CompareRow"]
@@ -18,7 +19,7 @@ class CompareOption(BaseModel):
     gpu: str | None = Field(default=None, min_length=1, max_length=200)
     server: str | None = Field(default=None, min_length=1, max_length=200)
     num_nodes: int | None = Field(default=None, ge=1, le=100_000)
-    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=MAX_GPUS_PER_NODE)
     label: str | None = Field(default=None, max_length=200, description="shown instead of the ids")
 
     @model_validator(mode="after")

@@ -105,6 +105,29 @@ def cluster_url(request: EstimateRequest, result: EstimateResponse) -> str | Non
     return "/cluster?" + urlencode(params)
 
 
+def fabric_links(request: EstimateRequest, result: EstimateResponse) -> dict[str, str]:
+    """The estimate's fabric on ``/cluster`` (same server, nodes, fabric and oversubscription: the same figures, with
+    the topology drawn and the scaling curve) and on ``/tco`` (this fabric's cost per node as the networking
+    assumption, as ``/cluster``'s own TCO link does); empty without a designed fabric."""
+    fabric = result.fabric
+    if fabric is None:
+        return {}
+    c = fabric.request
+    cluster = {"server": c.server, "nodes": str(c.num_nodes), "fabric": c.fabric,
+               "oversubscription": f"{c.oversubscription:g}"}
+    if isinstance(request.model, str):
+        cluster |= {"model": request.model, "tp": str(result.layout.tp), "pp": str(result.layout.pp)}
+        if request.training.train_tokens:
+            cluster["train_tokens"] = f"{request.training.train_tokens:g}"
+    else:
+        cluster["model"] = ""
+    roce = c.fabric.startswith("roce")
+    key = "a.networking_usd_per_node_roce" if roce else "a.networking_usd_per_node_ib_ndr"
+    tco = {"server": c.server, "nodes": str(c.num_nodes), "a.network_fabric": "roce" if roce else "infiniband-ndr",
+           key: f"{fabric.cost.fabric_usd_per_node:.0f}"}
+    return {"cluster": "/cluster?" + urlencode(cluster), "tco": "/tco?" + urlencode(tco)}
+
+
 def estimate_context(catalog: Catalog, request: EstimateRequest, result: EstimateResponse) -> dict[str, Any]:
     """Everything ``_result.html`` shows for one result (also used for saved quotes)."""
     query = request_to_query(request)
@@ -119,6 +142,7 @@ def estimate_context(catalog: Catalog, request: EstimateRequest, result: Estimat
         "compare_url": f"/compare?{query}",
         "serve_url": f"/serve?{serve_query(request.model, result.layout.gpu, result.layout.server, query, catalog)}",
         "cluster_url": cluster_url(request, result),
+        "fabric_links": fabric_links(request, result),
         "verdict": verdict_of(result),
         "gpu_label": gpu_label,
         "server_label": backend.server_name(catalog, result.layout.server),

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from estimator.request import EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
+from estimator.request import ClusterChoice, EstimateRequest, Hardware, HfConfigModel, ModelArch, Parallelism, Training
 from estimator.rules.stacks import NEW_FIELDS as STACK_MECHANISMS
 from estimator.rules.stacks import STACK_DEFAULTS
 from estimator.tco.run_cost import CostChoice
@@ -40,6 +40,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "parallelism": Parallelism,
     "hardware": Hardware,
     "cost": CostChoice,
+    "cluster": ClusterChoice,
 }
 
 #: Fields shown in the main part of the form; every other contract field goes in "Advanced".
@@ -108,6 +109,9 @@ LABELS: dict[str, tuple[str, str]] = {
     "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh)"), N_("Owned: price of power; empty: the TCO "
                                                                   "default")),
     "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
+    "cluster.fabric": (N_("Compute fabric"), N_("More than one node: InfiniBand NDR or XDR, or Spectrum-X RoCE; empty: "
+                                                "NDR on 400G NICs, XDR on 800G (as on /cluster)")),
+    "cluster.oversubscription": (N_("Fabric oversubscription"), N_("Leaf downlinks per uplink; 1 = non-blocking")),
 }
 
 #: Fields a stack's defaults may fill (estimator.rules.stacks.STACK_DEFAULTS): a link that leaves one out gets the
@@ -117,6 +121,9 @@ STACK_SET_FIELDS = frozenset("training." + d.field for defaults in STACK_DEFAULT
 #: The cost section of the form (``cost.*`` of the estimate request): sent only when a field differs from its
 #: default, so that an untouched form is the API's ``cost: null``.
 COST_SECTION = "cost"
+#: The sections sent only when a field differs from its default (an untouched form is the API's ``null``), and the
+#: model whose defaults stand for a ``null`` section: the cost and the cluster's fabric (issue 32)
+OPTIONAL_SECTIONS: dict[str, type[BaseModel]] = {COST_SECTION: CostChoice, "cluster": ClusterChoice}
 
 
 @dataclass(frozen=True)
@@ -172,12 +179,17 @@ def _field_spec(section: str, name: str, info: Any) -> FieldSpec:
     return FieldSpec(dotted, "text", info.default, (), optional)
 
 
+#: contract fields the form leaves to the API: a checkbox whose default is on cannot tell "unchecked" from "left out"
+API_ONLY_FIELDS = frozenset({"cluster.ufm"})
+
+
 def field_specs() -> list[FieldSpec]:
     """Every field of the training, parallelism and hardware sections, in contract order."""
     return [
         _field_spec(section, name, info)
         for section, model in SECTIONS.items()
         for name, info in model.model_fields.items()
+        if f"{section}.{name}" not in API_ONLY_FIELDS
     ]
 
 
@@ -324,11 +336,12 @@ def parse_form(params: Mapping[str, Any]) -> FormInput:
         value = values[spec.name]
         if spec.name in absent and spec.name in STACK_SET_FIELDS:
             continue  # left out of a link: the stack's default (training.stack) fills it
-        if value is not None and not (spec.name.startswith(COST_SECTION + ".") and value == spec.default):
-            section, name = spec.name.split(".", 1)
+        section, name = spec.name.split(".", 1)
+        if value is not None and not (section in OPTIONAL_SECTIONS and value == spec.default):
             sections[section][name] = value
-    if not sections[COST_SECTION]:
-        del sections[COST_SECTION]
+    for section in OPTIONAL_SECTIONS:
+        if not sections[section]:
+            del sections[section]
     request = _validate(model_raw, sections, errors)
     if request is not None:
         values = {**request_to_values(request), "model": values["model"], "model_json": values["model_json"]}
@@ -364,7 +377,7 @@ def request_to_values(request: EstimateRequest) -> dict[str, Any]:
     for spec in field_specs():
         section, name = spec.name.split(".", 1)
         part = getattr(request, section)
-        values[spec.name] = getattr(CostChoice() if part is None and section == COST_SECTION else part, name)
+        values[spec.name] = getattr(OPTIONAL_SECTIONS[section]() if part is None else part, name)
     for d in STACK_DEFAULTS[request.training.stack]:  # a mechanism at its stack's default shows as "the default"
         if d.field in STACK_MECHANISMS and values["training." + d.field] == d.value:
             values["training." + d.field] = None

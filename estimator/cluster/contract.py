@@ -109,6 +109,10 @@ class ClusterDesign(_Out):
     gpus: int
     nvlink_domain_gpus: int = Field(description="GPUs in one NVLink domain: tensor/expert/context parallelism "
                                     "stays inside it; the fabric carries data and pipeline parallelism")
+    nvlink_domain_nodes: int = Field(default=1, description="nodes in one NVLink domain (an NVL72 rack: 18 "
+                                     "four-GPU trays); the fabric joins domains")
+    nvlink_domains: int = Field(default=0, description="NVLink domains on the fabric (racks of a rack-scale "
+                                "system, else nodes); a partial last domain counts")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -174,6 +178,11 @@ class ScalingPoint(_Out):
     collectives_s: dict[str, float] = Field(default_factory=dict, description="seconds per step of each "
                                             "parallelism's collectives, and how much of each is exposed (the "
                                             "estimate's breakdown: tensor_parallel_s, data_parallel_exposed_s, ...)")
+    fabric_traffic: list[str] = Field(default_factory=list, description="parallelisms whose collectives cross "
+                                      "the compute fabric at this size (tensor, context, expert, data, pipeline): "
+                                      "on an NVL72 only data and pipeline while the other groups fit its 72 GPUs")
+    nvlink_traffic: list[str] = Field(default_factory=list, description="parallelisms whose collectives stay "
+                                      "inside the NVLink domain")
 
 
 class ClusterResponse(_Out):

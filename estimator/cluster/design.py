@@ -26,7 +26,14 @@ from estimator.cluster.contract import (
 from estimator.cluster.fabric import Topology, design_topology
 from estimator.cluster.scaling import scaling_curve
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.facility.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
+from estimator.facility.rack import (
+    DEFAULT_RACK_UNITS,
+    default_rack_kw,
+    node_peak_power_w,
+    plan_rack_for_server,
+    racks_needed,
+)
+from estimator.training.comm import scale_up_gpus
 from hardware_catalog import UnknownCatalogIdError
 
 if TYPE_CHECKING:
@@ -202,7 +209,17 @@ def _design(req: ClusterRequest, profile: FabricProfile, switch: Switch, server:
     if req.ufm and not profile.ufm:
         notes.append("no UFM on an Ethernet fabric (Spectrum-X is managed by the switches' own software)")
     domain = server.nvlink_domain
+    domain_nodes = scale_up_gpus(server, server.gpu_count) // server.gpu_count
+    domains = math.ceil(req.num_nodes / domain_nodes)
+    if domain_nodes > 1:
+        notes.append(f"NVLink domain of {domain} GPUs over {domain_nodes} nodes: tensor, expert and context "
+                     f"parallelism up to {domain} ranks stay on NVLink, so this fabric joins {domains} domain(s) "
+                     "and carries data parallelism and pipeline stages only")
+        if req.num_nodes % domain_nodes:
+            notes.append(f"{req.num_nodes} nodes are not a whole number of {domain_nodes}-node domains: the last "
+                         f"domain is partial ({req.num_nodes % domain_nodes} nodes)")
     return ClusterDesign(
+        nvlink_domain_nodes=domain_nodes, nvlink_domains=domains,
         fabric=req.fabric, fabric_name=profile.name, switch=switch.id, switch_name=switch.name, radix=radix,
         link_gbit=profile.gbit, rails=t.rails, twin_port_node_cages=twin, tiers=t.tiers, scalable_units=t.units,
         slots_per_unit=t.slots_per_unit, pods=t.pods, leaves=t.leaves, spines=t.spines, cores=t.cores,
@@ -241,7 +258,7 @@ def _power(catalog: Catalog, server: Server, nodes: int, parts: list[PartLine]) 
 def _rack_kw(catalog: Catalog, req: ClusterRequest) -> float:
     if req.rack_kw is not None:
         return req.rack_kw
-    return float(catalog.tco_defaults.value("rack_kw"))
+    return default_rack_kw(catalog)
 
 
 def _rack(catalog: Catalog, req: ClusterRequest, parts: list[PartLine], power: ClusterPower) -> ClusterRack:
@@ -305,4 +322,5 @@ def nccl_commands(server: Server, nodes: int, fabric: str) -> list[str]:
     """nccl-tests command lines to run on the delivered nodes (the planner's exports give the same)."""
     from estimator.planner.exports.nccl import nccl_tests_commands
 
-    return nccl_tests_commands(server.gpu_count, nodes, fabric.startswith("ib"))
+    return nccl_tests_commands(server.gpu_count, nodes, fabric.startswith("ib"),
+                               scale_up_gpus(server, server.gpu_count))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from estimator.cluster.contract import NcclCheck, NcclRow, NcclTest
 from estimator.errors import InvalidRequestError
+from estimator.training.comm import scale_up_gpus
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server
@@ -190,6 +191,12 @@ def expected_busbw(catalog: Catalog, server: Server, collective: str, n_nodes: i
     local = _in_node(catalog, server, collective, ring or n_nodes > 1)
     if n_nodes <= 1:
         path = f"in one node: {server.gpu_count} GPUs over {server.gpu_fabric}"
+        return (local[0], local[1], path) if local else (None, None, path)
+    domain = scale_up_gpus(server, server.gpu_count)
+    if n_nodes * server.gpu_count <= domain:
+        # trays of one NVLink domain (NVL72): NCCL runs the collective over multi-node NVLink, not the NICs
+        path = (f"inside one NVLink domain of {domain} GPUs across {n_nodes} nodes (multi-node "
+                "NVLink; a run with NCCL_MNNVL_ENABLE=0 measures the NICs instead)")
         return (local[0], local[1], path) if local else (None, None, path)
     rails, per_nic, src = _per_nic(catalog, server)
     if rails == 0:

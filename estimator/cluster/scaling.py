@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Final
 
 from estimator.cluster.contract import ScalingPoint
 from estimator.errors import EstimatorError, InvalidRequestError
+from estimator.training.comm import scale_up_gpus
 
 if TYPE_CHECKING:
     from estimator.request import EstimateRequest
     from hardware_catalog import Catalog, Server
 
-__all__ = ["curve_sizes", "scaling_curve"]
+__all__ = ["curve_sizes", "scaling_curve", "traffic"]
 
 #: share of the step above which a cause is named
 CAUSE_SHARE: Final = 0.05
@@ -59,6 +60,25 @@ def _on(job: EstimateRequest, server: Server, nodes: int) -> EstimateRequest:
     return job.model_copy(update={"hardware": hw})
 
 
+def traffic(dp: int, tp: int, pp: int, cp: int, ep: int, domain: int) -> tuple[list[str], list[str]]:
+    """(parallelisms whose collectives cross the compute fabric, those that stay on NVLink) for a layout on a
+    scale-up ``domain`` of GPUs, placed as the step-time model places them (:func:`estimator.training.comm.
+    place_group`: tensor innermost, then context, data, pipeline outermost). On an NVL72 (domain 72) tensor,
+    expert and context groups up to the domain stay on NVLink and the fabric carries data parallelism and the
+    pipeline's sends; on 8-GPU nodes a TP or EP group of 16 crosses the NICs."""
+    from estimator.training.comm import place_group
+
+    groups = (("tensor", tp, 1), ("context", cp, tp), ("expert", ep, 1), ("data", dp, tp * cp),
+              ("pipeline", pp, tp * cp * dp))
+    fabric: list[str] = []
+    nvlink: list[str] = []
+    for name, size, stride in groups:
+        if size <= 1:
+            continue
+        (fabric if place_group(size, stride, domain).nodes > 1 else nvlink).append(name)
+    return fabric, nvlink
+
+
 def _reasons(job: EstimateRequest, server: Server, nodes: int, fits: bool, step: float,
              breakdown: dict[str, float], bubble: float) -> list[str]:
     out = []
@@ -69,11 +89,14 @@ def _reasons(job: EstimateRequest, server: Server, nodes: int, fits: bool, step:
     if bubble > CAUSE_SHARE * step:
         out.append(f"pipeline bubble: {bubble:.2f} s of the step ({bubble / step:.0%}); more micro-batches per "
                    "step or an interleaved schedule shrink it")
-    tp = job.parallelism.tp
-    if tp > server.nvlink_domain:
+    tp, ep, domain = job.parallelism.tp, job.parallelism.ep, scale_up_gpus(server, server.gpu_count)
+    if tp > domain:
         tp_s = breakdown.get("tensor_parallel_exposed_s", 0.0)
-        out.append(f"tensor parallelism ({tp}) crosses the NVLink domain of {server.nvlink_domain} GPUs: its "
+        out.append(f"tensor parallelism ({tp}) crosses the NVLink domain of {domain} GPUs: its "
                    f"collectives ride the NICs ({tp_s:.2f} s exposed)")
+    if ep > domain:
+        out.append(f"expert parallelism ({ep}) crosses the NVLink domain of {domain} GPUs: its all-to-alls "
+                   "ride the NICs")
     pp_s = breakdown.get("pipeline_p2p_exposed_s", 0.0)
     if pp_s > CAUSE_SHARE * step:
         out.append(f"pipeline sends between stages: {pp_s:.2f} s exposed")
@@ -108,7 +131,11 @@ def scaling_curve(job: EstimateRequest, server: Server, num_nodes: int, catalog:
         fits = bool(res.memory.fits)
         reasons = _reasons(job, server, nodes, fits, t.step_time_s, t.breakdown_s, t.bubble_s) \
             if eff < threshold or not fits else []
+        lay = res.layout
+        over_fabric, over_nvlink = traffic(lay.dp, lay.tp, lay.pp, lay.cp, lay.ep,
+                                        scale_up_gpus(server, server.gpu_count))
         points.append(ScalingPoint(
+            fabric_traffic=over_fabric, nvlink_traffic=over_nvlink,
             nodes=nodes, gpus=nodes * server.gpu_count, dp=res.layout.dp, step_time_s=t.step_time_s,
             tokens_per_s=t.tokens_per_s, mfu=t.mfu, scaling_efficiency=eff, communication_s=t.communication_s,
             exposed_communication_s=t.exposed_communication_s, bubble_s=t.bubble_s,

@@ -9,7 +9,8 @@ price (memory, drives, NICs and switches are priced by sales; the app layer appl
 
 Switch count: one 64-port 400 Gb/s switch (NVIDIA QM9700 / Spectrum-4 class) serves up to 64 NIC ports; beyond
 that a non-blocking two-tier fat tree, leaves with half their ports down and half up, and spines for the uplinks
-(ceil(ports / 32) leaves, ceil(leaves x 32 / 64) spines).
+(ceil(ports / 32) leaves, ceil(leaves x 32 / 64) spines). A multi-node estimate on a server whose NICs a fabric
+takes replaces these lines with the designed fabric's parts (:mod:`estimator.host.cluster_fabric`, issue 32).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from estimator.response import HostResult
 from estimator.training.layout import Layout
 from hardware_catalog import Catalog, Gpu, Server
 
-__all__ = ["bill_of_materials", "choose_server", "switch_counts"]
+__all__ = ["bill_of_materials", "choose_server", "is_switch_count_line", "switch_counts"]
 
 Item = dict[str, object]
 
@@ -89,6 +90,13 @@ def switch_counts(ports: int) -> tuple[int, int]:
         return 1, 0
     leaves = math.ceil(ports / (radix // 2))
     return leaves, math.ceil(leaves * (radix // 2) / radix)
+
+
+def is_switch_count_line(item: Item) -> bool:
+    """A line of :func:`switch_counts`' simple fabric (its leaf and spine switches and the links' cables): what a
+    designed fabric (:mod:`estimator.host.cluster_fabric`) replaces."""
+    sku = str(item.get("sku"))
+    return sku.startswith("switch-") or sku == "cable-400g"
 
 
 def _dimm_sku(dimms: DimmConfig) -> str:

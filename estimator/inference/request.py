@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from estimator.request import Int, ModelInput, OptFloat, OptInt
+from estimator.request import MAX_GPUS_PER_NODE, Int, ModelInput, OptFloat, OptInt
 from estimator.tco import TcoAssumptions
 
 __all__ = [
@@ -42,7 +42,7 @@ class _Frozen(BaseModel):
 class InferenceHardware(_Frozen):
     gpu: str = "h200-sxm-141gb"
     server: str | None = Field(default=None, description="a catalog server; null: the cheapest carrying the GPU")
-    gpus_per_node: Int = Field(default=8, ge=1, le=64)
+    gpus_per_node: Int = Field(default=8, ge=1, le=MAX_GPUS_PER_NODE)
 
 
 class ServingConfig(_Frozen):

@@ -184,6 +184,13 @@ class PlanLayout(_Frozen):
     seq_len: int
     tp_plan: str | None = Field(default=None, description="the tensor-parallel plan the estimate assumed "
                                 "(parallelism.tp_plan, or the framework's default); null without TP")
+    nvlink_domain_gpus: int | None = Field(default=None, description="GPUs a collective reaches without the NICs: "
+                                           "the node, or the NVLink domain when it spans nodes (GB200 / GB300 "
+                                           "NVL72: 72); null reads as gpus_per_node")
+
+    @property
+    def scale_up_gpus(self) -> int:
+        return max(self.gpus_per_node, self.nvlink_domain_gpus or 0)
 
     @property
     def label(self) -> str:

@@ -73,8 +73,10 @@ def _summary(p: Plan) -> Text:
 
 def _span(layout: PlanLayout, group: int) -> Text:
     """The link a group of ``group`` consecutive-stride ranks uses."""
-    return Text("the network (InfiniBand/RoCE)") if group > layout.gpus_per_node else \
-        Text("NVLink/PCIe inside the node")
+    if group <= layout.gpus_per_node:
+        return Text("NVLink/PCIe inside the node")
+    return Text("the network (InfiniBand/RoCE)") if group > layout.scale_up_gpus else \
+        Text("NVLink across the nodes of one NVLink domain")
 
 
 def _dp_words(layout: PlanLayout) -> Text:

@@ -2,7 +2,8 @@
 
 Hardware options come from the request (pinned ``hardware`` fields) and ``constraints`` (GPU and server ids),
 looked up in :mod:`hardware_catalog`. Without either, the planner searches every catalog GPU that has a price
-for the chosen pricing (a cloud offer, or a server to own), eight to a node.
+for the chosen pricing (a cloud offer, or a server to own), eight to a node (a GPU sold only in a rack-scale
+system, GB200 / GB300 NVL72, in that system's four-GPU trays and 72-GPU NVLink domain).
 
 Prices per GPU-hour come from the one cost basis (:mod:`estimator.tco.run_cost`): the cheapest hyperscaler on-demand
 or reserved offer of the GPU, or owning the server (:func:`estimator.tco.ownership_tco`: capex over its
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.tco.run_cost import CostBasis, CostChoice, choose_basis
+from estimator.training.comm import scale_up_gpus
 from hardware_catalog import Catalog, Gpu, Server
 
 if TYPE_CHECKING:
@@ -131,11 +133,22 @@ def hardware_options(req: PlanRequest, catalog: Catalog) -> list[HwOption]:
     if not gpus and not servers:
         gpus = [catalog.gpus[g] for g in _priced_gpus(req, catalog)]
     options = [HwOption(catalog.gpus[s.gpu_id], s, _server_gpn(s, gpn)) for s in servers]
-    options += [HwOption(g, None, gpn or DEFAULT_GPUS_PER_NODE) for g in gpus]
+    options += [_gpu_option(catalog, g, gpn) for g in gpus]
     if not options:
         raise InvalidRequestError("no hardware is left after the constraints: check constraints.gpus/servers",
                                   "constraints")
     return options
+
+
+def _gpu_option(catalog: Catalog, gpu: Gpu, gpn: int | None) -> HwOption:
+    """A GPU without a server: ``DEFAULT_GPUS_PER_NODE`` to a node, except a GPU that only comes in a rack-scale
+    system (GB200 / GB300: the compute trays of an NVL72 rack), which takes that system's node and its NVLink
+    domain: a "GB200 node of eight" does not exist, and its TP groups span trays over NVLink, not the NICs."""
+    carriers = [s for s in catalog.servers.values() if s.gpu_id == gpu.id]
+    if carriers and all(scale_up_gpus(s, s.gpu_count) > s.gpu_count for s in carriers):
+        server = min(carriers, key=lambda s: s.id)
+        return HwOption(gpu, server, _server_gpn(server, gpn))
+    return HwOption(gpu, None, gpn or DEFAULT_GPUS_PER_NODE)
 
 
 def _server_gpn(server: Server, gpn: int | None) -> int:

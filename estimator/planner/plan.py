@@ -43,6 +43,7 @@ from estimator.planner.mechanisms import variant as mechanism_variant
 from estimator.planner.mechanisms import variants as mechanism_variants
 from estimator.planner.search import Found, SearchContext
 from estimator.tco.run_cost import CostResult
+from estimator.training.comm import scale_up_gpus
 from estimator.training.suggest import cost_summary, measure_request, mechanism_cost
 from hardware_catalog import Catalog
 
@@ -141,7 +142,8 @@ def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
                       sequence_parallel=s.sequence_parallel, hsdp_shard_size=s.hsdp_shard,
                       activation_checkpointing=f.ckpt, micro_batch_size=f.micro_batch_size,
                       gradient_accumulation_steps=f.accumulation, global_batch_size=gbs, seq_len=seq_len,
-                      tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None)
+                      tp_plan=f.request.parallelism.resolved_tp_plan if s.tp > 1 else None,
+                      nvlink_domain_gpus=scale_up_gpus(w.hw.server, w.gpus_per_node))
 
 
 def _plan_cost(s: Scored, world: World, step_s: float, ttt: float | None, tokens_per_step: float,

@@ -57,7 +57,7 @@ from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
 from estimator.training.accuracy import memory_error_bar_pct
 from estimator.training.checkpoint import checkpoint_size
-from estimator.training.comm import fabric_for
+from estimator.training.comm import fabric_for, scale_up_gpus
 from estimator.training.efficiency import rates_for
 from estimator.training.layout import Layout, build_layout
 from estimator.training.memory import MemoryFloor, memory_floor, peak_memory
@@ -167,7 +167,7 @@ class SearchContext:
         self.keep = keep
         self.stats = Stats()
         self.prepaid = False  # set by plan(), which charges the work budget for the whole space at once
-        self._structures: dict[tuple[int, int], list[Structure]] = {}
+        self._structures: dict[tuple[int, int, int], list[Structure]] = {}
         self._layouts: dict[tuple[int, int, Structure], Layout | None] = {}
         self._memory_cache: dict[tuple[object, ...], tuple[int, int, int]] = {}
         self._parallelism: dict[Structure, Any] = {}
@@ -179,18 +179,24 @@ class SearchContext:
         self._host_ram: dict[tuple[int, int, Structure], int] = {}
         self._ram_limits: dict[tuple[str, int], RamLimit] = {}
         self.screen = screen
-        self._floors: dict[tuple[int, int], tuple[scr.Floors, list[int]]] = {}
+        self._floors: dict[tuple[int, int, int], tuple[scr.Floors, list[int]]] = {}
         self._variants: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-        self._rows: dict[tuple[int, int], _ScreenRows] = {}
+        self._rows: dict[tuple[int, int, int], _ScreenRows] = {}
         self._screened: dict[tuple[str, int, int], npt.NDArray[np.bool_]] = {}
         self._micro_owner: dict[tuple[object, ...], tuple[World, Structure]] = {}
 
     # ------------------------------------------------------------------------------------------ the space
+    @staticmethod
+    def _group_key(world: World) -> tuple[int, int, int]:
+        """A group's structures depend on its node count, GPUs per node and scale-up domain (TP up to the NVLink
+        domain: 8 on an HGX node, 72 on an NVL72 rack of four-GPU trays), not on the GPU type."""
+        return world.num_nodes, world.gpus_per_node, scale_up_gpus(world.hw.server, world.gpus_per_node)
+
     def structures(self, world: World) -> list[Structure]:
-        key = (world.num_nodes, world.gpus_per_node)
+        key = self._group_key(world)
         if key not in self._structures:
             self._structures[key] = list(structures(self.shape, self.training, world.size, world.num_nodes,
-                                                    world.gpus_per_node, self.gbs, self.pins))
+                                                    world.gpus_per_node, self.gbs, self.pins, key[2]))
         return self._structures[key]
 
     def variants(self, world: World, s: Structure) -> list[tuple[int, int]]:
@@ -292,7 +298,7 @@ class SearchContext:
         if self._screened:
             ok = self._screened.get((world.hw.key, world.num_nodes, world.gpus_per_node))
             if ok is not None:
-                row = self._rows[(world.num_nodes, world.gpus_per_node)].row(s, mbs)
+                row = self._rows[self._group_key(world)].row(s, mbs)
                 if row is not None and not ok[row]:
                     return False
         need = self.memory_need(world, s, ckpt, mbs, gas) * (1.0 + self.margin(world, s))
@@ -349,7 +355,7 @@ class SearchContext:
     def _group_floors(self, world: World) -> tuple[scr.Floors, list[int]]:
         """The memory floors of a group's structures (they do not depend on the GPU type) and each structure's
         row among them (-1: no valid layout)."""
-        key = (world.num_nodes, world.gpus_per_node)
+        key = self._group_key(world)
         if key not in self._floors:
             floors: list[MemoryFloor] = []
             margins: list[float] = []
@@ -367,7 +373,7 @@ class SearchContext:
 
     def _screen_rows(self, world: World) -> _ScreenRows:
         """The (structure, micro-batch) rows of a group, as arrays (they do not depend on the GPU type)."""
-        key = (world.num_nodes, world.gpus_per_node)
+        key = self._group_key(world)
         if key not in self._rows:
             floors, rows = self._group_floors(world)
             floor_row: list[int] = []
@@ -456,7 +462,7 @@ class SearchContext:
         from estimator.training.comm import collective_time, place_group
 
         fabric = fabric_for(world.hw.gpu, world.hw.server, world.gpus_per_node)
-        group = place_group(s.tp, 1, world.gpus_per_node)
+        group = place_group(s.tp, 1, fabric.scale_up)
         mbs, gas = split
         nbytes = 2.0 * mbs * self.training.seq_len / s.cp * self.shape.dims.hidden_size
         pair = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,

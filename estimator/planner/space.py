@@ -14,7 +14,8 @@ context / expert degrees. Rules (each names the framework behaviour it follows):
   count to be a multiple of ``pp``.
 - Sequence parallelism is always on with ``tp > 1``: it moves the same bytes as TP's all-reduces (all-gather +
   reduce-scatter) and stores 1/tp of the replicated activations (Korthikanti et al. 2022), so it dominates.
-- Tensor parallelism stays inside a node (its collectives are on the critical path); context chunks keep at
+- Tensor parallelism stays inside the scale-up domain (its collectives are on the critical path): the node, or
+  the NVLink domain when it spans nodes (GB200 / GB300 NVL72: up to 72, so TP 16, 32, 64); context chunks keep at
   least ``MIN_CP_CHUNK`` tokens; pipeline degrees divide the layers (or the layers plus the embedding and the
   loss, Megatron-LM's accounted split), up to ``MAX_PP``.
 - The global batch must split evenly: ``global_batch = dp x micro_batch x accumulation``.
@@ -216,11 +217,12 @@ def _vp_options(layers: int, pp: int) -> tuple[int, ...]:
 
 
 def structures(shape: ModelShape, training: Training, world: int, num_nodes: int, gpn: int, gbs: int,
-               pins: Pins) -> Iterator[Structure]:
-    """Every valid structure for ``world`` GPUs (``num_nodes`` x ``gpn``) and a global batch of ``gbs``."""
+               pins: Pins, domain: int = 0) -> Iterator[Structure]:
+    """Every valid structure for ``world`` GPUs (``num_nodes`` x ``gpn``) and a global batch of ``gbs``; tensor
+    parallelism up to the scale-up ``domain`` (the node, or an NVLink domain spanning nodes: 72 on NVL72)."""
     layers = shape.dims.num_layers
     pp_opts = [p for p in range(1, min(layers, MAX_PP) + 1) if _splits(layers, p) and world % p == 0]
-    for tp in _tp_options(shape, min(gpn, world)):
+    for tp in _tp_options(shape, min(max(gpn, domain), world)):
         for cp in _cp_options(training.seq_len, pins.parallelism.get("cp")):
             for pp in pp_opts:
                 mp = tp * pp * cp

@@ -17,6 +17,11 @@
   ``r`` of its ranks on each node moves ``r / gpus_per_node`` of the node's NIC bandwidth; groups placed one
   GPU per node (data parallel across TP=8 nodes) use one NIC each. NCCL picks a ring or a tree: the tree has
   ``log2(nodes)`` latency hops instead of ``nodes - 1`` and the same bandwidth term at scale.
+- The scale-up domain: groups within it use the NVLink figures, groups that cross it the NICs. It is the node,
+  or the NVLink domain when the catalog says it spans nodes (``Server.nvlink_domain_gpus``: GB200 / GB300 NVL72,
+  72 GPUs over 18 four-GPU trays; NVIDIA DGX GB200 user guide). The NVL72's domain takes the scaled NVLink-5
+  figure (all-reduce 950 GB/s): one published multi-node NVLink run, 8 GB200 GPUs over 2 trays, measured about
+  811 GB/s (lixueduan.com, "GB200 MNNVL nccl-test"), so in-domain collectives there may be ~15 % optimistic.
 - The figures equal the catalog's ``collective_efficiency`` entries (``hardware_catalog/data/interconnects.yaml``);
   a 4-GPU NVLink mesh (Dell XE8640) is priced as NVSwitch.
 - Latency: 10 us within a node, 20 us plus 2 us per ring hop between nodes (Calculon's NVLink and InfiniBand
@@ -38,7 +43,7 @@ from hardware_catalog import Gpu, Server
 from hardware_catalog.loader import GpuFabric
 
 __all__ = ["Fabric", "Group", "NodeNics", "ServerSpec", "collective_time", "fabric_for", "gpu_fabric",
-           "network_warnings", "node_nics", "place_group"]
+           "network_warnings", "node_nics", "place_group", "scale_up_gpus"]
 
 # Measured all-reduce / other-collective busbw (GB/s) on 8-GPU NVSwitch boards, keyed by per-GPU NVLink GB/s.
 NVSWITCH_BUSBW_GBPS: Final[dict[int, tuple[float, float]]] = {600: (205.0, 205.0), 900: (475.0, 370.0)}
@@ -70,7 +75,9 @@ class ServerSpec(Protocol):
 
 @dataclass(frozen=True)
 class Fabric:
-    """Bandwidths in bytes/s: within a node per collective kind, and each node's NICs in total."""
+    """Bandwidths in bytes/s: within the scale-up domain per collective kind, and each node's NICs in total.
+    ``domain`` is the GPUs a collective reaches without the NICs (:func:`scale_up_gpus`): the node's, or the
+    NVLink domain when it spans nodes (GB200 / GB300 NVL72: 72 GPUs over 18 four-GPU trays)."""
 
     kind: str
     intra_allreduce: float
@@ -78,6 +85,17 @@ class Fabric:
     pair: float  # within an NVLink-bridged pair (== intra_other elsewhere)
     node_nic: float
     gpus_per_node: int
+    domain: int = 0
+
+    @property
+    def scale_up(self) -> int:
+        """GPUs one group may span and stay off the NICs (``domain``, at least the node)."""
+        return max(self.domain, self.gpus_per_node)
+
+    @property
+    def nic_per_gpu(self) -> float:
+        """Each GPU's share of its node's NICs (bytes/s)."""
+        return self.node_nic / self.gpus_per_node
 
 
 class Group:
@@ -195,6 +213,14 @@ def _node_nic_bytes(gpu: Gpu, server: Server | None, gpus_per_node: int) -> floa
 _FABRICS: Final[ObjectMemo[Fabric]] = ObjectMemo(1024)
 
 
+def scale_up_gpus(server: Server | None, gpus_per_node: int) -> int:
+    """GPUs a collective reaches without the NICs: the server's NVLink domain when the catalog says it spans
+    nodes (``nvlink_domain_gpus``: 72 on an NVL72 rack of four-GPU trays), else the ``gpus_per_node`` in use
+    (the node: NVSwitch, or PCIe between bridged pairs). A domain that spans nodes is a whole number of them."""
+    domain = _field(server, "nvlink_domain_gpus", None) if server is not None else None
+    return max(gpus_per_node, int(domain)) if domain else gpus_per_node
+
+
 def fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:
     """The fabric of one node of ``gpus_per_node`` GPUs (server from the catalog, or inferred from the GPU),
     memoised per GPU and server object and GPUs per node."""
@@ -218,12 +244,16 @@ def _fabric_for(gpu: Gpu, server: Server | None, gpus_per_node: int) -> Fabric:
     else:
         ar = other = pair = pcie
     nic = _node_nic_bytes(gpu, server, gpus_per_node)
-    return Fabric(kind, ar * 1e9, other * 1e9, pair * 1e9, nic, gpus_per_node)
+    return Fabric(kind, ar * 1e9, other * 1e9, pair * 1e9, nic, gpus_per_node, scale_up_gpus(server, gpus_per_node))
 
 
-def place_group(size: int, stride: int, gpus_per_node: int) -> Group:
-    """A group of ``size`` ranks ``stride`` apart in rank order: how many share a node."""
-    per_node = max(1, min(size, gpus_per_node // max(1, stride)))
+def place_group(size: int, stride: int, domain: int) -> Group:
+    """A group of ``size`` ranks ``stride`` apart in rank order: how many share one scale-up domain of
+    ``domain`` GPUs (the node, or an NVLink domain spanning nodes: :attr:`Fabric.scale_up`). A group whose span
+    fits the domain stays on NVLink; one that crosses it runs over the NICs, ``per_node`` ranks per domain.
+    A domain that is not a power of two (NVL72) holds ``domain // span`` whole groups: the launcher places jobs
+    so that no group straddles two racks (Slurm topology/block segments), as NVIDIA's NVL72 guides do."""
+    per_node = max(1, min(size, domain // max(1, stride)))
     return Group(size=size, per_node=per_node)
 
 
@@ -262,12 +292,12 @@ def collective_time(kind: str, nbytes: float, group: Group, fabric: Fabric) -> f
     n = max(2, group.size)
     if group.nodes <= 1:
         return _latency(kind, group) + nbytes * _factor(kind, n) / intra
+    # the ranks of the group in one domain each reach the network through their own share of a node's NICs
     nic_share = fabric.node_nic * group.per_node / fabric.gpus_per_node
     if kind == "alltoall":
-        per_gpu_nic = fabric.node_nic / fabric.gpus_per_node
         on_node = nbytes * (group.per_node - 1) / n / intra
-        off_node = nbytes * (n - group.per_node) / n / per_gpu_nic
+        off_node = nbytes * (n - group.per_node) / n / fabric.nic_per_gpu
         return _latency(kind, group) + max(on_node, off_node)
     if kind == "sendrecv":
-        return _latency(kind, group) + nbytes / (fabric.node_nic / fabric.gpus_per_node)
+        return _latency(kind, group) + nbytes / fabric.nic_per_gpu
     return _latency(kind, group) + nbytes * _factor(kind, n) / min(intra, nic_share)

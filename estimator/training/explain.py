@@ -9,6 +9,7 @@ from estimator.memo import ObjectMemo
 from estimator.messages import N_, Num, Text
 from estimator.model.spec import ModelShape
 from estimator.response import MemoryResult, Suggestion
+from estimator.training.comm import scale_up_gpus
 from estimator.training.layout import Layout
 
 __all__ = ["assumptions_for", "warnings_for"]
@@ -124,7 +125,7 @@ def warnings_for(job: Job, shape: ModelShape, layout: Layout, hw: Any, memory: M
                         way_out=_way_out(ways_out or [])))
     elif memory.headroom_bytes < memory.total_bytes * memory.error_bar_pct / 100:
         out.append(Text("Fits, but the headroom is within the error bar: it may run out of memory."))
-    if layout.tp > layout.gpus_per_node:
+    if layout.tp > scale_up_gpus(getattr(hw, "server", None), layout.gpus_per_node):
         out.append(Text("Tensor parallelism spans nodes: its all-reduces run over the network and will be slow."))
     if rv.training.attention == "eager" and rv.training.seq_len >= 4096:
         out.append(Text("Eager attention stores the seq_len x seq_len score matrix; use flash/SDPA attention."))

@@ -437,7 +437,7 @@ def _tp_per_mb(job: Job, layout: Layout, work: Workload, fabric: Fabric,
     behind that phase's GEMMs (:func:`_overlapped`)."""
     if layout.tp <= 1:
         return 0.0, 0.0
-    group = place_group(layout.tp, 1, layout.gpus_per_node)
+    group = place_group(layout.tp, 1, fabric.scale_up)
     nbytes = 2.0 * work.tokens * work.hidden
     if layout.sequence_parallel:
         one = collective_time("allgather", nbytes, group, fabric) + collective_time("reducescatter", nbytes,
@@ -469,11 +469,11 @@ def _cp_per_mb(job: Job, shape: ModelShape, layout: Layout, work: Workload, fabr
     exchange overlaps the attention block it feeds; what exceeds that attention is exposed."""
     if layout.cp <= 1:
         return 0.0, 0.0
-    group = place_group(2, layout.tp, layout.gpus_per_node)
+    group = place_group(2, layout.tp, fabric.scale_up)
     kv_local = max(1.0, shape.kv_heads / layout.tp)
     block = 2.0 * 2.0 * work.tokens * kv_local * shape.head_dim
-    one = collective_time("sendrecv", block, group if layout.cp * layout.tp <= layout.gpus_per_node
-                          else place_group(2, layout.gpus_per_node, layout.gpus_per_node), fabric)
+    one = collective_time("sendrecv", block, group if layout.cp * layout.tp <= fabric.scale_up
+                          else place_group(2, fabric.scale_up, fabric.scale_up), fabric)
     layers = work.dense_layers + work.moe_layers
     fwd = (layout.cp - 1) * one * layers
     passes = _forward_passes(job)
@@ -487,7 +487,7 @@ def _ep_per_mb(job: Job, shape: ModelShape, layout: Layout, work: Workload, fabr
     one too) and in the backward."""
     if layout.ep <= 1 or work.moe_layers == 0:
         return 0.0
-    group = place_group(layout.ep, 1, layout.gpus_per_node)
+    group = place_group(layout.ep, 1, fabric.scale_up)
     nbytes = 2.0 * work.tokens * shape.dims.experts_per_token * work.hidden
     per_layer = 2.0 * _forward_passes(job) + 2.0
     return per_layer * collective_time("alltoall", nbytes, group, fabric) * work.moe_layers
@@ -507,7 +507,7 @@ def _pp_per_mb(job: Job, layout: Layout, work: Workload, fabric: Fabric) -> floa
     if layout.pp <= 1:
         return 0.0
     stride = layout.tp * layout.cp * layout.dp
-    group = place_group(2, stride, layout.gpus_per_node)
+    group = place_group(2, stride, fabric.scale_up)
     nbytes = 2.0 * work.tokens * work.hidden / (layout.tp if layout.sequence_parallel else 1)
     return 2.0 * virtual_stages(job, layout) * collective_time("sendrecv", nbytes, group, fabric)
 
@@ -555,7 +555,7 @@ def _dp_collectives(job: Job, pl: ParamPlacement, layout: Layout, fabric: Fabric
     if n <= 1:
         return _NO_DP
     sizes = _dp_sizes(job, pl, style)
-    group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, layout.gpus_per_node)
+    group = place_group(n if layout.sharding != "hsdp" else layout.shard_group, layout.tp, fabric.scale_up)
     if layout.sharding == "none":
         return _DpCollectives(reduce=collective_time("allreduce", sizes.grad_bytes, group, fabric),
                               tail=collective_time("allreduce", min(sizes.grad_bytes, DDP_BUCKET_BYTES), group,
@@ -568,7 +568,7 @@ def _dp_collectives(job: Job, pl: ParamPlacement, layout: Layout, fabric: Fabric
     if layout.sharding != "hsdp":
         return _DpCollectives(reduce=reduce, gather=gather)
     replicas = layout.dp * layout.cp // max(1, layout.shard_group)
-    rgroup = place_group(replicas, layout.tp * layout.shard_group, layout.gpus_per_node)
+    rgroup = place_group(replicas, layout.tp * layout.shard_group, fabric.scale_up)
     return _DpCollectives(reduce=reduce, gather=gather, replicas=collective_time(
         "allreduce", sizes.grad_bytes / layout.shard_group, rgroup, fabric))
 

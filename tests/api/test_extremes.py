@@ -37,7 +37,7 @@ def _finite_or_422(response: httpx2.Response) -> dict[str, Any]:
 
 BIG = {"model": "llama-3.1-405b", "parallelism": {"sharding": "zero3", "offload": "optimizer+params"}}
 ONE_GPU = {"gpu": "h100-sxm5-80gb", "gpus_per_node": 1, "num_nodes": 1}
-MOST_GPUS = {"gpu": "h100-sxm5-80gb", "gpus_per_node": 64, "num_nodes": 100_000}
+MOST_GPUS = {"gpu": "h100-sxm5-80gb", "gpus_per_node": 72, "num_nodes": 100_000}  # MAX_GPUS_PER_NODE
 TRAININGS = [
     {"method": "full", "train_tokens": 1e16},
     {"method": "full", "train_tokens": 1e16, "seq_len": 10_000_000},

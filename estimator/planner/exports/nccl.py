@@ -20,12 +20,12 @@ from typing import Final
 
 from estimator.messages import Text
 from estimator.planner.contract import EnvVar, PlanLayout
-from estimator.training.comm import gpu_fabric
+from estimator.training.comm import gpu_fabric, scale_up_gpus
 from hardware_catalog import Gpu, Server
 
 __all__ = ["EnvVar", "environment", "nccl_tests_commands", "plan_nccl_tests"]
 
-DEFAULT_RAILS: Final = 8  # no server chosen: one 400 Gb/s NIC per GPU (DGX H100 layout), as the step-time model assumes
+DEFAULT_RAILS: Final = 8  # no server chosen, 8 GPUs a node: one 400 Gb/s NIC per GPU (DGX H100 layout)
 
 
 def _intra(gpu: Gpu, fabric: str) -> list[EnvVar]:
@@ -43,18 +43,34 @@ def _intra(gpu: Gpu, fabric: str) -> list[EnvVar]:
     return out
 
 
-def _rails(server: Server | None) -> tuple[int, str]:
-    """(GPU-fabric NIC ports per node, their kind)."""
+def _rails(server: Server | None, gpus_per_node: int = DEFAULT_RAILS) -> tuple[int, str]:
+    """(GPU-fabric NIC ports per node, their kind): the catalog server's, else one InfiniBand NIC per GPU of the
+    node, as the step-time model assumes (``estimator.training.comm.node_nics``)."""
     if server is None:
-        return DEFAULT_RAILS, "infiniband-ndr"
+        return gpus_per_node, "infiniband-ndr"
     fabric = [n for n in getattr(server, "nics", ()) or () if n.purpose == "gpu-fabric"]
     if not fabric:
         return 0, "ethernet"
     return sum(int(n.count) for n in fabric), str(fabric[0].kind)
 
 
-def _inter(server: Server | None) -> list[EnvVar]:
-    rails, kind = _rails(server)
+def _mnnvl(server: Server | None, gpus_per_node: int) -> list[EnvVar]:
+    """Multi-node NVLink: an NVLink domain spanning nodes (NVL72 trays) needs NCCL's MNNVL transport, which runs
+    over IMEX channels between the trays (``NCCL_MNNVL_ENABLE``; NVIDIA's multi-node NVLink tuning guide,
+    docs.nvidia.com/multi-node-nvlink-systems/multi-node-tuning-guide/nccl.html: GB200 MNNVL needs NCCL 2.25.2 or
+    later and the IMEX service on every node of the domain)."""
+    domain = scale_up_gpus(server, gpus_per_node)
+    if domain <= gpus_per_node:
+        return []
+    return [EnvVar(name="NCCL_MNNVL_ENABLE", value="1",
+                   reason=Text("the NVLink domain spans %(domain)s GPUs over %(trays)s nodes: collectives within it "
+                               "run over NVLink between the nodes (multi-node NVLink), not the NICs; 1 makes NCCL "
+                               "fail rather than fall back to the network when the IMEX channels are missing",
+                               domain=domain, trays=domain // gpus_per_node))]
+
+
+def _inter(server: Server | None, gpus_per_node: int = DEFAULT_RAILS) -> list[EnvVar]:
+    rails, kind = _rails(server, gpus_per_node)
     where = Text("no server chosen: assumed one InfiniBand NIC per GPU") if server is None else f"{server.name}"
     out = [EnvVar(name="NCCL_SOCKET_IFNAME", value="^lo,docker0",
                   reason=Text("bootstrap and out-of-band traffic over the host's real interface, never loopback or "
@@ -92,7 +108,8 @@ def environment(layout: PlanLayout, gpu: Gpu, server: Server | None) -> list[Env
         return []
     out = _intra(gpu, gpu_fabric(gpu, server))
     if layout.num_nodes > 1:
-        out += _inter(server)
+        out += _mnnvl(server, layout.gpus_per_node)
+        out += _inter(server, layout.gpus_per_node)
     if layout.framework == "megatron" and (layout.tp > 1 or layout.sequence_parallel):
         out.append(EnvVar(name="CUDA_DEVICE_MAX_CONNECTIONS", value="1",
                           reason=Text("Megatron requires it with tensor/sequence parallelism: its communication "
@@ -100,12 +117,14 @@ def environment(layout: PlanLayout, gpu: Gpu, server: Server | None) -> list[Env
     return out
 
 
-def nccl_tests_commands(gpus_per_node: int, nodes: int, infiniband: bool = True) -> list[str]:
+def nccl_tests_commands(gpus_per_node: int, nodes: int, infiniband: bool = True, domain: int = 0) -> list[str]:
     """nccl-tests command lines to run on delivered nodes (NVIDIA/nccl-tests README: ``-b``/``-e``/``-f`` sweep,
     ``-g`` GPUs per process): each collective in one node, all-reduce with rings forced, then across two nodes with
     rings forced (two nodes otherwise pick tree, which can reach twice the network bandwidth: NVIDIA/nccl issue
     307) and across all of them. Sizes up to 16 GB: below a few hundred MB the peak is not reached (nccl-tests
-    issue 212). ``capplan nccl-check`` reads their output."""
+    issue 212). Where the NVLink ``domain`` spans nodes (NVL72 trays), an all-reduce over one whole domain with
+    multi-node NVLink required (``NCCL_MNNVL_ENABLE=1``) measures the NVLink figure before the cross-domain runs.
+    ``capplan nccl-check`` reads their output."""
     if gpus_per_node < 1 or nodes < 1:
         return []
     sweep = "-b 8 -e 16G -f 2"
@@ -113,9 +132,15 @@ def nccl_tests_commands(gpus_per_node: int, nodes: int, infiniband: bool = True)
     out = [f"all_reduce_perf {sweep} -g {g}", f"all_gather_perf {sweep} -g {g}",
            f"reduce_scatter_perf {sweep} -g {g}", f"alltoall_perf {sweep} -g {g}",
            f"NCCL_ALGO=Ring all_reduce_perf {sweep} -g {g}"]
+    domain_nodes = domain // g if domain > g else 1
+    if nodes > 1 and domain_nodes > 1:
+        n = min(nodes, domain_nodes)
+        out.append(f"mpirun -np {n * g} -N {g} -x NCCL_MNNVL_ENABLE=1 all_reduce_perf {sweep} -g 1")
     if nodes > 1:
         net = "-x NCCL_IB_HCA=mlx5 " if infiniband else "-x NCCL_IB_GID_INDEX=3 "
-        out.append(f"mpirun -np {2 * g} -N {g} {net}-x NCCL_ALGO=Ring all_reduce_perf {sweep} -g 1")
+        # two trays of one NVLink domain would talk over NVLink: keep the network test on the NICs
+        off = "-x NCCL_MNNVL_ENABLE=0 " if domain_nodes > 1 else ""
+        out.append(f"mpirun -np {2 * g} -N {g} {net}{off}-x NCCL_ALGO=Ring all_reduce_perf {sweep} -g 1")
         if nodes > 2:
             out.append(f"mpirun -np {nodes * g} -N {g} {net}all_reduce_perf {sweep} -g 1")
     return out
@@ -125,5 +150,6 @@ def plan_nccl_tests(layout: PlanLayout, server: Server | None) -> list[str]:
     """:func:`nccl_tests_commands` for a plan's nodes; empty for a single GPU."""
     if layout.world_size <= 1:
         return []
-    rails, kind = _rails(server)
-    return nccl_tests_commands(layout.gpus_per_node, layout.num_nodes, kind.startswith("infiniband") or rails == 0)
+    rails, kind = _rails(server, layout.gpus_per_node)
+    return nccl_tests_commands(layout.gpus_per_node, layout.num_nodes, kind.startswith("infiniband") or rails == 0,
+                               scale_up_gpus(server, layout.gpus_per_node))

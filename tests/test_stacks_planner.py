@@ -167,6 +167,10 @@ def test_megatron_is_never_given_liger_or_offloading() -> None:
     assert r.plans
     assert all(p.layout.framework == "megatron" for p in r.plans)
     assert all(_mechanisms(p)[1:] == ("none", "none") for p in r.plans)
+    for p in r.plans:  # Megatron's fused cross-entropy is what loss_kernel "fused" sizes: the launch turns it on
+        assert p.exports.megatron_args is not None
+        fused = p.request.training.loss_kernel == "fused"
+        assert ("--cross-entropy-loss-fusion" in p.exports.megatron_args) == fused
 
 
 def test_offloading_is_named_checkpoints_under_full_checkpointing() -> None:
@@ -234,6 +238,14 @@ def test_the_optimizer_axis_proposes_8bit_adamw_where_adamw_does_not_fit() -> No
         assert m.saved_bytes is not None and m.saved_bytes > 0 and "8-bit AdamW" in str(m.summary)
         mine = estimate(apply_changes(p.request, {"training.optimizer": "adamw"}), CATALOG)
         assert m.saved_bytes == mine.memory.peak_allocated_bytes - p.estimate.memory.peak_allocated_bytes
+        assert any("AdamW8bit" in str(n) for n in p.exports.notes)
+    # Megatron-LM's optimizers (adam, sgd) have no bitsandbytes 8-bit AdamW: never proposed on its layouts (an 8B
+    # full fine-tune on A100 40GB nodes, where 8-bit states would otherwise let Megatron layouts fit more GPUs)
+    megatron = _plan({"model": "llama-3.1-8b", "training": {"method": "full", "seq_len": 2048},
+                      "parallelism": {"framework": "megatron"},
+                      "constraints": {"gpus": ["a100-sxm4-40gb"], "max_nodes": 1}, "global_batch_size": 16,
+                      "vary_mechanisms": ["optimizer"]})
+    assert megatron.plans and all(p.request.training.optimizer == "adamw" for p in megatron.plans)
     lion = _plan({**body, "training": {**body["training"], "optimizer": "lion"}, "vary_mechanisms": ["optimizer"]})
     assert all(p.request.training.optimizer == "lion" for p in lion.plans)
     assert any("optimizer: not varied" in str(n) for n in lion.notes)

@@ -15,7 +15,7 @@ The request's ``training`` names a loss kernel, fused kernels and activation off
 - ``optimizer``: ``"adamw-8bit"`` (bitsandbytes ``AdamW8bit``: blockwise 8-bit states,
   :mod:`estimator.training.optimizers`) in place of ``"adamw"`` only. It changes the optimizer's numerics, which is
   why it is proposed only when asked; its CPU offload is refused (the optimizer's own ``cpu_offload_refusal``), so
-  no layout offloads it.
+  no layout offloads it, and it is not proposed on Megatron-LM layouts (:func:`runnable`).
 
 The fused loss and Liger cost no step time (the same GEMMs: :mod:`estimator.training.mechanisms`), they only shrink
 memory; offloading costs PCIe time and the optimizer its own step. So the planner searches (:func:`variants`) the
@@ -47,8 +47,8 @@ from estimator.request import Training
 from estimator.rules.stacks import liger_patches
 from estimator.training.suggest import mechanism_name, offload_mode
 
-__all__ = ["FIELDS", "changes_of", "fewest_changes", "mechanism_words", "relabel", "restored", "variant",
-           "variants"]
+__all__ = ["FIELDS", "changes_of", "export_notes", "fewest_changes", "mechanism_words", "relabel", "restored",
+           "runnable", "variant", "variants"]
 
 #: the training fields the axis may change, in the order a plan's changes are named
 FIELDS: Final = ("loss_kernel", "fused_kernels", "activation_offloading", "optimizer")
@@ -160,6 +160,23 @@ def fewest_changes(f: Found, requested: Any, context: Callable[[dict[str, str]],
                          ctx.memory_total(w, s, ckpt, mbs, gas), ctx.memory_need(w, s, ckpt, mbs, gas),
                          ctx.host_ram_bytes(w, s))
     return f
+
+
+def runnable(f: Found, requested: Any) -> bool:
+    """Whether the launcher a plan exports runs its changed mechanisms: Megatron-LM's own optimizers (``--optimizer``
+    adam or sgd, ``megatron/training/arguments.py``) have no bitsandbytes 8-bit AdamW, so the axis never proposes
+    it on a Megatron-LM layout (the other mechanisms' refusals are the stacks' own, checked with the layout)."""
+    t = f.request.training
+    return not (f.structure.framework == "megatron" and t.optimizer != requested.optimizer)
+
+
+def export_notes(changes: dict[str, str]) -> list[str]:
+    """What the training script must turn on for a plan's changed optimizer (the launch notes already name the loss,
+    the kernels and the offloading the plan is sized with)."""
+    if changes.get("training.optimizer") == OPTIMIZER_TO:
+        return [Text("Sized with 8-bit AdamW: use bitsandbytes.optim.AdamW8bit (Hugging Face Trainer / TRL "
+                     "optim=\"adamw_bnb_8bit\", axolotl optimizer: adamw_bnb_8bit) in place of AdamW.")]
+    return []
 
 
 def changes_of(requested: Any, used: Any) -> dict[str, str]:

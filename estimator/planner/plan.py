@@ -38,7 +38,15 @@ from estimator.planner.contract import (
 from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
-from estimator.planner.mechanisms import changes_of, fewest_changes, mechanism_words, relabel, restored
+from estimator.planner.mechanisms import (
+    changes_of,
+    export_notes,
+    fewest_changes,
+    mechanism_words,
+    relabel,
+    restored,
+    runnable,
+)
 from estimator.planner.mechanisms import variant as mechanism_variant
 from estimator.planner.mechanisms import variants as mechanism_variants
 from estimator.planner.search import Found, SearchContext
@@ -180,6 +188,9 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Cat
     layout = plan_layout(f, req.sequences_per_step, req.training.seq_len)
     tokens = float(req.tokens_per_step)
     exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
+    extra = export_notes(changes_of(req.training, f.request.training))
+    if extra:
+        exports = exports.model_copy(update={"notes": [*exports.notes, *extra]})
     return Plan(rank=rank, id=plan_id(f, req.training), layout=layout, label=layout.label, request=request,
                 estimate=resp, cost=_plan_cost(s, f.world, step, ttt, tokens, resp.cost), step_time_s=step,
                 time_to_train_s=ttt, pareto=pareto, memory_need_bytes=f.memory_need_bytes,
@@ -302,7 +313,7 @@ def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None,
             searched[key] = None if v is None else SearchContext(v, catalog, shape, screen=False)
         return searched[key]
 
-    fewest = [fewest_changes(f, req.training, context) for f in found]
+    fewest = [g for g in (fewest_changes(f, req.training, context) for f in found) if runnable(g, req.training)]
     return ctx, _merged(relabel(fewest, req.training), req.training), total
 
 

@@ -226,9 +226,13 @@ def plan(
     question: Annotated[str | None, typer.Option(
         "--question", "-q", help="answer a reverse question instead: fewest-gpus, largest-model or "
         "longest-sequence")] = None,
+    vary: Annotated[str | None, typer.Option(
+        "--vary", help="comma-separated fine-tuning stack mechanisms the planner may change as one more search axis "
+        "(the request's vary_mechanisms): loss_kernel, fused_kernels, activation_offloading, optimizer")] = None,
 ) -> None:
     """Search the layouts that fit a job (estimator.planner.plan) and print the ranked plans as JSON; with --question,
-    the answer to a reverse question (estimator.planner.reverse)."""
+    the answer to a reverse question (estimator.planner.reverse). ``--vary`` sets the request's ``vary_mechanisms``
+    (a bad name exits 2 naming it)."""
     from pydantic import BaseModel, ValidationError
 
     from estimator.planner.plan import PlanRequest
@@ -240,6 +244,8 @@ def plan(
     payload = _read_json(input_file)
     if question is not None and isinstance(payload, dict):
         payload = {**payload, "question": question}
+    if vary is not None and isinstance(payload, dict):
+        payload = {**payload, "vary_mechanisms": [v.strip() for v in vary.split(",") if v.strip()]}
     model: type[BaseModel] = ReverseRequest if question is not None else PlanRequest
     try:
         request = model.model_validate_json(json.dumps(payload), strict=True)  # strict types, as the API

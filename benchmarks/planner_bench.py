@@ -20,6 +20,10 @@ Run: ``.venv/bin/python benchmarks/planner_bench.py [--runs 7]``. Prints figures
    one ``llm_analysis.analysis.LLMAnalysis.training`` for the same model, GPU, layout and batch (PyPI
    ``llm-analysis``). Their step time and peak memory are printed beside ours for context. Without
    llm-analysis this section prints our times only and says how to install it.
+4. Issue 29: the fine-tuning stack mechanisms as a planner axis (``vary_mechanisms``): the issue's one-GPU case,
+   an 8B LoRA over every GPU type and the 70B search of section 1, each with the axis off, with the fused loss,
+   with the three memory mechanisms and with the 8-bit optimizer too (median wall time, warm and memos cleared;
+   the space counts every variant's layouts). ``--only mechanisms`` runs this section alone.
 
 llm-analysis pins huggingface-hub < 0.15 and transformers, which its training analysis does not use, so keep it
 out of ``.venv``: install it with its two import-time dependencies into a separate venv and put that venv's
@@ -281,14 +285,55 @@ def bench_configs(runs: int) -> None:
     print(f"(Llama 3.1 70B: {ModelShape(preset('llama-3.1-70b')).total_params() / 1e9:.1f}B parameters)")
 
 
+#: issue 29: the searches of section 1 (and the issue's one-GPU case) with the fine-tuning stack mechanisms as an
+#: axis (``vary_mechanisms``: every variant of the request searched, then merged)
+MECHANISM_SEARCHES: list[tuple[str, dict[str, Any]]] = [
+    ("Llama 3.1 8B LoRA, 16k, one A100 40GB (the issue's case)",
+     {"model": "llama-3.1-8b", "training": {"method": "lora", "seq_len": 16384, "activation_checkpointing": "full"},
+      "hardware": {"gpu": "a100-sxm4-40gb", "num_nodes": 1, "gpus_per_node": 1}, "global_batch_size": 8}),
+    ("Llama 3.1 8B LoRA, 8k, every GPU type x 1..2 nodes",
+     {"model": "llama-3.1-8b", "training": {"method": "lora", "seq_len": 8192}, "constraints": {"max_nodes": 2}}),
+    SEARCHES[0],
+]
+ALL_MECHANISMS = ["loss_kernel", "fused_kernels", "activation_offloading"]
+
+
+def bench_mechanisms(runs: int) -> None:
+    """Section 4: each search with the axis off, with the fused loss only, with the three memory mechanisms and with
+    the optimizer too (median wall time of ``runs``, warm and with the memos cleared before each), the space (every
+    variant's layouts) and how many of the returned plans change a mechanism."""
+    catalog = load_catalog()
+    print("\n== the fine-tuning stack mechanisms as a planner axis (vary_mechanisms) ==")
+    for label, body in MECHANISM_SEARCHES:
+        print(f"\n-- {label} --")
+        base = None
+        for vary in ([], ["loss_kernel"], ALL_MECHANISMS, [*ALL_MECHANISMS, "optimizer"]):
+            req = PlanRequest.model_validate({**body, "vary_mechanisms": vary})
+            resp = plan(req, catalog)  # warm-up
+            wall = _median_s(lambda req=req: plan(req, catalog), runs)
+            cold, _ = _cold_search(req, catalog, runs)
+            base = base or (wall, cold)
+            changed = sum(p.mechanism_changes is not None for p in resp.plans)
+            print(f"vary {','.join(vary) or '(off)':50} warm {wall:6.3f} s ({wall / base[0]:4.1f}x off), memos "
+                  f"cleared {cold:6.3f} s ({cold / base[1]:4.1f}x off); space {resp.search.space_size:>9,}; "
+                  f"{len(resp.plans)} plans, {changed} changing a mechanism; "
+                  f"winner: {resp.plans[0].label if resp.plans else 'none'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed searches (>= 5)")
+    parser.add_argument("--only", choices=["search", "screen", "configs", "mechanisms"], default=None,
+                        help="run one section")
     args = parser.parse_args()
     print(f"estimator: {native.describe()}")
-    bench_search(max(5, args.runs))
-    bench_screen(max(5, args.runs))
-    bench_configs(max(5, args.runs))
+    runs = max(5, args.runs)
+    sections: list[tuple[str, Callable[[int], None]]] = [
+        ("search", bench_search), ("screen", bench_screen), ("configs", bench_configs),
+        ("mechanisms", bench_mechanisms)]
+    for name, fn in sections:
+        if args.only in (None, name):
+            fn(runs)
 
 
 if __name__ == "__main__":

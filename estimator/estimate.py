@@ -40,7 +40,7 @@ from estimator.training.layout import Layout, build_layout
 from estimator.training.memory import MemoryPeak, Phase, max_micro_batch, peak_memory
 from estimator.training.optimizers import OPTIMIZERS
 from estimator.training.params import lora_params_per_layer
-from estimator.training.suggest import apply_changes, suggestions
+from estimator.training.suggest import apply_changes, measure_request, suggestions
 from estimator.training.timing import step_time_model, time_assumptions
 from estimator.training.train import TrainFigures, train_figures, train_warnings
 from hardware_catalog import Catalog, Gpu, Server
@@ -307,10 +307,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
 
 def _measure(req: EstimateRequest, shape: ModelShape, hw: ResolvedHardware, capacity: int) -> tuple[int, float]:
     """(peak allocated bytes, step seconds) of a suggestion's request (issue 29: what a mechanism saves and costs)."""
-    job = job_of(req)
-    layout = build_layout(job, shape)
-    allocated = peak_memory(job, shape, layout, capacity).peak_allocated
-    return allocated, step_time_model(job, shape, layout, hw.gpu, hw.server).result().step_time_s
+    return measure_request(req, shape, hw.gpu, hw.server, capacity)
 
 
 def _cost(job: Job, layout: Layout, hw: ResolvedHardware, catalog: Catalog, train: TrainResult | None,

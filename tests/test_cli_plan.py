@@ -68,3 +68,21 @@ def test_plan_question_bad_field_exits_2(tmp_path: Path) -> None:
     path.write_text(json.dumps({"granularity": 7}))
     result = runner.invoke(cli, ["plan", "--question", "longest-sequence", "--input", str(path)])
     assert result.exit_code == 2 and "granularity" in result.output and "Traceback" not in result.output
+
+
+def test_plan_vary_mechanisms_from_the_command_line(tmp_path: Path) -> None:
+    """Issue 29: --vary lets the planner change the loss kernel; the 8B LoRA at 16k tokens then has one-A100-40GB
+    plans, each saying it uses the fused loss; a name that is not a mechanism exits 2 naming the field."""
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"model": "llama-3.1-8b",
+                                "training": {"method": "lora", "seq_len": 16384, "activation_checkpointing": "full"},
+                                "hardware": {"gpu": "a100-sxm4-40gb", "num_nodes": 1, "gpus_per_node": 1},
+                                "global_batch_size": 8}))
+    plain = runner.invoke(cli, ["plan", "--input", str(path)])
+    assert plain.exit_code == 0 and json.loads(plain.output)["plans"] == []
+    result = runner.invoke(cli, ["plan", "--input", str(path), "--vary", "loss_kernel"])
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.output)["plans"]
+    assert plans and all(p["mechanism_changes"]["changes"] == {"training.loss_kernel": "fused"} for p in plans)
+    bad = runner.invoke(cli, ["plan", "--input", str(path), "--vary", "lossy"])
+    assert bad.exit_code == 2 and "vary_mechanisms" in bad.output

@@ -427,3 +427,30 @@ def test_progress_board_records_the_callbacks_and_expires_old_ones() -> None:
     assert board.get("c") == (1, 2) and len(board._items) <= 2
     assert progress_text(None) == "Searching layouts…"
     assert PROGRESS is not board
+
+
+def test_the_mechanism_axis_is_a_form_toggle_and_each_changed_plan_says_so(client: TestClient, catalog: object) -> None:
+    """Issue 29: the form's "Fine-tuning stack" section sends vary_mechanisms (one parameter per ticked box, kept
+    in the share link); each row of a plan that changes a mechanism says which, with the GiB saved."""
+    query = urlencode([("model", "llama-3.1-8b"), ("training.method", "lora"), ("training.seq_len", "65536"),
+                       ("training.train_tokens", "1e9"), ("constraints.gpus", H100), ("constraints.max_nodes", "1"),
+                       ("vary_mechanisms", "loss_kernel")])
+    page = client.get("/plan?" + query).text
+    assert re.search(r'name="vary_mechanisms" value="loss_kernel" checked', page)
+    assert not re.search(r'name="vary_mechanisms" value="fused_kernels" checked', page)
+    from starlette.datastructures import QueryParams
+
+    form = parse_plan_form(QueryParams(query), catalog)
+    assert form.request is not None and form.request.vary_mechanisms == ("loss_kernel",)
+    assert "vary_mechanisms=loss_kernel" in form.query()
+    expected = usable_plan(form.request, catalog)
+    changed = [p for p in expected.plans if p.mechanism_changes is not None]
+    assert changed  # 64k tokens: the fused loss lets larger micro-batches fit, which the planner ranks
+    rows = {unescape(m.group(1)): m.group(0) for m in re.finditer(r'<tr data-plan="([^"]+)".*?</tr>', page, re.S)}
+    assert set(rows) == {p.id for p in expected.plans}
+    for p in expected.plans:
+        row = rows[p.id]
+        if p.mechanism_changes is None:
+            assert "mechanism-changes" not in row
+        else:
+            assert "Changed: A fused loss" in unescape(row) and "GiB less per GPU" in row

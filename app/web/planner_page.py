@@ -79,6 +79,17 @@ FIELDS: dict[str, tuple[str, str]] = {
     "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh, owned)"), N_("Empty: the TCO default")),
     "cost.pue": (N_("PUE (owned)"), N_("Power usage effectiveness, 1 to 3; empty: the TCO default")),
     "cost.provider_class": (N_("Provider class (rented)"), N_("Whose cloud offers: hyperscalers or GPU clouds")),
+    "vary_mechanisms": (N_("Let the planner change"), N_("Fine-tuning stack mechanisms tried besides the layouts; "
+                                                           "each plan that uses one says so, with the memory it saves "
+                                                           "and the time it costs")),
+}
+#: the mechanisms the planner may vary (``PlanRequest.vary_mechanisms``): value -> (label, detail)
+MECHANISM_OPTIONS: dict[str, tuple[str, str]] = {
+    "loss_kernel": (N_("Fused loss"), N_("Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits")),
+    "fused_kernels": (N_("Liger kernels"), N_("RMSNorm, SwiGLU, RoPE; only on model families Liger patches")),
+    "activation_offloading": (N_("Activation offloading"), N_("To pinned host memory: more host RAM and PCIe "
+                                                               "traffic")),
+    "optimizer": (N_("8-bit AdamW"), N_("In place of AdamW (bitsandbytes): other numerics")),
 }
 #: the cost settings of the form (``cost`` of the plan request, refining ``pricing``), sent only when filled in
 COST_FIELDS = ("cost.utilisation", "cost.electricity_usd_per_kwh", "cost.pue", "cost.provider_class")
@@ -88,7 +99,7 @@ QUESTION_LABELS: dict[str, tuple[str, str]] = {
     "largest-model": (N_("Largest model"), N_("which models fit one node (or the pinned node count)")),
     "longest-sequence": (N_("Longest sequence"), N_("the longest sequence that fits one node")),
 }
-LIST_FIELDS = ("constraints.gpus", "constraints.servers")
+LIST_FIELDS = ("constraints.gpus", "constraints.servers", "vary_mechanisms")
 #: Shown when the parameter is absent (a first visit); an empty field that was sent means "none".
 FORM_DEFAULTS: dict[str, str] = {
     "model": DEFAULT_MODEL,
@@ -528,6 +539,8 @@ def form_context(form: PlanForm, catalog: Catalog) -> dict[str, Any]:
         "cost_fields": COST_FIELDS,
         "cost_open": any(n in form.errors.messages or form.values.get(n) for n in COST_FIELDS),
         "provider_classes": PROVIDER_CLASSES,
+        "mechanisms": [{"value": k, "label": _(label), "detail": _(detail)}
+                       for k, (label, detail) in MECHANISM_OPTIONS.items()],
         "from_estimate": form.from_estimate,
         "questions": QUESTION_LABELS,
         "columns": COLUMNS,

@@ -72,8 +72,9 @@ def work_budget(*, max_layouts: int | None, seconds: float | None, field: str = 
         _current.reset(token)
 
 
-def charge(layouts: int, field: str | None = None, *, what: str = "layouts") -> None:
-    """Count ``layouts`` against the budget before searching them; :class:`WorkBudgetError` past the limit."""
+def charge(layouts: int, field: str | None = None, *, what: str = "layouts", advice: str | None = None) -> None:
+    """Count ``layouts`` against the budget before searching them; :class:`WorkBudgetError` past the limit
+    (``advice``: what to narrow, when not the hardware and parallelism)."""
     budget = _current.get()
     if budget is None:
         return
@@ -81,8 +82,9 @@ def charge(layouts: int, field: str | None = None, *, what: str = "layouts") -> 
     if budget.max_layouts is not None and budget.layouts + layouts > budget.max_layouts:
         raise WorkBudgetError(
             f"this request would search {budget.layouts + layouts:,} {what}, more than the {budget.max_layouts:,} "
-            "one request may: narrow constraints.gpus or constraints.servers, lower constraints.max_nodes, or pin "
-            "hardware or parallelism fields", field or budget.field)
+            "one request may: " + (advice or "narrow constraints.gpus or constraints.servers, lower "
+                                   "constraints.max_nodes, or pin hardware or parallelism fields"),
+            field or budget.field)
     budget.layouts += layouts
 
 

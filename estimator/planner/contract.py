@@ -28,14 +28,19 @@ __all__ = [
     "Plan",
     "PlanCost",
     "PlanLayout",
+    "PlanMechanisms",
     "PlanRequest",
     "PlanResponse",
     "Pricing",
     "SearchStats",
+    "VariedMechanism",
 ]
 
 Objective = Literal["time", "cost"]
 Pricing = Literal["on-demand", "reserved", "owned"]
+#: the fine-tuning stacks' memory mechanisms (issue 29, docs/stacks.md) the planner may change from the request's
+#: training section: each is a field of ``training``
+VariedMechanism = Literal["loss_kernel", "fused_kernels", "activation_offloading", "optimizer"]
 
 #: Without a global batch, about 2**20 tokens (rounded to a power-of-two number of sequences): the order of
 #: the 0.5M-4M token batches of Llama-class pre-training and large fine-tunes.
@@ -80,6 +85,16 @@ class PlanRequest(_Frozen):
     objective: Objective = "time"
     pricing: Pricing = Field(default="on-demand", description="cloud on-demand, cloud reserved, or owned servers")
     top_k: int = Field(default=10, ge=1, le=200, description="plans returned besides the Pareto front")
+    vary_mechanisms: tuple[VariedMechanism, ...] = Field(
+        default=(), max_length=4,
+        description="the fine-tuning stack mechanisms the planner may change from `training`'s values, as one more "
+        "axis of the search (issue 29, docs/stacks.md): \"loss_kernel\" (a fused loss: Liger fused linear "
+        "cross-entropy, Cut Cross-Entropy), \"fused_kernels\" (Liger's kernels, on the model families Liger "
+        "patches), \"activation_offloading\" (to pinned host memory: \"checkpoints\" under full checkpointing, "
+        "else \"all\"), \"optimizer\" (AdamW to bitsandbytes' 8-bit AdamW, \"adamw-8bit\": other numerics, so "
+        "only when asked). Only what the stack runs on each layout is proposed; a plan that changes one says so in "
+        "`mechanism_changes`, with the GiB it saves and its step-time cost. Empty (default): the request's values "
+        "only")
     cost: CostChoice | None = Field(
         default=None, description="refines `pricing` as in the estimate contract: `utilisation`, "
         "`electricity_usd_per_kwh` and `pue` of owned servers, `provider_class` of cloud offers; `pricing` "
@@ -208,6 +223,20 @@ class PlanCost(_Frozen):
     flags: list[Message] = Field(default_factory=list, description="why this option is priced another way, if it is")
 
 
+class PlanMechanisms(_Frozen):
+    """What a plan changed of the request's fine-tuning stack mechanisms (``PlanRequest.vary_mechanisms``)."""
+
+    changes: dict[str, str] = Field(description="dotted request field -> the value this plan uses, e.g. "
+                                    "{\"training.loss_kernel\": \"fused\"}")
+    summary: Message = Field(description="the change in words, with what it saves and costs when measured (the "
+                             "estimate's ways out say it the same way)")
+    saved_bytes: int | None = Field(description="peak allocated GPU memory per GPU the change saves on this plan's "
+                                    "layout (the request's mechanisms minus this plan's); null when the request's "
+                                    "own mechanisms are refused on this layout")
+    step_time_delta_s: float | None = Field(description="step seconds the change adds on this layout (negative: "
+                                            "faster); null as saved_bytes")
+
+
 class Plan(_Frozen):
     rank: int
     id: str = Field(description="stable key of the layout")
@@ -223,6 +252,9 @@ class Plan(_Frozen):
                                    "at the peak plus the overhead the allocator cannot give back")
     host_ram_bytes_per_node: int = Field(default=0, description="host RAM of the busiest node")
     exports: Exports
+    mechanism_changes: PlanMechanisms | None = Field(
+        default=None, description="the fine-tuning stack mechanisms this plan changed from the request "
+        "(`vary_mechanisms`); null: the request's own")
 
 
 class SearchStats(_Frozen):

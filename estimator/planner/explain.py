@@ -194,8 +194,26 @@ def _margin(win: Plan, run: Plan, objective: str) -> str:
     return Text("The winner is %(first)s and %(second)s than the runner-up.", first=first, second=second)
 
 
+def _mechanisms(p: Plan) -> dict[str, str]:
+    """The fine-tuning stack mechanisms of a plan (issue 29: the planner may change them, ``vary_mechanisms``)."""
+    t = p.request.training
+    return {"loss_kernel": str(t.loss_kernel), "fused_kernels": str(t.fused_kernels),
+            "activation_offloading": str(t.activation_offloading), "optimizer": str(t.optimizer)}
+
+
+def plan_difference(a: Plan, b: Plan) -> str:
+    """What differs between two plans, in words: the layout (:func:`layout_difference`), then the fine-tuning stack
+    mechanisms when they differ (``"fused_kernels none vs liger"``)."""
+    ma, mb = _mechanisms(a), _mechanisms(b)
+    mechanisms = [Text("%(what)s %(b)s vs %(a)s", what=k, b=mb[k], a=ma[k]) for k in ma if ma[k] != mb[k]]
+    if not mechanisms:
+        return layout_difference(a.layout, b.layout)
+    same_layout = all(getattr(a.layout, name) == getattr(b.layout, name) for name, _ in _LAYOUT_WORDS)
+    return join(mechanisms if same_layout else [layout_difference(a.layout, b.layout), *mechanisms], ", ")
+
+
 def _tie_sentence(win: Plan, ties: list[Plan], short: bool = False) -> str:
-    which = join((Text("plan %(rank)s (%(diff)s)", rank=p.rank, diff=layout_difference(win.layout, p.layout))
+    which = join((Text("plan %(rank)s (%(diff)s)", rank=p.rank, diff=plan_difference(win, p))
                   for p in ties[:3]), "; ")
     more = Text(" and %(n)s more", n=len(ties) - 3) if len(ties) > 3 else ""
     within = Num(TIE_SHARE, ".1%")
@@ -216,6 +234,9 @@ def explain(plans: list[Plan], objective: str) -> list[str]:
     ties = [p for p in plans[1:] if _ties(win, p)]
     rest = [p for p in plans[1:] if not _ties(win, p)]
     out: list[str] = [Text("Winner: %(summary)s.", summary=_summary(win))]
+    if win.mechanism_changes is not None:
+        out.append(Text("It changes the request's fine-tuning stack: %(summary)s.",
+                        summary=win.mechanism_changes.summary))
     if ties:
         out.append(_tie_sentence(win, ties, short=not rest))
     if rest:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from estimator.construct import replaced
+from estimator.errors import EstimatorError
 from estimator.estimate import estimate
 from estimator.messages import Num, Text
 from estimator.model.spec import resolve_model, shape_for
@@ -28,6 +30,7 @@ from estimator.planner.contract import (
     Plan,
     PlanCost,
     PlanLayout,
+    PlanMechanisms,
     PlanRequest,
     PlanResponse,
     SearchStats,
@@ -35,9 +38,21 @@ from estimator.planner.contract import (
 from estimator.planner.explain import explain, explain_empty, host_notes
 from estimator.planner.exports.launch import build_exports
 from estimator.planner.hardware import HourlyPrice, PriceBook, World, cost_choice, hardware_options, worlds_for
+from estimator.planner.mechanisms import (
+    changes_of,
+    export_notes,
+    fewest_changes,
+    mechanism_words,
+    relabel,
+    restored,
+    runnable,
+)
+from estimator.planner.mechanisms import variant as mechanism_variant
+from estimator.planner.mechanisms import variants as mechanism_variants
 from estimator.planner.search import Found, SearchContext
 from estimator.tco.run_cost import CostResult
 from estimator.training.comm import scale_up_gpus
+from estimator.training.suggest import cost_summary, measure_request, mechanism_cost
 from hardware_catalog import Catalog
 
 __all__ = ["Constraints", "Plan", "PlanRequest", "PlanResponse", "Progress", "plan", "plans_for"]
@@ -111,10 +126,19 @@ def pareto_front(items: list[Scored]) -> list[Scored]:
     return front
 
 
-def plan_id(f: Found) -> str:
+def _layout_id(f: Found) -> str:
     s, w = f.structure, f.world
     return (f"{w.hw.key}|{w.num_nodes}x{w.gpus_per_node}|{s.framework}-{s.sharding}-{s.offload}"
             f"|tp{s.tp}-pp{s.pp}-vp{s.vp}-cp{s.cp}-ep{s.ep}|mbs{f.micro_batch_size}-ga{f.accumulation}|{f.ckpt}")
+
+
+def plan_id(f: Found, requested: Any = None) -> str:
+    """The layout's key; with the request's training section (``requested``), the mechanisms the plan changed
+    from it are part of the key (``|loss_kernel=fused``), so the same layout with other mechanisms is another
+    plan."""
+    changes = changes_of(requested, f.request.training) if requested is not None else {}
+    suffix = "".join(f"|{k.removeprefix('training.')}={v}" for k, v in changes.items())
+    return _layout_id(f) + suffix
 
 
 def plan_layout(f: Found, gbs: int, seq_len: int) -> PlanLayout:
@@ -164,10 +188,33 @@ def make_plan(req: PlanRequest, s: Scored, rank: int, pareto: bool, catalog: Cat
     layout = plan_layout(f, req.sequences_per_step, req.training.seq_len)
     tokens = float(req.tokens_per_step)
     exports = build_exports(layout, f.request.training, resolve_model(req.model), f.world.hw.gpu, f.world.hw.server)
-    return Plan(rank=rank, id=plan_id(f), layout=layout, label=layout.label, request=request, estimate=resp,
-                cost=_plan_cost(s, f.world, step, ttt, tokens, resp.cost), step_time_s=step, time_to_train_s=ttt,
-                pareto=pareto, memory_need_bytes=f.memory_need_bytes, host_ram_bytes_per_node=f.host_ram_bytes,
-                exports=exports)
+    extra = export_notes(changes_of(req.training, f.request.training))
+    if extra:
+        exports = exports.model_copy(update={"notes": [*exports.notes, *extra]})
+    return Plan(rank=rank, id=plan_id(f, req.training), layout=layout, label=layout.label, request=request,
+                estimate=resp, cost=_plan_cost(s, f.world, step, ttt, tokens, resp.cost), step_time_s=step,
+                time_to_train_s=ttt, pareto=pareto, memory_need_bytes=f.memory_need_bytes,
+                host_ram_bytes_per_node=f.host_ram_bytes, exports=exports,
+                mechanism_changes=_mechanism_changes(req, f))
+
+
+def _mechanism_changes(req: PlanRequest, f: Found) -> PlanMechanisms | None:
+    """What the plan changed of the request's mechanisms, with the GiB it saves and its step-time cost on this
+    layout: the estimate's ways out's measure and sentence (:mod:`estimator.training.suggest`)."""
+    changes = changes_of(req.training, f.request.training)
+    if not changes:
+        return None
+    words = mechanism_words(changes)
+    hw, shape = f.world.hw, shape_for(req.model)
+    try:
+        mine = replaced(f.request, {"training": restored(f.request.training, req.training)})
+        before = measure_request(mine, shape, hw.gpu, hw.server, hw.capacity_bytes)
+        after = measure_request(f.request, shape, hw.gpu, hw.server, hw.capacity_bytes)
+    except (ValueError, EstimatorError):  # the request's own mechanisms are refused on this layout
+        return PlanMechanisms(changes=changes, summary=words, saved_bytes=None, step_time_delta_s=None)
+    saved, delta = mechanism_cost(before, after)
+    return PlanMechanisms(changes=changes, summary=cost_summary(words, saved, delta), saved_bytes=saved,
+                          step_time_delta_s=delta)
 
 
 def plans_for(req: PlanRequest, scored: list[Scored], catalog: Catalog) -> tuple[list[Plan], list[str]]:
@@ -212,32 +259,95 @@ def _budget_field(req: PlanRequest, worlds: int, options: int) -> str:
     return "constraints.max_nodes" if worlds > options and req.constraints.max_nodes > 1 else "constraints.gpus"
 
 
-def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None, screen: bool = True
-           ) -> tuple[SearchContext, list[Found], int]:
+def search(req: PlanRequest, catalog: Catalog, progress: Progress | None = None, screen: bool = True,
+           variants: list[PlanRequest] | None = None) -> tuple[SearchContext, list[Found], int]:
     """Every world's fastest layouts; the context (stats, caches) and the search-space size. ``screen=False``
-    runs the exact path alone (:mod:`estimator.planner.screen`: the answer is the same)."""
+    runs the exact path alone (:mod:`estimator.planner.screen`: the answer is the same). ``variants``: the
+    request with other fine-tuning stack mechanisms (:func:`estimator.planner.mechanisms.variants`, ``req``
+    first), each searched the same way; the layouts are merged (:func:`_merged`) and the first context carries the
+    stats of all."""
     shape = shape_for(req.model)
-    ctx = SearchContext(req, catalog, shape, screen=screen)
+    ctxs = [SearchContext(v, catalog, shape, screen=screen) for v in (variants or [req])]
+    ctx = ctxs[0]
     options = hardware_options(req, catalog)
     ctx.stats.hardware_options = len(options)
     worlds = [w for hw in options for w in worlds_for(req, hw)]
-    sizes = [ctx.space_size(w) for w in worlds]
-    total, done = sum(sizes), 0
-    budget.charge(total, _budget_field(req, len(worlds), len(options)))
-    ctx.prepaid = True
+    sizes = [[c.space_size(w) for w in worlds] for c in ctxs]
+    total, done = sum(sum(row) for row in sizes), 0
+    budget.charge(sum(sizes[0]), _budget_field(req, len(worlds), len(options)))
+    if len(ctxs) > 1:  # the mechanism variants: each searches the same space again
+        budget.charge(total - sum(sizes[0]), "vary_mechanisms", advice=(
+            f"the {len(ctxs) - 1} mechanism variants each search the request's layouts again: allow fewer "
+            "vary_mechanisms, narrow constraints.gpus, lower constraints.max_nodes, or pin hardware or parallelism "
+            "fields"))
+    for c in ctxs:
+        c.prepaid = True
     # a callback with a ``detail(screened, exact)`` method also hears how much the screen did
     detail = getattr(progress, "detail", None)
     if progress is not None:
         progress(0, total)
     found: list[Found] = []
-    for world, size in zip(worlds, sizes, strict=True):
-        found += ctx.search_world(world)
-        done += size
-        if detail is not None:
-            detail(ctx.stats.layouts_screened, ctx.stats.memory_checks + ctx.stats.time_evaluations)
-        if progress is not None:
-            progress(done, total)
-    return ctx, found, total
+    screened = exact = 0
+    for c, row in zip(ctxs, sizes, strict=True):
+        for world, size in zip(worlds, row, strict=True):
+            found += c.search_world(world)
+            done += size
+            if detail is not None:
+                detail(screened + c.stats.layouts_screened,
+                       exact + c.stats.memory_checks + c.stats.time_evaluations)
+            if progress is not None:
+                progress(done, total)
+        screened += c.stats.layouts_screened
+        exact += c.stats.memory_checks + c.stats.time_evaluations
+    if len(ctxs) == 1:
+        return ctx, found, total
+    _merge_stats(ctxs)
+    searched: dict[tuple[tuple[str, str], ...], SearchContext | None] = {
+        tuple(sorted(changes_of(req.training, c.training).items())): c for c in ctxs}
+
+    def context(changes: dict[str, str]) -> SearchContext | None:
+        """The search context of the request with ``changes`` (made once; ``None``: refused)."""
+        key = tuple(sorted((f"training.{k}", v) for k, v in changes.items()))
+        if key not in searched:
+            v = mechanism_variant(req, changes)
+            searched[key] = None if v is None else SearchContext(v, catalog, shape, screen=False)
+        return searched[key]
+
+    fewest = [g for g in (fewest_changes(f, req.training, context) for f in found) if runnable(g, req.training)]
+    return ctx, _merged(relabel(fewest, req.training), req.training), total
+
+
+def _world_key(w: World) -> tuple[str, int, int]:
+    return (w.hw.key, w.num_nodes, w.gpus_per_node)
+
+
+def _merge_stats(ctxs: list[SearchContext]) -> None:
+    """The first context's stats become those of the whole search over the mechanism variants: counters
+    summed, a world empty only when every variant found nothing there, host-RAM misses of every variant."""
+    st = ctxs[0].stats
+    for c in ctxs[1:]:
+        o = c.stats
+        for name in ("worlds", "structures", "structures_evaluated", "pruned_by_bound", "pruned_by_dominance",
+                     "memory_checks", "time_evaluations", "host_checks", "layouts_screened", "screened_out"):
+            setattr(st, name, getattr(st, name) + getattr(o, name))
+        for key, miss in o.host_misses.items():
+            if key not in st.host_misses or miss.need_bytes < st.host_misses[key].need_bytes:
+                st.host_misses[key] = miss
+    empty = [{_world_key(w) for w, _ in c.stats.empty_worlds} for c in ctxs]
+    everywhere = set.intersection(*empty)
+    st.empty_worlds = [(w, reason) for w, reason in st.empty_worlds if _world_key(w) in everywhere]
+
+
+def _merged(found: list[Found], requested: Any) -> list[Found]:
+    """One candidate per layout (:func:`plan_id` without the mechanisms) over the mechanism variants: the fastest,
+    on a tie the one that changes the fewest of the request's mechanisms (``requested``: its training section)."""
+    best: dict[str, tuple[float, int, Found]] = {}
+    for f in found:
+        key = _layout_id(f)
+        rank = (f.step_time_s, len(changes_of(requested, f.request.training)))
+        if key not in best or rank < best[key][:2]:
+            best[key] = (*rank, f)
+    return [f for _, _, f in best.values()]
 
 
 def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | None = None,
@@ -250,7 +360,8 @@ def plan(req: PlanRequest, catalog: Catalog | None = None, progress: Progress | 
 
 
 def _plan(req: PlanRequest, catalog: Catalog, progress: Progress | None, screen: bool, t0: float) -> PlanResponse:
-    ctx, found, total = search(req, catalog, progress, screen)
+    variants, mechanism_notes = mechanism_variants(req, shape_for(req.model).dims)
+    ctx, found, total = search(req, catalog, progress, screen, variants)
     prices = PriceBook(req.pricing, catalog, req.cost)
     scored = [score(req, f, prices) for f in found]
     kept = [s for s in scored if _meets(req, s)]
@@ -263,6 +374,11 @@ def _plan(req: PlanRequest, catalog: Catalog, progress: Progress | None, screen:
         notes.append(Text("Some hardware has no price in the catalog for this pricing: those plans have no cost."))
     if plans and all(p.cost is None for p in plans):
         notes.append(Text("No plan has a price, so the time-vs-cost front is by time alone: the fastest plan."))
+    notes += mechanism_notes
+    if req.vary_mechanisms:
+        notes.append(Text("Fine-tuning stack mechanisms searched besides the layouts: %(searched)s variants of the "
+                          "request; a plan that changes them says which, with the memory saved and the time cost "
+                          "(mechanism_changes).", searched=Num(len(variants), "d")))
     elapsed = time.perf_counter() - t0
     st = ctx.stats
     stats = SearchStats(space_size=total, hardware_options=st.hardware_options, worlds=st.worlds,

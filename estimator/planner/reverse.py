@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from estimator.messages import Message, Num, Text, join
 from estimator.model.spec import CachedShape, list_presets, preset, resolve_model, shape_for
@@ -225,6 +225,15 @@ class ReverseRequest(PlanRequest):
     granularity: int = Field(default=1024, ge=128, le=65536, description="longest-sequence: answers are "
                              "multiples of this")
     family: bool = Field(default=True, description="largest-model: also scale the request's model by depth")
+
+    @field_validator("vary_mechanisms")
+    @classmethod
+    def _own_mechanisms(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if value:
+            raise ValueError("the reverse questions search the request's own fine-tuning stack mechanisms: set them "
+                             "in training (loss_kernel, fused_kernels, activation_offloading) and leave "
+                             "vary_mechanisms empty")
+        return value
 
 
 class ReverseResponse(_Frozen):

@@ -40,6 +40,7 @@ __all__ = [
     "MODELLED",
     "STACK_DEFAULTS",
     "StackDefault",
+    "liger_patches",
     "liger_warnings",
     "mechanism_notes",
     "request_refusal",
@@ -286,6 +287,14 @@ def unmeasured_mechanisms(training: Any) -> list[str]:
         if (field, value) not in MEASURED:
             out.append(Text("training.%(field)s %(value)s", field=field, value=value))
     return out
+
+
+def liger_patches(dims: Any) -> bool:
+    """Whether Liger has a kernel for both this model's norm and its MLP (``dims``: the model's architecture):
+    ``liger_kernel/transformers/monkey_patch.py`` patches RMSNorm families with a gated MLP (SwiGLU / GeGLU). The
+    planner gives Liger only to these (:mod:`estimator.planner.mechanisms`); an estimate that asks for it on
+    another is warned (:func:`liger_warnings`)."""
+    return bool(dims.norm == "rmsnorm" and dims.gated_mlp)
 
 
 def liger_warnings(training: Any, dims: Any) -> list[str]:

@@ -29,10 +29,13 @@ from estimator.messages import N_, Num, Text, capitalized, join
 from estimator.model.spec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
-from estimator.training.layout import layout_or_none
-from estimator.training.memory import peak_total
+from estimator.training.layout import build_layout, layout_or_none
+from estimator.training.memory import peak_memory, peak_total
+from estimator.training.timing import step_time_model
+from hardware_catalog import Gpu, Server
 
-__all__ = ["apply_changes", "suggestions"]
+__all__ = ["apply_changes", "cost_summary", "measure_request", "mechanism_cost", "mechanism_name", "offload_mode",
+           "suggestions"]
 
 MAX_SUGGESTIONS: Final = 5
 MAX_NODES_TRIED: Final = 64
@@ -130,6 +133,26 @@ def _trial_request(job: Job, changes: dict[str, Any], sections: _Sections) -> Es
     return req.model_copy(update=update)
 
 
+def offload_mode(checkpointing: str) -> str:
+    """The activation offloading a way out proposes: the checkpointed inputs (Unsloth / axolotl) under full
+    checkpointing, every saved tensor (torchtune / TRL) otherwise (``checkpoints`` needs full checkpointing:
+    :func:`estimator.rules.stacks.request_refusal`)."""
+    return "checkpoints" if checkpointing == "full" else "all"
+
+
+def mechanism_name(field: str, value: str) -> str:
+    """A fine-tuning stack mechanism (issue 29) in words, as the ways out and the planner's rows name it."""
+    if field == "loss_kernel" and value == "fused":
+        return Text("a fused loss (Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits)")
+    if field == "fused_kernels" and value == "liger":
+        return Text("Liger kernels (RMSNorm, SwiGLU, RoPE)")
+    if field == "activation_offloading" and value != "none":
+        return Text("activations offloaded to host memory (%(mode)s)", mode=value)
+    if field == "optimizer" and value == "adamw-8bit":
+        return Text("8-bit AdamW (bitsandbytes: blockwise 8-bit optimizer states)")
+    return f"training.{field} {value}"
+
+
 def _levers(job: Job) -> list[_Candidate]:
     """Single memory levers that apply to ``job``, least disruptive first."""
     rv = job
@@ -149,14 +172,12 @@ def _levers(job: Job) -> list[_Candidate]:
     # issue 29: the fine-tuning stacks' memory mechanisms (estimator.training.mechanisms), before the levers that change
     # the parallelism or the method
     if t.loss_kernel != "fused" and p.framework != "megatron":
-        out.append((Text("a fused loss (Liger fused linear cross-entropy or Cut Cross-Entropy: no full logits)"),
-                    {"training.loss_kernel": "fused"}))
+        out.append((mechanism_name("loss_kernel", "fused"), {"training.loss_kernel": "fused"}))
     if t.fused_kernels == "none" and p.framework != "megatron":
-        out.append((Text("Liger kernels (RMSNorm, SwiGLU, RoPE)"), {"training.fused_kernels": "liger"}))
+        out.append((mechanism_name("fused_kernels", "liger"), {"training.fused_kernels": "liger"}))
     if t.activation_offloading == "none" and p.offload != "optimizer+params" and t.stack != "unsloth":
-        mode = "checkpoints" if t.activation_checkpointing == "full" else "all"
-        out.append((Text("activations offloaded to host memory (%(mode)s)", mode=mode),
-                    {"training.activation_offloading": mode}))
+        mode = offload_mode(t.activation_checkpointing)
+        out.append((mechanism_name("activation_offloading", mode), {"training.activation_offloading": mode}))
     if t.method == "full":
         out.append((Text("LoRA adapters instead of a full fine-tune"), {"training.method": "lora"}))
     if t.method in ("full", "lora") and t.precision != "fp8-mixed":
@@ -258,8 +279,31 @@ def _with_cost(s: _Tried, req: EstimateRequest,
         after = None
     if before is None or after is None:
         return s.summary
-    return Text("%(change)s: %(saved)s GiB less per GPU, step time %(delta)s s", change=s.summary,
-                saved=Num((before[0] - after[0]) / 2**30, ".1f"), delta=Num(after[1] - before[1], "+.2f"))
+    return cost_summary(s.summary, *mechanism_cost(before, after))
+
+
+def mechanism_cost(before: tuple[int, float], after: tuple[int, float]) -> tuple[int, float]:
+    """(bytes saved per GPU, step seconds added) of a change, from ``(peak allocated bytes, step seconds)``
+    before and after it (what :func:`measure_request` gives): the ways out and the planner's rows both say
+    it so."""
+    return before[0] - after[0], after[1] - before[1]
+
+
+def cost_summary(change: str, saved_bytes: int, delta_s: float) -> str:
+    """A change with what it saves and what it costs, in words (the ways out's and the planner's sentence)."""
+    return Text("%(change)s: %(saved)s GiB less per GPU, step time %(delta)s s", change=change,
+                saved=Num(saved_bytes / 2**30, ".1f"), delta=Num(delta_s, "+.2f"))
+
+
+def measure_request(req: EstimateRequest, shape: ModelShape, gpu: Gpu, server: Server | None,
+                    capacity: int) -> tuple[int, float]:
+    """(peak allocated bytes, step seconds) of ``req`` on ``gpu`` (issue 29: what a mechanism saves and costs;
+    the estimate's ways out and the planner's rows measure with it). Raises what the layout or the model
+    raises."""
+    job = job_of(req)
+    layout = build_layout(job, shape)
+    allocated = peak_memory(job, shape, layout, capacity).peak_allocated
+    return allocated, step_time_model(job, shape, layout, gpu, server).result().step_time_s
 
 
 def _once(measure: Callable[[EstimateRequest], tuple[int, float] | None],

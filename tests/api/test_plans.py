@@ -77,3 +77,36 @@ def test_reverse_bad_question_is_a_422_naming_the_field(client: TestClient) -> N
 def test_reverse_has_a_stable_operation_id(client: TestClient) -> None:
     spec = client.get("/api/v1/openapi.json").json()
     assert spec["paths"]["/api/v1/plans/reverse"]["post"]["operationId"] == "plans-answer_reverse_question"
+
+
+# --- issue 29: the fine-tuning stack mechanisms as a search axis ------------------------------------------------
+# (the API tests' seeded catalog has no A100 40GB: the same case at 64k tokens on one H100 80GB)
+LORA_64K_H100 = {"model": "llama-3.1-8b",
+                 "training": {"method": "lora", "seq_len": 65536, "activation_checkpointing": "full"},
+                 "hardware": {"gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": 1},
+                 "global_batch_size": 8}
+
+
+def test_plan_vary_mechanisms(client: TestClient) -> None:
+    off = client.post("/api/v1/plans", json=LORA_64K_H100)
+    assert off.status_code == 200, off.text
+    assert off.json()["plans"] == []
+    on = client.post("/api/v1/plans", json={**LORA_64K_H100, "vary_mechanisms": ["loss_kernel"]})
+    assert on.status_code == 200, on.text
+    best = on.json()["plans"][0]
+    assert best["estimate"]["memory"]["fits"] is True
+    assert best["request"]["training"]["loss_kernel"] == "fused"
+    changes = best["mechanism_changes"]
+    assert changes["changes"] == {"training.loss_kernel": "fused"} and changes["saved_bytes"] > 0
+    bad = client.post("/api/v1/plans", json={**LORA_64K_H100, "vary_mechanisms": ["liger"]})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+    assert any(e["field"].startswith("vary_mechanisms") for e in bad.json()["errors"])
+    reverse = client.post(REVERSE, json={**LORA_64K_H100, "question": "fewest-gpus",
+                                         "vary_mechanisms": ["loss_kernel"]})
+    assert reverse.status_code == 422 and "vary_mechanisms" in reverse.text
+
+
+def test_openapi_names_vary_mechanisms(client: TestClient) -> None:
+    schemas = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert "vary_mechanisms" in schemas["PlanRequest"]["properties"]
+    assert "mechanism_changes" in schemas["Plan"]["properties"]

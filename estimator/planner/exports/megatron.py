@@ -6,7 +6,8 @@ Parallel layout: ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-s
 ``--overlap-grad-reduce`` / ``--overlap-param-gather``. Batch: ``--micro-batch-size`` and
 ``--global-batch-size`` (Megatron derives the accumulation steps). Recomputation: ``--recompute-granularity
 full --recompute-method uniform --recompute-num-layers 1`` or ``--recompute-granularity selective`` (core
-attention). The model shape follows the architecture (GQA, SwiGLU, RMSNorm, RoPE, untied embeddings).
+attention). The model shape follows the architecture (GQA, SwiGLU, RMSNorm, RoPE, untied embeddings). The loss:
+``--cross-entropy-loss-fusion`` when the plan is sized with ``training.loss_kernel`` ``"fused"``.
 """
 
 from __future__ import annotations
@@ -88,5 +89,7 @@ def megatron_args(layout: PlanLayout, training: Training, arch: ModelArch) -> li
         return None
     batch = [f"--micro-batch-size={layout.micro_batch_size}", f"--global-batch-size={layout.global_batch_size}"]
     attention = ["--attention-backend=flash"] if training.attention == "flash" else []
+    # issue 29: Megatron's fused vocab-parallel cross-entropy is what loss_kernel "fused" sizes (estimator.rules.stacks)
+    loss = ["--cross-entropy-loss-fusion"] if training.loss_kernel == "fused" else []
     return (_parallel(layout, arch) + batch + _recompute(layout) + _model(arch, layout.seq_len)
-            + _precision(training) + attention)
+            + _precision(training) + attention + loss)

@@ -80,8 +80,8 @@ def request_for(case: dict[str, Any]) -> dict[str, Any] | None:
     return body
 
 
-def load_measured(raw: Path = RAW) -> list[dict[str, Any]]:
-    """Every issue-29 case measured (status ok) under ``raw``."""
+def load_measured(raw: Path = RAW, issues: tuple[int, ...] = (29,)) -> list[dict[str, Any]]:
+    """Every case of ``issues`` measured (status ok) under ``raw``."""
     out: list[dict[str, Any]] = []
     paths = sorted(raw.glob("call*_results.jsonl")) + sorted(raw.glob("*/results.jsonl"))
     for path in paths:
@@ -89,8 +89,11 @@ def load_measured(raw: Path = RAW) -> list[dict[str, Any]]:
             if line.strip():
                 r = json.loads(line)
                 # the case itself under "case" (the gpu branch's README), its measurement beside it
-                merged = {**r.get("case", {}), **{k: v for k, v in r.items() if k != "case"}}
-                if merged.get("issue") == 29 and merged.get("status") == "ok" and merged.get("peak_allocated_bytes"):
+                # (the device's results put the figures under "measured": flattened here)
+                merged = {**r.get("case", {}), **{k: v for k, v in r.items() if k not in ("case", "measured")},
+                          **r.get("measured", {})}
+                if merged.get("issue") in issues and merged.get("status") == "ok" \
+                        and merged.get("peak_allocated_bytes"):
                     out.append(merged)
     return out
 

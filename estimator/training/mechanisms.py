@@ -46,6 +46,7 @@ from typing import Final
 
 __all__ = [
     "CHUNKED_LOSS_CHUNKS",
+    "loss_transient_fp32_bytes",
     "NS_STEPS",
     "OFFLOAD_KEEP_LAYERS",
     "liger_norm_bytes",
@@ -116,6 +117,31 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
     per_token = 4 * tokens
     head = head_grad_bytes if head_trainable else 0  # made in forward; in backward it is the head's gradient
     return int(grad_input + chunk_logits + per_token + head), int(grad_input + per_token)
+
+
+def loss_transient_fp32_bytes(kernel: str, tokens: int, vocab: int, vocab_div: int, hidden: int, *,
+                              impl: str = "torchtune") -> int:
+    """The largest short-lived block the loss allocates and frees on one rank (``vocab / vocab_div`` entries of the
+    vocabulary each): what the caching allocator must
+    find room for again at every step (:mod:`estimator.training.overhead`'s reserve, whose ``0.77 x`` term was
+    fitted on materialised losses, where this block is the fp32 logits).
+
+    ``materialized``: the fp32 upcast of the whole logits (``ForCausalLMLoss``: ``logits.float()``);
+    ``chunked`` (torchtune): the fp32 upcast of one of ``CHUNKED_LOSS_CHUNKS`` chunks; ``chunked``
+    (``impl="trl"``): one ``[TOKEN_CHUNK_SIZE, VOCAB_CHUNK_SIZE]`` fp32 tile; ``fused`` (Liger
+    ``fused_linear_cross_entropy_forward``: chunks of about ``tokens x hidden / vocab`` rows, so about
+    ``tokens x hidden`` logits, upcast to fp32 in the kernel): ``4 x tokens x hidden``.
+    Measured on the H100 (tests/data/stacks_h100_raw, issue 29): a fused or chunked loss leaves 0.4-1.5 GiB
+    reserved-but-free where the materialised loss of the same run leaves 3-6 GiB.
+    """
+    if kernel == "materialized":
+        return 4 * tokens * vocab // vocab_div
+    vocab_local = vocab / vocab_div
+    if kernel == "chunked" and impl == "trl":
+        return int(4 * min(tokens, TRL_TOKEN_CHUNK) * min(vocab_local, TRL_VOCAB_CHUNK))
+    if kernel == "chunked":
+        return int(4 * tokens * vocab_local / CHUNKED_LOSS_CHUNKS)
+    return int(4 * tokens * hidden)
 
 
 def liger_swiglu_saving(ffn: int) -> int:

@@ -30,6 +30,7 @@ from estimator.messages import N_
 from estimator.model.spec import ModelShape
 from estimator.training.activations import ActivationModel, activation_model, activation_rates
 from estimator.training.layout import Layout
+from estimator.training.mechanisms import loss_transient_fp32_bytes
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.overhead import (
     OverheadInput,
@@ -491,7 +492,11 @@ def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
 
 def _overhead_input(job: Job, shape: ModelShape, layout: Layout, peak_allocated: int,
                     act: ActivationModel, base: _StageBase) -> OverheadInput:
-    logits = 4 * act.tokens * shape.dims.vocab_size // base.logits_div if base.logits_div else 0
+    # the loss's largest fp32 transient (the whole logits for the materialised loss; one chunk or tile otherwise)
+    t = job.training
+    logits = loss_transient_fp32_bytes(t.loss_kernel, act.tokens, shape.dims.vocab_size, base.logits_div,
+                                       shape.dims.hidden_size, impl="trl" if t.stack == "trl" else "torchtune") \
+        if base.logits_div else 0
     return OverheadInput(peak_allocated=peak_allocated, world_size=layout.world_size, num_nodes=layout.num_nodes,
                          logits_fp32_bytes=logits, checkpointing=job.training.activation_checkpointing == "full",
                          foreach_temp_bytes=base.foreach_temp, fsdp_buffer_bytes=base.fsdp_buffer,

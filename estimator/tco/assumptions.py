@@ -95,6 +95,14 @@ class TcoAssumptions(_Input):
             return self.networking_usd_per_node_roce
         return self.networking_usd_per_node_ib_ndr
 
+    def networking_override(self) -> float | None:
+        """The user's own networking figure for the chosen fabric, when they set it (it is in pydantic's
+        ``model_fields_set``: given to the constructor, the form or ``model_copy(update=...)``); ``None`` when it is
+        the catalog default. The one rule for "an explicit figure wins over a designed fabric"
+        (:func:`estimator.tco.network.owned_network`)."""
+        name = "networking_usd_per_node_roce" if self.network_fabric == "roce" else "networking_usd_per_node_ib_ndr"
+        return float(getattr(self, name)) if name in self.model_fields_set else None
+
 
 class AssumptionRow(_Frozen):
     name: str

@@ -131,16 +131,16 @@ def designed_network(usd_per_node: float, fabric_w: float, fabric: str, fabric_n
     return OwnedNetwork(usd_per_node, fabric_w, fabric, note)
 
 
-def tco_query(server: Server, num_nodes: int, fabric: str, oversubscription: float, ufm: bool,
-              usd_per_node: float) -> dict[str, str]:
+def tco_query(server_id: str, num_nodes: int, fabric: str, oversubscription: float, ufm: bool,
+              usd_per_node: float, nic_gbit: float) -> dict[str, str]:
     """The ``/tco`` query that prices this designed fabric as the estimate and ``/cluster`` do: the server, the
     node count and the TCO's ``network_fabric``; the fabric's cost per node as an explicit networking figure only
-    when ``/tco`` would design another fabric (a non-blocking UFM-managed fabric of the default kind is what it
-    designs)."""
+    when ``/tco`` would design another fabric (it designs a non-blocking, UFM-managed fabric of the kind
+    :func:`default_fabric` picks for ``nic_gbit`` NICs)."""
     roce = fabric.startswith("roce")
-    query = {"server": server.id, "nodes": str(num_nodes), "a.network_fabric": "roce" if roce else "infiniband-ndr"}
-    if default_fabric(server, "roce" if roce else "infiniband-ndr") != fabric or oversubscription != 1 or (
-            not ufm and not roce):
+    query = {"server": server_id, "nodes": str(num_nodes), "a.network_fabric": "roce" if roce else "infiniband-ndr"}
+    default = (ROCE_FABRIC if roce else IB_FABRIC).get(nic_gbit)
+    if default != fabric or oversubscription != 1 or (not ufm and not roce):
         key = "a.networking_usd_per_node_roce" if roce else "a.networking_usd_per_node_ib_ndr"
         query[key] = f"{usd_per_node:.0f}"
     return query

@@ -162,7 +162,7 @@ def _own_basis(
             f"colocation (${a.colocation_usd_per_kw_month:g}/kW/month), maintenance "
             f"({a.maintenance_pct_per_year:g}% a year) and staff, per useful GPU-hour at "
             f"{a.utilisation:.0%} utilisation.",
-            *([str(own.networking_note)] if own.networking_note else []),
+            *([own.networking_note] if own.networking_note else []),
         ],
         flags=flags,
     )

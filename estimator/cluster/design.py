@@ -69,8 +69,9 @@ PROFILES: Final[dict[str, FabricProfile]] = {
 
 
 def fabric_rails(server: Server) -> tuple[int, float, int]:
-    """(GPU-fabric ports per node, their Gb/s, the cages they leave the node by)."""
-    nics = [n for n in server.nics if n.purpose == "gpu-fabric"]
+    """(GPU-fabric ports per node, their Gb/s, the cages they leave the node by); none for a server of a catalog
+    without NIC data (a test's minimal catalog)."""
+    nics = [n for n in getattr(server, "nics", ()) if n.purpose == "gpu-fabric"]
     rails = sum(int(n.count) for n in nics)
     gbit = max((float(n.gbps) for n in nics), default=0.0)
     cages = sum(int(n.cages) if n.cages is not None else int(n.count) for n in nics)

@@ -92,11 +92,19 @@ def owned_network(catalog: Catalog, server_id: str | None, num_nodes: int, a: Tc
 def _design(catalog: Catalog, server_id: str | None, num_nodes: int, network_fabric: NetworkFabric,
             cluster: ClusterChoice | None) -> OwnedNetwork | str:
     """The designed network, or why none was designed."""
-    from estimator.cluster import ClusterRequest, design_cluster
-
     server = catalog.servers.get(server_id) if server_id else None
     if server is None:
         return Text("no server chosen")
+    try:
+        return _design_for(catalog, server, num_nodes, network_fabric, cluster)
+    except AttributeError:  # a catalog without NIC or fabric data (a test's, an override's)
+        return Text("the catalog gives %(server)s no GPU-fabric NIC", server=server.name)
+
+
+def _design_for(catalog: Catalog, server: Server, num_nodes: int, network_fabric: NetworkFabric,
+                cluster: ClusterChoice | None) -> OwnedNetwork | str:
+    from estimator.cluster import ClusterRequest, design_cluster
+
     kind = cluster.fabric if cluster is not None and cluster.fabric is not None else default_fabric(server,
                                                                                                      network_fabric)
     if kind is None:

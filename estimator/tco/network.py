@@ -73,7 +73,10 @@ def owned_network(catalog: Catalog, server_id: str | None, num_nodes: int, a: Tc
     docstring."""
     if num_nodes <= 1:
         return _NONE
-    override = a.networking_override()
+    kind: NetworkFabric | None = None  # a named fabric's family picks which of the user's figures applies
+    if cluster is not None and cluster.fabric is not None:
+        kind = "roce" if cluster.fabric.startswith("roce") else "infiniband-ndr"
+    override = a.networking_override(kind)
     if override is not None:
         return OwnedNetwork(override, 0.0, None, Text("Cluster network: your figure of %(usd)s per node.",
                                                       usd=Money(override)))
@@ -84,7 +87,7 @@ def owned_network(catalog: Catalog, server_id: str | None, num_nodes: int, a: Tc
         found = _DESIGNED.remember(key, _design(catalog, server_id, num_nodes, a.network_fabric, cluster))
     if isinstance(found, OwnedNetwork):
         return found
-    flat = a.networking_usd_per_node
+    flat = a.networking_for(kind)
     return OwnedNetwork(flat, 0.0, None, Text("Cluster network: the TCO assumption of %(usd)s per node (no fabric "
                                               "designed: %(why)s).", usd=Money(flat), why=found))
 

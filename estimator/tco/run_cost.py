@@ -155,6 +155,7 @@ def _own_basis(
         pricing="owned",
         server_id=server.id,
         utilisation=a.utilisation,
+        networking_usd_per_node=own.networking_usd_per_node if num_nodes > 1 else None,
         priced_another_way=bool(flags),
         assumptions=[
             f"Owned: ${own.capex.total_usd:,.0f} of capex amortised over {a.depreciation_years:g} years, plus "

@@ -78,7 +78,7 @@ def owned_network(catalog: Catalog, server_id: str | None, num_nodes: int, a: Tc
         kind = "roce" if cluster.fabric.startswith("roce") else "infiniband-ndr"
     override = a.networking_override(kind)
     if override is not None:
-        return OwnedNetwork(override, 0.0, None, Text("Cluster network: your figure of %(usd)s per node.",
+        return OwnedNetwork(override, 0.0, None, Text("Cluster network: your own figure, %(usd)s a node.",
                                                       usd=Money(override)))
     key = (id(catalog), str(getattr(catalog, "version", "")), server_id, num_nodes, a.network_fabric,
            None if cluster is None else (cluster.fabric, cluster.oversubscription, cluster.ufm))

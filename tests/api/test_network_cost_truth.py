@@ -127,7 +127,7 @@ def test_an_explicit_networking_figure_still_wins(client: TestClient) -> None:
     mine = _estimate(client, "nvidia-dgx-h100", 64, cost={"basis": "own", "networking_usd_per_node_ib_ndr": 50000})
     assert mine["cost"]["networking_usd_per_node"] == 50000
     assert mine["cost"]["usd_per_gpu_hour"] > designed["usd_per_gpu_hour"]  # $50,000 > the designed ~$25,500
-    assert "your figure of $50,000 per node" in mine["fabric"]["notes"][-1]
+    assert "your own figure, $50,000 a node" in mine["fabric"]["notes"][-1]
     assert mine["fabric"]["cost"] == cluster["cost"], "the fabric shown is still the designed one"
     # the TCO API and page: the figure given wins, and no fabric power is added to it
     tco = _tco(client, "nvidia-dgx-h100", 64, networking_usd_per_node_ib_ndr=50000)

@@ -122,7 +122,7 @@ def annual_opex(average_kw: float, load_kw: float, capex_usd: float, a: TcoAssum
     """Yearly opex: power (the nodes' average kW, plus the cluster network's ``network_kw`` all year, x PUE x
     8760 h x $/kWh), colocation (load kW x $/kW/month x 12, CBRE), maintenance (% x capex) and staff. The network's
     power enters the power bill only, as ``/cluster``'s TCO has always added it (not colocation)."""
-    network = power_cost_usd(network_kw, HOURS_PER_YEAR, a.pue, a.electricity_usd_per_kwh)
+    network = network_kw * HOURS_PER_YEAR * a.pue * a.electricity_usd_per_kwh  # /cluster's order: its figures unchanged
     power = power_cost_usd(average_kw, HOURS_PER_YEAR, a.pue, a.electricity_usd_per_kwh) + network
     colocation = load_kw * a.colocation_usd_per_kw_month * 12
     maintenance = a.maintenance_pct_per_year / 100 * capex_usd

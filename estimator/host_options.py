@@ -118,9 +118,17 @@ class HostOptions:
                               else self.async_checkpoint),
             dataloader_workers=(int(d.num("ram", "dataloader_workers_per_process")) if self.dataloader_workers is None
                                 else self.dataloader_workers),
-            rack_kw_budget=self.rack_kw_budget or d.num("power", "rack_kw_budget"),
+            rack_kw_budget=self.rack_kw_budget or default_rack_kw(),
             comm_budget_fraction=self.comm_budget_fraction or d.num("network", "comm_budget_fraction"),
         )
+
+
+def default_rack_kw() -> float:
+    """The default rack budget: :func:`estimator.facility.rack.default_rack_kw` (the catalog's one ``rack_kw``;
+    imported here at call time, since the rack module reads this one's defaults)."""
+    from estimator.facility.rack import default_rack_kw as rack_default
+
+    return rack_default()
 
 
 def default_options() -> HostOptions:
@@ -152,8 +160,10 @@ class HostInput(BaseModel):
                                     description="DataLoader workers per training process")
     dataset_bytes: int | None = Field(default=None, ge=0, le=10**18, description="pre-tokenised dataset size (default: "
                                       "training.train_tokens x 2 or 4 bytes per token)")
-    rack_kw_budget: float = Field(default=float(_default("power", "rack_kw_budget")), ge=1, le=1000,
-                                  description="power budget of one rack, for nodes per rack")
+    rack_kw_budget: float = Field(default_factory=lambda: default_rack_kw(), ge=1, le=1000,
+                                  description="power budget of one rack, for nodes per rack (default: the TCO "
+                                  "assumptions' rack_kw, 40.8 kW)",
+                                  json_schema_extra=lambda schema: schema.update(default=default_rack_kw()))
 
     def options(self) -> HostOptions:
         return HostOptions(checkpoints_kept=self.checkpoints_kept, checkpoint_interval_s=self.checkpoint_interval_s,

@@ -22,6 +22,8 @@ Figures covered, and where each is shown (:data:`COVERED`, listed in docs/consis
   form's ``#form-global-batch``; /plan's "Your layout" batch; the suggested layout's ``#layout-batch``
 - power per node (peak / at load / average) and nodes per rack: estimate node panel and /tco (owned servers)
 - FAQ "70B from scratch": per-GPU memory without and with offload = the API's for the requests it links
+- the default rack budget (the catalog's one ``rack_kw``, 40.8 kW) and the nodes per rack it gives: the estimate
+  API's ``host.nodes_per_rack``, the node panel, /tco without a job, the TCO and cluster APIs and the quote
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html import unescape
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -59,6 +62,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     "global batch": ("API", "estimate", "estimate form", "planner (your layout)", "suggested layout"),
     "power peak / at load / average": ("estimate node panel", "TCO"),
     "nodes per rack": ("estimate node panel", "TCO"),
+    "default rack budget": ("estimate API", "estimate node panel", "TCO page", "TCO API", "cluster API",
+                            "quote print"),
 }
 
 
@@ -367,3 +372,91 @@ def test_faq_from_scratch_figures_are_the_apis(client: TestClient) -> None:
 def test_the_suite_covers_at_least_fifty_jobs() -> None:
     assert len(JOBS) + RANDOM_JOBS >= 50
     assert len(set(JOBS)) == len(JOBS)
+
+
+@pytest.mark.parametrize("server", ["hpe-dl380a-gen11-l40s", "hpe-dl380-gen11-l40s", "nvidia-dgx-b200"])
+def test_one_rack_geometry_everywhere(client: TestClient, server: str) -> None:
+    """One rack geometry: 42U less the units kept for switches and PDUs (host_defaults.yaml ``rack_units`` and
+    ``rack_units_reserved``, read by ``default_rack_units``) in the host sizing and in the rack plan of the pages
+    and the TCO; a 4U or 2U node, limited by space, reads the same nodes per rack in the estimate API, its node
+    panel, /tco and the TCO API."""
+    from estimator.facility.rack import default_rack_kw, default_rack_units
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    units, reserved = default_rack_units()
+    spec = catalog.servers[server]
+    peak = float(spec.max_power_kw) if spec.max_power_kw else None
+    by_space = (units - reserved) // int(spec.rack_units)
+    query = _job("llama-3.1-8b", "lora", server=server, hardware__gpus_per_node=int(spec.gpu_count))
+    req = parse_form(dict(parse_qsl(query))).request
+    assert req is not None
+    api = client.post("/api/v1/estimates", content=req.model_dump_json(exclude_unset=True),
+                      headers={"Content-Type": "application/json"}).json()
+    shown = api["host"]["nodes_per_rack"]
+    assert shown <= by_space and (peak is None or shown <= default_rack_kw() // peak), (shown, by_space)
+    page = unescape(client.get(f"/estimate?{query}").text)
+    assert (_text(page, "node-rack") or "").startswith(f"{shown} node"), ("node panel", _text(page, "node-rack"))
+    tco = unescape(client.get(f"/tco?server={server}&nodes=1").text)
+    assert (_text(tco, "kpi-rack-nodes") or "").split(" ")[0] == str(shown), ("/tco", _text(tco, "kpi-rack-nodes"))
+    plan = client.post("/api/v1/tco", json={"server": server}).json()["rack"]["plan"]
+    assert (plan["nodes_per_rack"], plan["nodes_by_space"]) == (shown, by_space), ("TCO API", plan)
+
+
+def test_one_rack_budget_everywhere(client: TestClient) -> None:
+    """One default rack budget: the catalog's ``rack_kw`` (tco_defaults.yaml, the one table that holds it) is the
+    default of a request's ``host.rack_kw_budget``, of the TCO's ``rack_kw`` and of the cluster's racks; the
+    estimate API, its node panel, /tco without a job, the TCO and cluster APIs and the quote plan the same rack at the
+    same stated budget."""
+    import yaml
+
+    from estimator.facility.rack import default_rack_kw
+    from estimator.host_options import HostInput, HostOptions
+    from estimator.tco import TcoAssumptions
+    from hardware_catalog import load_catalog
+
+    catalog = load_catalog()
+    kw = float(catalog.tco_defaults.value("rack_kw"))
+    assert default_rack_kw() == kw == TcoAssumptions().rack_kw == HostInput().rack_kw_budget
+    assert HostOptions().resolved().rack_kw_budget == kw
+    # no second table carries a rack budget of its own
+    import estimator
+
+    host_yaml = yaml.safe_load((Path(estimator.__file__).parent / "data" / "host_defaults.yaml").read_text())
+    assert not [k for k in host_yaml.get("power", {}) if "kw" in k], "the rack budget lives in tco_defaults.yaml"
+
+    server = "nvidia-dgx-h100"
+    by_power = int(kw // float(catalog.servers[server].max_power_kw))  # 4 DGX H100 (10.2 kW) in a 40.8 kW rack
+    query = _job("llama-3.1-8b", "lora", server=server)
+    req = parse_form(dict(parse_qsl(query))).request
+    assert req is not None
+    api = client.post("/api/v1/estimates", content=req.model_dump_json(exclude_unset=True),
+                      headers={"Content-Type": "application/json"}).json()
+    assert api["host"]["nodes_per_rack"] == by_power, ("estimate API", api["host"]["nodes_per_rack"], by_power)
+    page = unescape(client.get(f"/estimate?{query}").text)
+    assert (_text(page, "node-rack") or "").startswith(f"{by_power} nodes"), ("node panel", _text(page, "node-rack"))
+    assert f"Per {kw:g} kW rack" in page, "the node panel names the budget"
+    tco = unescape(client.get(f"/tco?server={server}&nodes=1").text)
+    assert (_text(tco, "kpi-rack-nodes") or "").split(" ")[0] == str(by_power), ("/tco", _text(tco, "kpi-rack-nodes"))
+    assert f"Nodes per {kw:g} kW rack" in tco, "/tco names the same budget"
+    plan = client.post("/api/v1/tco", json={"server": server}).json()["rack"]["plan"]
+    assert (plan["rack_kw"], plan["nodes_per_rack"]) == (kw, by_power), ("TCO API", plan)
+    rack = client.post("/api/v1/clusters", json={"server": server, "num_nodes": 16}).json()["rack"]
+    assert (rack["rack_kw"], rack["nodes_per_rack"]) == (kw, by_power), ("cluster API", rack)
+    saved = client.post("/quotes", data={"query": query, "name": "rack", "customer": "ACME", "price": "1000"},
+                        headers=SAME_ORIGIN, follow_redirects=False)
+    qid = urlsplit(saved.headers["location"]).path.rstrip("/").split("/")[-1]
+    html = unescape(client.get(f"/api/v1/quotes/{qid}/print").text)
+    lines = dict((_cell_text(a), _cell_text(b)) for a, b in re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>",
+                                                                        html, re.S))
+    assert lines.get(f"Per {kw:g} kW rack", "").startswith(f"{by_power} nodes"), ("quote", lines)
+    # in pt-BR the budget is written with the locale's decimal mark wherever it is named
+    pt_kw = f"{kw:g}".replace(".", ",")
+    assert f" {pt_kw} kW" in unescape(client.get(f"/api/v1/quotes/{qid}/print?lang=pt_BR").text)
+    client.cookies.set("capplan_lang", "pt_BR")
+    try:
+        for url in (f"/estimate?{query}", f"/tco?server={server}&nodes=1", "/faq"):
+            shown = unescape(client.get(url).text)
+            assert f" {pt_kw} kW" in shown and f" {kw:g} kW" not in shown, url
+    finally:
+        client.cookies.delete("capplan_lang")

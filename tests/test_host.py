@@ -21,6 +21,7 @@ from estimator.response import HostResult
 from estimator.training.checkpoint import checkpoint_size
 from estimator.training.layout import build_layout
 from estimator.training.tensors import local_tensors, pow2ceil
+from hardware_catalog import load_catalog
 
 
 def make(model: str = "llama-3.1-8b", *, gpu: str = "h100-sxm5-80gb", server: str | None = "nvidia-dgx-h100",
@@ -230,7 +231,9 @@ def test_power_without_a_catalog_figure_scales_gpu_tdp() -> None:
     req, shape, layout = make(gpu="h100-sxm5-80gb", server=None, sharding="fsdp")
     s = sizing(req, shape, layout)
     assert s.power_w_peak == pytest.approx(8 * 700 * 1.82)
-    assert s.nodes_per_rack == math.floor(40_000 / (8 * 700 * 1.82))
+    # the default budget is the catalog's one rack_kw (40.8 kW), not a second figure of the host defaults
+    rack_w = float(load_catalog().tco_defaults.value("rack_kw")) * 1000
+    assert s.nodes_per_rack == math.floor(rack_w / (8 * 700 * 1.82))
 
 
 def test_options_are_validated() -> None:

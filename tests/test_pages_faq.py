@@ -16,7 +16,7 @@ from app.services.tco import compute_upgrade
 from app.web.faq_page import TOKENS_PER_PARAM, UPGRADE_CANDIDATE, UPGRADE_CURRENT, UPGRADE_JOB
 from estimator import EstimateRequest, estimate
 from estimator.facility.airflow import airflow_cfm
-from estimator.facility.rack import plan_rack_for_server
+from estimator.facility.rack import default_rack_kw, plan_rack_for_server
 from hardware_catalog import load_catalog
 
 
@@ -74,7 +74,9 @@ def test_upgrade_answer_is_the_tco_upgrade(page: str) -> None:
 
 def test_rack_answer_has_power_heat_air_and_nodes_per_rack(page: str) -> None:
     section = _section(page, "rack")
-    plan = plan_rack_for_server("nvidia-dgx-h100", 40.0)
+    kw = default_rack_kw()  # the one default budget the estimate and /tco plan with (40.8 kW), not a FAQ figure
+    plan = plan_rack_for_server("nvidia-dgx-h100", kw)
+    assert f"Nodes per {kw:g} kW rack" in section
     row = re.search(r"<th scope=\"row\">NVIDIA DGX H100[^<]*</th>(.*?)</tr>", section, re.S)
     assert row, section
     cells = re.findall(r'<td class="num">([^<]+)</td>', row.group(1))

@@ -201,10 +201,11 @@ def test_power_and_rack_read_the_same_on_the_estimate_and_tco(client: TestClient
                                          ("average", "node-power-avg", "tco-power-avg", power.average_kw)):
         assert _kw(page, est_id) == _kw(tco, tco_id) == round(value, 1), label
     assert "average at 80% utilisation" in unescape(page) and "average at 80% utilisation" in unescape(tco)
-    rack = rack_fit(load_catalog(), "dell-xe9680-h100", 40.0)
+    kw = float(load_catalog().tco_defaults.value("rack_kw"))  # the one default rack budget (40.8 kW)
+    rack = rack_fit(load_catalog(), "dell-xe9680-h100", kw)
     assert _text(page, "node-rack").startswith(f"{rack.nodes_per_rack} nodes")
     assert _text(tco, "kpi-rack-nodes").startswith(str(rack.nodes_per_rack))
-    assert "Per 40 kW rack" in page and "Nodes per 40 kW rack" in unescape(tco)
+    assert f"Per {kw:g} kW rack" in page and f"Nodes per {kw:g} kW rack" in unescape(tco)
 
 
 def test_the_tco_headline_says_how_it_squares_with_the_per_run_table(client: TestClient) -> None:

@@ -68,7 +68,8 @@ def test_plan_at_load_is_gpu_tdp_plus_the_rest_of_the_server() -> None:
     plan = plan_rack_for_server("dell-xe9680-h100", 40, basis="load", assumptions=a)  # 8 x 700 W + 600 W = 6.2 kW
     assert plan.kw_per_node == pytest.approx(6.2) and plan.nodes_per_rack == 6
     load = plan_rack_for_server("nvidia-dgx-h100", 40.8, basis="load", assumptions=a)
-    assert load.kw_per_node == pytest.approx(6.2) and load.nodes_per_rack == 5  # 6 by power, 5 by space
+    # 6 by power, 4 by space: 42U less the 4U kept for switches and PDUs (host_defaults.yaml), 8U a node
+    assert load.kw_per_node == pytest.approx(6.2) and load.nodes_per_rack == 4 and load.reserved_units == 4
 
 
 def test_a_server_with_its_own_gpu_sku_uses_that_power() -> None:
@@ -88,9 +89,9 @@ def test_peak_power_takes_empty_slots_out_of_the_catalog_maximum() -> None:
 
 
 def test_dgx_b200_rack_plan() -> None:
-    # DGX B200 user guide: 14.3 kW max, 10U -> 2 per 40.8 kW rack by power (4 by space in 42U)
+    # DGX B200 user guide: 14.3 kW max, 10U -> 2 per 40.8 kW rack by power (3 by space in 42U less 4U reserved)
     plan = plan_rack_for_server("nvidia-dgx-b200", 40.8)
-    assert (plan.kw_per_node, plan.nodes_by_power, plan.nodes_by_space, plan.nodes_per_rack) == (14.3, 2, 4, 2)
+    assert (plan.kw_per_node, plan.nodes_by_power, plan.nodes_by_space, plan.nodes_per_rack) == (14.3, 2, 3, 2)
     assert plan.btu_per_hour_per_node == pytest.approx(14_300 * 3.412)
 
 

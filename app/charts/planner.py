@@ -3,8 +3,10 @@
 Pure functions: :class:`estimator.planner.contract.Plan` objects in, :class:`plotly.graph_objects.Figure` out.
 Tests read the figure data (trace names, points), never pixels.
 
-With ``training.train_tokens`` the axes are time to train (hours) and cost of the run (USD); without it, step
-time (seconds) and USD per million tokens. Plans without a price are left out (they have no cost to plot).
+With ``training.train_tokens`` the axes are time to train (hours) and cost of the run; without it, step time
+(seconds) and cost per million tokens. Plans without a price are left out (they have no cost to plot). Points are
+kept in USD (:class:`PlanPoint`) and plotted, hovered and labelled in the reader's currency as the tables write it
+(:mod:`app.charts.style`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from app.charts.style import base_layout, usd_axis
+from app.charts.style import base_layout, money_axis, money_code, money_labels, money_values
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
 from estimator.planner.contract import Plan
@@ -35,7 +37,9 @@ class Axes:
 
     @property
     def y_title(self) -> str:
-        return _("cost of the run (USD)") if self.per_run else _("USD per million tokens")
+        code = {"currency": money_code()}
+        return _("cost of the run (%(currency)s)") % code if self.per_run else \
+            _("%(currency)s per million tokens") % code
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class PlanPoint:
     label: str
     gpu: str
     x: float
-    y: float
+    y: float  # USD
     pareto: bool
 
 
@@ -86,22 +90,27 @@ def time_cost_figure(
     if not points:
         return None
     names = gpu_names or {}
-    hover = "#%{customdata} %{text}<br>%{x:.3g} " + ("h" if axes.per_run else "s") + ", $%{y:,.2f}<extra></extra>"
+    hover = "#%{customdata} %{text}<br>%{x:.3g} " + ("h" if axes.per_run else "s") + ", %{hovertext}<extra></extra>"
+
+    def data(group: Sequence[PlanPoint]) -> dict[str, object]:  # plotted in the reader's currency, as the tables
+        return {"y": money_values(pt.y for pt in group), "hovertext": money_labels(pt.y for pt in group),
+                "customdata": [pt.rank for pt in group]}
+
     fig = go.Figure()
     gpus = list(dict.fromkeys(pt.gpu for pt in points))
     for i, gpu in enumerate(gpus):
         group = [pt for pt in points if pt.gpu == gpu]
         fig.add_trace(go.Scatter(
-            name=names.get(gpu, gpu), x=[pt.x for pt in group], y=[pt.y for pt in group],
-            text=[pt.label for pt in group], customdata=[pt.rank for pt in group], mode="markers",
+            name=names.get(gpu, gpu), x=[pt.x for pt in group], **data(group),
+            text=[pt.label for pt in group], mode="markers",
             marker={"color": GPU_COLORS[i % len(GPU_COLORS)], "size": 9, "opacity": 0.85},
             hovertemplate=hover,
         ))
     front = sorted((pt for pt in points if pt.pareto), key=lambda pt: (pt.x, pt.y))
     if front:
         fig.add_trace(go.Scatter(
-            name=_("Pareto front"), x=[pt.x for pt in front], y=[pt.y for pt in front],
-            text=[pt.label for pt in front], customdata=[pt.rank for pt in front], mode="lines+markers",
+            name=_("Pareto front"), x=[pt.x for pt in front], **data(front),
+            text=[pt.label for pt in front], mode="lines+markers",
             line={"color": FRONT_COLOR, "width": 2, "shape": "hv"},
             marker={"color": FRONT_COLOR, "size": 12, "symbol": "circle-open", "line": {"width": 2}},
             hovertemplate=hover,
@@ -109,15 +118,15 @@ def time_cost_figure(
     best = min(points, key=lambda pt: pt.rank)
     if best.rank == 1:
         fig.add_trace(go.Scatter(
-            name=_("Best (fastest)") if objective == "time" else _("Best (cheapest)"), x=[best.x], y=[best.y],
-            text=[best.label], customdata=[best.rank], mode="markers",
+            name=_("Best (fastest)") if objective == "time" else _("Best (cheapest)"), x=[best.x], **data([best]),
+            text=[best.label], mode="markers",
             marker={"color": "#ffc000", "size": 18, "symbol": "star", "line": {"color": "#1d2430", "width": 1}},
             hovertemplate=hover,
         ))
     layout = base_layout(_(title), height=420)
     layout.update(
         xaxis={"title": {"text": axes.x_title}, "gridcolor": "#eee", "rangemode": "tozero"},
-        yaxis={"title": {"text": axes.y_title}, **usd_axis("$,.2f" if not axes.per_run else "$,.0f"),
+        yaxis={"title": {"text": axes.y_title}, **money_axis("$,.2f" if not axes.per_run else "$,.0f"),
                "gridcolor": "#eee", "rangemode": "tozero"},
     )
     fig.update_layout(layout)

@@ -1,15 +1,25 @@
-"""Shared look of every capplan chart."""
+"""Shared look of every capplan chart.
+
+Money on a chart is the tables' money (issue 28's one truth): amounts converted to the reader's currency by
+:func:`money_values` (the same :func:`app.core.currency.convert` as :func:`app.web.templating.money`), labelled and
+hovered with :func:`money_labels` (that ``money``), on a :func:`money_axis` with the currency's Babel symbol and
+titled with :func:`money_code`. No chart writes "$" or "USD" itself.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import plotly.graph_objects as go
 from babel.numbers import get_decimal_symbol, get_group_symbol
 
+from app.core.currency import convert
+from app.core.currency import current as current_currency
 from app.core.i18n import DEFAULT, current
 
-__all__ = ["GIB", "MEMORY_COLORS", "base_layout", "compact", "figure_json"]
+__all__ = ["GIB", "MEMORY_COLORS", "base_layout", "compact", "figure_json", "money_axis", "money_code",
+           "money_labels", "money_symbol", "money_values"]
 
 GIB = 2**30
 
@@ -60,16 +70,36 @@ def compact(value: float) -> str:
     return localize_number(f"{value:.3g}")
 
 
-def usd_symbol() -> str:
-    """The US dollar's symbol as the page's locale writes it (Babel: "$" in English, "US$" in pt-BR)."""
-    from babel.numbers import get_currency_symbol
-
-    from app.core.i18n import current
-
-    return "$" if current() == "en" else str(get_currency_symbol("USD", locale=current())) + " "
+def money_values(usd: Iterable[float]) -> list[float]:
+    """USD amounts in the reader's currency, as a chart plots them: the conversion of the tables' money
+    (:func:`app.core.currency.convert`, the operator's dated rate), so a bar's height is the figure its table shows."""
+    return [convert(float(v)) for v in usd]
 
 
-def usd_axis(fmt: str) -> dict[str, str]:
-    """An axis of US dollars: Plotly's own format without its "$" (which ignores the locale) and the locale's
-    symbol as the tick prefix ("$2,000,000" in English, "US$ 2.000.000" in pt-BR with the layout's separators)."""
-    return {"tickformat": fmt.lstrip("$"), "tickprefix": usd_symbol()}
+def money_labels(usd: Iterable[float]) -> list[str]:
+    """USD amounts as the tables write them: :func:`app.web.templating.money` (the reader's currency, Babel for
+    the locale: "$1,306", "R$ 7.183,00", "US$ 1.306"); the charts' hover text and bar labels."""
+    from app.web.templating import money
+
+    return [money(float(v)) for v in usd]
+
+
+def money_code() -> str:
+    """The ISO code of the reader's currency ("USD", "BRL"), for an axis title."""
+    return current_currency().code
+
+
+def money_symbol() -> str:
+    """The reader's currency symbol as the page's locale writes it (Babel: "$" or "R$" in English, "US$ " or
+    "R$ " in pt-BR, where a space follows the symbol)."""
+    from app.web.templating import currency_symbol
+
+    symbol = currency_symbol()
+    return symbol if current() == DEFAULT else symbol + " "
+
+
+def money_axis(fmt: str) -> dict[str, str]:
+    """An axis of money in the reader's currency (plot :func:`money_values` on it): Plotly's own format without
+    its "$" (which ignores the locale and the currency) and the currency's symbol as the tick prefix
+    ("$2,000,000" in English, "R$ 10.860.000" in pt-BR with BRL, with the layout's separators)."""
+    return {"tickformat": fmt.lstrip("$"), "tickprefix": money_symbol()}

@@ -1,7 +1,8 @@
 """TCO charts: stacked cost per option, cumulative own-vs-cloud spend, and cost against time to train.
 
 Pure functions: :mod:`estimator.tco` results in, :class:`plotly.graph_objects.Figure` out. Tests read the figure
-data (trace names, values), never pixels.
+data (trace names, values), never pixels. Money is plotted in the reader's currency, hovered and labelled as the
+tables write it (:mod:`app.charts.style`: ``money_values``, ``money_labels``, ``money_axis``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Literal
 
 import plotly.graph_objects as go
 
-from app.charts.style import base_layout, usd_axis
+from app.charts.style import base_layout, money_axis, money_code, money_labels, money_values
 from app.core.i18n import N_, localize_number, translate
 from app.core.i18n import gettext as _
 from estimator.tco import CumulativeCost, RunCost, TcoOption, UpgradeAnswer
@@ -57,9 +58,10 @@ def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = N_("Total 
                 go.Bar(
                     name=_(name),
                     x=labels,
-                    y=values,
+                    y=money_values(values),
+                    customdata=money_labels(values),
                     marker={"color": colour},
-                    hovertemplate=f"{_(name)}: $%{{y:,.0f}}<extra>%{{x}}</extra>",
+                    hovertemplate=f"{_(name)}: %{{customdata}}<extra>%{{x}}</extra>",
                 )
             )
     years = options[0].years if options else 0
@@ -67,7 +69,7 @@ def tco_stacked_bar_figure(options: Sequence[TcoOption], title: str = N_("Total 
     layout = base_layout(heading, height=420)
     layout.update(
         barmode="stack",
-        yaxis={"title": {"text": "USD"}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
+        yaxis={"title": {"text": money_code()}, **money_axis("$,.0f"), "gridcolor": "#eee"},
         xaxis={"automargin": True},
     )
     fig.update_layout(layout)
@@ -82,19 +84,21 @@ def cumulative_cost_figure(
 ) -> go.Figure:
     """Cumulative spend by month for owning and renting, with the break-even month marked."""
     months = list(cumulative.months)
+    hover = _("month %(month)s") % {"month": "%{x}"} + ": %{customdata}<extra>%{fullData.name}</extra>"
     fig = go.Figure(
         [
-            go.Scatter(name=_(own_label), x=months, y=list(cumulative.own_usd), mode="lines",
-                       line={"color": "#1f4e79"}),
-            go.Scatter(
-                name=_(cloud_label), x=months, y=list(cumulative.cloud_usd), mode="lines", line={"color": "#2e75b6"}
-            ),
+            go.Scatter(name=_(own_label), x=months, y=money_values(cumulative.own_usd),
+                       customdata=money_labels(cumulative.own_usd), mode="lines", line={"color": "#1f4e79"},
+                       hovertemplate=hover),
+            go.Scatter(name=_(cloud_label), x=months, y=money_values(cumulative.cloud_usd),
+                       customdata=money_labels(cumulative.cloud_usd), mode="lines", line={"color": "#2e75b6"},
+                       hovertemplate=hover),
         ]
     )
     layout = base_layout(_(title), height=380)
     layout.update(
         xaxis={"title": {"text": _("months")}, "gridcolor": "#eee"},
-        yaxis={"title": {"text": "USD"}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
+        yaxis={"title": {"text": money_code()}, **money_axis("$,.0f"), "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     _mark_break_even(fig, cumulative)
@@ -110,7 +114,9 @@ def _mark_break_even(fig: go.Figure, cumulative: CumulativeCost) -> None:
         go.Scatter(
             name=_("Break-even (month %(month)s)") % {"month": month},
             x=[month],
-            y=[value],
+            y=money_values([value]),
+            customdata=money_labels([value]),
+            hovertemplate="%{customdata}<extra>%{fullData.name}</extra>",
             mode="markers",
             marker={"color": "#c00000", "size": 10, "symbol": "diamond"},
         )
@@ -122,11 +128,12 @@ def _scatter(name: str, group: Sequence[RunCost], colour: str, symbol: str = "ci
     return go.Scatter(
         name=name,
         x=[r.time_to_train_h for r in group],
-        y=[r.cost_usd for r in group],
+        y=money_values(r.cost_usd for r in group),
         text=[translate(r.label) for r in group],
+        customdata=money_labels(r.cost_usd for r in group),
         mode="markers",
         marker={"color": colour, "size": 11, "symbol": symbol},
-        hovertemplate="%{text}<br>%{x:.1f} h, $%{y:,.2f}<extra></extra>",
+        hovertemplate="%{text}<br>%{x:.1f} h, %{customdata}<extra></extra>",
     )
 
 
@@ -150,8 +157,8 @@ def cost_vs_time_figure(
     layout.update(
         xaxis={"title": {"text": _("time to train (hours)")}, "gridcolor": "#eee", "rangemode": "tozero"},
         yaxis={
-            "title": {"text": _("cost per run (USD)")},
-            **usd_axis("$,.0f"),
+            "title": {"text": _("cost per run (%(currency)s)") % {"currency": money_code()}},
+            **money_axis("$,.0f"),
             "gridcolor": "#eee",
             "rangemode": "tozero",
         },
@@ -174,12 +181,15 @@ def upgrade_payback_figure(u: UpgradeAnswer, name_a: str, name_b: str, title: st
     """Owned cost against runs of the job: capex + runs x opex per run for the current servers (A) and the
     candidate (B), the end of the depreciation life marked, and the break-even run when there is one."""
     runs = _runs_axis(u)
+    cost_a = [u.capex_a_usd + n * u.opex_per_run_a_usd for n in runs]
+    cost_b = [u.capex_b_usd + n * u.opex_per_run_b_usd for n in runs]
+    hover = "%{x:,.0f} " + _("runs") + ": %{customdata}<extra>%{fullData.name}</extra>"
     fig = go.Figure(
         [
-            go.Scatter(name=name_a, x=runs, y=[u.capex_a_usd + n * u.opex_per_run_a_usd for n in runs],
-                       mode="lines", line={"color": "#7f7f7f"}),
-            go.Scatter(name=name_b, x=runs, y=[u.capex_b_usd + n * u.opex_per_run_b_usd for n in runs],
-                       mode="lines", line={"color": "#1f4e79"}),
+            go.Scatter(name=name_a, x=runs, y=money_values(cost_a), customdata=money_labels(cost_a),
+                       hovertemplate=hover, mode="lines", line={"color": "#7f7f7f"}),
+            go.Scatter(name=name_b, x=runs, y=money_values(cost_b), customdata=money_labels(cost_b),
+                       hovertemplate=hover, mode="lines", line={"color": "#1f4e79"}),
         ]
     )
     life_runs = u.runs_per_year * u.life_years
@@ -190,12 +200,14 @@ def upgrade_payback_figure(u: UpgradeAnswer, name_a: str, name_b: str, title: st
     if be is not None and be > 0 and be <= runs[-1] and math.isfinite(be):
         cost = u.capex_b_usd + be * u.opex_per_run_b_usd
         name = _("Break-even (%(runs)s runs)") % {"runs": localize_number(f"{be:,.0f}")}
-        fig.add_trace(go.Scatter(name=name, x=[be], y=[cost], mode="markers",
+        fig.add_trace(go.Scatter(name=name, x=[be], y=money_values([cost]), customdata=money_labels([cost]),
+                                 hovertemplate="%{customdata}<extra>%{fullData.name}</extra>", mode="markers",
                                  marker={"color": "#c00000", "size": 10, "symbol": "diamond"}))
     layout = base_layout(title or _("Owned cost against runs of this job"), height=380)
     layout.update(
         xaxis={"title": {"text": _("runs of this job")}, "gridcolor": "#eee", "rangemode": "tozero"},
-        yaxis={"title": {"text": _("USD (capex + running cost)")}, **usd_axis("$,.0f"), "gridcolor": "#eee"},
+        yaxis={"title": {"text": _("%(currency)s (capex + running cost)") % {"currency": money_code()}},
+               **money_axis("$,.0f"), "gridcolor": "#eee"},
     )
     fig.update_layout(layout)
     return fig

@@ -4,7 +4,7 @@ as printable HTML and as a PDF (WeasyPrint, on Debian's Pango).
 What it says: the job (model, method, tokens, sequence length, batch), the layout (nodes x GPUs, parallelism),
 per-GPU memory and whether it fits (with its error bar), time to train (with its error bar), GPU-hours,
 energy, the cost basis and total, the quoted price, the date it is valid until, and the assumptions; with a
-serving line, the engine, workload, tokens/s, latency, $ per million tokens and the node's yearly capacity.
+serving line, the engine, workload, tokens/s, latency, price per million tokens and the node's yearly capacity.
 Money, counts and percentages come from :mod:`app.formatting` (Babel), as on the pages.
 """
 
@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from app.core.i18n import N_, translate
+from app.core.i18n import N_, localize_number, translate
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
-from app.formatting import count, percent, rate
 from estimator import EstimatorError
 
 if TYPE_CHECKING:
@@ -227,20 +226,41 @@ def _time_and_cost(result: dict[str, Any], fits: bool) -> list[Line]:
     return lines
 
 
+#: the serving line's cost basis, as the pages say it
+_SERVING_BASIS = {"own": N_("owned"), "cloud": N_("rented")}
+
+
 def _big(value: Any) -> str:
-    """A yearly token count in words a customer reads ("3.1 trillion", "850 billion")."""
+    """A yearly token count in words a customer reads ("3.1 trillion", "850 billion"; "1,1 trilhão", "850 bilhões"
+    in pt-BR: the number in the document's locale, the word in its plural form)."""
     if not isinstance(value, int | float):
         return "n/a"
-    for size, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
-        if value >= size:
-            return f"{value / size:,.1f} {word}"
-    return count(value)
+    from app.core.i18n import ngettext
+    from app.web.templating import num
+
+    if value >= 1e12:
+        return ngettext("%(n)s trillion", "%(n)s trillion", int(value / 1e12)) % {"n": num(value / 1e12, 1)}
+    if value >= 1e9:
+        return ngettext("%(n)s billion", "%(n)s billion", int(value / 1e9)) % {"n": num(value / 1e9, 1)}
+    if value >= 1e6:
+        return ngettext("%(n)s million", "%(n)s million", int(value / 1e6)) % {"n": num(value / 1e6, 1)}
+    return _num(value)
+
+
+def _money3(value: Any) -> str:
+    """A price per million tokens to a tenth of a cent, as the Serve page and the saved quote's serving card write
+    it (app.web.templating.money3: the reader's locale and currency)."""
+    from app.web.templating import money3
+
+    return money3(value) if isinstance(value, int | float) else "n/a"
 
 
 def serving_lines(inputs: dict[str, Any] | None, result: dict[str, Any] | None,
                   names: dict[str, str]) -> list[Line]:
     """The quote's serving line (an inference estimate stored with it): engine and layout, the workload, speed,
-    $ per million tokens and the node's yearly capacity, each with its error bar; ``[]`` when it has none."""
+    price per million tokens and the node's yearly capacity, each with its error bar; ``[]`` when it has none.
+    Every label and sentence goes through the catalog (``?lang=pt_BR`` gives them in Portuguese) and every number
+    through the pages' own formatters (Babel, the document's locale and currency)."""
     if not inputs or not result:
         return []
     s, w = inputs.get("serving") or {}, inputs.get("workload") or {}
@@ -249,30 +269,39 @@ def serving_lines(inputs: dict[str, Any] | None, result: dict[str, Any] | None,
     engine = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}.get(str(result.get("engine")),
                                                                                       str(result.get("engine")))
     tp, pp = s.get("tensor_parallel_size", 1), s.get("pipeline_parallel_size", 1)
-    where = f"{server}: " if server else ""
-    lines = [Line("Engine", f"{engine}, {where}{gpu}, tensor parallel {tp}"
-                            + (f" x pipeline parallel {pp}" if pp > 1 else "")
-                            + f", weights {s.get('weights', 'bf16')}, KV cache {s.get('kv_cache_dtype', 'auto')}"),
-             Line("Workload", f"{count(w.get('input_tokens'))} input + {count(w.get('output_tokens'))} output "
-                              f"tokens a request, context up to {count(s.get('max_model_len'))}")]
+    pipeline = _(" x pipeline parallel %(pp)s") % {"pp": pp} if pp > 1 else ""
+    lines = [Line(_("Engine"), _("%(engine)s, %(where)s%(gpu)s, tensor parallel %(tp)s%(pipeline)s, weights "
+                                 "%(weights)s, KV cache %(kv)s") % {
+                 "engine": engine, "where": f"{server}: " if server else "", "gpu": gpu, "tp": tp,
+                 "pipeline": pipeline, "weights": s.get("weights", "bf16"), "kv": s.get("kv_cache_dtype", "auto")}),
+             Line(_("Workload"), _("%(input)s input + %(output)s output tokens a request, context up to "
+                                   "%(context)s") % {"input": _num(w.get("input_tokens")),
+                                                     "output": _num(w.get("output_tokens")),
+                                                     "context": _num(s.get("max_model_len"))})]
     if not result.get("starts"):
-        why = "; ".join(str(e) for e in result.get("errors", [])) or "it does not fit"
-        return [*lines, Line("Starts", f"no: {named(why, names)}")]
+        why = "; ".join(translate(str(e)) for e in result.get("errors", [])) or _("it does not fit")
+        # the engine's own start-up error, quoted as the engine prints it (vLLM and PyTorch write English)
+        return [*lines, Line(_("Starts"), _("no; the engine stops with: %(why)s") % {"why": named(why, names)})]
+    from app.web.templating import num
+
     speed, cost = result.get("speed") or {}, result.get("cost") or {}
-    bar = f" (± {percent((speed.get('error_bar_pct') or 0) / 100)})"
-    lines += [Line("Requests in flight", f"{count(speed.get('concurrency'))} per replica, "
-                                         f"{count(speed.get('replicas_per_node'))} replica(s) per node"),
-              Line("Output tokens/s per node", f"{count(speed.get('output_tokens_per_s_per_node'))}{bar}"),
-              Line("Latency", f"first token {speed.get('ttft_s', 0):.2f} s, then {1000 * speed.get('tpot_s', 0):.0f} "
-                              f"ms a token")]
+    bar = f" (± {_pct((speed.get('error_bar_pct') or 0) / 100)})"
+    lines += [Line(_("Requests in flight"), _("%(n)s per replica, %(replicas)s replica(s) per node") % {
+                  "n": _num(speed.get("concurrency")), "replicas": _num(speed.get("replicas_per_node"))}),
+              Line(_("Output tokens/s per node"), f"{_num(speed.get('output_tokens_per_s_per_node'))}{bar}"),
+              Line(_("Latency"), _("first token %(ttft)s s, then %(tpot)s ms a token") % {
+                  "ttft": num(speed.get("ttft_s", 0), 2), "tpot": num(1000 * speed.get("tpot_s", 0), 0)})]
     if cost:
-        cbar = f" (± {percent((cost.get('error_bar_pct') or 0) / 100)})"
-        lines += [Line("Price per million tokens", f"{rate(cost.get('usd_per_million_output_tokens'))} output, "
-                                                   f"{rate(cost.get('usd_per_million_input_tokens'))} input{cbar}"),
-                  Line("Yearly capacity of the node", f"{_big(cost.get('yearly_output_tokens'))} output tokens "
-                                                      f"at {percent(cost.get('utilisation'))} utilisation"),
-                  Line("Serving cost basis", f"{rate(cost.get('node_usd_per_hour'))} per node-hour "
-                                             f"({cost.get('basis')})")]
+        cbar = f" (± {_pct((cost.get('error_bar_pct') or 0) / 100)})"
+        basis = str(cost.get("basis"))
+        lines += [Line(_("Price per million tokens"), _("%(output)s output, %(input)s input") % {
+                      "output": _money3(cost.get("usd_per_million_output_tokens")),
+                      "input": _money3(cost.get("usd_per_million_input_tokens"))} + cbar),
+                  Line(_("Yearly capacity of the node"), _("%(tokens)s output tokens at %(pct)s utilisation") % {
+                      "tokens": _big(cost.get("yearly_output_tokens")), "pct": _pct(cost.get("utilisation") or 0)}),
+                  Line(_("Serving cost basis"), _("%(rate)s per node-hour (%(basis)s)") % {
+                      "rate": _rate(cost.get("node_usd_per_hour")),
+                      "basis": _(_SERVING_BASIS[basis]) if basis in _SERVING_BASIS else basis})]
     return lines
 
 
@@ -285,12 +314,12 @@ def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Cata
         host = result.get("host") or {}
         peak = host.get("power_w_per_node")
         return [Line(_("Power per node"), f"{_num(peak / 1000)} kW " + _("peak"))] if peak else []
-    from app.services.power import node_power, rack_fit
+    from app.services.power import default_rack_kw, node_power, rack_fit
     from estimator.tco import TcoAssumptions
 
     util = (inputs.get("cost") or {}).get("utilisation")
     a = TcoAssumptions(utilisation=util) if util is not None else TcoAssumptions()
-    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or _host_rack_default())
+    budget = float(((inputs.get("host") or {}).get("rack_kw_budget")) or default_rack_kw())
     try:
         power = node_power(catalog, server, a)
         rack = rack_fit(catalog, server, budget)
@@ -301,7 +330,7 @@ def power_and_rack(inputs: dict[str, Any], result: dict[str, Any], catalog: Cata
     return [Line(_("Power per node"), "; ".join([
                 f"{_one(power.peak_kw)} kW " + _("peak"), f"{_one(power.at_load_kw)} kW " + _("at load"),
                 f"{_one(power.average_kw)} kW " + _("average at %(pct)s utilisation") % {"pct": _pct(a.utilisation)}])),
-            Line(_("Per %(kw)s kW rack") % {"kw": f"{budget:g}"},
+            Line(_("Per %(kw)s kW rack") % {"kw": localize_number(f"{budget:g}")},
                  _("%(n)s nodes (limited by %(what)s)") % {"n": rack.nodes_per_rack, "what": _(rack.limited_by)})]
 
 
@@ -309,12 +338,6 @@ def _one(value: float) -> str:
     from app.web.templating import num
 
     return num(value, 1)
-
-
-def _host_rack_default() -> float:
-    from estimator.host_options import HostOptions
-
-    return float(HostOptions().resolved().rack_kw_budget or 40.0)
 
 
 def bill_of_materials(result: dict[str, Any], names: dict[str, str]) -> tuple[list[Line], str | None]:

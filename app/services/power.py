@@ -9,6 +9,8 @@
   (lynx-cortex datacenter economics: 8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
 - **average**: GPU TDP x utilisation + the rest of the server: :func:`estimator.facility.rack.node_average_power_w`
   (issue 4's formula), the draw the TCO's electricity bill uses, at the stated utilisation.
+- **default rack budget**: :func:`estimator.facility.rack.default_rack_kw` (re-exported here), the catalog's one
+  ``rack_kw``, also the default of a request's ``host.rack_kw_budget``.
 - **nodes per rack** for a stated rack budget: :func:`estimator.facility.rack.plan_rack_for_server` (the smaller of
   rack kW / peak kW per node and the rack's free units / node height).
 """
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from estimator.facility.rack import (
     RackPlan,
+    default_rack_kw,
     node_average_power_w,
     node_peak_power_w,
     node_power_at_load_w,
@@ -39,12 +42,6 @@ class NodePower:
     at_load_kw: float
     average_kw: float
     utilisation: float
-
-
-def default_rack_kw() -> float:
-    """The one default rack budget of the pages: the TCO assumptions' ``rack_kw`` (its catalog source:
-    4 DGX H100 of 10.2 kW per 40.8 kW rack)."""
-    return float(TcoAssumptions().rack_kw)
 
 
 def node_power(catalog: Catalog, server_id: str | None, assumptions: TcoAssumptions | None = None, *,

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from app.core.i18n import current as current_locale
 from app.core.i18n import gettext as _
+from app.core.i18n import localize_number
 from app.deps import CatalogDep
 from app.schemas.tco import UpgradeRequest, UpgradeSide
 from app.services.plan_rules import usable_plan
@@ -26,7 +27,7 @@ from app.web.layout_suggestion import layout_words
 from app.web.templating import duration, gib, money, num, render
 from estimator import EstimateRequest, EstimatorError
 from estimator.facility.airflow import DEFAULT_DELTA_T_K, airflow_cfm
-from estimator.facility.rack import plan_rack_for_server
+from estimator.facility.rack import default_rack_kw, plan_rack_for_server
 from estimator.planner.plan import PlanRequest
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ router = APIRouter()
 MODEL = "llama-3.1-70b"
 A100 = "a100-sxm4-80gb"
 TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022 (Chinchilla): compute-optimal at about 20 tokens per parameter
-RACK_KW = (15.0, 40.0)
+#: a legacy rack (tco_defaults rack_kw source: "legacy racks 10-15 kW"); the other column is the one default budget
+LEGACY_RACK_KW = 15.0
 RACK_SERVERS = ("nvidia-dgx-a100-640gb", "dell-xe9680-a100", "nvidia-dgx-h100", "dell-xe9680-h100")
 UPGRADE_CURRENT, UPGRADE_CANDIDATE = "dell-xe9680-a100", "dell-xe9680-h100"
 #: the fine-tune of the upgrade answer: 70B LoRA, ZeRO-3, full checkpointing, 1B tokens
@@ -162,27 +164,28 @@ def _upgrade(catalog: Catalog) -> Answer:
 
 def _rack(catalog: Catalog) -> Answer:
     a = Answer("rack", _("Does one 8-GPU node need a whole rack?"), "")
+    rack_kws = (LEGACY_RACK_KW, default_rack_kw(catalog))  # the estimate's and /tco's default budget, 40.8 kW
     a.header = [_("Server"), _("Peak kW"), "BTU/h", _("CFM at %(dt)s K rise") % {"dt": f"{DEFAULT_DELTA_T_K:.0f}"}, "U",
-                *[_("Nodes per %(kw)s kW rack") % {"kw": f"{kw:g}"} for kw in RACK_KW]]
+                *[_("Nodes per %(kw)s kW rack") % {"kw": localize_number(f"{kw:g}")} for kw in rack_kws]]
     limits = {"power": _("power"), "space": _("space")}
     kws: list[float] = []
     units: list[int] = []
-    per_rack: dict[float, list[int]] = {kw: [] for kw in RACK_KW}
+    per_rack: dict[float, list[int]] = {kw: [] for kw in rack_kws}
     for sid in RACK_SERVERS:
         if sid not in catalog.servers:
             continue
-        plans = [plan_rack_for_server(sid, kw, catalog=catalog) for kw in RACK_KW]
+        plans = [plan_rack_for_server(sid, kw, catalog=catalog) for kw in rack_kws]
         p = plans[0]
         kws.append(p.kw_per_node)
         units.append(p.rack_units_per_node)
-        for kw, q in zip(RACK_KW, plans, strict=True):
+        for kw, q in zip(rack_kws, plans, strict=True):
             per_rack[kw].append(q.nodes_per_rack)
         a.rows.append([catalog.servers[sid].name, num(p.kw_per_node, 1), num(p.btu_per_hour_per_node),
                        num(airflow_cfm(p.kw_per_node * 1000)), str(p.rack_units_per_node),
                        *[f"{q.nodes_per_rack} ({limits.get(q.limited_by, q.limited_by)})" for q in plans]])
     if kws:
-        spans = "; ".join(_("a %(kw)s kW rack holds %(lo)s-%(hi)s of them") % {"kw": f"{kw:g}", "lo": min(n),
-                                                                                "hi": max(n)}
+        spans = "; ".join(_("a %(kw)s kW rack holds %(lo)s-%(hi)s of them") % {
+                              "kw": localize_number(f"{kw:g}"), "lo": min(n), "hi": max(n)}
                           for kw, n in per_rack.items())
         a.short = _("No. One node takes %(ulo)s-%(uhi)s U of a 42 U rack, but it draws %(klo)s-%(khi)s kW at peak, so "
                     "power, not space, sets how many share a rack: %(spans)s.") % {

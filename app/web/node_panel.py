@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.i18n import N_
 from app.core.i18n import gettext as _
-from app.services.power import node_power, rack_fit
+from app.services.power import default_rack_kw, node_power, rack_fit
 from app.web.forms import request_to_query
 from app.web.templating import gib
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
@@ -223,7 +223,7 @@ def node_panel(catalog: Catalog, request: EstimateRequest, result: EstimateRespo
     rows = sorted(((_BREAKDOWN_LABELS.get(k, k.replace("_", " ").capitalize()), int(v))
                    for k, v in host.ram_breakdown_bytes.items() if v > 0), key=lambda r: -r[1])
     opts = options_for(request).resolved()
-    rack_budget = float(opts.rack_kw_budget or 40.0)
+    rack_budget = float(opts.rack_kw_budget or default_rack_kw())
     # power and rack: one function each (app.services.power), the same figures and labels as /tco
     power = node_power(catalog, request.hardware.server, _tco_assumptions(request), gpu_id=result.layout.gpu,
                        gpus_per_node=request.hardware.gpus_per_node)

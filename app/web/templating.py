@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from plotly.offline import get_plotlyjs_version
 
+from app.core.currency import convert
 from app.core.currency import current as current_currency
 from app.core.i18n import DEFAULT as DEFAULT_LOCALE
 from app.core.i18n import LOCALES, N_, localize_number, translate
@@ -140,7 +141,7 @@ def _shown(value: float, currency: str) -> tuple[float, str]:
     display = current_currency()
     if currency != "USD" or display.code == "USD":
         return value, currency
-    return float(value) * display.per_usd, display.code
+    return convert(float(value)), display.code  # the one conversion, the charts' too (app.charts.style)
 
 
 def money(value: float | None, currency: str = "USD") -> str:
@@ -169,6 +170,14 @@ def money_range(low: float | None, high: float | None, currency: str = "USD") ->
     return f"{money(low, currency)}-{money(high, currency)}"
 
 
+def currency_symbol() -> str:
+    """The reader's currency symbol as the page's locale writes it (Babel: "$" or "R$" in English, "US$" or "R$"
+    in pt-BR): the money column headings ("R$ per GPU-hour") and the charts' money axis (app.charts.style)."""
+    from babel.numbers import get_currency_symbol
+
+    return str(get_currency_symbol(current_currency().code, locale=current_locale()))
+
+
 def money3(value: float | None) -> str:
     """A price per million tokens to a tenth of a cent: ``$0.123`` (``US$ 0,123`` in pt-BR)."""
     if value is None:
@@ -184,7 +193,8 @@ templates = Jinja2Templates(directory=TEMPLATE_DIR)
 templates.env.add_extension("jinja2.ext.i18n")
 templates.env.install_gettext_callables(_gettext, _ngettext, newstyle=True)  # type: ignore[attr-defined]
 templates.env.globals.update(KINDS=OPTION_KINDS, PLOTLY_JS=PLOTLY_JS, HTMX_JS=HTMX_JS, NAV=NAV, asset=asset_url,
-                             LOCALES=LOCALES, current_locale=current_locale, current_currency=current_currency)
+                             LOCALES=LOCALES, current_locale=current_locale, current_currency=current_currency,
+                             currency_symbol=currency_symbol)
 templates.env.filters.update(
     gib=gib, duration=duration, si=si, params=params, pct=pct, money=money, plain=plain, figure=figure, num=num,
     datetime=datetime_, tr=translate, num_text=localize_number, web_url=web_url, rate=rate, count=count,

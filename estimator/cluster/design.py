@@ -26,7 +26,13 @@ from estimator.cluster.contract import (
 from estimator.cluster.fabric import Topology, design_topology
 from estimator.cluster.scaling import scaling_curve
 from estimator.errors import InvalidRequestError, UnknownHardwareError
-from estimator.facility.rack import DEFAULT_RACK_UNITS, node_peak_power_w, plan_rack_for_server, racks_needed
+from estimator.facility.rack import (
+    DEFAULT_RACK_UNITS,
+    default_rack_kw,
+    node_peak_power_w,
+    plan_rack_for_server,
+    racks_needed,
+)
 from estimator.training.comm import scale_up_gpus
 from hardware_catalog import UnknownCatalogIdError
 
@@ -252,7 +258,7 @@ def _power(catalog: Catalog, server: Server, nodes: int, parts: list[PartLine]) 
 def _rack_kw(catalog: Catalog, req: ClusterRequest) -> float:
     if req.rack_kw is not None:
         return req.rack_kw
-    return float(catalog.tco_defaults.value("rack_kw"))
+    return default_rack_kw(catalog)
 
 
 def _rack(catalog: Catalog, req: ClusterRequest, parts: list[PartLine], power: ClusterPower) -> ClusterRack:

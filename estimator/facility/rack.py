@@ -12,8 +12,12 @@ The one implementation of these figures: the estimate's host sizing (:mod:`estim
   host + 100 W network = 6.2 kW per H100 node); average power scales the GPU part by utilisation.
 * Heat: 1 W = 3.412 BTU/h (1 BTU_IT/h = 0.29307107 W, NIST).
 * A rack holds ``floor(rack kW / node kW)`` nodes by power and ``floor((rack U - reserved U) / node U)`` by
-  space; the smaller number wins. Example: a DGX H100 at 10.2 kW in a 40.8 kW rack -> 4 nodes (unanswered.io,
-  citing the NVIDIA user guide: 4 DGX H100 per rack).
+  space (42U less 4U for switches and PDUs by default, :func:`default_rack_units`); the smaller number wins.
+  Example: a DGX H100 at 10.2 kW in a 40.8 kW rack -> 4 nodes (unanswered.io, citing the NVIDIA user guide:
+  4 DGX H100 per rack).
+* The default rack budget is one fact in one table: ``rack_kw`` of ``hardware_catalog/data/tco_defaults.yaml``
+  (40.8 kW, with its source), read by :func:`default_rack_kw` for the host sizing (``host.rack_kw_budget``), the
+  TCO assumptions (``rack_kw``), the cluster design and every page.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ __all__ = [
     "PowerBasis",
     "RackPlan",
     "btu_per_hour",
+    "default_rack_kw",
+    "default_rack_units",
     "gpu_power_w",
     "node_average_power_w",
     "node_non_gpu_power_w",
@@ -47,7 +53,7 @@ __all__ = [
 ]
 
 BTU_PER_HOUR_PER_W = 3.412  # 1 W = 3.412 BTU/h (NIST: 1 BTU_IT/h = 0.29307107 W)
-DEFAULT_RACK_UNITS = 42
+DEFAULT_RACK_UNITS = int(host_defaults().num("power", "rack_units"))  # 42U (EIA-310), host_defaults.yaml
 _EPS = 1e-9
 _DEFAULT_TDP_W = 700.0
 
@@ -64,6 +70,7 @@ class RackPlan(BaseModel):
     rack_units_per_node: int = Field(ge=1)
     rack_kw: float = Field(gt=0)
     rack_units: int = Field(ge=1)
+    reserved_units: int = Field(default=0, ge=0, description="units kept for switches, PDUs and cabling")
     nodes_by_power: int
     nodes_by_space: int
     nodes_per_rack: int
@@ -141,6 +148,23 @@ def btu_per_hour(watts: float) -> float:
 # -------------------------------------------------------------------------------------------------- rack
 
 
+def default_rack_kw(catalog: Catalog | None = None) -> float:
+    """The default power budget of one rack (kW): the catalog's ``tco_defaults.yaml`` ``rack_kw`` (4 DGX H100 of
+    10.2 kW per 40.8 kW rack, NVIDIA DGX H100 user guide via unanswered.io). The one source of the default:
+    the request's ``host.rack_kw_budget``, the TCO's ``rack_kw`` and the cluster's racks all take it from here."""
+    catalog = catalog if catalog is not None else load_catalog()
+    return float(catalog.tco_defaults.value("rack_kw"))
+
+
+def default_rack_units() -> tuple[int, int]:
+    """The default rack's height and the units kept free in it for top-of-rack switches, PDUs and cabling:
+    ``power.rack_units`` (42U, EIA-310) and ``power.rack_units_reserved`` (4U) of ``host_defaults.yaml``, the one
+    table of the rack's geometry. The host sizing and :func:`plan_rack_for_server` (the TCO, the pages, the
+    cluster) both take it from here, so a 4U node reads the same nodes per rack everywhere."""
+    d = host_defaults()
+    return int(d.num("power", "rack_units")), int(d.num("power", "rack_units_reserved"))
+
+
 def nodes_by_power(kw_per_node: float, rack_kw: float) -> int:
     """Nodes a rack's power budget feeds: floor(rack kW / node kW); 0 for a node of no power."""
     if kw_per_node <= 0:
@@ -186,6 +210,7 @@ def plan_rack(
         rack_units_per_node=rack_units_per_node,
         rack_kw=rack_kw,
         rack_units=rack_units,
+        reserved_units=reserved_units,
         nodes_by_power=by_power,
         nodes_by_space=by_space,
         nodes_per_rack=nodes,
@@ -209,15 +234,19 @@ def resolve_server(catalog: Catalog, server_id: str) -> tuple[Server, Gpu]:
 def plan_rack_for_server(
     server_id: str,
     rack_kw: float,
-    rack_units: int = DEFAULT_RACK_UNITS,
-    reserved_units: int = 0,
+    rack_units: int | None = None,
+    reserved_units: int | None = None,
     basis: PowerBasis = "max",
     assumptions: Any = None,
     catalog: Catalog | None = None,
 ) -> RackPlan:
     """Rack plan for a catalog server. ``basis="max"`` budgets the node's provisioning power
     (:func:`node_peak_power_w`: the catalog maximum, else 1.82 x GPU TDP); ``"load"`` budgets GPUs at TDP + the
-    rest of the server (``assumptions.server_non_gpu_power_w``, default from the TCO defaults)."""
+    rest of the server (``assumptions.server_non_gpu_power_w``, default from the TCO defaults). The rack's height
+    and reserved units default to :func:`default_rack_units` (42U less 4U), as in the host sizing."""
+    default_units, default_reserved = default_rack_units()
+    rack_units = default_units if rack_units is None else rack_units
+    reserved_units = default_reserved if reserved_units is None else reserved_units
     catalog = catalog if catalog is not None else load_catalog()
     server, gpu = resolve_server(catalog, server_id)
     rack_nodes = _attr(server, "rack_nodes")

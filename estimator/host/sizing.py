@@ -23,7 +23,13 @@ from functools import lru_cache
 from typing import Any, Final, TypeVar
 
 from estimator.construct import trusted
-from estimator.facility.rack import btu_per_hour, node_peak_power_w, nodes_per_rack
+from estimator.facility.rack import (
+    btu_per_hour,
+    default_rack_kw,
+    default_rack_units,
+    node_peak_power_w,
+    nodes_per_rack,
+)
 from estimator.host.network import NetworkTraffic, inter_node_traffic
 from estimator.host.ram import HostRam, host_ram
 from estimator.host_options import GIB, HostOptions, host_defaults, resolved_options_for
@@ -467,10 +473,9 @@ def _nodes_per_rack(peak_w: float, server: Server | None, rack_kw: float) -> int
     rack_nodes = _attr(server, "rack_nodes", default=None)
     if rack_nodes:  # a rack-scale system (NVL72): its trays come in its own whole rack, at its own power
         return int(rack_nodes)
-    d = host_defaults()
     ru = int(_attr(server, "rack_units", "ru", "height_u", default=0) or 0)
-    return nodes_per_rack(peak_w / 1000, rack_kw, ru, int(d.num("power", "rack_units")),
-                          int(d.num("power", "rack_units_reserved")))
+    units, reserved = default_rack_units()  # the rack plan's geometry too (estimator.facility.rack)
+    return nodes_per_rack(peak_w / 1000, rack_kw, ru, units, reserved)
 
 
 # ---------------------------------------------------------------------------------------------------- steps
@@ -702,7 +707,7 @@ _POWER: Final[ObjectMemo[tuple[_PowerStep, list[str], str]]] = ObjectMemo(1024)
 def _power_step(layout: Layout, gpu: Gpu, server: Server | None, o: HostOptions, out: _Messages) -> _PowerStep:
     """Power at load and on average, and how many nodes a rack's power budget takes; memoised per GPU and
     server object, GPUs per node and budget (the messages it adds are replayed)."""
-    rack_kw = float(o.rack_kw_budget or 40.0)
+    rack_kw = float(o.rack_kw_budget or default_rack_kw())
     step, warnings, note = _POWER.get_or_compute(
         (gpu, server), (layout.gpus_per_node, rack_kw), lambda: _power_step_uncached(layout, gpu, server, rack_kw))
     out.warnings.extend(warnings)

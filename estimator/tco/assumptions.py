@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from estimator.facility.rack import default_rack_kw
 from hardware_catalog import Catalog, load_catalog
 
 __all__ = [
@@ -86,7 +87,7 @@ class TcoAssumptions(_Input):
     staff_usd_per_year: float = Field(default_factory=lambda: _num("staff_usd_per_year"), ge=0, le=1e9)
     server_cost_vs_gpu_price: float = Field(default_factory=lambda: _num("server_cost_vs_gpu_price"), ge=0.1, le=10)
     cloud_pricing: CloudPricing = Field(default_factory=lambda: _default("cloud_pricing"))
-    rack_kw: float = Field(default_factory=lambda: _num("rack_kw"), ge=0.5, le=1000)
+    rack_kw: float = Field(default_factory=lambda: default_rack_kw(), ge=0.5, le=1000)
 
     @property
     def networking_usd_per_node(self) -> float:

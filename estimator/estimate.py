@@ -290,7 +290,7 @@ def estimate(req: EstimateRequest, catalog: Catalog | None = None) -> EstimateRe
         lambda r: _verdict_of(r, shape, capacity), apply_changes)
     cost, cost_notes = _cost(job, layout, hw, catalog, train, memory.fits)
     if fabric is not None:
-        fabric = with_cost_note(fabric, job.request, cost is not None and cost.basis == "own")
+        fabric = with_cost_note(fabric, job.request, cost, catalog)
     return trusted(EstimateResponse, model=_model_summary(job, shape), layout=_layout_summary(job, layout, hw.gpu.id),
                             memory=memory, time=timing, train=train, host=host, bill_of_materials=bom,
                             assumptions=assumptions_for(job, layout, hw) + _unmeasured_memory_line(job, layout)
@@ -316,7 +316,7 @@ def _cost(job: Job, layout: Layout, hw: ResolvedHardware, catalog: Catalog, trai
     not fit."""
     server_id = hw.server.id if hw.server is not None else None
     basis, notes = choose_basis(catalog, hw.gpu.id, server_id, layout.num_nodes, layout.gpus_per_node,
-                                job.request.cost)
+                                job.request.cost, cluster=job.request.cluster)
     if basis is None:
         return None, notes
     return cost_of_run(basis, train.gpu_hours if train is not None else None, fits), notes

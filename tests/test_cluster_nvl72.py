@@ -256,6 +256,34 @@ def test_an_nvl72_rack_comes_whole_at_its_own_power(catalog: Catalog) -> None:
     assert plan_rack_for_server("nvidia-dgx-b200", 40, catalog=catalog).nodes_per_rack == 2  # unchanged rule
 
 
+@pytest.mark.parametrize("server_id", ["gb200-nvl72-tray", "gb300-nvl72-tray"])
+def test_a_trays_power_is_its_share_of_the_rack_everywhere(catalog: Catalog, server_id: str) -> None:
+    """One function (estimator.facility.rack.node_non_gpu_power_w): a tray at load draws its rack's power over its
+    trays, in the TCO's yearly power, the node panel (app.services.power) and the rack plan alike, not GPU TDP + the
+    TCO's default 600 W for the rest of a server."""
+    from app.services.power import node_power
+    from estimator.tco import TcoAssumptions, ownership_tco
+
+    server = catalog.servers[server_id]
+    gpu = catalog.gpus[server.gpu_id]
+    share_kw = float(server.rack_power_kw) / int(server.rack_nodes)
+    default_kw = (server.gpu_count * float(gpu.tdp_w) + float(TcoAssumptions().server_non_gpu_power_w)) / 1000
+    assert abs(share_kw - default_kw) > 0.3, "the rack's share is not the TDP + default figure"
+    plan = plan_rack_for_server(server_id, 40, catalog=catalog)
+    assert plan.kw_per_node == pytest.approx(share_kw)
+    panel = node_power(catalog, server_id)
+    assert panel.at_load_kw == pytest.approx(share_kw)
+    own = ownership_tco(server_id, 18, None, catalog)  # one whole rack
+    assert own.opex_per_year.load_power_kw == pytest.approx(float(server.rack_power_kw))
+    rest_kw = share_kw - server.gpu_count * float(gpu.tdp_w) / 1000  # Grace, NVLink switch trays, power shelves
+    util = own.utilisation
+    assert own.opex_per_year.average_power_kw == pytest.approx(18 * (share_kw - rest_kw) * util + 18 * rest_kw)
+    assert panel.average_kw == pytest.approx(own.opex_per_year.average_power_kw / 18)
+    # an HGX / DGX box keeps GPU TDP + the rest of the server
+    h100 = node_power(catalog, "nvidia-dgx-h100")
+    assert h100.at_load_kw == pytest.approx((8 * 700 + float(TcoAssumptions().server_non_gpu_power_w)) / 1000)
+
+
 # ------------------------------------------------------------------------------------------- nccl exports
 def test_nccl_tests_on_nvl72_measure_the_domain_then_the_nics() -> None:
     cmds = nccl_tests_commands(4, 36, True, 72)

@@ -27,6 +27,7 @@ from estimator import list_presets
 from estimator.cluster import FABRIC_CHOICES, ClusterRequest
 from estimator.cluster.design import PROFILES
 from estimator.errors import EstimatorError
+from estimator.tco.network import tco_query
 
 __all__ = ["router"]
 
@@ -94,17 +95,16 @@ def _context(request: Request, catalog: Any, values: dict[str, str]) -> tuple[di
         fig = figure_json(scaling_figure(result.scaling, result.request.scaling_threshold))
     servers = sorted((s for s in catalog.servers.values() if any(n.purpose == "gpu-fabric" for n in s.nics)),
                      key=lambda s: s.id)
-    tco_query = None
-    if result is not None:  # the TCO page with this fabric's cost per node as its networking assumption
-        fabric = "roce" if result.request.fabric.startswith("roce") else "infiniband-ndr"
-        key = "a.networking_usd_per_node_roce" if fabric == "roce" else "a.networking_usd_per_node_ib_ndr"
-        tco_query = urlencode({"server": result.request.server, "nodes": result.request.num_nodes,
-                               "a.network_fabric": fabric, key: f"{result.cost.fabric_usd_per_node:.0f}"})
+    tco_link = None
+    if result is not None:  # the TCO page designing this fabric (or with its cost per node when /tco would not)
+        r = result.request
+        tco_link = urlencode(tco_query(r.server, r.num_nodes, r.fabric, r.oversubscription, r.ufm,
+                                       result.cost.fabric_usd_per_node, result.design.link_gbit))
     # the drawing is built by app.charts.topology, every text in it escaped
     svg = Markup(result.svg) if result is not None else None
     context = {
         "active": "cluster", "values": values, "errors": errors, "result": result, "fig": fig,
-        "charts": fig is not None, "svg": svg, "tco_query": tco_query,
+        "charts": fig is not None, "svg": svg, "tco_query": tco_link,
         "servers": servers, "fabrics": [(f, PROFILES[f].name) for f in FABRIC_CHOICES],
         "presets": list_presets(), "nccl": None, "nccl_errors": {}, "nccl_values": {"text": "", "nodes": "",
                                                                                     "collective": ""},

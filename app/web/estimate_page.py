@@ -24,6 +24,7 @@ from app.web.node_panel import node_panel
 from app.web.serve_page import serve_query
 from app.web.templating import gib, is_htmx, render
 from estimator import EstimateRequest, EstimateResponse, EstimatorError
+from estimator.tco.network import tco_query
 from estimator.training.suggest import apply_changes
 
 if TYPE_CHECKING:
@@ -126,10 +127,8 @@ def fabric_links(request: EstimateRequest, result: EstimateResponse) -> dict[str
             cluster["train_tokens"] = f"{request.training.train_tokens:g}"
     else:
         cluster["model"] = ""
-    roce = c.fabric.startswith("roce")
-    key = "a.networking_usd_per_node_roce" if roce else "a.networking_usd_per_node_ib_ndr"
-    tco = {"server": c.server, "nodes": str(c.num_nodes), "a.network_fabric": "roce" if roce else "infiniband-ndr",
-           key: f"{fabric.cost.fabric_usd_per_node:.0f}"}
+    tco = tco_query(c.server, c.num_nodes, c.fabric, c.oversubscription, c.ufm, fabric.cost.fabric_usd_per_node,
+                    fabric.design.link_gbit)
     return {"cluster": "/cluster?" + urlencode(cluster), "tco": "/tco?" + urlencode(tco)}
 
 

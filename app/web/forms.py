@@ -112,6 +112,11 @@ LABELS: dict[str, tuple[str, str]] = {
     "cost.electricity_usd_per_kwh": (N_("Electricity ($/kWh)"), N_("Owned: price of power; empty: the TCO "
                                                                   "default")),
     "cost.pue": (N_("PUE"), N_("Owned: data-centre power usage effectiveness, 1 to 3; empty: the TCO default")),
+    "cost.networking_usd_per_node_ib_ndr": (N_("InfiniBand network ($ a node)"), N_(
+        "Owned, several nodes: your own figure in place of the designed fabric's cost; empty: the designed fabric")),
+    "cost.networking_usd_per_node_roce": (N_("RoCE network ($ a node)"), N_(
+        "Owned, several nodes on a RoCE fabric: your own figure in place of the designed fabric's cost; empty: the "
+        "designed fabric")),
     "cluster.fabric": (N_("Compute fabric"), N_("More than one node: InfiniBand NDR or XDR, or Spectrum-X RoCE; empty: "
                                                 "NDR on 400G NICs, XDR on 800G (as on /cluster)")),
     "cluster.oversubscription": (N_("Fabric oversubscription"), N_("Leaf downlinks per uplink; 1 = non-blocking")),

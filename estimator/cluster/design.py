@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PROFILES", "FabricProfile", "design_cluster", "fabric_rails", "nccl_commands"]
 
-HOURS_PER_YEAR: Final = 8760
 #: rack units of a network rack kept for patch panels and cable management (assumption, stated on the page)
 PATCH_UNITS: Final = 2
 
@@ -76,8 +75,9 @@ PROFILES: Final[dict[str, FabricProfile]] = {
 
 
 def fabric_rails(server: Server) -> tuple[int, float, int]:
-    """(GPU-fabric ports per node, their Gb/s, the cages they leave the node by)."""
-    nics = [n for n in server.nics if n.purpose == "gpu-fabric"]
+    """(GPU-fabric ports per node, their Gb/s, the cages they leave the node by); none for a server of a catalog
+    without NIC data (a test's minimal catalog)."""
+    nics = [n for n in getattr(server, "nics", ()) if n.purpose == "gpu-fabric"]
     rails = sum(int(n.count) for n in nics)
     gbit = max((float(n.gbps) for n in nics), default=0.0)
     cages = sum(int(n.cages) if n.cages is not None else int(n.count) for n in nics)
@@ -284,25 +284,29 @@ def _cost(server: Server, nodes: int, parts: list[PartLine]) -> ClusterCost:
 
 
 def _tco(catalog: Catalog, req: ClusterRequest, cost: ClusterCost, power: ClusterPower) -> ClusterTco | None:
-    from estimator.tco import TcoAssumptions, ownership_tco
+    """The ownership TCO with this fabric as the cluster network (its parts' cost per node as the networking capex,
+    its switches' and optics' power all year): :func:`estimator.tco.ownership_tco` given the network just designed,
+    the one place the estimate's cost to train, ``/tco`` and the planner take it from too
+    (:func:`estimator.tco.network.owned_network`)."""
+    from estimator.tco import HOURS_PER_YEAR, TcoAssumptions, ownership_tco, power_cost_usd
+    from estimator.tco.network import designed_network
 
     server = catalog.server(req.server)
     if server.price_usd is None:
         return None
     per_node = cost.fabric_usd_per_node
-    a = TcoAssumptions(networking_usd_per_node_ib_ndr=per_node, networking_usd_per_node_roce=per_node,
-                       rack_kw=_rack_kw(catalog, req))
-    own = ownership_tco(req.server, req.num_nodes, a, catalog)
-    fabric_power = power.fabric_w / 1000 * HOURS_PER_YEAR * a.pue * a.electricity_usd_per_kwh
+    a = TcoAssumptions(rack_kw=_rack_kw(catalog, req))
+    net = designed_network(per_node, power.fabric_w, req.fabric, PROFILES[req.fabric].name)
+    own = ownership_tco(req.server, req.num_nodes, a, catalog, network=net)
     years = int(own.years)
-    nodes_power = float(own.opex_per_year.power_usd)
+    fabric_power = float(own.opex_per_year.network_power_usd)
+    nodes_power = power_cost_usd(own.opex_per_year.average_power_kw, HOURS_PER_YEAR, a.pue, a.electricity_usd_per_kwh)
     note = ("capex: the servers at the catalog price and this fabric's parts (as the TCO's networking); opex: the "
             "TCO's power, colocation, maintenance and staff, plus the fabric's switches and optics running all year")
     if req.num_nodes == 1:
         note += "; one node has no fabric cost in the TCO"
     return ClusterTco(years=years, capex_usd=float(own.capex.total_usd), fabric_power_usd_per_year=fabric_power,
-                      nodes_power_usd_per_year=nodes_power, total_usd=float(own.total_usd) + years * fabric_power,
-                      note=note)
+                      nodes_power_usd_per_year=nodes_power, total_usd=float(own.total_usd), note=note)
 
 
 def _other_fabrics(fabric: FabricChoice) -> list[OtherFabric]:

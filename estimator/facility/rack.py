@@ -41,6 +41,7 @@ __all__ = [
     "default_rack_units",
     "gpu_power_w",
     "node_average_power_w",
+    "node_non_gpu_power_w",
     "node_peak_power_w",
     "node_power_at_load_w",
     "nodes_by_power",
@@ -107,19 +108,36 @@ def node_peak_power_w(gpu: Gpu, server: Server | None, gpus_per_node: int,
     return gpus_per_node * tdp * ratio
 
 
+def node_non_gpu_power_w(gpu: Gpu, server: Server | None, non_gpu_power_w: float) -> float:
+    """The rest of one node at load, beside its GPUs (W): for a rack-scale system (a GB200 / GB300 NVL72 tray: the
+    catalog's ``rack_nodes`` and ``rack_power_kw``), the tray's share of the rack's power less its GPUs at TDP (its
+    Grace CPUs and its share of the NVLink switch trays and power shelves: the catalog's figure, as
+    :func:`plan_rack_for_server` racks it); else ``non_gpu_power_w`` (the TCO's ``server_non_gpu_power_w``, "when
+    the catalog has no figure")."""
+    rack_nodes = _attr(server, "rack_nodes")
+    rack_kw = _attr(server, "rack_power_kw")
+    if rack_nodes and rack_kw:
+        slots = int(_attr(server, "gpu_count", 0) or 0)
+        return max(0.0, float(rack_kw) * 1000 / int(rack_nodes) - slots * gpu_power_w(gpu, server))
+    return non_gpu_power_w
+
+
 def node_power_at_load_w(gpu: Gpu, gpus_per_node: int, non_gpu_power_w: float, server: Server | None = None) -> float:
-    """IT power of one node at load: every GPU at its TDP plus the rest of the server (W).
+    """IT power of one node at load: every GPU at its TDP plus the rest of the server (W,
+    :func:`node_non_gpu_power_w`: a rack-scale tray's share of its rack, else ``non_gpu_power_w``).
 
     Source: lynx-cortex datacenter economics (8 x 700 W + 500 W host + 100 W network = 6.2 kW per H100 node).
     """
-    return gpus_per_node * gpu_power_w(gpu, server) + non_gpu_power_w
+    return gpus_per_node * gpu_power_w(gpu, server) + node_non_gpu_power_w(gpu, server, non_gpu_power_w)
 
 
 def node_average_power_w(
     gpu: Gpu, gpus_per_node: int, utilisation: float, non_gpu_power_w: float, server: Server | None = None
 ) -> float:
-    """Average IT power of one node: GPU TDP x utilisation + the rest of the server (W) - issue 4's formula."""
-    return gpus_per_node * gpu_power_w(gpu, server) * utilisation + non_gpu_power_w
+    """Average IT power of one node: GPU TDP x utilisation + the rest of the server (W, :func:`node_non_gpu_power_w`)
+    - issue 4's formula."""
+    return (gpus_per_node * gpu_power_w(gpu, server) * utilisation
+            + node_non_gpu_power_w(gpu, server, non_gpu_power_w))
 
 
 def btu_per_hour(watts: float) -> float:

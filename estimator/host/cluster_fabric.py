@@ -20,10 +20,11 @@ from estimator.cluster import ClusterRequest, design_cluster
 from estimator.cluster.design import fabric_rails
 from estimator.errors import InvalidRequestError
 from estimator.host.bom import is_switch_count_line
-from estimator.messages import Money, Text
+from estimator.messages import Money, Num, Text
 from estimator.request import ClusterChoice, EstimateRequest, FabricKind
 from estimator.response import EstimateFabric
-from estimator.tco.run_cost_models import CostChoice
+from estimator.tco.network import owned_network
+from estimator.tco.run_cost_models import CostChoice, CostResult
 
 if TYPE_CHECKING:
     from hardware_catalog import Catalog, Server
@@ -83,16 +84,22 @@ def estimate_fabric(req: EstimateRequest, server: Server | None, num_nodes: int,
     return fabric, []
 
 
-def with_cost_note(fabric: EstimateFabric, req: EstimateRequest, owned: bool) -> EstimateFabric:
-    """``fabric`` with a note when the run is priced as owned: the run's cost basis
-    (:mod:`estimator.tco.run_cost`) prices the cluster network at the TCO's flat per-node assumption, not at this
-    fabric's parts, and the two differ; the fabric's own TCO is ``fabric.tco``."""
-    if not owned:
+def with_cost_note(fabric: EstimateFabric, req: EstimateRequest, cost: CostResult | None,
+                   catalog: Catalog) -> EstimateFabric:
+    """``fabric`` with a note when the run is priced as owned on this fabric's server: the run's cost basis prices
+    the cluster network with :func:`estimator.tco.network.owned_network` (through :func:`estimator.tco.ownership_tco`),
+    which is this same fabric (its parts' cost per node and its switches' and optics' power, as ``fabric.tco``), or
+    says which other figure it took and why (the fabric has unpriced parts)."""
+    if cost is None or cost.basis != "own" or cost.server_id != fabric.request.server:
         return fabric
-    flat = (req.cost or CostChoice()).tco_assumptions().networking_usd_per_node
-    note = Text("The cost to train prices the cluster network at the TCO assumption of %(flat)s per node; this "
-                "fabric's parts come to %(designed)s per node (the TCO with this fabric is shown with it)",
-                flat=Money(flat), designed=Money(fabric.cost.fabric_usd_per_node))
+    a = (req.cost or CostChoice()).tco_assumptions()
+    net = owned_network(catalog, cost.server_id, fabric.request.num_nodes, a, req.cluster)
+    if net.fabric == fabric.request.fabric and abs(net.usd_per_node - fabric.cost.fabric_usd_per_node) < 1e-6:
+        note = Text("The cost to train prices the cluster network at this fabric: %(designed)s per node for its "
+                    "parts, and its switches and optics drawing %(kw)s kW all year (as the TCO with this fabric does)",
+                    designed=Money(fabric.cost.fabric_usd_per_node), kw=Num(fabric.power.fabric_w / 1000, ",.1f"))
+    else:
+        note = Text("The cost to train does not price this fabric: %(which)s", which=net.note or "")
     return fabric.model_copy(update={"notes": [*fabric.notes, note]})
 
 

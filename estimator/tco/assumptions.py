@@ -96,6 +96,20 @@ class TcoAssumptions(_Input):
             return self.networking_usd_per_node_roce
         return self.networking_usd_per_node_ib_ndr
 
+    def networking_override(self, fabric: NetworkFabric | None = None) -> float | None:
+        """The user's own networking figure for ``fabric`` (default: ``network_fabric``), when they set it (it is in
+        pydantic's ``model_fields_set``: given to the constructor, the form or ``model_copy(update=...)``); ``None``
+        when it is the catalog default. The one rule for "an explicit figure wins over a designed fabric"
+        (:func:`estimator.tco.network.owned_network`)."""
+        kind = fabric or self.network_fabric
+        name = "networking_usd_per_node_roce" if kind == "roce" else "networking_usd_per_node_ib_ndr"
+        return float(getattr(self, name)) if name in self.model_fields_set else None
+
+    def networking_for(self, fabric: NetworkFabric | None = None) -> float:
+        """The flat networking figure of ``fabric`` (default: ``network_fabric``)."""
+        kind = fabric or self.network_fabric
+        return self.networking_usd_per_node_roce if kind == "roce" else self.networking_usd_per_node_ib_ndr
+
 
 class AssumptionRow(_Frozen):
     name: str

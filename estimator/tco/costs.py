@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from estimator.errors import InvalidRequestError, UnknownHardwareError
 from estimator.facility.rack import node_average_power_w, node_power_at_load_w, resolve_server
@@ -31,6 +31,10 @@ from estimator.tco.results import (
     TcoOption,
 )
 from hardware_catalog import Catalog, CloudOffer, Gpu, Server, UnknownCatalogIdError
+
+if TYPE_CHECKING:
+    from estimator.request import ClusterChoice
+    from estimator.tco.network import OwnedNetwork
 
 __all__ = [
     "NoCloudOfferError",
@@ -99,20 +103,27 @@ def server_price(server: Server, gpu: Gpu, a: TcoAssumptions, override: float | 
     )
 
 
-def capex(server_price_usd: float, num_nodes: int, a: TcoAssumptions) -> CapexBreakdown:
-    """Capex = servers x nodes + networking per node x nodes (only when nodes > 1) + storage TB x $/TB."""
+def capex(server_price_usd: float, num_nodes: int, a: TcoAssumptions,
+          networking_usd_per_node: float | None = None) -> CapexBreakdown:
+    """Capex = servers x nodes + networking per node x nodes (only when nodes > 1) + storage TB x $/TB.
+    ``networking_usd_per_node``: the cluster network's figure (:func:`estimator.tco.network.owned_network`); ``None``:
+    the flat assumption."""
     servers = server_price_usd * num_nodes
-    networking = a.networking_usd_per_node * num_nodes if num_nodes > 1 else 0.0
+    per_node = a.networking_usd_per_node if networking_usd_per_node is None else networking_usd_per_node
+    networking = per_node * num_nodes if num_nodes > 1 else 0.0
     storage = a.storage_tb * a.storage_usd_per_tb
     return CapexBreakdown(
         servers_usd=servers, networking_usd=networking, storage_usd=storage, total_usd=servers + networking + storage
     )
 
 
-def annual_opex(average_kw: float, load_kw: float, capex_usd: float, a: TcoAssumptions) -> OpexBreakdown:
-    """Yearly opex: power (average kW x PUE x 8760 h x $/kWh), colocation (load kW x $/kW/month x 12,
-    CBRE), maintenance (% x capex) and staff."""
-    power = power_cost_usd(average_kw, HOURS_PER_YEAR, a.pue, a.electricity_usd_per_kwh)
+def annual_opex(average_kw: float, load_kw: float, capex_usd: float, a: TcoAssumptions,
+                network_kw: float = 0.0) -> OpexBreakdown:
+    """Yearly opex: power (the nodes' average kW, plus the cluster network's ``network_kw`` all year, x PUE x
+    8760 h x $/kWh), colocation (load kW x $/kW/month x 12, CBRE), maintenance (% x capex) and staff. The network's
+    power enters the power bill only, as ``/cluster``'s TCO has always added it (not colocation)."""
+    network = network_kw * HOURS_PER_YEAR * a.pue * a.electricity_usd_per_kwh  # /cluster's order: its figures unchanged
+    power = power_cost_usd(average_kw, HOURS_PER_YEAR, a.pue, a.electricity_usd_per_kwh) + network
     colocation = load_kw * a.colocation_usd_per_kw_month * 12
     maintenance = a.maintenance_pct_per_year / 100 * capex_usd
     total = power + colocation + maintenance + a.staff_usd_per_year
@@ -124,6 +135,8 @@ def annual_opex(average_kw: float, load_kw: float, capex_usd: float, a: TcoAssum
         total_usd=total,
         average_power_kw=average_kw,
         load_power_kw=load_kw,
+        network_power_kw=network_kw,
+        network_power_usd=network,
     )
 
 
@@ -141,17 +154,30 @@ def ownership_tco(
     catalog: Catalog | None = None,
     gpus_per_node: int | None = None,
     server_price_usd: float | None = None,
+    cluster: ClusterChoice | None = None,
+    network: OwnedNetwork | None = None,
 ) -> OwnershipTco:
-    """N-year TCO of owning ``num_nodes`` servers (N = ``horizon_years``) and the cost per useful GPU-hour."""
+    """N-year TCO of owning ``num_nodes`` servers (N = ``horizon_years``) and the cost per useful GPU-hour.
+
+    The cluster network (capex and its power) is ``network`` when given (``/cluster`` passes the fabric it has just
+    designed), else :func:`estimator.tco.network.owned_network` for this server, node count, assumptions and
+    ``cluster`` choice: the designed fabric, the user's explicit figure, or the flat assumption."""
+    from estimator.tco.network import owned_network
+
     a, cat = resolve_inputs(assumptions, catalog)
     server, gpu = resolve_server(cat, server_id)
     per_node = _gpus_per_node(server, gpus_per_node)
     price, estimated, price_source = server_price(server, gpu, a, server_price_usd)
-    cap = capex(price, num_nodes, a)
+    net = network if network is not None else owned_network(cat, server.id, num_nodes, a, cluster)
+    cap = capex(price, num_nodes, a, net.usd_per_node)
     load_kw = node_power_at_load_w(gpu, per_node, a.server_non_gpu_power_w, server) * num_nodes / 1000
     avg_kw = node_average_power_w(gpu, per_node, a.utilisation, a.server_non_gpu_power_w, server) * num_nodes / 1000
-    opex = annual_opex(avg_kw, load_kw, cap.total_usd, a)
-    return _ownership(server, gpu, num_nodes * per_node, num_nodes, (price, estimated, price_source), cap, opex, a)
+    opex = annual_opex(avg_kw, load_kw, cap.total_usd, a, net.power_w / 1000)
+    own = _ownership(server, gpu, num_nodes * per_node, num_nodes, (price, estimated, price_source), cap, opex, a)
+    if num_nodes <= 1:
+        return own
+    return own.model_copy(update={"networking_usd_per_node": net.usd_per_node, "networking_fabric": net.fabric,
+                                  "networking_note": net.note})
 
 
 def _ownership(

@@ -77,6 +77,9 @@ class OpexBreakdown(_Frozen):
     total_usd: float
     average_power_kw: float
     load_power_kw: float
+    network_power_kw: float = Field(default=0.0, description="the cluster network's switches and switch-side "
+                                    "optics, drawing all year (not in average / load power, which are the nodes')")
+    network_power_usd: float = Field(default=0.0, description="their power bill a year, part of power_usd")
 
 
 class OwnershipTco(_Frozen):
@@ -98,6 +101,11 @@ class OwnershipTco(_Frozen):
     usd_per_gpu_hour: float
     opex_usd_per_gpu_hour: float
     utilisation: float
+    networking_usd_per_node: float = Field(default=0.0, description="the cluster network's capex per node "
+                                           "(estimator.tco.network.owned_network); 0 on one node")
+    networking_fabric: str | None = Field(default=None, description="the fabric choice designed for it (ib-ndr, "
+                                          "...); null when the figure is the user's or the flat assumption")
+    networking_note: Message | None = Field(default=None, description="which network figure this is, in words")
 
 
 class RunCost(_Frozen):

@@ -44,6 +44,7 @@ from estimator.tco.offers import (
 from estimator.tco.run_cost_models import Basis, CostBasis, CostChoice, CostResult
 
 if TYPE_CHECKING:
+    from estimator.request import ClusterChoice
     from hardware_catalog import Catalog, Server
 
 __all__ = [
@@ -131,11 +132,12 @@ def _cheapest_server(catalog: Catalog, gpu_id: str) -> Server | None:
 
 
 def _own_basis(
-    server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Catalog, flags: list[str]
+    server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, catalog: Catalog, flags: list[str],
+    cluster: ClusterChoice | None = None,
 ) -> CostBasis:
     a = choice.tco_assumptions()
     gpn = min(gpus_per_node, server.gpu_count)
-    own = ownership_tco(server.id, num_nodes, a, catalog, gpn)
+    own = ownership_tco(server.id, num_nodes, a, catalog, gpn, cluster=cluster)
     uncertain = "price_usd" in tuple(getattr(server, "uncertain", ()) or ())
     if own.server_price_estimated or uncertain:
         confidence: Confidence = "low"
@@ -153,6 +155,7 @@ def _own_basis(
         pricing="owned",
         server_id=server.id,
         utilisation=a.utilisation,
+        networking_usd_per_node=own.networking_usd_per_node if num_nodes > 1 else None,
         priced_another_way=bool(flags),
         assumptions=[
             f"Owned: ${own.capex.total_usd:,.0f} of capex amortised over {a.depreciation_years:g} years, plus "
@@ -160,6 +163,7 @@ def _own_basis(
             f"colocation (${a.colocation_usd_per_kw_month:g}/kW/month), maintenance "
             f"({a.maintenance_pct_per_year:g}% a year) and staff, per useful GPU-hour at "
             f"{a.utilisation:.0%} utilisation.",
+            *([own.networking_note] if own.networking_note else []),
         ],
         flags=flags,
     )
@@ -206,10 +210,11 @@ def _rent(catalog: Catalog, gpu_id: str, choice: CostChoice, flags: list[str]) -
 
 
 def _own(
-    catalog: Catalog, server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, flags: list[str]
+    catalog: Catalog, server: Server, num_nodes: int, gpus_per_node: int, choice: CostChoice, flags: list[str],
+    cluster: ClusterChoice | None = None,
 ) -> CostBasis | None:
     try:
-        return _own_basis(server, num_nodes, gpus_per_node, choice, catalog, flags)
+        return _own_basis(server, num_nodes, gpus_per_node, choice, catalog, flags, cluster)
     except (InvalidRequestError, AttributeError):  # no price to own it by, or a catalog without TCO data
         return None
 
@@ -225,6 +230,7 @@ def choose_basis(
     gpus_per_node: int = 8,
     choice: CostChoice | None = None,
     strict: bool = False,
+    cluster: ClusterChoice | None = None,
 ) -> tuple[CostBasis | None, list[str]]:
     """The cost basis of one hardware option, and the notes of what could not be priced.
 
@@ -232,7 +238,9 @@ def choose_basis(
     (as the planner does). When the chosen way has no price, the other way is used with a flag; ``None`` when
     there is no price either way (the notes say so plainly). ``strict`` (the planner, which ranks by cost): no
     other way, ``None`` instead, so that one ranking never mixes owned and rented prices. Memoised per catalog
-    (its identity and version: an override makes a new effective catalog) and arguments.
+    (its identity and version: an override makes a new effective catalog) and arguments. An owned multi-node
+    basis prices its network with :func:`estimator.tco.network.owned_network` (the fabric designed for the server
+    and node count, on ``cluster``'s choice when given), through :func:`estimator.tco.ownership_tco`.
     """
     key = (
         id(catalog),
@@ -243,10 +251,11 @@ def choose_basis(
         gpus_per_node,
         None if choice is None else field_values(choice),
         strict,
+        None if cluster is None else field_values(cluster),
     )
     found = _BASES.get(key)
     if found is None:
-        basis, notes = _choose_basis(catalog, gpu_id, server_id, num_nodes, gpus_per_node, choice, strict)
+        basis, notes = _choose_basis(catalog, gpu_id, server_id, num_nodes, gpus_per_node, choice, strict, cluster)
         found = _BASES.remember(key, (basis, tuple(notes)))
     return found[0], list(found[1])
 
@@ -259,6 +268,7 @@ def _choose_basis(
     gpus_per_node: int,
     choice: CostChoice | None,
     strict: bool,
+    cluster: ClusterChoice | None = None,
 ) -> tuple[CostBasis | None, list[str]]:
     c = choice or CostChoice()
     if c.offer_id is not None:
@@ -269,7 +279,7 @@ def _choose_basis(
         server = _cheapest_server(catalog, gpu_id)
     name = _gpu_name(catalog, gpu_id)
     if want == "own":
-        basis = _own(catalog, server, num_nodes, gpus_per_node, c, []) if server is not None else None
+        basis = _own(catalog, server, num_nodes, gpus_per_node, c, [], cluster) if server is not None else None
         if basis is not None:
             return basis, []
         why = (
@@ -288,7 +298,8 @@ def _choose_basis(
     if strict:
         return None, [f"{why}: not priced."]
     owned = (
-        _own(catalog, fallback, num_nodes, gpus_per_node, c, [f"{why}: priced as owned instead, not as rent."])
+        _own(catalog, fallback, num_nodes, gpus_per_node, c, [f"{why}: priced as owned instead, not as rent."],
+             cluster)
         if fallback is not None
         else None
     )

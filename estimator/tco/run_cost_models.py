@@ -29,6 +29,8 @@ class CostChoice(_Frozen):
     with that price. ``utilisation`` is the owned fleet's share of useful hours, ``electricity_usd_per_kwh`` and
     ``pue`` the power price and the data centre's PUE (own; each defaults to the TCO default, the same field of
     :class:`estimator.tco.TcoAssumptions`, so the TCO page with the same three values prices the run the same).
+    ``networking_usd_per_node_*``: your own network figure per node, which wins over the designed fabric (the same
+    field of the TCO assumptions, given: :meth:`estimator.tco.TcoAssumptions.networking_override`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -41,10 +43,17 @@ class CostChoice(_Frozen):
     electricity_usd_per_kwh: float | None = Field(default=None, ge=0, le=10, description="own: $/kWh of power")
     pue: float | None = Field(default=None, ge=1.0, le=3.0, description="own: the data centre's power usage "
                               "effectiveness")
+    networking_usd_per_node_ib_ndr: float | None = Field(
+        default=None, ge=0, le=1e8, description="own, several nodes: your own InfiniBand network cost per node, "
+        "in place of the fabric designed for the server (estimator.tco.network); null: the designed fabric")
+    networking_usd_per_node_roce: float | None = Field(
+        default=None, ge=0, le=1e8, description="own, several nodes: your own RoCE network cost per node (used "
+        "with a RoCE `cluster.fabric`); null: the designed fabric")
 
     def tco_assumptions(self) -> TcoAssumptions:
         """The TCO assumptions of an owned basis: the defaults, with the fields this choice sets."""
-        given = {k: getattr(self, k) for k in ("utilisation", "electricity_usd_per_kwh", "pue")
+        given = {k: getattr(self, k) for k in ("utilisation", "electricity_usd_per_kwh", "pue",
+                                               "networking_usd_per_node_ib_ndr", "networking_usd_per_node_roce")
                  if getattr(self, k) is not None}
         return TcoAssumptions(**given)
 
@@ -65,6 +74,9 @@ class CostBasis(_Frozen):
     offer_id: str | None = None
     server_id: str | None = None
     utilisation: float | None = Field(default=None, description="own: the share of hours that do useful work")
+    networking_usd_per_node: float | None = Field(
+        default=None, description="own, several nodes: the cluster network's capex per node in this price "
+        "(estimator.tco.network.owned_network: the designed fabric, the user's figure or the flat assumption)")
     assumptions: list[str] = Field(default_factory=list)
     flags: list[Message] = Field(default_factory=list, description="why this option is priced differently, if it is")
     priced_another_way: bool = Field(

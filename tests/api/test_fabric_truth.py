@@ -91,10 +91,10 @@ def test_the_estimate_carries_the_fabric_of_post_clusters(client: TestClient, se
     else:
         assert fabric["tco"]["capex_usd"] == pytest.approx(fabric["cost"]["total_usd"])
         assert fabric["tco"]["fabric_power_usd_per_year"] > 0
-        # owned: the run's cost basis prices the network at the flat TCO assumption, and the fabric says by how much
+        # owned: the run's cost basis prices the network at this fabric, and the fabric says so
         assert result["cost"]["basis"] == "own"
-        assert f"this fabric's parts come to ${fabric['cost']['fabric_usd_per_node']:,.0f} per node" in \
-            fabric["notes"][0]
+        assert (f"prices the cluster network at this fabric: ${fabric['cost']['fabric_usd_per_node']:,.0f} per node"
+                in fabric["notes"][0])
     assert fabric["rack"]["switch_rack_units"] == sum(p["rack_units"] for p in fabric["parts"]) > 0
     assert fabric["design"]["tiers"] == (3 if nodes == 256 else 2)
 

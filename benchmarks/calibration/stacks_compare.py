@@ -128,6 +128,10 @@ def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["predicted_reserved_bytes"] = r.memory.reserved_peak_bytes
         row["predicted_gpu_bytes"] = r.memory.total_bytes  # what NVML sees, managed memory included
         row["fit_verdict"] = r.memory.fit_verdict
+        got_step = case.get("step_time_s")
+        if got_step and row["predicted_step_s"]:
+            row["measured_step_s"] = got_step
+            row["step_error_pct"] = 100.0 * (row["predicted_step_s"] - got_step) / got_step
         measured = case.get("peak_allocated_bytes")
         if measured:
             row["measured_bytes"] = measured
@@ -140,11 +144,12 @@ def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Median and largest |error| per hold-out label (cases with a measurement)."""
+def summary(rows: list[dict[str, Any]], key: str = "error_pct") -> dict[str, dict[str, float]]:
+    """Median and largest |error| per hold-out label (cases with a measurement); ``key``: ``error_pct``
+    (allocated peak), ``reserved_error_pct``, ``gpu_error_pct`` (NVML) or ``step_error_pct``."""
     out: dict[str, dict[str, float]] = {}
     for label in ("fit", "held_out"):
-        errs = [abs(r["error_pct"]) for r in rows if r.get("holdout") == label and "error_pct" in r]
+        errs = [abs(r[key]) for r in rows if r.get("holdout") == label and key in r]
         if errs:
             out[label] = {"cases": len(errs), "median_pct": statistics.median(errs), "max_pct": max(errs)}
     return out
@@ -153,15 +158,21 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases-from", type=Path, help="a checkout of the gpu branch: predict its cases (no data)")
+    ap.add_argument("--issue", type=int, action="append", help="the issues' cases (default 29; 33 for round 3)")
     args = ap.parse_args()
-    cases = load_cases(args.cases_from) if args.cases_from else load_measured()
+    issues = tuple(args.issue or [29])
+    cases = load_cases(args.cases_from) if args.cases_from else load_measured(issues=issues)
     rows = compare(cases)
     for r in rows:
         pred = f"{r['predicted_bytes'] / GiB:7.2f}" if "predicted_bytes" in r else "      –"
         meas = f"{r['measured_bytes'] / GiB:7.2f}" if "measured_bytes" in r else "      –"
         err = f"{r['error_pct']:+6.1f} %" if "error_pct" in r else "        "
-        print(f"{r['holdout']:8s} {r['mechanism']:28s} {pred} {meas} {err}  {r['id']} {r.get('note', '')}")
-    print(json.dumps(summary(rows), indent=1))
+        step = f"{r['step_error_pct']:+6.1f} %" if "step_error_pct" in r else "        "
+        res = f"{r['reserved_error_pct']:+6.1f} %" if "reserved_error_pct" in r else "        "
+        print(f"{r['holdout']:8s} {r['mechanism']:28s} {pred} {meas} {err} res {res} step {step}  {r['id']} "
+              f"{r.get('note', '')}")
+    for key in ("error_pct", "reserved_error_pct", "gpu_error_pct", "step_error_pct"):
+        print(key, json.dumps(summary(rows, key)))
 
 
 if __name__ == "__main__":

@@ -25,9 +25,16 @@ from estimator.response import (
     TimeResult,
     TrainResult,
 )
-from estimator.rules.stacks import liger_warnings, mechanism_notes, stack_assumptions, unmeasured_mechanisms
+from estimator.rules.stacks import (
+    MECHANISM_OPTIMIZERS,
+    liger_warnings,
+    mechanism_notes,
+    memory_mechanism_keys,
+    stack_assumptions,
+    unmeasured_mechanisms,
+)
 from estimator.tco.run_cost import CostResult, choose_basis, cost_of_run
-from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, memory_error_bar_pct
+from estimator.training.accuracy import UNMEASURED_MEMORY_ERROR_PCT, mechanism_memory_bar_pct, memory_error_bar_pct
 from estimator.training.allocator import (
     allocator_assumptions,
     fit_verdict,
@@ -114,8 +121,7 @@ def _memory_result(job: Job, shape: ModelShape, layout: Layout, capacity: int,
     breakdown = trusted(MemoryBreakdown, parameters=ph.parameters, gradients=ph.gradients,
                                 optimizer_states=ph.optimizer_states, activations=ph.activations,
                                 logits=ph.logits, temporary=ph.temporary, overhead=peak.overhead)
-    bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
-                               layout.tp > 1)
+    bar = job_memory_error_bar_pct(job, layout)
     reserved_bar = reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)
     managed = _managed_bytes(job, ph)
     return trusted(MemoryResult, breakdown_bytes=breakdown, peak_allocated_bytes=peak.peak_allocated,
@@ -149,13 +155,21 @@ def _verdict_of(req: EstimateRequest, shape: ModelShape, capacity: int) -> tuple
     job = job_of(req)
     layout = build_layout(job, shape)
     peak = peak_memory(job, shape, layout, capacity)
-    bar = memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
-                               layout.tp > 1)
+    bar = job_memory_error_bar_pct(job, layout)
     return (peak.reserved_peak + peak.fixed_overhead,
             _verdict(peak, bar, reserved_error_bar_pct(job.training.allocator, bar, layout.tp > 1)))
 
 
 _MEASURED_OPTIMIZERS: Final = frozenset(o.id for o in OPTIMIZERS.values() if o.memory_measured)
+
+
+def job_memory_error_bar_pct(job: Job, layout: Layout) -> float:
+    """The memory error bar of this job on this layout (the estimate's, the planner's margin, the verdict's):
+    its class's bar (:func:`estimator.training.accuracy.memory_error_bar_pct`), at least the bar of each
+    issue-29 mechanism it uses where that mechanism was measured (one GPU), the unmeasured floor otherwise."""
+    mech = mechanism_memory_bar_pct(memory_mechanism_keys(job.training)) if layout.world_size == 1 else None
+    return memory_error_bar_pct(layout.sharding != "none", job.training.method, _measured_kind(job, layout),
+                                layout.tp > 1, mech or 0.0)
 
 
 def _measured_kind(job: Job, layout: Layout) -> bool:
@@ -219,11 +233,13 @@ def _unmeasured_memory_reasons(job: Job, layout: Layout) -> list[str]:
         out.append(Text("the %(framework)s runtime", framework=p.framework))
     if t.method == "qlora" and layout.world_size > 1:
         out.append(Text("QLoRA on several GPUs"))
-    if t.optimizer not in _MEASURED_OPTIMIZERS:
+    mechanisms_measured = layout.world_size == 1 and mechanism_memory_bar_pct(memory_mechanism_keys(t)) is not None
+    if t.optimizer not in _MEASURED_OPTIMIZERS and not (mechanisms_measured and t.optimizer in MECHANISM_OPTIMIZERS):
         out.append(Text("the %(optimizer)s optimizer", optimizer=t.optimizer))
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
         out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
-    out += unmeasured_mechanisms(rv.training)
+    if not mechanisms_measured:  # measured on one H100 (stacks_report.py); elsewhere the unmeasured floor
+        out += [m for m in unmeasured_mechanisms(rv.training)]
     return out
 
 

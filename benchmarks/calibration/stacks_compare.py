@@ -48,6 +48,8 @@ OPTIMIZER_IDS: dict[str, str | None] = {
 def mechanism(case: dict[str, Any]) -> str:
     """The mechanism class a case measures (one row of docs/accuracy.md's stacks table)."""
     s = case["stack"]
+    if "expandable_segments" in (s.get("alloc_conf") or ""):
+        return "allocator expandable_segments"
     if s.get("optimizer", "adamw") != "adamw":
         return "optimizer " + s["optimizer"]
     if s.get("offload", "none") != "none":

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from estimator.construct import replaced
 from estimator.errors import InvalidRequestError
-from estimator.estimate import _measured_kind as measured_memory_kind
+from estimator.estimate import job_memory_error_bar_pct
 from estimator.host.bom import choose_server
 from estimator.host.ram import host_ram
 from estimator.host.sizing import RamLimit, ram_limit
@@ -55,7 +55,6 @@ from estimator.planner.hardware import World
 from estimator.planner.space import CKPT_LEVELS, Pins, Structure, micro_batches, structures
 from estimator.request import EstimateRequest, Hardware
 from estimator.response import TimeResult
-from estimator.training.accuracy import memory_error_bar_pct
 from estimator.training.checkpoint import checkpoint_size
 from estimator.training.comm import fabric_for, scale_up_gpus
 from estimator.training.efficiency import rates_for
@@ -278,7 +277,7 @@ class SearchContext:
 
     def margin(self, world: World, s: Structure) -> float:
         """The safety margin on the memory need, as a fraction: ``memory_margin_pct`` when given, else the memory
-        error bar the estimate gives this layout (``estimator.training.accuracy.memory_error_bar_pct``, the same call as
+        error bar the estimate gives this layout (``estimator.estimate.job_memory_error_bar_pct``, the same call as
         ``estimate``'s), so a plan the planner keeps fits even at the top of its error bar."""
         if self.margin_pct is not None:
             return self.margin_pct / 100.0
@@ -288,8 +287,7 @@ class SearchContext:
             if layout is None:
                 return 0.0
             job = self.job(world, s, self.ckpts[0], 1, 1)
-            self._margins[key] = memory_error_bar_pct(layout.sharding != "none", job.training.method,
-                                                      measured_memory_kind(job, layout), layout.tp > 1) / 100.0
+            self._margins[key] = job_memory_error_bar_pct(job, layout) / 100.0
         return self._margins[key]
 
     def fits(self, world: World, s: Structure, ckpt: str, mbs: int, gas: int) -> bool:

@@ -278,6 +278,13 @@ MEASURED: Final[frozenset[tuple[str, str]]] = frozenset({
 })
 
 
+#: the optimizers whose memory is checked per mechanism (:func:`memory_mechanism_keys`): issue 29's and
+#: bitsandbytes' 8-bit AdamW, whose block-wise states are the paged 8-bit one's (one class: paging moves them,
+#: the same kernels size them)
+MECHANISM_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"})
+OPTIMIZER_MEMORY_CLASS: Final = {"adamw-8bit": "blockwise-8bit", "paged-adamw-8bit": "blockwise-8bit"}
+
+
 def unmeasured_mechanisms(training: Any) -> list[str]:
     """What of the request's mechanisms no GPU measurement covered (``training``: the request's training
     section or its view)."""
@@ -287,6 +294,17 @@ def unmeasured_mechanisms(training: Any) -> list[str]:
         if (field, value) not in MEASURED:
             out.append(Text("training.%(field)s %(value)s", field=field, value=value))
     return out
+
+
+def memory_mechanism_keys(training: Any) -> list[str]:
+    """The request's mechanisms as ``field:value`` keys of ``mechanism_memory_error_bar_pct`` in
+    ``estimator/data/accuracy.json`` (``benchmarks/calibration/stacks_report.py``: measured on one H100)."""
+    keys = [f"{field}:{getattr(training, field)}" for field, default in
+            (("loss_kernel", "materialized"), ("fused_kernels", "none"), ("activation_offloading", "none"))
+            if getattr(training, field) != default]
+    if training.optimizer in MECHANISM_OPTIMIZERS:
+        keys.append(f"optimizer:{OPTIMIZER_MEMORY_CLASS.get(training.optimizer, training.optimizer)}")
+    return keys
 
 
 def liger_patches(dims: Any) -> bool:

@@ -24,7 +24,8 @@ from estimator.training.optimizers import OPTIMIZERS
 if TYPE_CHECKING:
     from estimator.training.layout import Layout
 
-__all__ = ["accuracy_table", "held_out_bar", "memory_error_bar_pct", "p90", "time_class", "time_error_bar_pct",
+__all__ = ["accuracy_table", "held_out_bar", "mechanism_memory_bar_pct", "memory_error_bar_pct", "p90", "time_class",
+           "time_error_bar_pct",
            "time_error_bars", "time_kind_measured"]
 
 DEFAULT_MEMORY_ERROR_PCT: Final = 10.0
@@ -49,8 +50,18 @@ def _class_pct(kind: str, klass: str, default: float) -> float:
 UNMEASURED_MEMORY_ERROR_PCT: Final = 10.0
 
 
+def mechanism_memory_bar_pct(keys: Sequence[str]) -> float | None:
+    """The largest memory error bar of the request's issue-29 mechanisms (``field:value`` keys,
+    :func:`estimator.rules.stacks.memory_mechanism_keys`), each the p90 of its fit cases on the H100
+    (``benchmarks/calibration/stacks_report.py``); 0 with none; ``None`` when one of them was never measured."""
+    table = accuracy_table().get("mechanism_memory_error_bar_pct", {})
+    if any(k not in table for k in keys):
+        return None
+    return max((float(table[k]) for k in keys), default=0.0)
+
+
 def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
-                         tensor_parallel: bool = False) -> float:
+                         tensor_parallel: bool = False, mechanism_bar: float = 0.0) -> float:
     """The p90 memory error of the matching class of measured cases; tensor parallelism (tp > 1, with or
     without FSDP) has its own class, measured with DTensor on the H200 (``tests/test_calibration_tp.py``).
     Set-ups of a kind never measured on the H200 (pipeline/context/expert parallelism, TP outside PyTorch full
@@ -58,7 +69,7 @@ def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
     ``UNMEASURED_MEMORY_ERROR_PCT``."""
     klass = "tensor_parallel" if tensor_parallel else ("sharded" if sharded else ("lora" if method != "full"
                                                                                     else "full"))
-    bar = _class_pct("memory_error_bar_pct", klass, DEFAULT_MEMORY_ERROR_PCT)
+    bar = max(_class_pct("memory_error_bar_pct", klass, DEFAULT_MEMORY_ERROR_PCT), mechanism_bar)
     return bar if measured_kind else max(bar, UNMEASURED_MEMORY_ERROR_PCT)
 
 

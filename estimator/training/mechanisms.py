@@ -46,12 +46,12 @@ from typing import Final
 
 __all__ = [
     "CHUNKED_LOSS_CHUNKS",
-    "loss_transient_fp32_bytes",
     "NS_STEPS",
     "OFFLOAD_KEEP_LAYERS",
     "liger_norm_bytes",
     "liger_swiglu_saving",
     "loss_bytes",
+    "loss_transient_fp32_bytes",
     "muon_gather_bytes",
     "muon_newton_schulz_flops",
     "offload_split",

@@ -42,10 +42,21 @@ Sources (file @ commit, as read):
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 __all__ = [
     "CHUNKED_LOSS_CHUNKS",
+    "LIGER_BYTES_SCALE",
+    "LIGER_NORM_RATIO",
+    "LIGER_ROPE_RATIO",
+    "LIGER_SWIGLU_RATIO",
+    "OFFLOAD_HIDDEN_SHARE",
+    "PINNED_BYTES_PER_S",
+    "cce_head_bytes",
+    "liger_flce_head_bytes",
+    "offload_loss_saved_bytes",
+    "loss_transient_fp32_bytes",
     "NS_STEPS",
     "OFFLOAD_KEEP_LAYERS",
     "liger_norm_bytes",
@@ -144,6 +155,93 @@ def loss_transient_fp32_bytes(kernel: str, tokens: int, vocab: int, vocab_div: i
     return int(4 * tokens * hidden)
 
 
+# ---------------------------------------------------------------------------------------------- step time
+# Liger's kernels against Hugging Face's eager op chains, bytes per element of the tensor each runs on, forward,
+# counted (bf16 activations, fp32 where the eager code upcasts); the ratio scales the measured eager constants of
+# :class:`estimator.training.efficiency.Constants` (``norm_bytes``, ``act_bytes_gated``, ``rope_bytes``), and the
+# backward keeps the eager model's ``elem_bwd_ratio`` of the forward.
+#
+# - RMSNorm: transformers ``LlamaRMSNorm.forward`` (``models/llama/modeling_llama.py``) runs ``.to(float32)``
+#   (2 read + 4 written), ``pow(2)`` (4 + 4), ``mean`` (4), ``* rsqrt`` (4 + 4), ``.to(input_dtype)`` (4 + 2) and
+#   ``weight *`` (2 + 2): 36 bytes. Liger ``_rms_norm_forward_kernel`` (linkedin/Liger-Kernel
+#   ``src/liger_kernel/ops/rms_norm.py`` @00eba634): one pass, X read and Y written (2 + 2) and a 4-byte ``rstd`` per
+#   row: 4 bytes, 4 / 36 of the eager chain.
+# - SwiGLU: ``act_fn(gate_proj(x)) * up_proj(x)``: ``silu`` (2 + 2) and the product (4 + 2): 10 bytes; Liger
+#   ``_swiglu_forward_kernel`` (``src/liger_kernel/ops/swiglu.py`` @00eba634) reads a and b and writes c: 6.
+# - RoPE: ``apply_rotary_pos_emb`` ``q * cos`` (2 + 2), ``rotate_half`` (the negated half 1 + 1, ``cat`` 2 + 2),
+#   ``* sin`` (2 + 2) and the sum (4 + 2): 20 bytes per q / k element (cos / sin broadcast, not counted); Liger
+#   ``_triton_rope`` (``src/liger_kernel/ops/rope.py`` @00eba634) rotates q and k in place: 2 + 2, 4 / 20.
+#: the one fitted number of Liger's kernels: the measured Triton kernels move this many times their counted bytes
+#: (reductions, masked tails and launch gaps the count leaves out; fitted on the "fit" H100 cases,
+#: tests/test_stacks_time.py)
+LIGER_BYTES_SCALE: Final = 1.7
+LIGER_NORM_RATIO: Final = LIGER_BYTES_SCALE * 4.0 / 36.0
+LIGER_SWIGLU_RATIO: Final = LIGER_BYTES_SCALE * 6.0 / 10.0
+LIGER_ROPE_RATIO: Final = LIGER_BYTES_SCALE * 4.0 / 20.0
+
+
+def liger_flce_head_bytes(tokens: float, vocab_local: float, hidden: int, head_trainable: bool,
+                          weight_bytes: int = 2) -> tuple[float, float]:
+    """(forward, backward) copy-equivalent bytes of Liger's fused linear cross-entropy beyond the LM head's GEMMs
+    (``fused_linear_cross_entropy_forward``, ``src/liger_kernel/ops/fused_linear_cross_entropy.py`` @00eba634).
+
+    The logits are made chunk by chunk (``chunk_size`` = next power of two of ``BT / ceil(V / H)``, so about
+    ``V / H`` chunks whatever the length); ``liger_cross_entropy_kernel`` reads each bf16 logits chunk once and
+    writes its gradient in place (2 + 2 bytes per logit, against the materialised loss's ``loss_bytes_eager``
+    30), and the input gradient is computed in forward (the same GEMM, moved). With a trained head each chunk
+    adds its ``grad_logits^T @ input`` into ``grad_weight`` (``grad_weight.add_(grad_logits_chunk.t() @
+    input_chunk)`` without ``accum_dtype``): the ``V x H`` product written and read in the compute dtype (2 + 2)
+    and the accumulator read and written in the weight's dtype (``weight_bytes``: fp32 under mixed precision),
+    once per chunk, the term that makes the fused
+    loss of a short full fine-tune slower than the materialised one. Backward: ``grad_input`` scaled by the
+    loss's gradient (2 + 2 per input element). Cut Cross-Entropy (``loss_kernel: fused`` too) is sized the same:
+    it writes no logits but recomputes them in backward; measured on the H100 within 3 % of the materialised loss
+    either way (docs/stacks.md)."""
+    inc = max(1, math.ceil(vocab_local / hidden)) if hidden else 1
+    rows = 1 << max(0, math.ceil(tokens / inc) - 1).bit_length()  # triton.next_power_of_2
+    chunks = math.ceil(tokens / rows) if tokens else 1
+    fwd = 4.0 * tokens * vocab_local
+    if head_trainable:
+        fwd += chunks * (4.0 + 2.0 * weight_bytes) * vocab_local * hidden
+    return fwd, 4.0 * tokens * hidden
+
+
+def cce_head_bytes(tokens: float, vocab_local: float, hidden: int) -> tuple[float, float]:
+    """(forward, backward) bytes of Cut Cross-Entropy's loss beyond the LM head's GEMMs (apple/ml-cross-entropy
+    ``cut_cross_entropy/cce.py``, ``cce_lse_forward_kernel`` / ``cce_backward_kernel``): the logits live in SRAM
+    block by block, only the fp32 log-sum-exp per token is written (4 bytes per token), and the backward
+    recomputes each block before its two gradient products (the head's forward GEMM once more, timed by the
+    caller); the input gradient is written once (2 bytes per input element)."""
+    del vocab_local
+    return 4.0 * tokens, 4.0 * tokens + 2.0 * tokens * hidden
+
+
+#: pinned host memory over PCIe, one direction, what ``non_blocking`` copies reach on a Gen5 x16 link
+#: (64 GB/s per direction nominal, catalog ``pcie_gbps_per_direction``; ~50 GB/s achievable with pinned memory)
+PINNED_BYTES_PER_S: Final = 50e9
+#: the share of a micro-batch's compute that hides activation offloading's copies: torchtune
+#: ``OffloadActivations`` (``torchtune/training/_activation_offloading.py``, what TRL's ``activation_offloading``
+#: copies as ``trl/models/activation_offloading.py``) puts the D2H copies on a side stream but waits on them
+#: before the next layer's tensors may reuse the memory (``s0.wait_stream(s1)`` / the ``fwd_stash`` events) and
+#: syncs the H2D prefetch before each unpack, so most of the copy is serial. Fitted on the two "fit" H100 cases
+#: (tests/data/stacks_h100_raw: l1b full 8k with checkpointing, 4k without; tests/test_stacks_time.py).
+OFFLOAD_HIDDEN_SHARE: Final = 0.05
+
+
+def offload_loss_saved_bytes(kernel: str, tokens: float, vocab_local: float, hidden: int) -> int:
+    """Bytes the loss saves for backward that the offloading hooks copy too: TRL wraps the whole
+    ``compute_loss`` (the model's forward with Hugging Face's in-model loss) in the ``saved_tensors_hooks`` and
+    excludes only the LM head (``NoOpManager`` on the output embeddings). Materialised: ``log_softmax``'s fp32
+    output (4 bytes per logit); torchtune's chunked loss: the bf16 logits and fp32 log-probabilities (6); TRL's
+    chunked and the fused losses: no logits (the bf16 input gradient or Jacobian, ``2 x tokens x hidden``)."""
+    logits = tokens * vocab_local
+    if kernel == "materialized":
+        return int(4 * logits)
+    if kernel == "chunked":
+        return int(6 * logits)
+    return int(2 * tokens * hidden)
+
+
 def liger_swiglu_saving(ffn: int) -> int:
     """Bytes per token and layer Liger's SwiGLU saves less than Hugging Face's (silu(gate) not kept, bf16)."""
     return 2 * ffn
@@ -173,14 +271,15 @@ def offload_split(mode: str, stored_bytes: int, layers: int, checkpoint_bytes: i
     return stored_bytes - host, host
 
 
-def offload_transfer_seconds(host_bytes: int, pcie_bytes_per_s: float, compute_seconds: float) -> float:
+def offload_transfer_seconds(host_bytes: int, pcie_bytes_per_s: float, compute_seconds: float,
+                             hidden_share: float = OFFLOAD_HIDDEN_SHARE) -> float:
     """Seconds of PCIe transfer not hidden behind compute in one micro-batch: the bytes go to the host in
-    forward and come back in backward on a side stream, overlapping the layers' compute; only the excess over
-    the compute shows (0 when the link keeps up)."""
+    forward and come back in backward on a side stream; the hooks' stream syncs leave only ``hidden_share`` of
+    the compute to hide them behind (:data:`OFFLOAD_HIDDEN_SHARE`)."""
     if host_bytes <= 0:
         return 0.0
     transfer = 2 * host_bytes / pcie_bytes_per_s
-    return max(0.0, transfer - compute_seconds)
+    return max(0.0, transfer - hidden_share * compute_seconds)
 
 
 def muon_newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:

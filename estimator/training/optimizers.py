@@ -45,7 +45,7 @@ __all__ = ["OPTIMIZERS", "OptimizerSpec", "StepCost", "optimizer_spec"]
 
 #: how the step time prices an optimizer (:func:`estimator.training.timing._optimizer_cost`): ``adam`` = the measured
 #: AdamW bytes of the implementation x ``adam_ratio``; ``adam8bit`` and ``adafactor`` have their own constants.
-StepCost = Literal["adam", "adam8bit", "adafactor"]
+StepCost = Literal["adam", "adam8bit", "adafactor", "bnb32"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
                   memory_measured=False, time_measured=False),
     OptimizerSpec("paged-adamw", full_states=2, saved_tensors=2, temporaries=False, state_dtype_bytes=4,
                   cpu_offload_refusal="paged AdamW (bitsandbytes) keeps its states in CUDA unified memory; it pages "
-                  "them itself and cannot be offloaded", paged=True, memory_measured=False, time_measured=False),
+                  "them itself and cannot be offloaded", paged=True, memory_measured=False, time_measured=False,
+                  step_cost="bnb32"),
     OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
                   cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
                   "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",

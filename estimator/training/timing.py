@@ -45,7 +45,18 @@ from estimator.training.comm import Fabric, collective_time, fabric_for, place_g
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.training.layout import Layout
-from estimator.training.mechanisms import NS_STEPS, offload_transfer_seconds
+from estimator.rules.stacks import liger_patches
+from estimator.training.mechanisms import (
+    LIGER_NORM_RATIO,
+    LIGER_ROPE_RATIO,
+    LIGER_SWIGLU_RATIO,
+    NS_STEPS,
+    PINNED_BYTES_PER_S,
+    cce_head_bytes,
+    liger_flce_head_bytes,
+    offload_loss_saved_bytes,
+    offload_transfer_seconds,
+)
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.params import ParamPlacement, place_params
 from estimator.training.params import adapted_linears as _adapted_linears
@@ -196,16 +207,25 @@ def _attention_times(w: LayerWork, r: Rates, head_dim: int, fused: bool = False,
             r.attn_bwd_time(w.attn_flops, w.attn_seq, head_dim, fa2))
 
 
-def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants, layout: Layout) -> float:
+def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants, layout: Layout,
+                       liger: bool = False) -> float:
     """Forward bytes of one layer's non-GEMM kernels: norms, residual adds, rotary embedding, activation,
-    the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.training.efficiency`)."""
+    the LoRA adapter path and MoE token dispatch (constants in :mod:`estimator.training.efficiency`). ``liger``
+    (issue 29, ``training.fused_kernels: liger`` on a model Liger patches): its RMSNorm, SwiGLU and RoPE kernels
+    move the counted share of the eager chains' bytes (:data:`estimator.training.mechanisms.LIGER_NORM_RATIO` and
+    the others); the residual adds, the adapters and the dispatch stay eager."""
     act = k.act_bytes_gated if w.gated else k.act_bytes_plain
     norm = k.layernorm_bytes if w.layernorm else k.norm_bytes
+    rope = k.rope_bytes
+    if liger:
+        act *= LIGER_SWIGLU_RATIO if w.gated else 1.0
+        norm *= 1.0 if w.layernorm else LIGER_NORM_RATIO
+        rope *= LIGER_ROPE_RATIO
     # sequence parallelism runs the norms and the residual adds (and dropout) on s / tp tokens (Korthikanti et al.
     # 2022, arXiv 2205.05198, Sec. 4.2.2; torchtitan's ``SequenceParallel`` norms)
     seq_share = 1.0 / layout.tp if layout.sequence_parallel else 1.0
     per_token = (w.norms * norm + k.resid_bytes) * work.hidden * seq_share + act * w.ffn_local
-    per_token += k.rope_bytes * w.qk_local if w.rotary else 0.0
+    per_token += rope * w.qk_local if w.rotary else 0.0
     # Qwen3-style q_norm / k_norm: the same eager RMSNorm on every query and key head (transformers
     # ``Qwen3RMSNorm`` over head_dim), i.e. ``norm_bytes`` per q and k element
     per_token += norm * w.qk_local if w.qk_norm else 0.0
@@ -323,7 +343,8 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     k = r.k
     g_fwd, g_bwd = _gemm_times(w.gemms, r)
     a_fwd, a_bwd = _attention_times(w, r, shape.head_dim, style.fused, bool(shape.dims.attn_logit_softcapping))
-    e_fwd = _elementwise_bytes(w, work, style, k, layout)
+    liger = job.training.fused_kernels == "liger" and not style.fused and liger_patches(shape.dims)
+    e_fwd = _elementwise_bytes(w, work, style, k, layout, liger)
     c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, job, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, job, layout, style, k)
     fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
@@ -361,9 +382,22 @@ def _head_times(job: Job, layout: Layout, work: Workload, r: Rates, style: Style
     k, h = r.k, work.head
     fwd = r.gemm_time(h.m, h.k, h.n)
     bwd = r.gemm_time(h.m, h.n, h.k) + (r.gemm_time(h.k, h.m, h.n) if h.trainable else 0.0)
-    loss_bytes = (k.loss_bytes_fused if style.fused else k.loss_bytes_eager) * work.tokens * work.vocab_local
-    fwd += r.mem_time(loss_bytes / 3.0)
-    bwd += r.mem_time(loss_bytes * 2.0 / 3.0)
+    if job.training.loss_kernel == "fused" and not style.fused:
+        # issue 29: with Liger's kernels the fused loss is Liger's fused linear cross-entropy (its patched
+        # forward); without them the stacks' fused loss is Cut Cross-Entropy (axolotl's plugin) or Unsloth's
+        # (estimator.training.mechanisms.liger_flce_head_bytes, cce_head_bytes)
+        if job.training.fused_kernels == "liger":
+            l_fwd, l_bwd = liger_flce_head_bytes(work.tokens, work.vocab_local, work.hidden, h.trainable,
+                                                 int(style.grad_bytes))
+        else:
+            l_fwd, l_bwd = cce_head_bytes(work.tokens, work.vocab_local, work.hidden)
+            bwd += r.gemm_time(h.m, h.k, h.n)  # the logits recomputed block by block in backward
+        fwd += r.mem_time(l_fwd)
+        bwd += r.mem_time(l_bwd)
+    else:
+        loss_bytes = (k.loss_bytes_fused if style.fused else k.loss_bytes_eager) * work.tokens * work.vocab_local
+        fwd += r.mem_time(loss_bytes / 3.0)
+        bwd += r.mem_time(loss_bytes * 2.0 / 3.0)
     if layout.pp == 1:
         fwd += r.mem_time(4.0 * work.tokens * work.hidden)
         if job.training.method == "full":
@@ -675,6 +709,13 @@ def _optimizer_cost(job: Job, k: Constants) -> tuple[float, float]:
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
     if spec.step_cost == "adam8bit":
         return (k.adam8bit_bf16_bytes if bf16 else k.adam8bit_fp32_bytes), k.adam8bit_tensor_s
+    if spec.step_cost == "bnb32":
+        # issue 29: bitsandbytes PagedAdamW32bit runs ``Optimizer2State.update_step`` -> ``F.optimizer_update_32bit``
+        # (``bitsandbytes/functional.py``; the CUDA ``kOptimizer32bit2State`` kernel) one tensor at a time from the
+        # same Python loop as AdamW8bit (``sync_gpu(p)`` after each); the kernel reads the gradient, the parameter
+        # and the two fp32 states and writes the parameter and the states: 16 + 12 bytes per fp32 parameter, 12 + 10
+        # per bf16 one (counted). The paged states are read where they are (GPU-resident, as the memory assumes).
+        return (22.0 if bf16 else 28.0), k.adam8bit_tensor_s
     if spec.step_cost == "adafactor":
         return k.adafactor_bytes + (k.adafactor_upcast_bytes if bf16 else 0.0), k.adam_tensor_forloop_s
     per, per_tensor = _adam_bytes(job, k)
@@ -755,7 +796,10 @@ def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gp
     :func:`estimator.training.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
     come back in backward on a side stream."""
     host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
-    pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
+    if stage in ("last", "only") or layout.pp == 1:
+        work = workload(job, shape, layout, stage)
+        host += offload_loss_saved_bytes(job.training.loss_kernel, work.tokens, work.vocab_local, work.hidden)
+    pcie = min(float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF, PINNED_BYTES_PER_S)
     return offload_transfer_seconds(host, pcie, mb.total)
 
 

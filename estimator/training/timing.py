@@ -39,13 +39,13 @@ from estimator.memo import BoundedMemo, ObjectMemo
 from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
 from estimator.response import TimeResult
+from estimator.rules.stacks import liger_patches
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
 from estimator.training.activations import offloaded_activation_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
 from estimator.training.layout import Layout
-from estimator.rules.stacks import liger_patches
 from estimator.training.mechanisms import (
     LIGER_NORM_RATIO,
     LIGER_ROPE_RATIO,

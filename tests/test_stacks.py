@@ -11,6 +11,7 @@ from estimator.errors import UnsupportedCombinationError
 from estimator.request import EstimateRequest, Training
 from estimator.rules.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
 from estimator.training.mechanisms import (
+    OFFLOAD_HIDDEN_SHARE,
     liger_norm_bytes,
     liger_swiglu_saving,
     loss_bytes,
@@ -167,8 +168,11 @@ def test_liger_kernels_and_offloading() -> None:
     assert offload_split("all", 1000, 10, 100) == (200, 800)
     assert offload_split("checkpoints", 1000, 10, 100) == (920, 80)
     assert offload_transfer_seconds(0, 25e9, 1.0) == 0.0
-    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0) == 0.0  # 0.8 s of PCIe hidden behind 1 s of compute
-    assert offload_transfer_seconds(25 * 10**9, 25e9, 1.0) == pytest.approx(1.0)
+    # 0.8 s of PCIe, of which only OFFLOAD_HIDDEN_SHARE of the 1 s of compute hides (the hooks' stream syncs;
+    # fitted on the H100, tests/test_stacks_time.py); with the whole compute hiding it, nothing shows
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0) == pytest.approx(0.8 - OFFLOAD_HIDDEN_SHARE)
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0, hidden_share=1.0) == 0.0
+    assert offload_transfer_seconds(25 * 10**9, 25e9, 1.0, hidden_share=1.0) == pytest.approx(1.0)
 
 
 def test_muon_newton_schulz_and_gather() -> None:
@@ -198,7 +202,10 @@ def test_the_loss_kernel_changes_the_peak_at_its_mechanism() -> None:
     assert mat.memory.breakdown_bytes.logits == 12 * logits
     saved = mat.memory.peak_allocated_bytes - fused.memory.peak_allocated_bytes
     assert saved / GiB > 12  # the logits gone, less whatever else sets the new peak
-    assert mat.time.step_time_s == fused.time.step_time_s  # the same GEMMs (Liger computes the head's gradient early)
+    # without Liger's kernels the fused loss is Cut Cross-Entropy: 30 bytes per logit fewer, one more head GEMM (the
+    # logits recomputed in backward); measured within 3 % of the materialised loss on the H100 (test_stacks_time.py)
+    assert fused.time.step_time_s != mat.time.step_time_s
+    assert fused.time.step_time_s == pytest.approx(mat.time.step_time_s, rel=0.02)
 
 
 def test_liger_kernels_save_the_swiglu_activation() -> None:
@@ -240,14 +247,15 @@ def test_muon_keeps_one_state_per_matrix_and_adamw_for_the_rest() -> None:
 def test_a_fused_loss_is_suggested_with_what_it_saves_and_costs() -> None:
     """The issue's case (Llama 3.1 8B LoRA, 16k tokens, full checkpointing, one A100 40GB): the first way out is
     the fused loss alone, it fits, and its summary gives the allocated GiB it saves (the 12-byte logits less the
-    fused kernel's own) and its step-time cost (0: the same GEMMs)."""
+    fused kernel's own) and its step-time cost (the estimate's step time with it, less without)."""
     r = _run()
     first = r.suggestions[0]
     assert first.changes == {"training.loss_kernel": "fused"} and first.fits
     words = str(first.summary)
-    assert "GiB less per GPU, step time +0.00 s" in words
-    saved = float(words.split(": ")[-1].split(" GiB")[0])
     fused = _run(loss_kernel="fused")
+    cost = fused.time.step_time_s - r.time.step_time_s  # Cut Cross-Entropy's recomputed head GEMM, a few 0.01 s
+    assert f"GiB less per GPU, step time {cost:+.2f} s" in words and abs(cost) < 0.02 * r.time.step_time_s
+    saved = float(words.split(": ")[-1].split(" GiB")[0])
     assert saved == pytest.approx((r.memory.peak_allocated_bytes - fused.memory.peak_allocated_bytes) / GiB, abs=0.05)
     assert "fused loss" in r.warnings[0]  # the verdict names the way out
 

@@ -114,7 +114,10 @@ def test_each_plan_has_the_fewest_changes_that_fit_its_layout() -> None:
     the fewest changes it needs: for every changed plan, the planner pinned to the same layout with any one change
     undone finds nothing as fast (it does not fit there, or is slower)."""
     r = _plan({**LORA_16K_A100_40, "vary_mechanisms": ALL})
-    assert r.plans and any(len(p.mechanism_changes.changes) == 1 for p in r.plans if p.mechanism_changes)
+    # Liger's kernels make the step faster (fewer memory passes, measured 15-20 % on the H100: test_stacks_time.py),
+    # so no plan drops them: the fewest changes at no more step time keep them beside the fused loss
+    assert r.plans and all(p.mechanism_changes and p.mechanism_changes.changes.get("training.fused_kernels") == "liger"
+                           for p in r.plans)
     own = {"loss_kernel": "materialized", "fused_kernels": "none", "activation_offloading": "none"}
     for p in r.plans:
         assert p.mechanism_changes is not None  # nothing fits one A100 40GB without a change

@@ -108,3 +108,20 @@ def test_suggestion_time_cost_follows_the_step_time() -> None:
     assert s0 == pytest.approx(r0.time.step_time_s, rel=1e-9)
     assert s1 == pytest.approx(r1.time.step_time_s, rel=1e-9)
     assert s1 < 0.9 * s0
+
+
+def test_liger_fused_loss_bytes_at_its_mechanism() -> None:
+    """Liger's chunking (``chunk_size`` = next power of two of ``BT / ceil(V / H)``): Llama 3.2 1B (V 128,256,
+    H 2,048) at 4,096 tokens runs 32 chunks of 128 rows, each adding a V x H product into an fp32 ``grad_weight``
+    (2 + 2 + 4 + 4 bytes per element); a frozen head has no such term, only the 4 bytes per logit."""
+    from estimator.training.mechanisms import cce_head_bytes, liger_flce_head_bytes
+
+    v, h, t = 128256, 2048, 4096
+    frozen_fwd, bwd = liger_flce_head_bytes(t, v, h, False, 4)
+    assert frozen_fwd == 4.0 * t * v and bwd == 4.0 * t * h
+    trained_fwd, _ = liger_flce_head_bytes(t, v, h, True, 4)
+    assert trained_fwd - frozen_fwd == 32 * 12.0 * v * h
+    # 16k tokens: 512-row chunks, still 32 (about V / H / 2 whatever the length)
+    assert liger_flce_head_bytes(4 * t, v, h, True, 4)[0] - 4.0 * 4 * t * v == 32 * 12.0 * v * h
+    # Cut Cross-Entropy writes no logits: 4 bytes of log-sum-exp per token
+    assert cce_head_bytes(t, v, h) == (4.0 * t, 4.0 * t + 2.0 * t * h)

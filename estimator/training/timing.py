@@ -25,6 +25,10 @@ One optimizer step on the busiest GPU (the last pipeline stage, which also holds
   replicas. Hidden communication still costs ``comm_overlap_penalty`` of its time in slower compute (its
   kernels take SMs: Calculon's ``processor_usage``).
 - Optimizer: memory-bound (measured AdamW bytes per parameter on the H200, :mod:`estimator.training.efficiency`).
+- Fine-tuning stacks' mechanisms (issue 29, :mod:`estimator.training.mechanisms`, docs/stacks.md): Liger's RMSNorm,
+  SwiGLU and RoPE move fewer elementwise bytes; the fused loss is priced as Liger's fused linear cross-entropy (with
+  Liger's kernels) or Cut Cross-Entropy; activation offloading's copies enter the step but for the share of the
+  compute that hides them; bitsandbytes' paged 32-bit AdamW runs its per-tensor loop.
 - CPU offload: gradients down and parameters up over PCIe, and the CPU optimizer (DeepSpeed's CPU-Adam is
   5-7x ``torch.optim`` on the CPU, deepspeed.ai ZeRO-Offload tutorial) on the host's memory bandwidth.
 """

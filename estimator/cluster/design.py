@@ -204,10 +204,14 @@ def _shape_notes(t: Topology) -> list[str]:
         return [f"rail-optimised: {t.rails} rails, one leaf per rail; fewer nodes than a scalable unit of "
                 f"{t.slots_per_unit} slots, so {t.leaf_up} uplinks a leaf and {t.spines} spine(s), as many "
                 "as the nodes' ports need"]
-    return [f"rail-optimised: {t.rails} rails, one leaf per rail in each scalable unit of {t.slots_per_unit} node "
-            "slots",
-            "leaf uplinks cabled in full (as the reference architecture does), so a partial unit grows without "
-            "recabling"]
+    notes = [f"rail-optimised: {t.rails} rails, one leaf per rail in each scalable unit of {t.slots_per_unit} node "
+             "slots"]
+    if t.tiers == 2 and t.last_unit_up < t.leaf_up:
+        notes.append(f"the last unit is partial: its {t.rails} leaves have {t.last_unit_up} uplinks each (as many as "
+                     f"its nodes need, a multiple of the {t.spines} spines), the full units' {t.leaf_up}")
+    else:
+        notes.append("leaf uplinks cabled in full, as the reference architecture's scalable units are")
+    return notes
 
 
 def _count(parts: list[PartLine], kind: str, role_prefix: str = "") -> int:

@@ -72,6 +72,8 @@ class Topology:
         self.rails_per_leaf = rails_per_leaf
         #: a leaf tier within one scalable unit sized by the ports it needs (:func:`_within_one_unit`)
         self.by_ports = False
+        #: uplinks of each leaf of the last scalable unit (fewer than ``leaf_up`` when that unit is partial)
+        self.last_unit_up = leaf_up
 
     @property
     def switches(self) -> int:
@@ -151,10 +153,35 @@ def design_topology(nodes: int, rails: int, radix: int, oversubscription: float 
     spines = spine_count(leaves, up, radix)
     leaf_spine = leaves * up
     if spines > 0:
+        last = _last_unit_uplinks(slots - (per_rail - 1) * down, down, up, oversubscription, leaves - rails, rails,
+                                  radix)
+        last_up = up
+        if last is not None:
+            spines, last_up = last
+            leaf_spine = (leaves - rails) * up + rails * last_up
+            leaf_cages -= rails * (_ceil_div(up, 2) - _ceil_div(last_up, 2))
         spine_cages = spines * _ceil_div(leaf_spine // spines, 2)
-        return Topology(nodes, rails, radix, 2, per_rail, leaves, spines, 0, 1, down, up, node_links, ufm_links,
+        topo = Topology(nodes, rails, radix, 2, per_rail, leaves, spines, 0, 1, down, up, node_links, ufm_links,
                         leaf_spine, 0, leaf_cages, spine_cages, 0, down)
+        topo.last_unit_up = last_up
+        return topo
     return _three_tier(nodes, rails, radix, down, up, per_rail, node_links, ufm_links, leaf_cages)
+
+
+def _last_unit_uplinks(last_slots: int, down: int, up: int, oversubscription: float, full_leaves: int, rails: int,
+                       radix: int) -> tuple[int, int] | None:
+    """(spines, uplinks of each of the last unit's leaves) when the last of several scalable units is partial: its
+    leaves carry ``last_slots`` nodes each and get the uplinks those need (``ceil(d / k)``), rounded up to a multiple
+    of the spine count; the fewest spines dividing a full leaf's ``up`` whose ports hold every leaf's links. ``None``
+    when the last unit is full (the reference architecture's table: every leaf ``up`` links)."""
+    if last_slots >= down or full_leaves < 1:
+        return None
+    need = _ceil_div_f(max(1, last_slots), oversubscription)
+    for spines in (n for n in range(1, up + 1) if up % n == 0):
+        last_up = _ceil_div(need, spines) * spines
+        if last_up <= up and (full_leaves * up + rails * last_up) // spines <= radix:
+            return spines, last_up
+    return None
 
 
 def _within_one_unit(nodes: int, rails: int, radix: int, down: int, oversubscription: float, node_links: int,

@@ -114,6 +114,15 @@ def test_roce_on_128_ports_holds_16_nodes_on_one_switch(catalog: Catalog) -> Non
     assert _dgx(catalog, 17, fabric="roce-400").design.tiers == 2
 
 
+def test_a_partial_last_unit_gets_the_uplinks_its_nodes_need(catalog: Catalog) -> None:
+    # 32 nodes + UFM = 33 slots: unit 1 is the table's (31 nodes + UFM, 8 leaves x 32 uplinks), unit 2 holds one
+    # node on its 8 leaves: 1 uplink rounded up to a multiple of the 8 spines (4 spines would need 72 ports of 64)
+    d = design_cluster(ClusterRequest(server="nvidia-dgx-h100", num_nodes=32), catalog).design
+    assert (d.leaves, d.spines, d.leaf_up_ports) == (16, 8, 32)
+    assert d.leaf_spine_links == 8 * 32 + 8 * 8
+    assert d.leaf_spine_links // d.spines <= d.radix
+
+
 def test_without_ufm_a_unit_holds_32_nodes(catalog: Catalog) -> None:
     d = design_cluster(ClusterRequest(server="nvidia-dgx-h100", num_nodes=32, ufm=False), catalog).design
     assert d.scalable_units == 1 and d.ufm_links == 0 and d.node_and_ufm_cables == 256

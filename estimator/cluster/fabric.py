@@ -8,9 +8,14 @@ the table is reproduced by ``tests/test_cluster_fabric.py``):
   an SU holds ``radix / 2`` node slots: 32 with 64-port QM9700s. One slot of the cluster goes to the UFM (fabric
   manager) appliance, which takes :data:`UFM_LINKS` links (DGX H100 SuperPOD table: 1 SU = 31 nodes + UFM,
   252 node and UFM cables = 31 x 8 + 4).
-* **Leaf uplinks** are cabled in full (``radix / 2`` per leaf, or ``down / k`` with an explicit oversubscription
-  k): 8 leaves x 32 = 256 leaf-spine cables per SU in the table, also for the SU's unused slots, so that a
-  partial unit grows without recabling.
+* **Leaf uplinks** of a full SU are cabled in full (``radix / 2`` per leaf, or ``down / k`` with an explicit
+  oversubscription k): 8 leaves x 32 = 256 leaf-spine cables per SU in the table.
+* **Small clusters by their ports.** When every port (nodes x rails + the UFM's) fits one switch, one switch and
+  no spine tier (NVIDIA DGX BasePOD reference architecture, NDR400 compute fabric: 2-8 DGX nodes on QM9700
+  switches). Fewer nodes than one SU but more ports: the fewest leaves that divide the rails and hold their
+  ports, each carrying whole rails, with the uplinks and spines those need (:func:`_within_one_unit`). A
+  partial last SU of several: its leaves get the uplinks its nodes need (:func:`_last_unit_uplinks`). Full SUs
+  come out as the table's.
 * **Spines.** Every leaf reaches every spine with the same number of links, so the spine count divides the
   leaf's uplinks; the fewest spines whose ports hold all the leaves' uplinks: 4 spines for 1 SU (8 leaves x 8
   links), 8 for 2, 16 for 3 and 4 (3 SU: 24 leaves x 2 links = 48 ports of 64; 8 spines would need 96).

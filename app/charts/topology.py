@@ -105,8 +105,9 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
         parts.extend(boxes)
         parts.append(_caption(20, y + BOX_H + 16, caption))
         previous, y_prev = centres, y
-    parts.append(_caption(20, height - 14, f"{d.fabric_name} · {d.tiers} tiers · non-blocking"
-                          if d.oversubscription == 1 else f"{d.fabric_name} · {d.tiers} tiers · "
+    tiers = "1 tier" if d.tiers == 1 else f"{d.tiers} tiers"
+    parts.append(_caption(20, height - 14, f"{d.fabric_name} · {tiers} · non-blocking"
+                          if d.oversubscription == 1 else f"{d.fabric_name} · {tiers} · "
                           f"{d.oversubscription:g}:1 at the leaves"))
     parts.append("</svg>")
     return "".join(parts)

@@ -43,10 +43,84 @@ def test_one_more_node_than_a_unit_holds_opens_the_next_unit(catalog: Catalog) -
     assert d.node_and_ufm_cables == 32 * 8 + 4
 
 
-def test_partial_unit_keeps_one_leaf_per_rail_and_full_uplinks(catalog: Catalog) -> None:
+def test_partial_unit_is_sized_by_the_ports_it_needs(catalog: Catalog) -> None:
+    # 16 nodes + UFM: two rails a leaf would need 16 x 2 + 1 = 33 downlinks of 32, so one leaf per rail; each leaf
+    # has 16 node links and at most one UFM link (17), uplinks rounded up to a multiple of the ceil(8 x 17 / 64) = 3
+    # spines: 18 each, 144 leaf-spine links (was 8 x 32 = 256 on 4 spines: a full unit's uplinks)
     d = design_cluster(ClusterRequest(server="nvidia-dgx-h100", num_nodes=16), catalog).design
-    assert (d.leaves, d.spines, d.tiers) == (8, 4, 2)
-    assert d.node_links == 128 and d.ufm_links == 4 and d.leaf_spine_links == 256
+    assert (d.leaves, d.spines, d.tiers, d.leaf_up_ports) == (8, 3, 2, 18)
+    assert d.node_links == 128 and d.ufm_links == 4 and d.leaf_spine_links == 8 * 18
+    assert d.leaf_spine_links % d.spines == 0 and d.leaf_spine_links // d.spines <= d.radix
+
+
+def _dgx(catalog: Catalog, nodes: int, server: str = "nvidia-dgx-h100", **kw: object):  # type: ignore[no-untyped-def]
+    return design_cluster(ClusterRequest(server=server, num_nodes=nodes, **kw), catalog)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("server", ["nvidia-dgx-h100", "hgx-b200-8gpu-cx7"])
+def test_two_and_four_nodes_are_one_switch(catalog: Catalog, server: str) -> None:
+    # every GPU-fabric port and the UFM's fit one 64-port QM9700 (NVIDIA DGX BasePOD: 2-8 nodes, QM9700 compute
+    # fabric, no spine tier): 2 x 8 + 4 = 20 and 4 x 8 + 4 = 36 ports
+    for nodes in (2, 4):
+        r = _dgx(catalog, nodes, server)
+        d = r.design
+        assert (d.tiers, d.leaves, d.spines, d.cores, d.switches) == (1, 1, 0, 0, 1)
+        assert d.leaf_spine_links == 0 and d.cables == d.node_and_ufm_cables == nodes * 8 + 4
+        assert [p.role for p in r.parts if p.kind == "switch"] == ["leaf"]
+        leaf_optics = next(p for p in r.parts if p.role == "leaf ports")
+        assert leaf_optics.quantity == (nodes * 8 + 4) // 2  # twin-port modules, two ports each
+        assert any(n.startswith("one switch") for n in d.notes)
+
+
+@pytest.mark.parametrize("server", ["nvidia-dgx-h100", "hgx-b200-8gpu-cx7"])
+def test_eight_nodes_with_ufm_take_rail_group_leaves_and_two_spines(catalog: Catalog, server: str) -> None:
+    # 8 x 8 + 4 = 68 ports > 64: 4 leaves of 2 rails (16 node links + 1 UFM link = 17 of 32 down), 17 uplinks
+    # rounded to 18 for ceil(4 x 17 / 64) = 2 spines
+    d = _dgx(catalog, 8, server).design
+    assert (d.tiers, d.leaves, d.spines, d.leaf_up_ports, d.leaf_spine_links) == (2, 4, 2, 18, 72)
+    assert d.cables == 8 * 8 + 4 + 72
+    assert any("4 leaves of 2 rails" in n for n in d.notes)
+    # without the UFM appliance the 64 NIC ports fill exactly one switch
+    bare = _dgx(catalog, 8, server, ufm=False).design
+    assert (bare.tiers, bare.switches, bare.cables) == (1, 1, 64)
+
+
+@pytest.mark.parametrize("server", ["nvidia-dgx-h100", "hgx-b200-8gpu-cx7"])
+def test_small_clusters_no_longer_pay_for_a_full_unit(catalog: Catalog, server: str) -> None:
+    per_node = {n: _dgx(catalog, n, server).cost.fabric_usd_per_node for n in (2, 4, 8, 16, 31, 32)}
+    full_unit = per_node[31]  # the SuperPOD's 1 SU
+    # on one switch a small cluster costs less a node than a full unit (it was 10x at 2 nodes, 5.2x at 4)
+    assert max(per_node[2], per_node[4]) < full_unit
+    # with a spine tier, at most 1.3x a full unit's (it was 2.8x at 8 nodes, 1.6x at 16)
+    assert max(per_node[8], per_node[16]) <= 1.3 * full_unit
+    # within a tier the cost a node falls as nodes share the switches
+    assert per_node[4] < per_node[2]
+    assert per_node[8] > per_node[16] > per_node[31]
+    # switches grow with the nodes, never shrink
+    switches = [_dgx(catalog, n, server).design.switches for n in (2, 4, 8, 16, 31, 32, 64)]
+    assert switches == sorted(switches)
+
+
+def test_oversubscription_within_one_unit_cuts_uplinks(catalog: Catalog) -> None:
+    full = _dgx(catalog, 16).design
+    over = _dgx(catalog, 16, oversubscription=2).design
+    assert over.leaf_spine_links < full.leaf_spine_links and over.spines <= full.spines
+    assert over.leaf_up_ports * 2 >= 17  # 17 downlinks at 2:1
+
+
+def test_roce_on_128_ports_holds_16_nodes_on_one_switch(catalog: Catalog) -> None:
+    d = _dgx(catalog, 16, fabric="roce-400").design  # SN5600 at 128 x 400G, no UFM: 128 ports
+    assert (d.tiers, d.switches) == (1, 1)
+    assert _dgx(catalog, 17, fabric="roce-400").design.tiers == 2
+
+
+def test_a_partial_last_unit_gets_the_uplinks_its_nodes_need(catalog: Catalog) -> None:
+    # 32 nodes + UFM = 33 slots: unit 1 is the table's (31 nodes + UFM, 8 leaves x 32 uplinks), unit 2 holds one
+    # node on its 8 leaves: 1 uplink rounded up to a multiple of the 8 spines (4 spines would need 72 ports of 64)
+    d = design_cluster(ClusterRequest(server="nvidia-dgx-h100", num_nodes=32), catalog).design
+    assert (d.leaves, d.spines, d.leaf_up_ports) == (16, 8, 32)
+    assert d.leaf_spine_links == 8 * 32 + 8 * 8
+    assert d.leaf_spine_links // d.spines <= d.radix
 
 
 def test_without_ufm_a_unit_holds_32_nodes(catalog: Catalog) -> None:

@@ -237,6 +237,26 @@ def test_n_nvl72_racks_carry_only_data_and_pipeline_on_the_fabric(catalog: Catal
     assert hgx.design.nvlink_domain_nodes == 1 and hgx.design.nvlink_domains == 36
 
 
+def test_two_nvl72_racks_are_fabric_sized_by_their_trays_ports(catalog: Catalog) -> None:
+    # 2 GB200 racks = 36 trays x 4 ConnectX-7 rails + 4 UFM links = 148 NDR ports: more than a QM9700's 64, and
+    # 37 slots, one more than a 4-leaf unit of 32 holds: unit 1 (31 trays + UFM) with its 4 leaves' uplinks in full
+    # (32), unit 2's 4 leaves carry 5 trays each and get 8 uplinks (5 rounded up to a multiple of the 4 spines)
+    one = design_cluster(ClusterRequest(server="gb200-nvl72-tray", num_nodes=18, fabric="ib-ndr"), catalog)
+    two = design_cluster(ClusterRequest(server="gb200-nvl72-tray", num_nodes=36, fabric="ib-ndr"), catalog)
+    d = two.design
+    assert (d.nvlink_domains, d.rails, d.tiers, d.scalable_units, d.leaves, d.spines) == (2, 4, 2, 2, 8, 4)
+    assert d.node_and_ufm_cables == 36 * 4 + 4
+    assert d.leaf_spine_links == 4 * 32 + 4 * 8  # was 8 x 32 = 256: the partial unit's uplinks in full
+    assert any("last unit is partial" in n for n in d.notes)
+    # one rack: 72 + 4 = 76 ports, one leaf per rail (two rails a leaf would be 36 + 2 of 32 down), 19 links down
+    # a leaf and 20 up for 2 spines
+    assert (one.design.leaves, one.design.spines, one.design.leaf_up_ports) == (4, 2, 20)
+    assert two.cost.fabric_usd_per_node <= 1.1 * one.cost.fabric_usd_per_node
+    # GB300 on XDR: 144-port Q3400s, a unit of 72 slots: 2 racks are one unit of 4 leaves (37 down, 38 up) + 2 spines
+    xdr = design_cluster(ClusterRequest(server="gb300-nvl72-tray", num_nodes=36, fabric="ib-xdr"), catalog).design
+    assert (xdr.tiers, xdr.scalable_units, xdr.leaves, xdr.spines, xdr.leaf_up_ports) == (2, 1, 4, 2, 38)
+
+
 def test_a_partial_domain_is_said(catalog: Catalog) -> None:
     res = design_cluster(ClusterRequest(server="gb300-nvl72-tray", num_nodes=20, fabric="ib-xdr"), catalog)
     assert res.design.nvlink_domains == 2 and any("partial" in n for n in res.design.notes)

@@ -69,10 +69,16 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
     per_unit = d.leaves // max(1, d.scalable_units)
     crowded = d.scalable_units > 6
     unit_label = "SU {}" if crowded else "SU {}: " + f"{per_unit} leaves"
+    rails_a_leaf = d.rails // max(1, per_unit)
+    if d.leaves == 1:
+        unit_label, shape = "one switch", f"1 switch, all {d.rails} rails, no spine tier"
+    elif rails_a_leaf > 1:
+        shape = f"{d.leaves:,} leaf switches ({rails_a_leaf} rails each, sized by the ports)"
+    else:
+        shape = f"{d.leaves:,} leaf switches ({per_unit} per unit, one per rail)"
     rows.append(("leaf", _layer([unit_label.format(i + 1) for i in range(min(d.scalable_units, MAX_BOXES))],
                                 d.scalable_units, "units"),
-                 f"{d.leaves:,} leaf switches ({per_unit} per unit, one per rail) · {d.node_links + d.ufm_links:,} "
-                 "node and UFM links"))
+                 f"{shape} · {d.node_links + d.ufm_links:,} node and UFM links"))
     node_labels = []
     left = nodes
     for i in range(min(d.scalable_units, MAX_BOXES)):
@@ -99,8 +105,9 @@ def topology_svg(d: ClusterDesign, node_name: str, nodes: int) -> str:
         parts.extend(boxes)
         parts.append(_caption(20, y + BOX_H + 16, caption))
         previous, y_prev = centres, y
-    parts.append(_caption(20, height - 14, f"{d.fabric_name} · {d.tiers} tiers · non-blocking"
-                          if d.oversubscription == 1 else f"{d.fabric_name} · {d.tiers} tiers · "
+    tiers = "1 tier" if d.tiers == 1 else f"{d.tiers} tiers"
+    parts.append(_caption(20, height - 14, f"{d.fabric_name} · {tiers} · non-blocking"
+                          if d.oversubscription == 1 else f"{d.fabric_name} · {tiers} · "
                           f"{d.oversubscription:g}:1 at the leaves"))
     parts.append("</svg>")
     return "".join(parts)

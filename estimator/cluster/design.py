@@ -190,16 +190,37 @@ def _parts(req: ClusterRequest, t: Topology, server: Server, switch: Switch, s_o
     return out
 
 
+def _shape_notes(t: Topology) -> list[str]:
+    """What shape the fabric took: one switch, a leaf tier sized by the ports, or whole scalable units."""
+    if t.tiers == 1:
+        return [f"one switch: all {t.node_links + t.ufm_links} ports ({t.nodes} nodes x {t.rails} rails"
+                + (f" + {t.ufm_links} UFM" if t.ufm_links else "") + f") fit its {t.radix}, so no spine tier "
+                "(NVIDIA DGX BasePOD: 2-8 DGX nodes on a QM9700 compute fabric)"]
+    if t.by_ports and t.rails_per_leaf > 1:
+        return [f"fewer nodes than a scalable unit of {t.slots_per_unit} slots: {t.leaves} leaves of "
+                f"{t.rails_per_leaf} rails each (NIC r of every node on the same leaf), sized by the ports",
+                f"{t.leaf_up} uplinks a leaf and {t.spines} spine(s): as many as the leaves' downlinks need"]
+    if t.by_ports and t.leaf_up < t.leaf_down:
+        return [f"rail-optimised: {t.rails} rails, one leaf per rail; fewer nodes than a scalable unit of "
+                f"{t.slots_per_unit} slots, so {t.leaf_up} uplinks a leaf and {t.spines} spine(s), as many "
+                "as the nodes' ports need"]
+    notes = [f"rail-optimised: {t.rails} rails, one leaf per rail in each scalable unit of {t.slots_per_unit} node "
+             "slots"]
+    if t.tiers == 2 and t.last_unit_up < t.leaf_up:
+        notes.append(f"the last unit is partial: its {t.rails} leaves have {t.last_unit_up} uplinks each (as many as "
+                     f"its nodes need, a multiple of the {t.spines} spines), the full units' {t.leaf_up}")
+    else:
+        notes.append("leaf uplinks cabled in full, as the reference architecture's scalable units are")
+    return notes
+
+
 def _count(parts: list[PartLine], kind: str, role_prefix: str = "") -> int:
     return sum(p.quantity for p in parts if p.kind == kind and p.role.startswith(role_prefix))
 
 
 def _design(req: ClusterRequest, profile: FabricProfile, switch: Switch, server: Server, t: Topology, radix: int,
             twin: bool, parts: list[PartLine]) -> ClusterDesign:
-    notes = [
-        f"rail-optimised: {t.rails} rails, one leaf per rail in each scalable unit of {t.slots_per_unit} node slots",
-        "leaf uplinks cabled in full (as the reference architecture does), so a partial unit grows without recabling",
-    ]
+    notes = _shape_notes(t)
     if t.tiers == 3:
         notes.append(f"three tiers: past the two-tier limit of {radix} leaves; {t.pods} pods with core switches sized "
                      "by ports (fat-tree arithmetic, not an NVIDIA table)")

@@ -8,9 +8,14 @@ the table is reproduced by ``tests/test_cluster_fabric.py``):
   an SU holds ``radix / 2`` node slots: 32 with 64-port QM9700s. One slot of the cluster goes to the UFM (fabric
   manager) appliance, which takes :data:`UFM_LINKS` links (DGX H100 SuperPOD table: 1 SU = 31 nodes + UFM,
   252 node and UFM cables = 31 x 8 + 4).
-* **Leaf uplinks** are cabled in full (``radix / 2`` per leaf, or ``down / k`` with an explicit oversubscription
-  k): 8 leaves x 32 = 256 leaf-spine cables per SU in the table, also for the SU's unused slots, so that a
-  partial unit grows without recabling.
+* **Leaf uplinks** of a full SU are cabled in full (``radix / 2`` per leaf, or ``down / k`` with an explicit
+  oversubscription k): 8 leaves x 32 = 256 leaf-spine cables per SU in the table.
+* **Small clusters by their ports.** When every port (nodes x rails + the UFM's) fits one switch, one switch and
+  no spine tier (NVIDIA DGX BasePOD reference architecture, NDR400 compute fabric: 2-8 DGX nodes on QM9700
+  switches). Fewer nodes than one SU but more ports: the fewest leaves that divide the rails and hold their
+  ports, each carrying whole rails, with the uplinks and spines those need (:func:`_within_one_unit`). A
+  partial last SU of several: its leaves get the uplinks its nodes need (:func:`_last_unit_uplinks`). Full SUs
+  come out as the table's.
 * **Spines.** Every leaf reaches every spine with the same number of links, so the spine count divides the
   leaf's uplinks; the fewest spines whose ports hold all the leaves' uplinks: 4 spines for 1 SU (8 leaves x 8
   links), 8 for 2, 16 for 3 and 4 (3 SU: 24 leaves x 2 links = 48 ports of 64; 8 spines would need 96).
@@ -47,7 +52,7 @@ class Topology:
     def __init__(self, nodes: int, rails: int, radix: int, tiers: int, units: int, leaves: int, spines: int,
                  cores: int, pods: int, leaf_down: int, leaf_up: int, node_links: int, ufm_links: int,
                  leaf_spine_links: int, spine_core_links: int, leaf_cages: int, spine_cages: int,
-                 core_cages: int, slots_per_unit: int) -> None:
+                 core_cages: int, slots_per_unit: int, rails_per_leaf: int = 1) -> None:
         self.nodes = nodes
         self.rails = rails
         self.radix = radix
@@ -67,6 +72,13 @@ class Topology:
         self.spine_cages = spine_cages
         self.core_cages = core_cages
         self.slots_per_unit = slots_per_unit
+        #: rails a leaf carries: 1 in a full scalable unit, several on the fewer leaves of a small cluster, all of
+        #: them on one switch
+        self.rails_per_leaf = rails_per_leaf
+        #: a leaf tier within one scalable unit sized by the ports it needs (:func:`_within_one_unit`)
+        self.by_ports = False
+        #: uplinks of each leaf of the last scalable unit (fewer than ``leaf_up`` when that unit is partial)
+        self.last_unit_up = leaf_up
 
     @property
     def switches(self) -> int:
@@ -136,16 +148,81 @@ def design_topology(nodes: int, rails: int, radix: int, oversubscription: float 
     leaves = per_rail * rails
     node_links = nodes * rails
     leaf_cages = _leaf_cages(nodes, rails, down, per_rail, ufm_links) + leaves * _ceil_div(up, 2)
-    if leaves == 1:
-        return Topology(nodes, rails, radix, 1, per_rail, 1, 0, 0, 1, down, 0, node_links, ufm_links, 0, 0,
-                        _ceil_div(node_links + ufm_links, 2), 0, 0, down)
+    if leaves == 1 or node_links + ufm_links <= radix:  # every port on one switch: no spine tier
+        return Topology(nodes, rails, radix, 1, 1, 1, 0, 0, 1, radix, 0, node_links, ufm_links, 0, 0,
+                        _ceil_div(node_links + ufm_links, 2), 0, 0, down, rails_per_leaf=rails)
+    if per_rail == 1:
+        sized = _within_one_unit(nodes, rails, radix, down, oversubscription, node_links, ufm_links)
+        if sized is not None:
+            return sized
     spines = spine_count(leaves, up, radix)
     leaf_spine = leaves * up
     if spines > 0:
+        last = _last_unit_uplinks(slots - (per_rail - 1) * down, down, up, oversubscription, leaves - rails, rails,
+                                  radix)
+        last_up = up
+        if last is not None:
+            spines, last_up = last
+            leaf_spine = (leaves - rails) * up + rails * last_up
+            leaf_cages -= rails * (_ceil_div(up, 2) - _ceil_div(last_up, 2))
         spine_cages = spines * _ceil_div(leaf_spine // spines, 2)
-        return Topology(nodes, rails, radix, 2, per_rail, leaves, spines, 0, 1, down, up, node_links, ufm_links,
+        topo = Topology(nodes, rails, radix, 2, per_rail, leaves, spines, 0, 1, down, up, node_links, ufm_links,
                         leaf_spine, 0, leaf_cages, spine_cages, 0, down)
+        topo.last_unit_up = last_up
+        return topo
     return _three_tier(nodes, rails, radix, down, up, per_rail, node_links, ufm_links, leaf_cages)
+
+
+def _last_unit_uplinks(last_slots: int, down: int, up: int, oversubscription: float, full_leaves: int, rails: int,
+                       radix: int) -> tuple[int, int] | None:
+    """(spines, uplinks of each of the last unit's leaves) when the last of several scalable units is partial: its
+    leaves carry ``last_slots`` nodes each and get the uplinks those need (``ceil(d / k)``), rounded up to a multiple
+    of the spine count; the fewest spines dividing a full leaf's ``up`` whose ports hold every leaf's links. ``None``
+    when the last unit is full (the reference architecture's table: every leaf ``up`` links)."""
+    if last_slots >= down or full_leaves < 1:
+        return None
+    need = _ceil_div_f(max(1, last_slots), oversubscription)
+    for spines in (n for n in range(1, up + 1) if up % n == 0):
+        last_up = _ceil_div(need, spines) * spines
+        if last_up <= up and (full_leaves * up + rails * last_up) // spines <= radix:
+            return spines, last_up
+    return None
+
+
+def _within_one_unit(nodes: int, rails: int, radix: int, down: int, oversubscription: float, node_links: int,
+                     ufm_links: int) -> Topology | None:
+    """Fewer nodes than one scalable unit holds, more ports than one switch has: a leaf tier sized by the ports.
+
+    The fewest leaves ``L`` (a divisor of the rails, so every leaf carries ``rails / L`` whole rails: NIC r of every
+    node still meets the others' NIC r on one leaf) whose downlinks hold each leaf's nodes' ports and its share of
+    the UFM's links; every leaf the same uplinks ``ceil(d / k)`` for its most-loaded ``d`` downlinks; the fewest
+    spines whose ports hold them, each leaf's uplinks rounded up to a multiple of the spine count so that every
+    leaf reaches every spine with the same links. A full unit comes out as the reference architecture's (one leaf
+    per rail, ``radix / 2`` uplinks each, 4 spines on 64 ports); ``None`` when no leaf count fits (the caller keeps
+    the scalable-unit design)."""
+    for leaves in (n for n in range(2, rails + 1) if rails % n == 0):
+        per_leaf = rails // leaves
+        loads = [nodes * per_leaf + ufm_links // leaves + (1 if i < ufm_links % leaves else 0)
+                 for i in range(leaves)]
+        if max(loads) <= down:
+            break
+    else:
+        return None
+    most = max(loads)
+    up = _ceil_div_f(most, oversubscription)
+    for spines in range(max(1, _ceil_div(leaves * up, radix)), leaves * up + 1):
+        links = _ceil_div(up, spines) * spines
+        if most + links <= radix and leaves * links // spines <= radix:
+            break
+    else:
+        return None
+    leaf_spine = leaves * links
+    leaf_cages = leaves * _ceil_div(nodes * per_leaf, 2) + _ceil_div(ufm_links, 2) + leaves * _ceil_div(links, 2)
+    spine_cages = spines * _ceil_div(leaf_spine // spines, 2)
+    topo = Topology(nodes, rails, radix, 2, 1, leaves, spines, 0, 1, down, links, node_links, ufm_links, leaf_spine,
+                    0, leaf_cages, spine_cages, 0, down, rails_per_leaf=per_leaf)
+    topo.by_ports = True
+    return topo
 
 
 def _leaf_cages(nodes: int, rails: int, down: int, per_rail: int, ufm_links: int) -> int:

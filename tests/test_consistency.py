@@ -11,7 +11,8 @@ Figures covered, and where each is shown (:data:`COVERED`, listed in docs/consis
 - per-GPU memory (the busiest GPU's peak, GiB): API ``memory.total_bytes``; estimate ``#kpi-total``; /compare the
   option's "your layout" row; the quote (print view and PDF) "Per-GPU memory"; the suggested layout card
   ``#layout-mem`` = the estimate it opens
-- fits or not: API ``memory.fits``; estimate ``#verdict``; /compare's verdict; the quote "Fits"
+- fits, at risk or not: API ``memory.fits`` and ``memory.fit_verdict``; estimate ``#verdict``; /compare's verdict;
+  the quote "Fits"
 - time to train: API ``train.time_to_train_s``; estimate ``#kpi-ttt``; /compare; /plan's "Your layout" row; the
   quote "Time to train"; the suggested layout card ``#layout-ttt`` = the estimate it opens
 - cost to train (USD, to the cent): API ``cost.total_usd``; estimate ``#kpi-cost``; /compare's cost cell; /plan's
@@ -172,6 +173,7 @@ class Truth:
     batch: int
     world: int
     server: str | None
+    verdict: str = "fits"  # the API's memory.fit_verdict: fits / at_risk / does_not_fit
 
 
 def _truth(client: TestClient, query: str) -> Truth:
@@ -191,7 +193,8 @@ def _truth(client: TestClient, query: str) -> Truth:
                  tps=si(time["tokens_per_s"], "tok/s") if time and fits else None,
                  batch=req.training.micro_batch_size * req.training.gradient_accumulation_steps
                  * api["layout"]["dp"],
-                 world=int(api["layout"]["world_size"]), server=req.hardware.server)
+                 world=int(api["layout"]["world_size"]), server=req.hardware.server,
+                 verdict=str(mem["fit_verdict"]))
 
 
 # ------------------------------------------------------------------------------------------------- checks
@@ -200,6 +203,7 @@ def check_estimate(client: TestClient, t: Truth) -> str:
     assert (_text(page, "kpi-total") or "").startswith(t.memory), ("estimate memory", t.query)
     verdict = _text(page, "verdict") or ""
     assert (verdict != "Does not fit") == t.fits, ("estimate verdict", verdict, t.query)
+    assert (verdict == "At risk") == (t.verdict == "at_risk"), ("estimate at-risk verdict", verdict, t.query)
     assert (_text(page, "kpi-ttt") if t.fits else None) == t.ttt, ("estimate time to train", t.query)
     assert _attr(page, "kpi-cost", "data-usd") == t.cost_usd, ("estimate cost", t.query)
     if t.tps is not None:
@@ -218,6 +222,7 @@ def check_compare(client: TestClient, t: Truth) -> None:
     mem = _cell_text(cells[1])
     assert mem == t.memory, ("compare memory", mem, t.memory, t.query)
     assert ("Does not fit" not in _cell_text(cells[0])) == t.fits, ("compare verdict", t.query)
+    assert ("At risk" in _cell_text(cells[0])) == (t.verdict == "at_risk"), ("compare at-risk verdict", t.query)
     assert _cell_text(cells[5]).replace(" ", "") == (t.tps.removesuffix("tok/s").replace(" ", "")
                                                      if t.tps else "–"), ("compare tokens/s", t.query)
     assert _cell_text(cells[7]) == (t.ttt or "–"), ("compare time to train", t.query)
@@ -287,7 +292,8 @@ def check_quote(client: TestClient, t: Truth, pdf: bool = False) -> None:
     lines = dict((_cell_text(a), _cell_text(b)) for a, b in re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>",
                                                                         html, re.S))
     assert lines["Per-GPU memory"].startswith(t.memory), ("quote memory", lines["Per-GPU memory"], t.query)
-    assert lines["Fits"].startswith("yes" if t.fits else "no"), ("quote fits", t.query)
+    expected = {"fits": "yes", "at_risk": "at risk", "does_not_fit": "no"}[t.verdict]
+    assert lines["Fits"].startswith(expected), ("quote fits", lines["Fits"], t.query)
     if t.ttt is not None:
         assert lines["Time to train"].startswith(t.ttt + " "), ("quote time", lines["Time to train"], t.query)
     if t.cost_usd is not None:

@@ -200,7 +200,7 @@ def _unmeasured_uncached(job: Job, layout: Layout) -> tuple[tuple[str, ...], tup
     reasons = _unmeasured_memory_reasons(job, layout)
     if not reasons:
         return (), ()
-    return tuple(reasons), (Text("Memory error bar: no H200 measurement covered %(what)s; the bar is at least "
+    return tuple(reasons), (Text("Memory error bar: no GPU measurement (H200, H100) covered %(what)s; the bar is at least "
                                  "%(pct)s %% (docs/accuracy.md).", what=join(reasons, ", "),
                                  pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f")),)
 
@@ -239,7 +239,9 @@ def _unmeasured_memory_reasons(job: Job, layout: Layout) -> list[str]:
     if layout.sharding not in ("none", "zero1", "zero2", "zero3"):
         out.append(Text("sharding %(sharding)s", sharding=layout.sharding))
     if not mechanisms_measured:  # measured on one H100 (stacks_report.py); elsewhere the unmeasured floor
-        out += [m for m in unmeasured_mechanisms(rv.training)]
+        single = layout.world_size == 1
+        out += [m if single else Text("%(mechanism)s on several GPUs (measured on one H100)", mechanism=m)
+                for m in unmeasured_mechanisms(rv.training)]
     return out
 
 

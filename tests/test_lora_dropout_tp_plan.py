@@ -127,7 +127,7 @@ def test_unmeasured_kinds_say_so_in_assumptions() -> None:
            "hardware": {"gpu": "h200-sxm-141gb", "num_nodes": 1, "gpus_per_node": 2}}
     out = estimate(EstimateRequest.model_validate(req))
     assert out.memory.error_bar_pct >= 10.0
-    assert any("no H200 measurement covered tensor parallelism with LORA" in a for a in out.assumptions)
+    assert any("no GPU measurement (H200, H100) covered tensor parallelism with LORA" in a for a in out.assumptions)
     measured = estimate(EstimateRequest.model_validate({**req, "training": {"method": "full"}}))
     assert not any(a.startswith("Memory error bar: no H200") for a in measured.assumptions)
 

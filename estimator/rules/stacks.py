@@ -271,8 +271,10 @@ def mechanism_notes(training: Training) -> list[str]:
     return out
 
 
-#: the mechanism values a GPU measurement covers (docs/accuracy.md, "Fine-tuning stacks"); the others widen the
-#: memory error bar (estimator.estimate's unmeasured reasons). The TRL chunked loss is keyed by its stack.
+#: the mechanism values whose step time a GPU measurement classifies (the time error bar's measured kinds). Their
+#: memory is measured per mechanism on one H100 (``mechanism_memory_error_bar_pct`` in estimator/data/accuracy.json,
+#: :func:`memory_mechanism_keys`); on several GPUs, or where no bar was measured, they widen the memory error bar
+#: (estimator.estimate's unmeasured reasons).
 MEASURED: Final[frozenset[tuple[str, str]]] = frozenset({
     ("loss_kernel", "materialized"), ("fused_kernels", "none"), ("activation_offloading", "none"),
 })

@@ -328,9 +328,12 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     wt_fwd, wt_bwd = _weight_bytes(w, job, layout, style, k)
     # the elementwise chain on activation-sized tensors (partly L2-served: ``Rates.elem_time``); the weights' and
     # the fp8 casts' bytes stream through HBM
-    fwd = g_fwd + a_fwd + _elem_and_hbm(r, e_fwd, c_fwd + wt_fwd)
-    bwd = g_bwd + a_bwd + _elem_and_hbm(r, e_fwd * k.elem_bwd_ratio, c_bwd + wt_bwd)
-    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, r.elem_time(e_fwd))
+    # (eager kernels only: fused ones -- Megatron, Transformer Engine -- keep those intermediates in registers and
+    # shared memory already, ``fused_ratio``, and what they move is the compulsory HBM traffic)
+    eager = not style.fused
+    fwd = g_fwd + a_fwd + _elem_and_hbm(r, e_fwd, c_fwd + wt_fwd, eager)
+    bwd = g_bwd + a_bwd + _elem_and_hbm(r, e_fwd * k.elem_bwd_ratio, c_bwd + wt_bwd, eager)
+    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, _elem_and_hbm(r, e_fwd, 0.0, eager))
     cpu = _cpu_fwd(w, job, style, k)
     cpu_q = _cpu_qlora_fwd(w, job, k)
     if w.experts_local and not style.fused:
@@ -343,10 +346,11 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
                        flops, g_fwd, g_bwd, _host_fwd(w, job, style, k))
 
 
-def _elem_and_hbm(r: Rates, elem: float, hbm: float) -> float:
-    """Seconds of the layer's elementwise bytes (``Rates.elem_time``) plus bytes streamed through HBM; one
-    ``mem_time`` where both rates are the same (the H200, non-Hopper GPUs: unchanged to the last bit)."""
-    if r.elem_bytes in (0.0, r.hbm_bytes):
+def _elem_and_hbm(r: Rates, elem: float, hbm: float, eager: bool = True) -> float:
+    """Seconds of the layer's eager elementwise bytes (``Rates.elem_time``) plus bytes streamed through HBM; one
+    ``mem_time`` where both rates are the same (the H200, non-Hopper GPUs: unchanged to the last bit) or for fused
+    kernels (``eager`` false)."""
+    if not eager or r.elem_bytes in (0.0, r.hbm_bytes):
         return r.mem_time(elem + hbm)
     return r.elem_time(elem) + r.mem_time(hbm)
 

@@ -353,7 +353,8 @@ def _h100_section(h: str) -> list[str]:
                   f"{sm['held_out']['max_pct']:.1f}%), every case within its error bar "
                   "(`tests/test_h100_time.py`). What else moved: the published H100 rows of PyTorch stacks "
                   "(llm-foundry's H100 tables, torchtitan's two H100 rows, AutoModel) read faster; Megatron / NeMo "
-                  "rows (fused kernels) and every row on a GPU of another architecture (A100, B200, ...) did not move."), "",
+                  "rows (fused kernels) and every row on a GPU of another architecture (A100, B200, ...) did not "
+                  "move."), "",
             *table_lines(), ""]
 
 

@@ -331,9 +331,9 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     # (eager kernels only: fused ones -- Megatron, Transformer Engine -- keep those intermediates in registers and
     # shared memory already, ``fused_ratio``, and what they move is the compulsory HBM traffic)
     eager = not style.fused
-    fwd = g_fwd + a_fwd + _elem_and_hbm(r, e_fwd, c_fwd + wt_fwd, eager)
-    bwd = g_bwd + a_bwd + _elem_and_hbm(r, e_fwd * k.elem_bwd_ratio, c_bwd + wt_bwd, eager)
-    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, _elem_and_hbm(r, e_fwd, 0.0, eager))
+    fwd = g_fwd + a_fwd + _elem_and_hbm(r, eager, e_fwd, c_fwd, wt_fwd)
+    bwd = g_bwd + a_bwd + _elem_and_hbm(r, eager, e_fwd * k.elem_bwd_ratio, c_bwd, wt_bwd)
+    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, _elem_and_hbm(r, eager, e_fwd))
     cpu = _cpu_fwd(w, job, style, k)
     cpu_q = _cpu_qlora_fwd(w, job, k)
     if w.experts_local and not style.fused:
@@ -346,13 +346,16 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
                        flops, g_fwd, g_bwd, _host_fwd(w, job, style, k))
 
 
-def _elem_and_hbm(r: Rates, elem: float, hbm: float, eager: bool = True) -> float:
-    """Seconds of the layer's eager elementwise bytes (``Rates.elem_time``) plus bytes streamed through HBM; one
-    ``mem_time`` where both rates are the same (the H200, non-Hopper GPUs: unchanged to the last bit) or for fused
-    kernels (``eager`` false)."""
+def _elem_and_hbm(r: Rates, eager: bool, elem: float, *hbm: float) -> float:
+    """Seconds of the layer's eager elementwise bytes ``elem`` (``Rates.elem_time``) plus the ``hbm`` bytes streamed
+    through HBM; one ``mem_time`` of the sum, added in the same order, where both rates are the same (the H200,
+    non-Hopper GPUs: unchanged to the last bit) or for fused kernels (``eager`` false)."""
     if not eager or r.elem_bytes in (0.0, r.hbm_bytes):
-        return r.mem_time(elem + hbm)
-    return r.elem_time(elem) + r.mem_time(hbm)
+        total = elem
+        for x in hbm:
+            total += x
+        return r.mem_time(total)
+    return r.elem_time(elem) + r.mem_time(sum(hbm))
 
 
 def _recompute(job: Job, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,

@@ -15,6 +15,9 @@ Two kinds of constants (``docs/accuracy-time.md`` has the data behind each):
   ``tests/data/calibration_h200.json``: ``gemm_eff``, ``elem_scale``, ``autocast_extra``,
   ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps.
   Five-fold cross-validation of the first five: held-out median |error| 2.3%, p90 5.8%.
+- fitted on the H100 80GB HBM3 (issue 33, ``tests/data/stacks_h100_raw``, its 18 "fit" plain steps):
+  ``onchip_share``, the part of the eager elementwise chain that does not scale with HBM bandwidth (it does not
+  move the H200); held-out median |error| 2.4% over its 5 "held_out" steps.
 
 Formulas:
 
@@ -27,7 +30,9 @@ Formulas:
   ``attn_fwd_eff s / (s + attn_s0)`` of peak, the backward (2.5x the forward FLOPs: it recomputes ``QK^T``)
   at ``attn_bwd_eff s / (s + attn_bwd_s0)``, head dims below 128 scaled by ``(d/128)^attn_dim_exp``; measured
   with PyTorch SDPA on the H200 for s = 1k..16k.
-- Memory-bound kernels (norms, activations, casts, the optimizer): ``bytes / (hbm hbm_eff)``.
+- Memory-bound kernels (norms, activations, casts, the optimizer): ``bytes / (hbm hbm_eff)``; the decoder
+  layer's elementwise chain on Hopper GPUs other than the H200: ``bytes ((1 - f) / (hbm hbm_eff) + f /
+  (4.8 TB/s hbm_eff sms / 132))``, ``f = onchip_share`` (its on-chip, SM-bound part; fitted on the H100).
 - CPU-bound steps: eager PyTorch issues every kernel from Python; a micro-batch costs
   ``max(GPU time, CPU time)`` (the CPU runs ahead of the GPU until it is the slower of the two).
 """
@@ -125,6 +130,21 @@ class Constants:
     eager_fused_bwd_bytes: float = 11.0
     # HBM: 4.23-4.41 TB/s copy / cast / add on the H200 (of 4.8 datasheet).
     hbm_eff: float = 0.90
+    # The share of the decoder layer's elementwise time (norms, activations, rotary, residual adds, casts: the
+    # ``elem_*`` bytes below) that does not scale with the HBM bandwidth. Those kernels chain on tensors of one
+    # layer (``[b s h]`` bf16: 16-64 MiB at the measured shapes) that one kernel writes and the next reads, and
+    # the 50 MB L2 of GH100 (NVIDIA Hopper architecture in-depth, 2022; Hopper tuning guide 1.4.2.2: the L2
+    # serves the whole chip, access-policy windows aside) keeps a large part of that producer-consumer traffic
+    # on chip, where its rate is set by the SMs and clocks (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons
+    # of Bandwidth", 2023: L2 bandwidth far above HBM, bound by SM count and clock); the rest of such a kernel's
+    # time (launch tail, the partial last wave) is SM-bound too. The H200's per-byte cost (``hbm_eff`` above, the
+    # fitted ``elem_scale``) is split into (1 - share) that scales with the GPU's HBM bandwidth and ``share``
+    # that scales with its SM count, for GPUs of the H200's memory hierarchy (Hopper: the same GH100 die, L2 and
+    # clocks); other architectures keep the whole per-byte cost on HBM (no measurement of their L2). Fitted
+    # (least squares on log step time) on the 14 "fit" single-GPU baseline steps of the first H100 80GB HBM3
+    # measurements (tests/data/stacks_h100_raw, issue 33 item 3), the H200 calibration unchanged by
+    # construction; docs/accuracy-time.md, "H100".
+    onchip_share: float = 0.69
     # AdamW, copy-equivalent bytes per parameter (839M params in 100 tensors, H200, PyTorch 2.11):
     # fused fp32 6.83 ms, foreach fp32 18.6 ms, fused bf16 4.36 ms, foreach bf16 11.1 ms.
     adam_fused_fp32_bytes: float = 35.2
@@ -220,6 +240,7 @@ H200_FIT: Final = Constants()
 # The calibration GPU's datasheet figures (hardware_catalog h200-sxm-141gb): the reference for intensity_scale.
 H200_PEAK_BF16: Final = 989.5e12
 H200_HBM: Final = 4800e9
+H200_SM_COUNT: Final = 132  # hardware_catalog h200-sxm-141gb sm_count (the H100 SXM5's too: the same GH100 die)
 
 # Maximum achievable bf16 matmul FLOP/s as a fraction of the datasheet dense peak, per GPU. GPUs do not reach
 # the same fraction of their own peak: the fitted GEMM efficiency is the H200's and carries to another GPU
@@ -265,6 +286,7 @@ class Rates:
     k: Constants
     fa2_ratio: float = 1.0  # FlashAttention-2 (flash-attn) speed relative to the native kernel on this GPU
     intensity_scale: float = 1.0  # this GPU's FLOP per HBM byte over the H200's (GEMM saturation sizes)
+    elem_bytes: float = 0.0  # the layer elementwise kernels' copy-equivalent bytes/s (0: ``hbm_bytes``)
 
     def gemm_time(self, m: float, k: float, n: float, fp8: bool = False) -> float:
         """Roofline GEMM time in seconds (formula in the module docstring)."""
@@ -293,7 +315,13 @@ class Rates:
         return 2.5 * fwd_flops / max(self.peak_bf16 * eff * (self.fa2_ratio if fa2 else 1.0), 1e-9)
 
     def mem_time(self, nbytes: float) -> float:
+        """Seconds of a memory-bound kernel that streams ``nbytes`` through HBM (optimizer, weights, loss)."""
         return nbytes / self.hbm_bytes
+
+    def elem_time(self, nbytes: float) -> float:
+        """Seconds of the decoder layer's elementwise kernels moving ``nbytes`` copy-equivalent bytes: part of
+        it served on chip (:attr:`Constants.onchip_share`), at ``elem_bytes``; ``mem_time`` on the H200."""
+        return nbytes / self.elem_bytes if self.elem_bytes > 0.0 else nbytes / self.hbm_bytes
 
 
 def _dim_factor(head_dim: int, exp: float, wide_ratio: float = 1.0) -> float:
@@ -330,4 +358,19 @@ def _rates_for(gpu: GpuSpec, precision: str, k: Constants) -> Rates:
     gemm_eff = k.gemm_eff * gemm_fraction_scale(gpu)
     return Rates(gemm_flops=peak * gemm_eff, fp8_flops=fp8 * gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
                  peak_bf16=float(gpu.bf16_tflops_dense) * 1e12 if precision != "fp32" else peak, k=k,
-                 fa2_ratio=fa2, intensity_scale=intensity)
+                 fa2_ratio=fa2, intensity_scale=intensity, elem_bytes=_elem_bytes(gpu, hbm, k))
+
+
+def _elem_bytes(gpu: GpuSpec, hbm: float, k: Constants) -> float:
+    """The layer elementwise kernels' bytes/s (:attr:`Constants.onchip_share`): per byte, ``1 - share`` of the
+    H200's cost scaled by its HBM bandwidth over this GPU's, ``share`` by its SM count over this GPU's (L2 and SM
+    bound), on GPUs of the H200's memory hierarchy (Hopper with a catalog SM count); ``hbm`` elsewhere. Equals
+    ``hbm`` on the H200 itself."""
+    sms = getattr(gpu, "sm_count", None)
+    if str(getattr(gpu, "arch", "")) != "Hopper" or not sms:
+        return hbm
+    h200 = H200_HBM * k.hbm_eff
+    onchip = h200 * float(sms) / H200_SM_COUNT
+    if hbm == h200 and onchip == h200:
+        return hbm
+    return 1.0 / ((1.0 - k.onchip_share) / hbm + k.onchip_share / onchip)

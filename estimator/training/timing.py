@@ -351,9 +351,14 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     e_fwd = _elementwise_bytes(w, work, style, k, layout, liger)
     c_fwd, c_bwd = (_te_fp8_cast_bytes(w, shape, layout, job, k) if style.fused else _fp8_cast_bytes(w.gemms, k))
     wt_fwd, wt_bwd = _weight_bytes(w, job, layout, style, k)
-    fwd = g_fwd + a_fwd + r.mem_time(e_fwd + c_fwd + wt_fwd)
-    bwd = g_bwd + a_bwd + r.mem_time(e_fwd * k.elem_bwd_ratio + c_bwd + wt_bwd)
-    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, r.mem_time(e_fwd))
+    # the elementwise chain on activation-sized tensors (partly L2-served: ``Rates.elem_time``); the weights' and
+    # the fp8 casts' bytes stream through HBM
+    # (eager kernels only: fused ones -- Megatron, Transformer Engine -- keep those intermediates in registers and
+    # shared memory already, ``fused_ratio``, and what they move is the compulsory HBM traffic)
+    eager = not style.fused
+    fwd = g_fwd + a_fwd + _elem_and_hbm(r, eager, e_fwd, c_fwd, wt_fwd)
+    bwd = g_bwd + a_bwd + _elem_and_hbm(r, eager, e_fwd * k.elem_bwd_ratio, c_bwd, wt_bwd)
+    recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, _elem_and_hbm(r, eager, e_fwd))
     cpu = _cpu_fwd(w, job, style, k)
     cpu_q = _cpu_qlora_fwd(w, job, k)
     if w.experts_local and not style.fused:
@@ -364,6 +369,18 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,
                        flops, g_fwd, g_bwd, _host_fwd(w, job, style, k))
+
+
+def _elem_and_hbm(r: Rates, eager: bool, elem: float, *hbm: float) -> float:
+    """Seconds of the layer's eager elementwise bytes ``elem`` (``Rates.elem_time``) plus the ``hbm`` bytes streamed
+    through HBM; one ``mem_time`` of the sum, added in the same order, where both rates are the same (the H200,
+    non-Hopper GPUs: unchanged to the last bit) or for fused kernels (``eager`` false)."""
+    if not eager or r.elem_bytes in (0.0, r.hbm_bytes):
+        total = elem
+        for x in hbm:
+            total += x
+        return r.mem_time(total)
+    return r.elem_time(elem) + r.mem_time(sum(hbm))
 
 
 def _recompute(job: Job, w: LayerWork, fwd: float, g_fwd: float, a_fwd: float,

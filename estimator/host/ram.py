@@ -39,7 +39,7 @@ from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.training.activations import offloaded_activation_bytes
+from estimator.training.activations import pinned_offload_bytes
 from estimator.training.checkpoint import CheckpointSize
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -167,8 +167,8 @@ def process_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSiz
             train.update({k: v for k, v in offload.items() if v})
         train["framework_baseline"] = base
         train["nccl"] = nccl
-        offloaded = offloaded_activation_bytes(job, shape, layout, stage)
-        if offloaded:  # issue 29: pinned host copies of the saved activations (only then is the key present)
+        offloaded = pinned_offload_bytes(job, shape, layout, stage)
+        if offloaded:  # issue 29/33: pinned host copies of the saved activations (only then is the key present)
             train["offloaded_activations"] = offloaded
         if options.async_checkpoint:
             train["checkpoint_staging"] = ckpt.per_rank_bytes

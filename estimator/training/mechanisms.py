@@ -54,6 +54,7 @@ __all__ = [
     "loss_transient_fp32_bytes",
     "muon_gather_bytes",
     "muon_newton_schulz_flops",
+    "offload_hook_pinned_bytes",
     "offload_split",
     "offload_transfer_seconds",
 ]
@@ -171,6 +172,35 @@ def offload_split(mode: str, stored_bytes: int, layers: int, checkpoint_bytes: i
     in_flight = min(checkpoint_bytes, 2 * checkpoint_bytes // layers)
     host = checkpoint_bytes - in_flight
     return stored_bytes - host, host
+
+
+def offload_hook_pinned_bytes(layers: int, stored_per_layer: int, weight_casts: int, outside_layers: int) -> int:
+    """Pinned host bytes one rank holds at the end of forward under a saved-tensors offloading hook
+    (``training.activation_offloading="all"``: TRL ``get_act_offloading_ctx_manager`` / torchtune
+    ``OffloadActivations``; huggingface/trl ``trl/models/activation_offloading.py`` @0167b7df, ported from
+    pytorch/torchtune ``torchtune/training/_activation_offloading.py``).
+
+    ``pack_tensor`` gives every saved tensor of at least ``min_offload_size`` = 1 KiB that is not a parameter
+    (nor a parameter's storage) its own ``torch.empty_like(..., pin_memory=True)`` copy, once per storage
+    (``storage_to_tensor_id`` deduplicates tensors saved twice), and ``unpack_tensor`` drops a copy only when
+    backward reads it: at the end of forward the host holds a copy of everything saved, on *every* layer (the two
+    layers the GPU keeps in flight are GPU copies beside their host copies). Summed:
+
+    - ``layers x stored_per_layer``: what each layer keeps between forward and backward. Under
+      non-reentrant checkpointing the layer's inner saves go to the checkpoint's own hooks (innermost hooks win)
+      and only its inputs reach the offloading hook (``torch/utils/checkpoint.py`` ``_NoopSaveInputs``
+      ``ctx.save_for_backward(*args)``, outside the checkpoint's ``saved_tensors_hooks``);
+    - ``weight_casts``: under ``torch.autocast`` with fp32 weights each linear saves the bf16 *copy* of its weight
+      (autocast's cast cache, not a parameter, so the hook offloads it) where the layer is not checkpointed;
+    - ``outside_layers``: what is saved outside the decoder layers: the embedding's indices, the final norm's
+      tensors and the loss's (the LM head itself runs under TRL's ``NoOpManager``: its input and weight stay).
+
+    The caching host allocator rounds a *block* up to a power of two (``aten/src/ATen/core/CachingHostAllocator.h``
+    ``allocate``: ``c10::llvm::PowerOf2Ceil(size)``) but the H100 measurements (torch 2.11,
+    ``tests/data/stacks_h100_raw``) show neither the rounding in ``host_memory_stats()`` nor in the RSS (a
+    3.9 GiB fp32 log-probability copy would pin 8 GiB): the figure is the requested bytes.
+    """
+    return max(0, layers * stored_per_layer + weight_casts + outside_layers)
 
 
 def offload_transfer_seconds(host_bytes: int, pcie_bytes_per_s: float, compute_seconds: float) -> float:

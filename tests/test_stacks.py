@@ -215,7 +215,10 @@ def test_offloading_moves_activations_to_host_ram_and_pcie_time_into_the_step() 
     off = _run("h200-sxm-141gb", activation_checkpointing="none", activation_offloading="all")
     assert off.memory.breakdown_bytes.activations < kept.memory.breakdown_bytes.activations / 10
     host = off.host.ram_breakdown_bytes["offloaded_activations"]
-    assert host == pytest.approx(kept.memory.breakdown_bytes.activations * 30 / 32, rel=0.02)  # all but 2 layers
+    # every layer's copy lives on the host until backward reads it (the 2 layers in flight too), with autocast's
+    # bf16 weight copies and what is saved outside the layers (tests/test_offload_host.py: measured on an H100)
+    assert host > kept.memory.breakdown_bytes.activations * 30 / 32
+    assert host == off.host.pinned_offload_bytes
     assert "offloaded_activations" not in kept.host.ram_breakdown_bytes
     assert off.time.step_time_s > kept.time.step_time_s  # ~100 GB each way does not hide behind the compute
 

@@ -74,6 +74,9 @@ class HostRam:
     node_phase: str
     load_phase_node_bytes: int
     train_phase_node_bytes: int
+    # issue 33 item 4: pinned host bytes of activation offloading in the training phase (rank 0; its node)
+    pinned_offload_per_process: int = 0
+    pinned_offload_per_node: int = 0
 
     @property
     def per_process(self) -> int:
@@ -242,4 +245,6 @@ def _host_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
     process_phase = "load" if r0_load.total > r0_train.total else "train"
     return HostRam(busiest_process=r0_load if process_phase == "load" else r0_train, process_phase=process_phase,
                    node_items=node_load if node_phase == "load" else node_train, node_phase=node_phase,
-                   load_phase_node_bytes=load_total, train_phase_node_bytes=train_total)
+                   load_phase_node_bytes=load_total, train_phase_node_bytes=train_total,
+                   pinned_offload_per_process=r0_train.items.get("offloaded_activations", 0),
+                   pinned_offload_per_node=node_train.get("offloaded_activations", 0))

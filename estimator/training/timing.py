@@ -40,7 +40,7 @@ from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
 from estimator.response import TimeResult
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
-from estimator.training.activations import offloaded_activation_bytes
+from estimator.training.activations import pinned_offload_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
@@ -753,8 +753,9 @@ def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gp
                             stage: str) -> float:
     """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
     :func:`estimator.training.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
-    come back in backward on a side stream."""
-    host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
+    come back in backward on a side stream: every pinned byte, each way
+    (:func:`estimator.training.activations.pinned_offload_bytes`, issue 33 item 4)."""
+    host = pinned_offload_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
     pcie = float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF
     return offload_transfer_seconds(host, pcie, mb.total)
 

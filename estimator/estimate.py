@@ -200,8 +200,8 @@ def _unmeasured_uncached(job: Job, layout: Layout) -> tuple[tuple[str, ...], tup
     reasons = _unmeasured_memory_reasons(job, layout)
     if not reasons:
         return (), ()
-    return tuple(reasons), (Text("Memory error bar: no GPU measurement (H200, H100) covered %(what)s; the bar is at least "
-                                 "%(pct)s %% (docs/accuracy.md).", what=join(reasons, ", "),
+    return tuple(reasons), (Text("Memory error bar: no GPU measurement (H200, H100) covered %(what)s; the bar is "
+                                 "at least %(pct)s %% (docs/accuracy.md).", what=join(reasons, ", "),
                                  pct=Num(UNMEASURED_MEMORY_ERROR_PCT, ".0f")),)
 
 

@@ -134,6 +134,10 @@ class HostResult(_Frozen):
     power_btu_per_h: float = 0.0
     nodes_per_rack: int = 0
     notes: list[Message] = Field(default_factory=list)
+    # issue 33 item 4: pinned host memory of activation offloading (training.activation_offloading), part of
+    # ram_bytes_per_process / ram_bytes_per_node (the breakdown's offloaded_activations): one process, its node
+    pinned_offload_bytes: int = 0
+    pinned_offload_bytes_per_node: int = 0
 
 
 class ModelSummary(_Frozen):

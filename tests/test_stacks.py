@@ -11,7 +11,6 @@ from estimator.errors import UnsupportedCombinationError
 from estimator.request import EstimateRequest, Training
 from estimator.rules.stacks import MODELLED, STACK_DEFAULTS, stack_assumptions
 from estimator.training.mechanisms import (
-    OFFLOAD_HIDDEN_SHARE,
     liger_norm_bytes,
     liger_swiglu_saving,
     loss_bytes,
@@ -168,11 +167,12 @@ def test_liger_kernels_and_offloading() -> None:
     assert offload_split("all", 1000, 10, 100) == (200, 800)
     assert offload_split("checkpoints", 1000, 10, 100) == (920, 80)
     assert offload_transfer_seconds(0, 25e9, 1.0) == 0.0
-    # 0.8 s of PCIe, of which only OFFLOAD_HIDDEN_SHARE of the 1 s of compute hides (the hooks' stream syncs;
-    # fitted on the H100, tests/test_stacks_time.py); with the whole compute hiding it, nothing shows
-    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0) == pytest.approx(0.8 - OFFLOAD_HIDDEN_SHARE)
-    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0, hidden_share=1.0) == 0.0
-    assert offload_transfer_seconds(25 * 10**9, 25e9, 1.0, hidden_share=1.0) == pytest.approx(1.0)
+    # the layers' 0.8 s of PCIe (both ways) hide behind 1 s of compute; 2 s shows its 1 s excess
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0) == 0.0
+    assert offload_transfer_seconds(25 * 10**9, 25e9, 1.0) == pytest.approx(1.0)
+    # the loss's bytes at the forward/backward boundary have no compute beside them: serial both ways
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0, boundary_bytes=5 * 10**9) == pytest.approx(0.4)
+    assert offload_transfer_seconds(10 * 10**9, 25e9, 1.0, boundary_bytes=10 * 10**9) == pytest.approx(0.8)
 
 
 def test_muon_newton_schulz_and_gather() -> None:
@@ -222,7 +222,10 @@ def test_offloading_moves_activations_to_host_ram_and_pcie_time_into_the_step() 
     off = _run("h200-sxm-141gb", activation_checkpointing="none", activation_offloading="all")
     assert off.memory.breakdown_bytes.activations < kept.memory.breakdown_bytes.activations / 10
     host = off.host.ram_breakdown_bytes["offloaded_activations"]
-    assert host == pytest.approx(kept.memory.breakdown_bytes.activations * 30 / 32, rel=0.02)  # all but 2 layers
+    # every layer's copy lives on the host until backward reads it (the 2 layers in flight too), with autocast's
+    # bf16 weight copies and what is saved outside the layers (tests/test_offload_host.py: measured on an H100)
+    assert host > kept.memory.breakdown_bytes.activations * 30 / 32
+    assert host == off.host.pinned_offload_bytes
     assert "offloaded_activations" not in kept.host.ram_breakdown_bytes
     assert off.time.step_time_s > kept.time.step_time_s  # ~100 GB each way does not hide behind the compute
 

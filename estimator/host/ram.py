@@ -39,7 +39,7 @@ from estimator.host_options import GIB, HostOptions, host_defaults
 from estimator.job import Job
 from estimator.memo import BoundedMemo
 from estimator.model.spec import ModelShape
-from estimator.training.activations import offloaded_activation_bytes
+from estimator.training.activations import pinned_offload_bytes
 from estimator.training.checkpoint import CheckpointSize
 from estimator.training.layout import Layout
 from estimator.training.optimizers import optimizer_spec
@@ -74,6 +74,9 @@ class HostRam:
     node_phase: str
     load_phase_node_bytes: int
     train_phase_node_bytes: int
+    # issue 33 item 4: pinned host bytes of activation offloading in the training phase (rank 0; its node)
+    pinned_offload_per_process: int = 0
+    pinned_offload_per_node: int = 0
 
     @property
     def per_process(self) -> int:
@@ -167,8 +170,8 @@ def process_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSiz
             train.update({k: v for k, v in offload.items() if v})
         train["framework_baseline"] = base
         train["nccl"] = nccl
-        offloaded = offloaded_activation_bytes(job, shape, layout, stage)
-        if offloaded:  # issue 29: pinned host copies of the saved activations (only then is the key present)
+        offloaded = pinned_offload_bytes(job, shape, layout, stage)
+        if offloaded:  # issue 29/33: pinned host copies of the saved activations (only then is the key present)
             train["offloaded_activations"] = offloaded
         if options.async_checkpoint:
             train["checkpoint_staging"] = ckpt.per_rank_bytes
@@ -242,4 +245,6 @@ def _host_ram(job: Job, shape: ModelShape, layout: Layout, ckpt: CheckpointSize,
     process_phase = "load" if r0_load.total > r0_train.total else "train"
     return HostRam(busiest_process=r0_load if process_phase == "load" else r0_train, process_phase=process_phase,
                    node_items=node_load if node_phase == "load" else node_train, node_phase=node_phase,
-                   load_phase_node_bytes=load_total, train_phase_node_bytes=train_total)
+                   load_phase_node_bytes=load_total, train_phase_node_bytes=train_total,
+                   pinned_offload_per_process=r0_train.items.get("offloaded_activations", 0),
+                   pinned_offload_per_node=node_train.get("offloaded_activations", 0))

@@ -820,4 +820,5 @@ def host_result(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: S
         checkpoint_bytes_per_node=s.checkpoint.per_node_bytes, checkpoint_target=s.checkpoint_target,
         dataset_bytes=s.dataset_bytes, network_bytes_per_step_per_node=s.network.bytes_per_step_per_node,
         fabric=s.fabric, power_w_average=s.power_w_average, power_btu_per_h=s.btu_per_h,
-        nodes_per_rack=s.nodes_per_rack, notes=s.notes)
+        nodes_per_rack=s.nodes_per_rack, notes=s.notes, pinned_offload_bytes=s.ram.pinned_offload_per_process,
+        pinned_offload_bytes_per_node=s.ram.pinned_offload_per_node)

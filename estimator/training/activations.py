@@ -61,10 +61,13 @@ from estimator.training.mechanisms import (
     liger_norm_bytes,
     liger_swiglu_saving,
     loss_bytes,
+    offload_hook_pinned_bytes,
     offload_split,
 )
 
-__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offloaded_activation_bytes"]
+__all__ = ["ActivationModel", "ActivationRates", "activation_model", "activation_rates", "offload_loss_pinned_bytes",
+           "offloaded_activation_bytes",
+           "pinned_offload_bytes"]
 
 
 class ActivationModel:
@@ -546,3 +549,54 @@ def offloaded_activation_bytes(job: Job, shape: ModelShape, layout: Layout, stag
     layers = layout.layers_on(stage)
     stored = act.stored_per_layer_bytes * layers
     return offload_split(mode, stored, layers, stored)[1]
+
+
+def pinned_offload_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:
+    """Pinned host bytes one rank holds for ``training.activation_offloading`` (the host panel's
+    ``offloaded_activations`` and ``host.pinned_offload_bytes``).
+
+    ``all`` (TRL / torchtune's saved-tensors hook, :func:`estimator.training.mechanisms.offload_hook_pinned_bytes`):
+    every stored layer (not only the ones off the GPU: the host copy lives until backward reads it), the bf16
+    weight copies autocast makes where the layers are not checkpointed (a full fine-tune's fp32 weights), and what
+    is saved outside the layers: the embedding's int64 indices on the first stage; on the last the final norm's
+    tensors (:func:`_norm_bytes` plus the fp32 ``rsqrt`` per token) and the materialized loss's fp32
+    log-probabilities (``log_softmax`` saves its output, ``nll_loss`` the int64 targets; a softcap's tanh output
+    too). Chunked and fused losses add only their targets here (what their kernels keep was not measured offloaded).
+    ``checkpoints`` (Unsloth's offloaded checkpointer): :func:`offloaded_activation_bytes`. Measured on an H100
+    (``tests/test_offload_host.py``): within 2 % of ``torch.cuda.host_memory_stats()``'s pinned peak."""
+    mode = job.training.activation_offloading
+    if mode != "all":
+        return offloaded_activation_bytes(job, shape, layout, stage)
+    t = job.training
+    act = activation_model(job, shape, layout)
+    layers = layout.layers_on(stage)
+    tokens = act.tokens
+    residual, autocast = _regime(job, layout)
+    casts = 0
+    if autocast and t.method == "full" and t.activation_checkpointing != "full" and shape.dims.num_layers > 0:
+        d = shape.dims
+        idle = shape.moe_layers * (d.num_experts - d.experts_per_token) * shape.mlp_params(shape.expert_ffn) \
+            if shape.is_moe else 0
+        linear = shape.layer_params_total() - idle - shape.dims.num_layers * shape.norm_params_per_layer()
+        casts = int(2 * linear / shape.dims.num_layers * layers / layout.tp)
+    outside = 0
+    if stage in ("only", "first"):
+        outside += 8 * tokens  # the embedding's indices
+    if stage in ("only", "last"):
+        h = shape.dims.hidden_size
+        outside += int((_norm_bytes(h, residual, t.method == "full") + 4) * tokens)
+        outside += 8 * tokens  # the loss's int64 targets
+        outside += offload_loss_pinned_bytes(job, shape, layout, stage)
+    return offload_hook_pinned_bytes(layers, act.stored_per_layer_bytes, casts, outside)
+
+
+def offload_loss_pinned_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:
+    """The part of :func:`pinned_offload_bytes` the materialised loss saves (``log_softmax``'s fp32 output, a
+    softcap's tanh output) on the stage that holds the loss: copied out as forward ends and back as backward
+    starts (:func:`estimator.training.mechanisms.offload_transfer_seconds`'s ``boundary_bytes``)."""
+    t = job.training
+    if (t.activation_offloading != "all" or stage not in ("only", "last") or t.loss_kernel != "materialized"
+            or job.parallelism.framework == "megatron"):
+        return 0
+    logits = activation_model(job, shape, layout).tokens * shape.dims.vocab_size / layout.logits_tp
+    return int(4 * logits + (2 * logits if shape.dims.final_logit_softcapping else 0))

@@ -52,7 +52,6 @@ __all__ = [
     "LIGER_ROPE_RATIO",
     "LIGER_SWIGLU_RATIO",
     "NS_STEPS",
-    "OFFLOAD_HIDDEN_SHARE",
     "OFFLOAD_KEEP_LAYERS",
     "PINNED_BYTES_PER_S",
     "cce_head_bytes",
@@ -63,7 +62,7 @@ __all__ = [
     "loss_transient_fp32_bytes",
     "muon_gather_bytes",
     "muon_newton_schulz_flops",
-    "offload_loss_saved_bytes",
+    "offload_hook_pinned_bytes",
     "offload_split",
     "offload_transfer_seconds",
 ]
@@ -218,27 +217,8 @@ def cce_head_bytes(tokens: float, vocab_local: float, hidden: int) -> tuple[floa
 #: pinned host memory over PCIe, one direction, what ``non_blocking`` copies reach on a Gen5 x16 link
 #: (64 GB/s per direction nominal, catalog ``pcie_gbps_per_direction``; ~50 GB/s achievable with pinned memory)
 PINNED_BYTES_PER_S: Final = 50e9
-#: the share of a micro-batch's compute that hides activation offloading's copies: torchtune
-#: ``OffloadActivations`` (``torchtune/training/_activation_offloading.py``, what TRL's ``activation_offloading``
-#: copies as ``trl/models/activation_offloading.py``) puts the D2H copies on a side stream but waits on them
-#: before the next layer's tensors may reuse the memory (``s0.wait_stream(s1)`` / the ``fwd_stash`` events) and
-#: syncs the H2D prefetch before each unpack, so most of the copy is serial. Fitted on the two "fit" H100 cases
-#: (tests/data/stacks_h100_raw: l1b full 8k with checkpointing, 4k without; tests/test_stacks_time.py).
-OFFLOAD_HIDDEN_SHARE: Final = 0.05
 
 
-def offload_loss_saved_bytes(kernel: str, tokens: float, vocab_local: float, hidden: int) -> int:
-    """Bytes the loss saves for backward that the offloading hooks copy too: TRL wraps the whole
-    ``compute_loss`` (the model's forward with Hugging Face's in-model loss) in the ``saved_tensors_hooks`` and
-    excludes only the LM head (``NoOpManager`` on the output embeddings). Materialised: ``log_softmax``'s fp32
-    output (4 bytes per logit); torchtune's chunked loss: the bf16 logits and fp32 log-probabilities (6); TRL's
-    chunked and the fused losses: no logits (the bf16 input gradient or Jacobian, ``2 x tokens x hidden``)."""
-    logits = tokens * vocab_local
-    if kernel == "materialized":
-        return int(4 * logits)
-    if kernel == "chunked":
-        return int(6 * logits)
-    return int(2 * tokens * hidden)
 
 
 def liger_swiglu_saving(ffn: int) -> int:
@@ -270,15 +250,56 @@ def offload_split(mode: str, stored_bytes: int, layers: int, checkpoint_bytes: i
     return stored_bytes - host, host
 
 
+def offload_hook_pinned_bytes(layers: int, stored_per_layer: int, weight_casts: int, outside_layers: int) -> int:
+    """Pinned host bytes one rank holds at the end of forward under a saved-tensors offloading hook
+    (``training.activation_offloading="all"``: TRL ``get_act_offloading_ctx_manager`` / torchtune
+    ``OffloadActivations``; huggingface/trl ``trl/models/activation_offloading.py`` @0167b7df, ported from
+    pytorch/torchtune ``torchtune/training/_activation_offloading.py``).
+
+    ``pack_tensor`` gives every saved tensor of at least ``min_offload_size`` = 1 KiB that is not a parameter
+    (nor a parameter's storage) its own ``torch.empty_like(..., pin_memory=True)`` copy, once per storage
+    (``storage_to_tensor_id`` deduplicates tensors saved twice), and ``unpack_tensor`` drops a copy only when
+    backward reads it: at the end of forward the host holds a copy of everything saved, on *every* layer (the two
+    layers the GPU keeps in flight are GPU copies beside their host copies). Summed:
+
+    - ``layers x stored_per_layer``: what each layer keeps between forward and backward. Under
+      non-reentrant checkpointing the layer's inner saves go to the checkpoint's own hooks (innermost hooks win)
+      and only its inputs reach the offloading hook (``torch/utils/checkpoint.py`` ``_NoopSaveInputs``
+      ``ctx.save_for_backward(*args)``, outside the checkpoint's ``saved_tensors_hooks``);
+    - ``weight_casts``: under ``torch.autocast`` with fp32 weights each linear saves the bf16 *copy* of its weight
+      (autocast's cast cache, not a parameter, so the hook offloads it) where the layer is not checkpointed;
+    - ``outside_layers``: what is saved outside the decoder layers: the embedding's indices, the final norm's
+      tensors and the loss's (the LM head itself runs under TRL's ``NoOpManager``: its input and weight stay).
+
+    The caching host allocator rounds a *block* up to a power of two (``aten/src/ATen/core/CachingHostAllocator.h``
+    ``allocate``: ``c10::llvm::PowerOf2Ceil(size)``) but the H100 measurements (torch 2.11,
+    ``tests/data/stacks_h100_raw``) show neither the rounding in ``host_memory_stats()`` nor in the RSS (a
+    3.9 GiB fp32 log-probability copy would pin 8 GiB): the figure is the requested bytes.
+    """
+    return max(0, layers * stored_per_layer + weight_casts + outside_layers)
+
+
 def offload_transfer_seconds(host_bytes: int, pcie_bytes_per_s: float, compute_seconds: float,
-                             hidden_share: float = OFFLOAD_HIDDEN_SHARE) -> float:
-    """Seconds of PCIe transfer not hidden behind compute in one micro-batch: the bytes go to the host in
-    forward and come back in backward on a side stream; the hooks' stream syncs leave only ``hidden_share`` of
-    the compute to hide them behind (:data:`OFFLOAD_HIDDEN_SHARE`)."""
+                             boundary_bytes: int = 0) -> float:
+    """Seconds of activation offloading's PCIe copies not hidden behind one micro-batch's compute. The hooks
+    (torchtune ``OffloadActivations``, ``torchtune/training/_activation_offloading.py``; TRL's port in
+    ``trl/models/activation_offloading.py``) copy each saved tensor to the host on a side stream as forward goes
+    and prefetch it back one layer ahead in backward:
+
+    - the layers' bytes (``host_bytes - boundary_bytes``) overlap the compute: only their excess over it shows;
+    - the ``boundary_bytes`` saved at the loss (the materialised loss's fp32 log-probabilities) are copied out
+      when forward ends and needed back first thing in backward, with no compute between to hide them: both
+      directions are serial.
+
+    No fitted constant. On the H100 (tests/data/stacks_h100_raw, tests/test_stacks_time.py) this gives the
+    measured step ratios of the three offloaded cases: 8k tokens with checkpointing (the log-probabilities are
+    most of the bytes and all the cost), 4k without (the layers' 10 GiB outrun the compute) and, held out, 16k."""
     if host_bytes <= 0:
         return 0.0
-    transfer = 2 * host_bytes / pcie_bytes_per_s
-    return max(0.0, transfer - hidden_share * compute_seconds)
+    boundary = min(max(boundary_bytes, 0), host_bytes)
+    serial = 2 * boundary / pcie_bytes_per_s
+    layers = 2 * (host_bytes - boundary) / pcie_bytes_per_s
+    return serial + max(0.0, layers - compute_seconds)
 
 
 def muon_newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> float:

@@ -45,7 +45,7 @@ from estimator.model.spec import ModelShape
 from estimator.response import TimeResult
 from estimator.rules.stacks import liger_patches
 from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
-from estimator.training.activations import offloaded_activation_bytes
+from estimator.training.activations import offload_loss_pinned_bytes, pinned_offload_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
 from estimator.training.flops import Gemm, LayerWork, Workload, lora_fused, model_flops_per_step, workload
@@ -58,7 +58,6 @@ from estimator.training.mechanisms import (
     PINNED_BYTES_PER_S,
     cce_head_bytes,
     liger_flce_head_bytes,
-    offload_loss_saved_bytes,
     offload_transfer_seconds,
 )
 from estimator.training.optimizers import optimizer_spec
@@ -815,13 +814,12 @@ def activation_offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gp
                             stage: str) -> float:
     """PCIe time of activation offloading not hidden behind one micro-batch's compute (issue 29,
     :func:`estimator.training.mechanisms.offload_transfer_seconds`): the offloaded bytes go to the host in forward and
-    come back in backward on a side stream."""
-    host = offloaded_activation_bytes(job, shape, layout, "only" if layout.pp == 1 else stage)
-    if stage in ("last", "only") or layout.pp == 1:
-        work = workload(job, shape, layout, stage)
-        host += offload_loss_saved_bytes(job.training.loss_kernel, work.tokens, work.vocab_local, work.hidden)
+    come back in backward on a side stream: every pinned byte, each way
+    (:func:`estimator.training.activations.pinned_offload_bytes`, issue 33 item 4)."""
+    where = "only" if layout.pp == 1 else stage
+    host = pinned_offload_bytes(job, shape, layout, where)
     pcie = min(float(getattr(gpu, "pcie_gbps_per_direction", None) or 31.5) * 1e9 * PCIE_EFF, PINNED_BYTES_PER_S)
-    return offload_transfer_seconds(host, pcie, mb.total)
+    return offload_transfer_seconds(host, pcie, mb.total, offload_loss_pinned_bytes(job, shape, layout, where))
 
 
 # ----------------------------------------------------------------------------------------------- the step

@@ -290,14 +290,14 @@ def _attention_core(shape: ModelShape, job: Job) -> tuple[float, float]:
     rv = job
     a = shape.dims
     qd, kvd = a.num_attention_heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    qkv: float = 2 * qd + 2 * 2 * kvd
+    qkv: float = float(2 * qd + 2 * 2 * kvd)
     if a.fused_projections:
         # v is a view into the fused qkv output, so attention keeps that whole output alive; the rotary embedding
         # makes new q and k (``apply_rotary_pos_emb`` concatenates the rotated and, with a partial rotary, the
         # passed-through dims): saved are the fused output plus the rotated q and k (GPT-NeoX ``query_key_value``,
         # Phi-3 ``qkv_proj``; traced, see ``_layer_norms_bytes``)
         qkv += 2 * qd + 2 * kvd
-    rest: float = 2 * qd + 4 * a.num_attention_heads  # out, lse
+    rest: float = float(2 * qd + 4 * a.num_attention_heads)  # out, lse
     if _effective_attention(shape, job) == "eager":
         grouped_qkv, scores = _eager_attention_bytes(shape, job)
         rest = scores  # no log-sum-exp; the output is o_proj's input (:func:`_linear_inputs`)

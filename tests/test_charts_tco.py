@@ -95,7 +95,9 @@ def test_cost_vs_time_by_label_gives_each_server_its_own_trace() -> None:
 def test_upgrade_payback_chart_lines_life_and_break_even() -> None:
     a100 = JOB.model_copy(update={"server_id": "nvidia-dgx-a100-640gb", "gpu_id": "a100-sxm4-80gb",
                                   "time_to_train_s": 10 * 86400})
-    h100 = JOB.model_copy(update={"time_to_train_s": 4 * 86400, "server_price_usd": 330_000})
+    # priced so the H100 pair costs more up front (its two-node network is one designed switch, the DGX A100's
+    # 200G NICs keep the flat per-node network figure: at $330,000 the H100 pair was already cheaper)
+    h100 = JOB.model_copy(update={"time_to_train_s": 4 * 86400, "server_price_usd": 450_000})
     u = compare_upgrade(a100, h100, A)
     fig = upgrade_payback_figure(u, "DGX A100", "DGX H100")
     cur, cand = fig.data[0], fig.data[1]

@@ -133,3 +133,24 @@ def test_paged_states_are_compared_with_what_each_counter_sees() -> None:
     assert paged["predicted_gpu_bytes"] == plain["predicted_gpu_bytes"]  # both on the GPU
     assert {"reserved_error_pct", "gpu_error_pct", "error_pct"} <= paged.keys()
     assert paged["fit_verdict"] in {"fits", "at_risk", "does_not_fit"}
+
+
+def test_step_time_within_the_bar_each_estimate_carries() -> None:
+    """Issue 29 / 33 on the H100: each measured case's step time within the error bar its estimate carries (the
+    single-GPU class's, or its mechanisms' bar from their fit cases: estimator/data/accuracy.json); held-out cases
+    inside at >= 80 %. The one known miss is bitsandbytes' 8-bit AdamW held out (+16.8 % against 14 %: its update
+    kernel's constants were fitted on the H200 and not refitted)."""
+    by_id = {c["id"]: c for c in load_measured(issues=(29, 33))}
+    rows = [r for r in compare(list(by_id.values())) if "step_error_pct" in r]
+    assert len(rows) >= 50
+    outside, held, held_in = [], 0, 0
+    for r in rows:
+        bar = estimate(EstimateRequest.model_validate(request_for(by_id[r["id"]]))).time.error_bar_pct
+        inside = abs(r["step_error_pct"]) <= bar
+        if r["holdout"] == "held_out":
+            held += 1
+            held_in += inside
+        if not inside:
+            outside.append((r["id"], round(r["step_error_pct"], 1), bar))
+    assert [o[0] for o in outside] in ([], ["h100-l1b-full-mixed-fused-b1-s2048-ck-adamw-8bit"]), outside
+    assert held_in / held >= 0.8

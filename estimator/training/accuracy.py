@@ -18,14 +18,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 from estimator.job import Job
-from estimator.rules.stacks import unmeasured_mechanisms
+from estimator.rules.stacks import MECHANISM_OPTIMIZERS, memory_mechanism_keys, unmeasured_mechanisms
 from estimator.training.optimizers import OPTIMIZERS
 
 if TYPE_CHECKING:
     from estimator.training.layout import Layout
 
-__all__ = ["accuracy_table", "held_out_bar", "mechanism_memory_bar_pct", "memory_error_bar_pct", "p90", "time_class",
-           "time_error_bar_pct",
+__all__ = ["accuracy_table", "held_out_bar", "job_time_mechanism_bar_pct", "mechanism_memory_bar_pct",
+           "mechanism_time_bar_pct", "memory_error_bar_pct", "p90", "time_class", "time_error_bar_pct",
            "time_error_bars", "time_kind_measured"]
 
 DEFAULT_MEMORY_ERROR_PCT: Final = 10.0
@@ -58,6 +58,32 @@ def mechanism_memory_bar_pct(keys: Sequence[str]) -> float | None:
     if any(k not in table for k in keys):
         return None
     return max((float(table[k]) for k in keys), default=0.0)
+
+
+def mechanism_time_bar_pct(keys: Sequence[str]) -> float | None:
+    """The largest step-time error bar of the request's issue-29 mechanisms (as :func:`mechanism_memory_bar_pct`,
+    from ``mechanism_time_error_bar_pct``: the p90 |error| of each mechanism's fit cases on one H100); 0 with none;
+    ``None`` when one of them was never measured."""
+    table = accuracy_table().get("mechanism_time_error_bar_pct", {})
+    if any(k not in table for k in keys):
+        return None
+    return max((float(table[k]) for k in keys), default=0.0)
+
+
+def _time_mechanism_keys(training: Any) -> list[str]:
+    """The mechanism keys whose step-time bar applies: an optimizer whose step time the H200 calibration measured
+    (8-bit AdamW among them) keeps its class's bar, the others take their H100 mechanism's."""
+    keys = memory_mechanism_keys(training)
+    if training.optimizer in MEASURED_OPTIMIZERS:
+        keys = [k for k in keys if not k.startswith("optimizer:")]
+    return keys
+
+
+def job_time_mechanism_bar_pct(job: Job, layout: Layout) -> float:
+    """The step-time bar the job's mechanisms add on one GPU (0 on several: they were measured on one)."""
+    if layout.world_size > 1:
+        return 0.0
+    return mechanism_time_bar_pct(_time_mechanism_keys(job.training)) or 0.0
 
 
 def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
@@ -98,9 +124,12 @@ def time_kind_measured(job: Job, layout: Layout, gpu_id: str) -> bool:
     precisions = ("bf16-mixed", "bf16-true", "fp8-mixed") if megatron and layout.world_size > 1 else (
         "bf16-mixed", "bf16-true")
     # fused LoRA kernels outside Megatron (AutoModel's triton adapters) were checked on published rows only
-    common = (t.precision in precisions and t.optimizer in MEASURED_OPTIMIZERS
+    # the issue-29 mechanisms (and their optimizers) were measured on one H100: measured there, not on several
+    mechanisms = layout.world_size <= 1 and mechanism_time_bar_pct(_time_mechanism_keys(t)) is not None
+    common = ((t.precision in precisions) and (t.optimizer in MEASURED_OPTIMIZERS
+                                               or (mechanisms and t.optimizer in MECHANISM_OPTIMIZERS))
               and p.offload == "none" and (layout.cp == 1 or megatron) and layout.ep == 1
-              and (megatron or t.lora_kernel != "fused") and not unmeasured_mechanisms(t))
+              and (megatron or t.lora_kernel != "fused") and (mechanisms or not unmeasured_mechanisms(t)))
     if layout.world_size <= 1:
         return (common and gpu_id in MEASURED_SINGLE_GPU_IDS and t.attention in ("sdpa", "eager")
                 and p.framework == "pytorch")
@@ -124,7 +153,7 @@ def time_class(multi_gpu: bool, framework: str = "pytorch", seq_len: int = 0, ho
 
 
 def time_error_bar_pct(multi_gpu: bool, measured_kind: bool = True, framework: str = "pytorch",
-                       seq_len: int = 0, host_bound: bool = False) -> float:
+                       seq_len: int = 0, host_bound: bool = False, mechanism_bar: float = 0.0) -> float:
     """The held-out-calibrated step-time error bar of the class (:func:`time_class`, :func:`held_out_bar`).
     Kinds never measured (:func:`time_kind_measured`) get at least the ``unmeasured_floor`` class; a launch-bound
     step (``host_bound``) gets at least the ``host_bound`` class, never less than its own class would give."""
@@ -133,6 +162,7 @@ def time_error_bar_pct(multi_gpu: bool, measured_kind: bool = True, framework: s
                                                              else "single_gpu", DEFAULT_TIME_ERROR_PCT))
     if host_bound:
         bar = max(bar, _class_pct("time_error_bar_pct", "host_bound", bar))
+    bar = max(bar, mechanism_bar)  # an issue-29 mechanism's own bar (job_time_mechanism_bar_pct)
     if measured_kind:
         return bar
     return max(bar, _class_pct("time_error_bar_pct", "unmeasured_floor", DEFAULT_TIME_ERROR_PCT))

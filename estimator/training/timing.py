@@ -44,7 +44,7 @@ from estimator.messages import Num, Text
 from estimator.model.spec import ModelShape
 from estimator.response import TimeResult
 from estimator.rules.stacks import liger_patches
-from estimator.training.accuracy import time_error_bar_pct, time_kind_measured
+from estimator.training.accuracy import job_time_mechanism_bar_pct, time_error_bar_pct, time_kind_measured
 from estimator.training.activations import offload_loss_pinned_bytes, pinned_offload_bytes
 from estimator.training.comm import Fabric, collective_time, fabric_for, place_group
 from estimator.training.efficiency import H200_FIT, Constants, GpuSpec, Rates, rates_for
@@ -853,7 +853,7 @@ def _host_bound_notes(job: Job, gpu: GpuSpec, layout: Layout, ratio: float) -> l
     gid = str(getattr(gpu, "id", "") or "")
     v = job
     bar = time_error_bar_pct(layout.world_size > 1, time_kind_measured(job, layout, gid), v.parallelism.framework,
-                             v.training.seq_len, True)
+                             v.training.seq_len, True, job_time_mechanism_bar_pct(job, layout))
     return [Text("Step time: launch-bound. Issuing each forward from Python (eager PyTorch and Hugging Face "
                  "modules, one kernel launch at a time, and peft's per-adapter path) takes about %(ratio)sx the "
                  "GPU time of the work it issues, so the host CPU, not the GPU, sets the pace. The model prices "
@@ -1152,5 +1152,5 @@ def _result(job: Job, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Wor
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
                           job, layout, str(getattr(gpu, "id", "") or "")), rv.parallelism.framework, t.seq_len,
-                          mb.host_bound),
+                          mb.host_bound, job_time_mechanism_bar_pct(job, layout)),
                       flops_per_step=model_flops, breakdown_s=breakdown)

@@ -1,0 +1,182 @@
+"""Issue 29's plain-PyTorch mechanisms under FSDP2 on 8 ranks, traced on the CPU (no GPU measured them).
+
+Run: ``PYTHONPATH=. python benchmarks/check/trace_fsdp_mechanisms.py`` (a few minutes on two cores) writes
+``tests/data/cpu_trace_fsdp_mechanisms.json``, read by ``tests/test_fsdp_mechanisms_trace.py``.
+
+Each case is traced by ``capplan check --trace``'s machinery (:func:`app.check.trace.trace`: the model built from
+its config on the meta device, FSDP2 ``fully_shard`` on every decoder layer and the root over a fake process group,
+``FakeTensorMode``, every live storage counted in a ``TorchDispatchMode``, rank 0's peak), with two mechanisms put
+in, as ``benchmarks/calibration/measure_stacks.py`` runs them on the GPU:
+
+- the torchtune loss (``CEWithChunkedOutputLoss``'s algorithm in plain torch, measure_stacks.py ``make_loss``
+  ``"torchtune"``): the LM head on 8 sequence chunks (the bf16 logits of every chunk kept), each chunk upcast to
+  fp32 inside the loss. It replaces the causal-LM module's ``forward`` on the instance, so FSDP2's root hooks
+  (the tied embedding / LM head all-gather) still run around it;
+- Muon (``torch.optim.Muon`` on the 2-D decoder matrices, ``torch.optim.AdamW`` on the embedding / LM head and the
+  norms, measure_stacks.py ``make_optimizer("muon")``). Under FSDP2 its parameters are DTensors sharded on dim 0;
+  Newton-Schulz's ``X @ X.mT`` on them makes DTensor gather the matrix (the trace counts what it allocates).
+
+First the two single-GPU cases the H100 measured (``tests/data/stacks_h100_raw``, all 16 layers of Llama 3.2 1B) are
+traced on one rank, to show the trace reproduces the GPU for these mechanisms; then the same requests on 8 ranks.
+Each case's estimate (``estimator.estimate`` on the request, ``hardware.gpus_per_node`` 8 and
+``parallelism.sharding`` ``"fsdp"`` for the FSDP2 cases) is stored beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "tests" / "data" / "cpu_trace_fsdp_mechanisms.json"
+RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
+
+LLAMA32_1B = {"name": "Llama 3.2 1B", "source": "meta-llama/Llama-3.2-1B config.json", "num_layers": 16,
+              "hidden_size": 2048, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 8192,
+              "vocab_size": 128256, "tied_embeddings": True}
+N_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8), as measure_stacks.py
+
+#: (id, H100 case it reproduces or None, loss, optimizer, seq_len, ranks)
+CASES: list[tuple[str, str | None, str, str, int, int]] = [
+    ("l1b-full-mixed-s4096-ck-losstorchtune-w1", "h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune",
+     "torchtune", "adamw", 4096, 1),
+    ("l1b-full-mixed-s2048-ck-muon-w1", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon", "hf", "muon", 2048, 1),
+    ("l1b-full-mixed-s4096-ck-losstorchtune-fsdp8", None, "torchtune", "adamw", 4096, 8),
+    ("l1b-full-mixed-s4096-ck-materialized-fsdp8", None, "hf", "adamw", 4096, 8),
+    ("l1b-full-mixed-s2048-ck-muon-fsdp8", None, "hf", "muon", 2048, 8),
+    ("l1b-full-mixed-s8192-ck-losstorchtune-muon-fsdp8", None, "torchtune", "muon", 8192, 8),
+]
+
+
+def request_body(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
+    tr: dict[str, Any] = {"method": "full", "precision": "bf16-mixed", "optimizer": optimizer,
+                          "optimizer_impl": "for-loop" if optimizer == "muon" else "fused", "micro_batch_size": 1,
+                          "seq_len": seq, "gradient_accumulation_steps": 1, "activation_checkpointing": "full",
+                          "attention": "sdpa", "loss_kernel": "chunked" if loss == "torchtune" else "materialized"}
+    return {"model": dict(LLAMA32_1B), "training": tr,
+            "parallelism": {"sharding": "fsdp" if ranks > 1 else "none", "framework": "pytorch"},
+            "hardware": {"gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": ranks}}
+
+
+class Combined:
+    """Muon on the 2-D decoder matrices and AdamW on the rest, stepped together (measure_stacks.py ``Combined``)."""
+
+    def __init__(self, opts: list[Any]) -> None:
+        self.opts = opts
+
+    def step(self) -> None:
+        for o in self.opts:
+            o.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+
+def muon_optimizer(vocab: int) -> Any:
+    def make(request: Any, params: list[nn.Parameter], traced: bool = False) -> Any:
+        # the embedding and the (tied) LM head are the 2-D parameters with a vocabulary-sized dimension
+        mats = [p for p in params if p.dim() == 2 and vocab not in tuple(p.shape)]
+        rest = [p for p in params if not (p.dim() == 2 and vocab not in tuple(p.shape))]
+        kw = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+        return Combined([torch.optim.Muon(mats, lr=1e-5, weight_decay=0.01), torch.optim.AdamW(rest, fused=True, **kw)])
+    return make
+
+
+def chunked_forward(self: nn.Module, input_ids: Any = None, labels: Any = None, **_: Any) -> Any:
+    """torchtune CEWithChunkedOutputLoss's algorithm (measure_stacks.py ``make_loss("torchtune")``)."""
+    h = self.model(input_ids=input_ids).last_hidden_state
+    shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
+    logits = [self.lm_head(hc) for hc in h.chunk(N_CHUNKS, dim=1)]
+    total = torch.zeros((), device=h.device)
+    for lg, lb in zip(logits, shifted.chunk(N_CHUNKS, dim=1), strict=True):
+        lf = lg.float()
+        total = total + nn.functional.cross_entropy(lf.reshape(-1, lf.size(-1)), lb.reshape(-1), reduction="sum",
+                                                    ignore_index=-100)
+    return types.SimpleNamespace(loss=total / (shifted != -100).sum())
+
+
+def h100_peak(case_id: str) -> int | None:
+    for path in sorted(RAW.glob("call*_results.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if r.get("id") == case_id and r.get("status") == "ok":
+                return int(r["measured"]["peak_allocated_bytes"])
+    return None
+
+
+def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
+    import app.check.trace as T
+    from estimator import EstimateRequest, estimate
+
+    body = request_body(loss, optimizer, seq, ranks)
+    req = EstimateRequest.model_validate(body)
+    est = estimate(req)
+    build, make_opt = T._build, T._optimizer
+
+    def build_with_loss(request: Any, cfg: Any) -> nn.Module:
+        model = build(request, cfg)
+        if loss == "torchtune":
+            model.forward = types.MethodType(chunked_forward, model)
+        return model
+
+    T._build = build_with_loss
+    if optimizer == "muon":
+        T._optimizer = muon_optimizer(LLAMA32_1B["vocab_size"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = T.trace(req, est)
+    finally:
+        T._build, T._optimizer = build, make_opt
+    mem = est.memory
+    return {"request": body, "traced_peak_bytes": res.peak_allocated_bytes, "traced_peak_phase": res.peak_phase,
+            "traced_parts_bytes": res.parts_bytes, "trace_seconds": round(res.seconds, 1), "notes": res.notes,
+            "estimated_peak_bytes": int(mem.peak_allocated_bytes - mem.managed_bytes),
+            "estimated_memory_error_bar_pct": mem.error_bar_pct}
+
+
+def main() -> None:
+    import peft
+    import transformers
+
+    from estimator.response import ESTIMATOR_VERSION
+
+    only = set(sys.argv[1:])
+    out: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() and only else {}
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    out.update({"what": __doc__.split("\n\n")[1].replace("\n", " ") + " " + __doc__.split("\n\n")[3].replace("\n", " "),
+                "made_by": "benchmarks/check/trace_fsdp_mechanisms.py", "git_sha": sha,
+                "estimator_version": ESTIMATOR_VERSION,
+                "when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                "host": f"{platform.machine()} CPU, {platform.system()}, shared 2 cores",
+                "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                             "peft": peft.__version__, "python": platform.python_version()}})
+    cases = out.setdefault("cases", {})
+    for cid, h100, loss, optimizer, seq, ranks in CASES:
+        if only and cid not in only:
+            continue
+        print(cid, file=sys.stderr, flush=True)
+        row = {"loss": loss, "optimizer": optimizer, "seq_len": seq, "ranks": ranks,
+               **run_case(loss, optimizer, seq, ranks)}
+        if h100:
+            row["h100_case"] = h100
+            row["h100_peak_allocated_bytes"] = h100_peak(h100)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("request",)}), file=sys.stderr, flush=True)
+        cases[cid] = row
+        OUT.write_text(json.dumps(out, indent=1) + "\n")
+    print(OUT)
+
+
+if __name__ == "__main__":
+    main()

@@ -115,6 +115,26 @@ def h100_peak(case_id: str) -> int | None:
     return None
 
 
+def stage_counter(T: Any, seen: dict[str, int]) -> type:
+    """``capplan check --trace``'s counter, also keeping the highest live bytes of each stage (forward, backward,
+    optimizer): the optimizer step's own peak is where Muon's gathered matrices would show."""
+
+    class StageCounter(T.LiveCounter):  # type: ignore[misc,name-defined]
+        def _mark(self) -> None:
+            if self.current > seen.get(self.stage, 0):
+                seen[self.stage] = self.current
+
+        def add(self, t: Any, phase: str | None = None) -> None:
+            super().add(t, phase)
+            self._mark()
+
+        def resized(self, st: Any) -> None:
+            super().resized(st)
+            self._mark()
+
+    return StageCounter
+
+
 def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
     import app.check.trace as T
     from estimator import EstimateRequest, estimate
@@ -122,7 +142,9 @@ def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
     body = request_body(loss, optimizer, seq, ranks)
     req = EstimateRequest.model_validate(body)
     est = estimate(req)
-    build, make_opt = T._build, T._optimizer
+    build, make_opt, counter = T._build, T._optimizer, T.LiveCounter
+    stages: dict[str, int] = {}
+    T.LiveCounter = stage_counter(T, stages)
 
     def build_with_loss(request: Any, cfg: Any) -> nn.Module:
         model = build(request, cfg)
@@ -138,10 +160,12 @@ def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             res = T.trace(req, est)
     finally:
-        T._build, T._optimizer = build, make_opt
+        T._build, T._optimizer, T.LiveCounter = build, make_opt, counter
     mem = est.memory
     return {"request": body, "traced_peak_bytes": res.peak_allocated_bytes, "traced_peak_phase": res.peak_phase,
-            "traced_parts_bytes": res.parts_bytes, "trace_seconds": round(res.seconds, 1), "notes": res.notes,
+            "traced_parts_bytes": res.parts_bytes,
+            "traced_stage_peak_bytes": {k: v for k, v in stages.items() if k != "setup"},
+            "trace_seconds": round(res.seconds, 1), "notes": res.notes,
             "estimated_peak_bytes": int(mem.peak_allocated_bytes - mem.managed_bytes),
             "estimated_memory_error_bar_pct": mem.error_bar_pct}
 
@@ -155,7 +179,8 @@ def main() -> None:
     only = set(sys.argv[1:])
     out: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() and only else {}
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out.update({"what": __doc__.split("\n\n")[1].replace("\n", " ") + " " + __doc__.split("\n\n")[3].replace("\n", " "),
+    paras = (__doc__ or "").split("\n\n")
+    out.update({"what": " ".join(" ".join(paras[i].split()) for i in (0, 2, 3, 4)),
                 "made_by": "benchmarks/check/trace_fsdp_mechanisms.py", "git_sha": sha,
                 "estimator_version": ESTIMATOR_VERSION,
                 "when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

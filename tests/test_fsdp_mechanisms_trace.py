@@ -3,10 +3,11 @@ so the estimate is checked against the CPU trace of ``benchmarks/check/trace_fsd
 (``tests/data/cpu_trace_fsdp_mechanisms.json``, ``capplan check --trace``'s machinery: fake tensors, FSDP2 on a fake
 process group, rank 0's live storages counted).
 
-The trace is first shown to reproduce the H100 for these mechanisms on one GPU (``tests/data/stacks_h100_raw``): the
-forward's and the optimizer step's peaks within 1 %; the backward's is one fp32 embedding-sized tensor higher on the
-CPU (CPU autocast's gradient of the tied embedding / LM head, 0.9-1.0 GB of 1B's 128k x 2048; FSDP2 runs no
-autocast, and its peaks are checked below), so within 6 %.
+The trace is first shown to reproduce the H100 for these mechanisms on one GPU (``tests/data/stacks_h100_raw``, three
+cases, two families, full and LoRA): the forward's peak (where the chunked loss peaks) within 1 %; the optimizer
+step's within 4 % (Qwen2.5 LoRA's: 120 MB under the H100's, what the backward left); the backward's is one fp32
+embedding-sized tensor higher on the CPU for full fine-tuning (CPU autocast's gradient of the tied embedding / LM
+head, 0.9-1.0 GB of Llama 3.2 1B's 128k x 2048; FSDP2 runs no autocast), so within 6 %.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from estimator import EstimateRequest, estimate
 ROOT = Path(__file__).resolve().parents[1]
 DATA = json.loads((ROOT / "tests" / "data" / "cpu_trace_fsdp_mechanisms.json").read_text())
 RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
-#: the estimate within this of the traced per-rank peak (largest seen: +5.7 %, torchtune's loss with Muon at 8k)
+#: the estimate within this of the traced per-rank peak (largest seen: +6.7 %, Qwen2.5 1.5B LoRA with torchtune's
+#: loss at 8k; every FSDP2 estimate is above its trace)
 TOLERANCE_PCT = 7.0
 #: the trace against the H100 by stage: the backward's CPU-autocast embedding gradient allowed for (module docstring)
-STAGE_TOLERANCE_PCT = {"forward": 1.0, "optimizer": 1.0, "backward": 6.0}
+STAGE_TOLERANCE_PCT = {"forward": 1.0, "optimizer": 4.0, "backward": 6.0}
 
 FSDP = {cid: c for cid, c in DATA["cases"].items() if c["ranks"] == 8}
 ONE = {cid: c for cid, c in DATA["cases"].items() if c["ranks"] == 1}
@@ -44,8 +46,11 @@ def _h100(case_id: str) -> dict[str, int]:
 def test_the_data_covers_each_mechanism_on_eight_ranks_and_one() -> None:
     assert {(c["loss"], c["optimizer"]) for c in FSDP.values()} >= {("torchtune", "adamw"), ("hf", "muon"),
                                                                      ("torchtune", "muon"), ("hf", "adamw")}
+    assert {(c["model"], c["method"]) for c in FSDP.values() if c["loss"] == "torchtune"} == {
+        ("l1b", "full"), ("q1b5", "full"), ("q1b5", "lora")}
     assert {c["h100_case"] for c in ONE.values()} == {"h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune",
-                                                      "h100-l1b-full-mixed-fused-b1-s2048-ck-muon"}
+                                                      "h100-l1b-full-mixed-fused-b1-s2048-ck-muon",
+                                                      "h100-q1b5-lora16al-fused-b1-s8192-ck-losstorchtune"}
     for c in FSDP.values():
         assert c["request"]["parallelism"]["sharding"] == "fsdp"
         assert c["request"]["hardware"]["gpus_per_node"] == 8
@@ -68,7 +73,7 @@ def test_the_estimate_is_within_tolerance_of_the_fsdp2_trace(cid: str) -> None:
     mem = estimate(EstimateRequest.model_validate(case["request"])).memory
     predicted = mem.peak_allocated_bytes - mem.managed_bytes
     err = 100.0 * (predicted - case["traced_peak_bytes"]) / case["traced_peak_bytes"]
-    assert abs(err) <= TOLERANCE_PCT, (cid, predicted, case["traced_peak_bytes"], err)
+    assert -1.0 <= err <= TOLERANCE_PCT, (cid, predicted, case["traced_peak_bytes"], err)
     # the error bar the estimate carries covers the trace too
     assert abs(err) <= mem.error_bar_pct, (cid, err, mem.error_bar_pct)
 
@@ -95,5 +100,5 @@ def test_the_script_describes_the_cases_it_wrote() -> None:
 
     ids = {c[0] for c in script.CASES}
     assert ids == set(DATA["cases"])
-    for cid, _h100, loss, optimizer, seq, ranks in script.CASES:
-        assert DATA["cases"][cid]["request"] == script.request_body(loss, optimizer, seq, ranks)
+    for cid, _h100, model, method, loss, optimizer, seq, ranks in script.CASES:
+        assert DATA["cases"][cid]["request"] == script.request_body(model, method, loss, optimizer, seq, ranks)

@@ -16,8 +16,9 @@ in, as ``benchmarks/calibration/measure_stacks.py`` runs them on the GPU:
   norms, measure_stacks.py ``make_optimizer("muon")``). Under FSDP2 its parameters are DTensors sharded on dim 0;
   Newton-Schulz's ``X @ X.mT`` on them makes DTensor gather the matrix (the trace counts what it allocates).
 
-First the two single-GPU cases the H100 measured (``tests/data/stacks_h100_raw``, all 16 layers of Llama 3.2 1B) are
-traced on one rank, to show the trace reproduces the GPU for these mechanisms; then the same requests on 8 ranks.
+First three single-GPU cases the H100 measured (``tests/data/stacks_h100_raw``: Llama 3.2 1B full with the torchtune
+loss and with Muon, Qwen2.5 1.5B LoRA with the torchtune loss, all their layers) are traced on one rank, to show the
+trace reproduces the GPU for these mechanisms; then the same requests (and a few more) on 8 ranks.
 Each case's estimate (``estimator.estimate`` on the request, ``hardware.gpus_per_node`` 8 and
 ``parallelism.sharding`` ``"fsdp"`` for the FSDP2 cases) is stored beside it.
 """
@@ -44,26 +45,37 @@ RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
 LLAMA32_1B = {"name": "Llama 3.2 1B", "source": "meta-llama/Llama-3.2-1B config.json", "num_layers": 16,
               "hidden_size": 2048, "num_attention_heads": 32, "num_kv_heads": 8, "ffn_hidden_size": 8192,
               "vocab_size": 128256, "tied_embeddings": True}
+QWEN25_1B5 = {"name": "Qwen2.5 1.5B", "source": "Qwen/Qwen2.5-1.5B config.json", "num_layers": 28, "hidden_size": 1536,
+              "num_attention_heads": 12, "num_kv_heads": 2, "ffn_hidden_size": 8960, "vocab_size": 151936,
+              "tied_embeddings": True, "qkv_bias": True}
+MODELS = {"l1b": LLAMA32_1B, "q1b5": QWEN25_1B5}
 N_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8), as measure_stacks.py
 
-#: (id, H100 case it reproduces or None, loss, optimizer, seq_len, ranks)
-CASES: list[tuple[str, str | None, str, str, int, int]] = [
+#: (id, H100 case it reproduces or None, model, method, loss, optimizer, seq_len, ranks)
+CASES: list[tuple[str, str | None, str, str, str, str, int, int]] = [
     ("l1b-full-mixed-s4096-ck-losstorchtune-w1", "h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune",
-     "torchtune", "adamw", 4096, 1),
-    ("l1b-full-mixed-s2048-ck-muon-w1", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon", "hf", "muon", 2048, 1),
-    ("l1b-full-mixed-s4096-ck-losstorchtune-fsdp8", None, "torchtune", "adamw", 4096, 8),
-    ("l1b-full-mixed-s4096-ck-materialized-fsdp8", None, "hf", "adamw", 4096, 8),
-    ("l1b-full-mixed-s2048-ck-muon-fsdp8", None, "hf", "muon", 2048, 8),
-    ("l1b-full-mixed-s8192-ck-losstorchtune-muon-fsdp8", None, "torchtune", "muon", 8192, 8),
+     "l1b", "full", "torchtune", "adamw", 4096, 1),
+    ("l1b-full-mixed-s2048-ck-muon-w1", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon",
+     "l1b", "full", "hf", "muon", 2048, 1),
+    ("q1b5-lora16al-s8192-ck-losstorchtune-w1", "h100-q1b5-lora16al-fused-b1-s8192-ck-losstorchtune",
+     "q1b5", "lora", "torchtune", "adamw", 8192, 1),
+    ("l1b-full-mixed-s4096-ck-losstorchtune-fsdp8", None, "l1b", "full", "torchtune", "adamw", 4096, 8),
+    ("l1b-full-mixed-s4096-ck-materialized-fsdp8", None, "l1b", "full", "hf", "adamw", 4096, 8),
+    ("l1b-full-mixed-s2048-ck-muon-fsdp8", None, "l1b", "full", "hf", "muon", 2048, 8),
+    ("l1b-full-mixed-s8192-ck-losstorchtune-muon-fsdp8", None, "l1b", "full", "torchtune", "muon", 8192, 8),
+    ("q1b5-lora16al-s8192-ck-losstorchtune-fsdp8", None, "q1b5", "lora", "torchtune", "adamw", 8192, 8),
+    ("q1b5-full-mixed-s4096-ck-losstorchtune-fsdp8", None, "q1b5", "full", "torchtune", "adamw", 4096, 8),
 ]
 
 
-def request_body(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
-    tr: dict[str, Any] = {"method": "full", "precision": "bf16-mixed", "optimizer": optimizer,
+def request_body(model: str, method: str, loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
+    tr: dict[str, Any] = {"method": method, "precision": "bf16-mixed", "optimizer": optimizer,
                           "optimizer_impl": "for-loop" if optimizer == "muon" else "fused", "micro_batch_size": 1,
                           "seq_len": seq, "gradient_accumulation_steps": 1, "activation_checkpointing": "full",
                           "attention": "sdpa", "loss_kernel": "chunked" if loss == "torchtune" else "materialized"}
-    return {"model": dict(LLAMA32_1B), "training": tr,
+    if method == "lora":
+        tr |= {"lora_rank": 16, "lora_targets": "all-linear"}
+    return {"model": dict(MODELS[model]), "training": tr,
             "parallelism": {"sharding": "fsdp" if ranks > 1 else "none", "framework": "pytorch"},
             "hardware": {"gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": ranks}}
 
@@ -95,9 +107,10 @@ def muon_optimizer(vocab: int) -> Any:
 
 def chunked_forward(self: nn.Module, input_ids: Any = None, labels: Any = None, **_: Any) -> Any:
     """torchtune CEWithChunkedOutputLoss's algorithm (measure_stacks.py ``make_loss("torchtune")``)."""
-    h = self.model(input_ids=input_ids).last_hidden_state
+    causal = self.get_base_model() if hasattr(self, "get_base_model") else self  # a peft model: its causal LM
+    h = causal.model(input_ids=input_ids).last_hidden_state
     shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
-    logits = [self.lm_head(hc) for hc in h.chunk(N_CHUNKS, dim=1)]
+    logits = [causal.lm_head(hc) for hc in h.chunk(N_CHUNKS, dim=1)]
     total = torch.zeros((), device=h.device)
     for lg, lb in zip(logits, shifted.chunk(N_CHUNKS, dim=1), strict=True):
         lf = lg.float()
@@ -135,11 +148,11 @@ def stage_counter(T: Any, seen: dict[str, int]) -> type:
     return StageCounter
 
 
-def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
+def run_case(model: str, method: str, loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
     import app.check.trace as T
     from estimator import EstimateRequest, estimate
 
-    body = request_body(loss, optimizer, seq, ranks)
+    body = request_body(model, method, loss, optimizer, seq, ranks)
     req = EstimateRequest.model_validate(body)
     est = estimate(req)
     build, make_opt, counter = T._build, T._optimizer, T.LiveCounter
@@ -154,7 +167,7 @@ def run_case(loss: str, optimizer: str, seq: int, ranks: int) -> dict[str, Any]:
 
     T._build = build_with_loss
     if optimizer == "muon":
-        T._optimizer = muon_optimizer(LLAMA32_1B["vocab_size"])
+        T._optimizer = muon_optimizer(MODELS[model]["vocab_size"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -188,12 +201,12 @@ def main() -> None:
                 "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                              "peft": peft.__version__, "python": platform.python_version()}})
     cases = out.setdefault("cases", {})
-    for cid, h100, loss, optimizer, seq, ranks in CASES:
+    for cid, h100, model, method, loss, optimizer, seq, ranks in CASES:
         if only and cid not in only:
             continue
         print(cid, file=sys.stderr, flush=True)
-        row = {"loss": loss, "optimizer": optimizer, "seq_len": seq, "ranks": ranks,
-               **run_case(loss, optimizer, seq, ranks)}
+        row = {"model": model, "method": method, "loss": loss, "optimizer": optimizer, "seq_len": seq, "ranks": ranks,
+               **run_case(model, method, loss, optimizer, seq, ranks)}
         if h100:
             row["h100_case"] = h100
             row["h100_peak_allocated_bytes"] = h100_peak(h100)

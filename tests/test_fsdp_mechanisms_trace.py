@@ -102,3 +102,23 @@ def test_the_script_describes_the_cases_it_wrote() -> None:
     assert ids == set(DATA["cases"])
     for cid, _h100, model, method, loss, optimizer, seq, ranks in script.CASES:
         assert DATA["cases"][cid]["request"] == script.request_body(model, method, loss, optimizer, seq, ranks)
+
+
+@pytest.mark.parametrize("cid", sorted(c for c in FSDP if FSDP[c]["optimizer"] == "muon"))
+def test_muons_newton_schulz_runs_on_whole_matrices_on_every_rank(cid: str) -> None:
+    """Under FSDP2 each rank runs Newton-Schulz on every whole matrix (not on its 1/8 shard), as
+    ``estimator.training.timing.muon_time`` prices it: the traced optimizer step's matrix products add up to
+    ``muon_newton_schulz_flops`` of each decoder matrix, whole, times the layers."""
+    from estimator.training.mechanisms import muon_newton_schulz_flops
+
+    case = FSDP[cid]
+    m = case["request"]["model"]
+    h, ffn, layers = m["hidden_size"], m["ffn_hidden_size"], m["num_layers"]
+    kv = m["num_kv_heads"] * h // m["num_attention_heads"]
+    mats = [(h, h), (kv, h), (kv, h), (h, h), (ffn, h), (ffn, h), (h, ffn)]  # q k v o gate up down
+    expected = layers * sum(muon_newton_schulz_flops(r, c) for r, c in mats)
+    gemms = case["traced_optimizer_gemms"]
+    traced = sum(2 * a * k * b * n for key, n in gemms.items() for a, k, b in [map(int, key.split("x"))])
+    assert traced == expected, (traced, expected)
+    shard_rows = h // case["ranks"]
+    assert not any(shard_rows in tuple(map(int, key.split("x"))) for key in gemms)

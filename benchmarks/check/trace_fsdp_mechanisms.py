@@ -128,11 +128,21 @@ def h100_peak(case_id: str) -> int | None:
     return None
 
 
-def stage_counter(T: Any, seen: dict[str, int]) -> type:
+def stage_counter(T: Any, seen: dict[str, int], gemms: dict[str, int]) -> type:
     """``capplan check --trace``'s counter, also keeping the highest live bytes of each stage (forward, backward,
-    optimizer): the optimizer step's own peak is where Muon's gathered matrices would show."""
+    optimizer): the optimizer step's own peak is where Muon's gathered matrices would show; and the shapes of the
+    optimizer step's matrix products (``aten.mm`` / ``aten.addmm``, "rows x inner x cols": Newton-Schulz's GEMMs on
+    the whole matrix or on this rank's shard)."""
 
     class StageCounter(T.LiveCounter):  # type: ignore[misc,name-defined]
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if self.stage == "optimizer" and func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+                a, b = (args[0], args[1]) if func == torch.ops.aten.mm.default else (args[1], args[2])
+                key = f"{a.shape[0]}x{a.shape[1]}x{b.shape[1]}"
+                gemms[key] = gemms.get(key, 0) + 1
+            return out
+
         def _mark(self) -> None:
             if self.current > seen.get(self.stage, 0):
                 seen[self.stage] = self.current
@@ -157,7 +167,8 @@ def run_case(model: str, method: str, loss: str, optimizer: str, seq: int, ranks
     est = estimate(req)
     build, make_opt, counter = T._build, T._optimizer, T.LiveCounter
     stages: dict[str, int] = {}
-    T.LiveCounter = stage_counter(T, stages)
+    gemms: dict[str, int] = {}
+    T.LiveCounter = stage_counter(T, stages, gemms)
 
     def build_with_loss(request: Any, cfg: Any) -> nn.Module:
         model = build(request, cfg)
@@ -178,6 +189,7 @@ def run_case(model: str, method: str, loss: str, optimizer: str, seq: int, ranks
     return {"request": body, "traced_peak_bytes": res.peak_allocated_bytes, "traced_peak_phase": res.peak_phase,
             "traced_parts_bytes": res.parts_bytes,
             "traced_stage_peak_bytes": {k: v for k, v in stages.items() if k != "setup"},
+            "traced_optimizer_gemms": dict(sorted(gemms.items())),
             "trace_seconds": round(res.seconds, 1), "notes": res.notes,
             "estimated_peak_bytes": int(mem.peak_allocated_bytes - mem.managed_bytes),
             "estimated_memory_error_bar_pct": mem.error_bar_pct}

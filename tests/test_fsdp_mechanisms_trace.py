@@ -7,8 +7,8 @@ The trace is first shown to reproduce the H100 for these mechanisms on one GPU (
 cases, two families, full and LoRA): the forward's peak (where the chunked loss peaks) within 1 %; the optimizer
 step's within 4 % (Qwen2.5 LoRA's: 120 MB under the H100's, what the backward left); the backward's is one fp32
 embedding-sized tensor higher in the trace for full fine-tuning of the tied Llama 3.2 1B (1.05 GB of 128k x 2048: the
-tied embedding / LM head's two gradients and their sum, where the GPU accumulates in place; under FSDP2 at most 1/8
-of it), so within 6 %.
+tied embedding / LM head's two gradients and their sum, presumably accumulated in place on the GPU; under FSDP2 at
+most 1/8 of it), so within 6 %.
 """
 
 from __future__ import annotations

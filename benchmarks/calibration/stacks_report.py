@@ -24,7 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.calibration.stacks_compare import GiB, compare, load_measured
+from benchmarks.calibration.stacks_compare import GiB, compare, load_measured, request_for, summary
+from estimator import EstimateRequest
+from estimator.rules.stacks import memory_mechanism_keys
 from estimator.training.accuracy import p90
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,26 +40,13 @@ _SUFFIX = re.compile(r"-(loss[a-z]+|ligerk|offtrl|paged-adamw-(8|32)bit|ao-adamw
 
 
 def mechanism_keys(case: dict[str, Any]) -> list[str]:
-    """The request mechanisms a case exercises, as ``field:value`` (the keys of the bar table)."""
-    s = case["stack"]
-    keys = []
-    loss = s.get("loss", "hf")
-    if loss in ("trl", "torchtune"):
-        keys.append("loss_kernel:chunked")
-    elif loss in ("liger", "cce"):
-        keys.append("loss_kernel:fused")
-    if s.get("liger_kernels"):
-        keys.append("fused_kernels:liger")
-    if s.get("offload", "none") != "none":
-        keys.append("activation_offloading:all")
-    opt = s.get("optimizer", "adamw")
-    if opt in ("paged-adamw-8bit", "adamw-8bit"):
-        keys.append("optimizer:blockwise-8bit")  # estimator.rules.stacks.OPTIMIZER_MEMORY_CLASS
-    elif opt == "muon":
-        keys.append("optimizer:muon")
-    elif opt == "paged-adamw-32bit":
-        keys.append("optimizer:paged-adamw")
-    return keys
+    """The request mechanisms a case exercises, as ``field:value``: the estimator's own keys
+    (:func:`estimator.rules.stacks.memory_mechanism_keys`) of the request the case becomes; none when no request
+    describes it (torchao's 8-bit AdamW)."""
+    body = request_for(case)
+    if body is None:
+        return []
+    return memory_mechanism_keys(EstimateRequest.model_validate(body).training)
 
 
 def baseline_id(case_id: str) -> str:
@@ -139,13 +128,8 @@ def _saving_table(every: list[dict[str, Any]]) -> list[str]:
 
 
 def _summary(every: list[dict[str, Any]], key: str) -> str:
-    parts = []
-    for label in ("fit", "held_out"):
-        errs = [abs(r[key]) for r in every if r["holdout"] == label and r.get(key) is not None]
-        if errs:
-            parts.append(f"{label} {len(errs)} cases: median {statistics.median(errs):.1f} %, "
-                         f"max {max(errs):.1f} %")
-    return "; ".join(parts)
+    return "; ".join(f"{label} {st['cases']} cases: median {st['median_pct']:.1f} %, max {st['max_pct']:.1f} %"
+                     for label, st in summary(every, key).items())
 
 
 def _bar_table(bars: dict[str, dict[str, Any]]) -> list[str]:

@@ -50,24 +50,25 @@ def _class_pct(kind: str, klass: str, default: float) -> float:
 UNMEASURED_MEMORY_ERROR_PCT: Final = 10.0
 
 
+def _mechanism_bar_pct(table_name: str, keys: Sequence[str]) -> float | None:
+    """The largest bar of ``keys`` in ``accuracy.json``'s ``table_name``; 0 with no key; ``None`` when one of them
+    is not in the table (never measured)."""
+    table = accuracy_table().get(table_name, {})
+    if any(k not in table for k in keys):
+        return None
+    return max((float(table[k]) for k in keys), default=0.0)
+
+
 def mechanism_memory_bar_pct(keys: Sequence[str]) -> float | None:
     """The largest memory error bar of the request's issue-29 mechanisms (``field:value`` keys,
     :func:`estimator.rules.stacks.memory_mechanism_keys`), each the p90 of its fit cases on the H100
     (``benchmarks/calibration/stacks_report.py``); 0 with none; ``None`` when one of them was never measured."""
-    table = accuracy_table().get("mechanism_memory_error_bar_pct", {})
-    if any(k not in table for k in keys):
-        return None
-    return max((float(table[k]) for k in keys), default=0.0)
+    return _mechanism_bar_pct("mechanism_memory_error_bar_pct", keys)
 
 
 def mechanism_time_bar_pct(keys: Sequence[str]) -> float | None:
-    """The largest step-time error bar of the request's issue-29 mechanisms (as :func:`mechanism_memory_bar_pct`,
-    from ``mechanism_time_error_bar_pct``: the p90 |error| of each mechanism's fit cases on one H100); 0 with none;
-    ``None`` when one of them was never measured."""
-    table = accuracy_table().get("mechanism_time_error_bar_pct", {})
-    if any(k not in table for k in keys):
-        return None
-    return max((float(table[k]) for k in keys), default=0.0)
+    """As :func:`mechanism_memory_bar_pct` for the step time (``mechanism_time_error_bar_pct``)."""
+    return _mechanism_bar_pct("mechanism_time_error_bar_pct", keys)
 
 
 def _time_mechanism_keys(training: Any) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from app.check import gpu_memory
 from app.check.random_init import init_weights, materialize
 from app.check.trace import TraceUnsupported, _build, _layers, _optimizer, _refusal, hf_config
 from estimator import EstimateRequest, EstimateResponse
@@ -35,13 +36,7 @@ MEMORY_STEPS = 2
 
 
 def _nvml() -> tuple[Any, Any]:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-    except Exception:  # no nvidia-ml-py, or no NVML: the device-wide used memory comes from torch instead
-        return None, None
+    return gpu_memory.nvml(torch.cuda.current_device())
 
 
 def device_info() -> dict[str, Any]:
@@ -58,9 +53,11 @@ def device_info() -> dict[str, Any]:
 
 
 def _nvml_used() -> int:
-    nv, h = _nvml()
-    if nv is not None:
-        return int(nv.nvmlDeviceGetMemoryInfo(h).used)
+    """The device's used memory as the calibration reads it (NVML version 2: the driver's own reservation apart);
+    without NVML, torch's ``mem_get_info`` (which counts that reservation as used)."""
+    mem = gpu_memory.nvml_memory(*_nvml())
+    if mem is not None:
+        return mem["used"]
     free, total = torch.cuda.mem_get_info()
     return int(total - free)
 

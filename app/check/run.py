@@ -7,11 +7,15 @@ calibration measures (``benchmarks/calibration/measure.py``, method in ``docs/ca
 - The layout: a sharded layout of W GPUs runs its rank 0 on this GPU through the fake process group (its memory
   is one rank's; its step has no real collectives, so only memory is recorded), unless the command runs under
   ``torchrun`` with W processes (``WORLD_SIZE`` = W): then the real ranks run over NCCL and rank 0 records.
+- Tensor-parallel layouts (tp > 1): rank 0 of tp x the FSDP shard group, the same way, with the calibration's
+  TP method (``benchmarks/calibration/measure_tp.py``): the plan of ``parallelism.tp_plan`` applied by
+  :mod:`app.check.tensor_parallel`, the one module both import (:func:`tp_refusal` says what is not run).
 - ``steps`` steps (default 5): two of forward, backward and optimizer step with the peak reset per phase (the
   optimizer's states exist from step 2 on), NVML's used memory read after them, then the rest timed without
   resets or syncs inside a step; the step time is their median, tokens/s the global batch's tokens over it.
 
-Not tested on a GPU in this session (issue 31): the CPU tests cover its record and its refusal without CUDA.
+The CPU tests cover its record, its refusals, and its steps on the CPU (:func:`run_steps` with ``"cpu"``:
+``tests/test_check_run_tp.py``); ``benchmarks/calibration/check_run_batch.py`` runs it on a GPU.
 """
 
 from __future__ import annotations
@@ -128,7 +132,10 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
     """Run ``steps`` steps; the raw measurement in ``measure.py``'s format (``peak_allocated_bytes``,
     ``peak_reserved_bytes``, ``nvml_used_bytes``, ``step_time_s``, ``tokens_per_s``, ``phase_peaks``, ...) plus
     ``memory_only`` (true when the step had no real collectives). Raises :class:`TraceUnsupported` without CUDA
-    or for what it cannot build."""
+    or for what it cannot build (that first, naming the request's field)."""
+    why = run_refusal(request, result)
+    if why:
+        raise TraceUnsupported(why)
     if not torch.cuda.is_available():
         raise TraceUnsupported("--run needs a CUDA GPU (torch.cuda.is_available() is false on this machine); "
                                "use --trace here, or run on a machine with GPUs")

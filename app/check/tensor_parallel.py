@@ -196,7 +196,8 @@ def forward_loss(model: nn.Module, x: torch.Tensor, labels: torch.Tensor, pos: t
     them)."""
     with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
         if not vocab_parallel:
-            return model(input_ids=x, labels=x).loss
+            loss: torch.Tensor = model(input_ids=x, labels=x).loss
+            return loss
         logits = model(input_ids=x, position_ids=pos).logits
         with _loss_parallel(True):
             return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))

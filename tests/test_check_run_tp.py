@@ -230,3 +230,45 @@ def test_run_steps_runs_a_tensor_parallel_request_on_the_cpu(kwargs: dict[str, A
     assert len(raw["phase_peaks"]) == check_run.MEMORY_STEPS and len(raw["step_times_s"]) == 1
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in raw["phase_peaks"])
     assert raw["tokens_per_step"] == 2 * 32 * req.training.gradient_accumulation_steps * (world // 2)
+
+
+#: measure_tp.py's CPU dry run of calibration cases (its own shrink), and the same config pasted into a request
+#: for --run's path: the same computation step by step
+SAME_RUN = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, "benchmarks/calibration")
+import torch.distributed as dist
+import measure_tp
+out = {}
+for cid in sys.argv[1:]:
+    case = measure_tp.dry_shrink(measure_tp.by_id(cid))
+    res = {"id": cid, "measured": {}}
+    measure_tp.run_case(case, res, True)
+    dist.destroy_process_group()
+    out[cid] = {"losses": [r["loss"] for r in res["measured"]["phase_peaks"]], "request": case["request"],
+                "config": measure_tp.M.hf_config(case).to_dict(), "numel": res["measured"]["local_param_numel"]}
+print(json.dumps(out))
+"""
+
+
+def test_run_and_measure_tp_compute_the_same_steps_on_the_cpu() -> None:
+    """The calibration's TP cases (vocab-parallel, with sequence parallelism, Hugging Face's plan, FSDP2 x TP),
+    shrunk as ``measure_tp.py --dry-run`` shrinks them and run by ``measure_tp.run_case`` in its own process;
+    the same requests, with the same transformers config pasted, through ``--run``'s path (``run_steps`` on the
+    CPU): rank 0 holds as many parameters, and the two memory steps' losses are bit for bit the same (same
+    weights, batch, plan, loss, optimizer)."""
+    ids = ["l1b-full-mixed-fused-b2-s4096-nock-tp2", "l8b-full-mixed-fused-b1-s4096-nock-tp4sp",
+           "l8b-full-mixed-fused-b1-s4096-nock-tp2-hfplan", "l8b-full-mixed-fused-b1-s4096-ck-fsdp8xtp2"]
+    p = subprocess.run([sys.executable, "-c", SAME_RUN, *ids], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    calibration = json.loads(p.stdout.strip().splitlines()[-1])
+    for cid in ids:
+        cal = calibration[cid]
+        request = EstimateRequest.model_validate({**cal["request"], "model": {"hf_config": cal["config"]}})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            raw = check_run.run_steps(*_estimated(request), 3, "cpu")
+        assert raw["local_param_numel"] == cal["numel"], cid
+        assert [r["loss"] for r in raw["phase_peaks"]] == cal["losses"][:check_run.MEMORY_STEPS], cid

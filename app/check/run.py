@@ -177,6 +177,8 @@ def run_steps(request: EstimateRequest, result: EstimateResponse, steps: int, de
     world = shard * tp
     real = world > 1 and int(os.environ.get("WORLD_SIZE", "1")) == world
     if dev == "cuda":
+        if real:  # each rank's context on its own GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.init()
         torch.empty(1, device="cuda")
     cfg = hf_config(request)
@@ -188,7 +190,6 @@ def run_steps(request: EstimateRequest, result: EstimateResponse, steps: int, de
         if dist.is_initialized():
             dist.destroy_process_group()
         if real:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
             dist.init_process_group("nccl")
         else:
             from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -220,6 +221,7 @@ def _steps(request: EstimateRequest, result: EstimateResponse, steps: int, dev: 
             raw["fsdp"] = {"dp": shard, **TP.apply_fsdp(model, mesh["dp"], tied)}
         TP.materialize(model, dev, tied, fsdp=sharded)
         init_weights(model, dev)  # as measure_tp.py: measure.init_weights is app/check/random_init.py's
+        raw["local_param_numel"] = int(sum(TP.local(p).numel() for p in model.parameters()))
         params = [p for p in model.parameters() if p.requires_grad]
         groups, raw["param_groups"] = TP.optimizer_groups(params)
         opt = _optimizer(request, groups)

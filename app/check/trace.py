@@ -287,8 +287,10 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
     return out
 
 
-def _refusal(request: EstimateRequest, result: EstimateResponse) -> str | None:
-    """Why the trace cannot run this request at all (its figures would mean nothing), or ``None``."""
+def _refusal(request: EstimateRequest, result: EstimateResponse, *, tensor_parallel: bool = False) -> str | None:
+    """Why the trace cannot run this request at all (its figures would mean nothing), or ``None``.
+    ``tensor_parallel``: for ``--run``, which runs TP layouts (:func:`app.check.run.tp_refusal`) but not
+    pipeline, context or expert parallelism (each refused naming its field)."""
     tr, lay = request.training, result.layout
     if tr.method == "qlora":
         return "training.method: QLoRA's 4-bit weights need bitsandbytes' CUDA kernels; use --run on a GPU"
@@ -296,6 +298,12 @@ def _refusal(request: EstimateRequest, result: EstimateResponse) -> str | None:
         return f"training.optimizer: {tr.optimizer} is not traced (no CPU implementation); use --run on a GPU"
     if tr.precision == "fp8-mixed":
         return "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU"
+    if tensor_parallel:
+        for name in ("pp", "cp", "ep"):
+            if getattr(lay, name) > 1:
+                return (f"parallelism.{name}: --run runs data-parallel and tensor-parallel layouts only, not "
+                        f"{name.upper()} {getattr(lay, name)}")
+        return None
     if lay.pp > 1 or lay.tp > 1 or lay.cp > 1 or lay.ep > 1:
         return (f"parallelism: the trace follows data-parallel sharding only, not TP {lay.tp} / PP {lay.pp} / "
                 f"CP {lay.cp} / EP {lay.ep}")

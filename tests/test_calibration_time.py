@@ -33,7 +33,7 @@ from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
-from estimator.training.timing import COMM_OVERLAP_PENALTY, step_time
+from estimator.training.timing import step_time, without_collectives_s
 from hardware_catalog import Catalog, load_catalog
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration_h200.json"
@@ -68,8 +68,7 @@ def estimated_step_s(case: dict[str, Any]) -> float:
     c = catalog()
     t = step_time(job_of(req), shape, layout, c.gpus[req.hardware.gpu], None, c)
     if case["run"].get("world_size_fake"):
-        hidden = t.communication_s - t.exposed_communication_s
-        return t.step_time_s - t.exposed_communication_s - COMM_OVERLAP_PENALTY * hidden
+        return without_collectives_s(t.step_time_s, t.communication_s, t.exposed_communication_s)
     return t.step_time_s
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from estimator import EstimateRequest, estimate
 from estimator.errors import EstimatorError
+from estimator.training.timing import without_collectives_s
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
@@ -127,6 +128,10 @@ def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # what torch.cuda.max_memory_allocated() sees: not the paged optimizer's managed states (issue 33 item 4)
         row["predicted_bytes"] = r.memory.peak_allocated_bytes - r.memory.managed_bytes
         row["predicted_step_s"] = r.time.step_time_s if r.time else None
+        if r.time and case.get("world_size_fake"):  # one rank through the fake process group: no real collectives
+            row["predicted_step_s"] = without_collectives_s(r.time.step_time_s, r.time.communication_s,
+                                                            r.time.exposed_communication_s)
+            row["step_compute_only"] = True
         row["predicted_reserved_bytes"] = r.memory.reserved_peak_bytes
         row["predicted_gpu_bytes"] = r.memory.total_bytes  # what NVML sees, managed memory included
         row["fit_verdict"] = r.memory.fit_verdict

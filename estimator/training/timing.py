@@ -66,7 +66,7 @@ from estimator.training.params import adapted_linears as _adapted_linears
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
-           "time_assumptions", "virtual_stages"]
+           "time_assumptions", "virtual_stages", "without_collectives_s"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -1051,6 +1051,15 @@ class _StageStep:
         self.bubble = bubble
         self.opt = opt
         self.off = off
+
+
+def without_collectives_s(step_s: float, communication_s: float, exposed_communication_s: float) -> float:
+    """The step with collectives that do no work: what one rank of a layout runs through PyTorch's fake process
+    group (``torch.testing._internal.distributed.fake_pg``, the calibration's sharded cases), where each collective
+    returns at once. The exposed communication goes, and so does the overlap penalty the hidden part puts on compute
+    (``COMM_OVERLAP_PENALTY``); FSDP2's copy-in / copy-out and DDP's bucket copies stay (they are real work)."""
+    hidden = communication_s - exposed_communication_s
+    return step_s - exposed_communication_s - COMM_OVERLAP_PENALTY * hidden
 
 
 class StepTime:

@@ -447,8 +447,10 @@ def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[i
     t = rv.training
     if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.training.mechanisms.loss_bytes)
         grad_bytes = 2 if t.precision == "bf16-true" else 4
+        # torchtune's Gemma 2 soft-caps the normed hidden state, not the logits (mechanisms.loss_bytes)
+        logit_softcap = bool(shape.dims.final_logit_softcapping) and t.stack != "torchtune"
         return loss_bytes(t.loss_kernel, tokens, vocab_local, shape.dims.hidden_size,
-                          bool(shape.dims.final_logit_softcapping), impl="trl" if t.stack == "trl" else "torchtune",
+                          logit_softcap, impl="trl" if t.stack == "trl" else "torchtune",
                           head_trainable=t.method == "full",
                           head_grad_bytes=int(vocab_local * shape.dims.hidden_size * grad_bytes))
     softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)

@@ -88,7 +88,12 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
 
     ``chunked``, ``impl="torchtune"`` (``CEWithChunkedOutputLoss``, eager): the bf16 logits and the fp32
     log-probabilities of every chunk kept (6 bytes per logit), one fp32 chunk (its upcast and softmax, 8 bytes per
-    logit of one chunk) in flight each way.
+    logit of one chunk) in flight each way. A logit soft-cap (``softcap``) applied in such a loss acts on the
+    upcast chunk, so ``tanh`` keeps its fp32 output: 4 bytes per logit (H100, Gemma 2 2B LoRA at 4k tokens, the
+    soft-cap in the loss after ``.float()``: measured 1.63 GiB over the bf16 2 bytes, 4,096 x 256,000 x 2 bytes =
+    1.95 GiB). torchtune's own Gemma 2 caps no logit (``Gemma2FinalNorm`` soft-caps the normed hidden state
+    before the output projection: pytorch/torchtune ``torchtune/models/gemma2/_component_builders.py``), so
+    the caller passes ``softcap=False`` for that stack.
 
     ``chunked``, ``impl="trl"`` (TRL's ``ChunkedLogProbFunction``, huggingface/trl
     ``trl/kernels/chunked_logprob.py`` @483dc652, what ``loss_type="chunked_nll"`` runs): the projection on
@@ -119,7 +124,7 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
         return int(kept + stats + tile), int(kept + tile + 4 * tokens * hidden + 2 * head_grad_bytes)
     if kernel == "chunked":
         chunk = logits / CHUNKED_LOSS_CHUNKS
-        kept_logits = 6 * logits + cap
+        kept_logits = 6 * logits + (4 * logits if softcap else 0)
         return int(kept_logits + 8 * chunk), int(kept_logits + 8 * chunk)
     grad_input = 2 * tokens * hidden
     chunk_logits = 2 * tokens * hidden

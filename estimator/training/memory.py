@@ -30,7 +30,7 @@ from estimator.messages import N_
 from estimator.model.spec import ModelShape
 from estimator.training.activations import ActivationModel, activation_model, activation_rates
 from estimator.training.layout import Layout
-from estimator.training.mechanisms import loss_transient_fp32_bytes
+from estimator.training.mechanisms import loss_transient_fp32_bytes, torchao_adamw_step_bytes
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.overhead import (
     OverheadInput,
@@ -39,7 +39,7 @@ from estimator.training.overhead import (
     overhead_bytes,
     reserved_minus_allocated_bytes,
 )
-from estimator.training.params import ParamPlacement, place_params
+from estimator.training.params import ParamPlacement, adapted_linears, place_params
 from estimator.training.precision import optimizer_state_bytes, state_bytes
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
@@ -267,7 +267,7 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
         # fp32 adapters, each saved for backward: measured as a token-independent ~2 B per adapter parameter in
         # the saved-tensor probes of device call 7)
         cache = int(place.linear_trainable_local * sb.compute_param)
-    temp = _optimizer_temp(job, place, layout) if opt_on_gpu else 0
+    temp = _optimizer_temp(job, shape, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(job, place, layout) if sharded_params else (0, 0)
     persistent_gathered = 0
     if fsdp2_sgo:
@@ -330,9 +330,13 @@ def _root_reduce_bytes(job: Job, place: ParamPlacement) -> int:
     return place.root_local * (compute + reduce_bytes)
 
 
-def _optimizer_temp(job: Job, place: ParamPlacement, layout: Layout) -> int:
+def _optimizer_temp(job: Job, shape: ModelShape, place: ParamPlacement, layout: Layout) -> int:
     t = job.training
-    if not optimizer_spec(t.optimizer).temporaries:
+    spec = optimizer_spec(t.optimizer)
+    if spec.torchao_step:
+        return torchao_adamw_step_bytes(_largest_trainable_local(job, shape, place, layout), spec.block_bits,
+                                        spec.block_size)
+    if not spec.temporaries:
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
     if t.optimizer_impl == "foreach":
@@ -340,6 +344,16 @@ def _optimizer_temp(job: Job, place: ParamPlacement, layout: Layout) -> int:
     if t.optimizer_impl == "for-loop":
         return int(place.largest_tensor * dtype * 2 / layout.optimizer_shard)
     return 0
+
+
+def _largest_trainable_local(job: Job, shape: ModelShape, place: ParamPlacement, layout: Layout) -> int:
+    """Elements of the largest trainable tensor this rank's optimizer steps: the largest parameter (full; its
+    ZeRO / FSDP2 shard), or the largest LoRA factor (``rank x max(in, out)`` of the adapted linears)."""
+    if job.training.method == "full":
+        return place.largest_tensor // layout.optimizer_shard
+    rank = job.training.lora_rank
+    factors = [rank * max(lin.in_features, lin.out_features) for lin in adapted_linears(shape, job.training.lora_targets)]
+    return max(factors, default=0) // (layout.tp * layout.optimizer_shard)
 
 
 def _reduce_scatter_layer(job: Job, place: ParamPlacement) -> int:

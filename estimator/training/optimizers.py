@@ -27,7 +27,11 @@ Sources:
 - torchao 4-bit AdamW (``AdamW4bit``; pytorch/ao ``torchao/optim/subclass_4bit.py`` @029bb60a,
   ``OptimState4bit.zeros``): per state ``codes`` (two 4-bit codes per uint8) and one fp32 ``scale`` per
   128-element block (``block_size=128``), plus a 16-entry qmap per tensor: 2 x (0.5 + 4/128) = 1.0625 bytes per
-  parameter; its own kernels, GPU only.
+  parameter; its own kernels, GPU only. Its step (``torchao/optim/adam.py`` @v0.18.0, ``_AdamBase.step``) runs
+  ``torch.compile(single_param_adam)`` one parameter at a time, and the compiled graph materialises each state
+  dequantised to fp32, the int64 codes of the 4-bit binary search and the new scales: 24.06 bytes per element of
+  the largest parameter (``torchao_step``; :func:`estimator.training.mechanisms.torchao_adamw_step_bytes`, measured
+  on the H100 to 0.01 %).
 - Muon (``torch.optim.Muon``; pytorch/pytorch ``torch/optim/_muon.py`` @098e03f9): one ``momentum_buffer``
   (``zeros_like(p.grad)``) per 2-D parameter; "Other parameters, such as bias, and embedding, should be optimized
   by a standard method such as AdamW" (its docstring): the callers add AdamW's second state for the embedding, the
@@ -57,7 +61,9 @@ class OptimizerSpec:
     row / column second moment, counted per matrix by the callers. ``saved_tensors``: state tensors per
     parameter tensor in a saved ``optimizer.state_dict()`` (checkpoint records). ``temporaries``: whether the
     PyTorch foreach / for-loop implementations' intermediates apply (bitsandbytes has its own fused kernel: it
-    always runs as ``fused``). ``cpu_offload_refusal``: why it cannot run on the CPU (``None``: it can).
+    always runs as ``fused``). ``torchao_step``: torchao's low-bit AdamW, whose per-parameter compiled step
+    allocates :func:`estimator.training.mechanisms.torchao_adamw_step_bytes` for the largest parameter.
+    ``cpu_offload_refusal``: why it cannot run on the CPU (``None``: it can).
     ``step_cost`` / ``adam_ratio``: how its step is priced. ``memory_measured`` / ``time_measured``: among the
     set-ups our H200 runs measured (docs/accuracy.md).
     """
@@ -79,6 +85,7 @@ class OptimizerSpec:
     paged: bool = False
     matrix_only: bool = False
     only_impl: OptimizerImpl | None = None
+    torchao_step: bool = False
 
     def state_bytes(self, dtype_bytes: int) -> float:
         """Optimizer-state bytes per trainable parameter, with states of ``dtype_bytes`` (factored: 0 here).
@@ -124,7 +131,7 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
     OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
                   cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
                   "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
-                  memory_measured=False, time_measured=False),
+                  memory_measured=False, time_measured=False, torchao_step=True),
     OptimizerSpec("muon", full_states=1, saved_tensors=1, adam_ratio=0.71, matrix_only=True, only_impl="for-loop",
                   cpu_offload_refusal="torch.optim.Muon runs Newton-Schulz on the GPU; capplan does not model it "
                   "offloaded", memory_measured=False, time_measured=False),

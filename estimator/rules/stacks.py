@@ -185,10 +185,11 @@ def training_refusal(t: Training) -> tuple[str, str] | None:
     return None
 
 
-def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
+def request_refusal(t: Any, p: Any, world_size: int | None = None) -> tuple[str, str] | None:
     """(dotted field, reason) for a stack / parallelism combination the stack does not run (``t``, ``p``: the
-    request's training and parallelism sections or their views). Checked with the layout
-    (:mod:`estimator.training.layout`), so the planner never proposes such a combination and an estimate
+    request's training and parallelism sections or their views; ``world_size``: the job's GPUs, ``None`` when
+    unknown: a one-GPU job's sharding shards nothing, and is estimated as the unsharded run it is). Checked with
+    the layout (:mod:`estimator.training.layout`), so the planner never proposes such a combination and an estimate
     refuses it as an unsupported combination (a 422 naming the field)."""
     if t.activation_offloading == "checkpoints" and t.activation_checkpointing != "full":
         return ("training.activation_offloading", "\"checkpoints\" offloads the input of each checkpointed layer "
@@ -203,7 +204,7 @@ def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
                 "@015bdef0) and fused loss are not run under FSDP / ZeRO-3, tensor or pipeline parallelism; "
                 "use another stack for a sharded job")
     if t.optimizer in BNB_OPTIMIZERS and p.framework == "pytorch" and (
-            p.normalized_sharding in ("zero2", "zero3", "hsdp") or p.tp > 1):
+            (p.normalized_sharding in ("zero2", "zero3", "hsdp") and world_size != 1) or p.tp > 1):
         return ("training.optimizer", BNB_DTENSOR_REASON)
     if t.activation_offloading != "none" and p.offload == "optimizer+params":
         return ("training.activation_offloading", "activation offloading and parameter offloading both "
@@ -238,8 +239,10 @@ BNB_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adam
 #: (``torch.ops.bitsandbytes.optimizer_update_8bit_blockwise`` / ``optimizer_update_32bit``) get mixed arguments.
 #: Not refused: DeepSpeed ZeRO, whose optimizer steps a flat fp32 partition (a plain tensor:
 #: ``deepspeed/runtime/zero/stage_1_and_2.py`` ``param_group['params'] = [self.single_partition_of_fp32_groups[i]]``;
-#: not measured), and PyTorch zero1 (DDP + ``ZeroRedundancyOptimizer``: plain tensors). A refusal rather than a
-#: warning: the run stops at its first step (as Unsloth's refusal under FSDP), and the planner never proposes it.
+#: not measured), PyTorch zero1 (DDP + ``ZeroRedundancyOptimizer``: plain tensors), and a one-GPU job's sharding,
+#: which shards nothing and is sized as the unsharded run it is (the planner labels one-GPU plans so). A refusal
+#: rather than a warning: the run stops at its first step (as Unsloth's refusal under FSDP), and the planner never
+#: proposes it.
 BNB_DTENSOR_REASON: Final = (
     "bitsandbytes' optimizers cannot step PyTorch DTensor parameters (FSDP2 sharding zero2 / zero3 / hsdp, or "
     "tensor parallelism): measured on an H100 (bitsandbytes 0.50.2, torch 2.11, FSDP2 at W = 8) the first step "

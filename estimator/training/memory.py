@@ -352,7 +352,8 @@ def _largest_trainable_local(job: Job, shape: ModelShape, place: ParamPlacement,
     if job.training.method == "full":
         return place.largest_tensor // layout.optimizer_shard
     rank = job.training.lora_rank
-    factors = [rank * max(lin.in_features, lin.out_features) for lin in adapted_linears(shape, job.training.lora_targets)]
+    linears = adapted_linears(shape, job.training.lora_targets)
+    factors = [rank * max(lin.in_features, lin.out_features) for lin in linears]
     return max(factors, default=0) // (layout.tp * layout.optimizer_shard)
 
 

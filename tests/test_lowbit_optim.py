@@ -139,3 +139,16 @@ def test_a_one_gpu_sharding_shards_nothing_and_is_not_refused(optimizer: str) ->
 def test_torchao_is_not_refused_under_fsdp2() -> None:
     """torchao wraps its state subclasses in DTensor (``_new_buffer``); its AdamW8bit ran under FSDP2 at W = 8."""
     assert estimate(EstimateRequest.model_validate(_full("adamw-4bit", sharding="fsdp"))).memory.fits
+
+
+def test_the_zero3_way_out_of_a_bitsandbytes_job_is_deepspeed() -> None:
+    """A full fine-tune with 8-bit AdamW that does not fit: ZeRO-3 is proposed on DeepSpeed, whose ZeRO steps
+    plain tensors, not on FSDP2 (refused above); with AdamW the same way out stays FSDP2."""
+    body = {"model": "llama-3.1-8b", "training": {"method": "full", "optimizer": "adamw-8bit", "seq_len": 2048}}
+    found = [s.changes for s in estimate(EstimateRequest.model_validate(body)).suggestions
+             if s.changes.get("parallelism.sharding") == "zero3"]
+    assert found and all(c.get("parallelism.framework") == "deepspeed" for c in found)
+    body["training"]["optimizer"] = "adamw"
+    plain = [s.changes for s in estimate(EstimateRequest.model_validate(body)).suggestions
+             if s.changes.get("parallelism.sharding") == "zero3"]
+    assert plain and all("parallelism.framework" not in c for c in plain)

@@ -42,7 +42,8 @@ LOSS_FIELDS: dict[str, dict[str, str]] = {
 #: the measured optimizers and their request ids (None: no request value describes it)
 OPTIMIZER_IDS: dict[str, str | None] = {
     "adamw": "adamw", "adamw-8bit": "adamw-8bit", "paged-adamw-8bit": "paged-adamw-8bit",
-    "paged-adamw-32bit": "paged-adamw", "ao-adamw-4bit": "adamw-4bit", "ao-adamw-8bit": None, "muon": "muon",
+    "paged-adamw-32bit": "paged-adamw", "ao-adamw-4bit": "adamw-4bit", "ao-adamw-8bit": "ao-adamw-8bit",
+    "muon": "muon",
 }
 
 

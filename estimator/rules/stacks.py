@@ -259,6 +259,9 @@ _OPTIMIZER_LINES: Final[dict[str, str]] = {
                    "to the host only when the GPU is oversubscribed, which this estimate does not count as a fit).",
     "adamw-4bit": "adamw-4bit: torchao AdamW4bit, 4-bit codes and an fp32 scale per 128-element block, 1.06 bytes "
                   "per parameter for both states.",
+    "ao-adamw-8bit": "ao-adamw-8bit: torchao AdamW8bit (not bitsandbytes' adamw-8bit), 8-bit codes and an fp32 "
+                     "scale per 256-element block, 2.03 bytes per parameter for both states; its compiled step "
+                     "dequantises the largest tensor's states to fp32 (8 bytes per element).",
     "muon": "muon: torch.optim.Muon on the decoder matrices (one momentum buffer each, Newton-Schulz on the whole "
             "matrix), AdamW on the embedding, the LM head and the vectors; under FSDP or tensor parallelism each "
             "matrix is gathered for Newton-Schulz, which the step time does not count.",
@@ -314,7 +317,8 @@ MEASURED: Final[frozenset[tuple[str, str]]] = frozenset({
 #: the optimizers whose memory is checked per mechanism (:func:`memory_mechanism_keys`): issue 29's and
 #: bitsandbytes' 8-bit AdamW, whose block-wise states are the paged 8-bit one's (one class: paging moves them,
 #: the same kernels size them)
-MECHANISM_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"})
+MECHANISM_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon",
+                                         "ao-adamw-8bit"})
 OPTIMIZER_MEMORY_CLASS: Final = {"adamw-8bit": "blockwise-8bit", "paged-adamw-8bit": "blockwise-8bit"}
 
 

@@ -32,6 +32,10 @@ Sources:
   dequantised to fp32, the int64 codes of the 4-bit binary search and the new scales: 24.06 bytes per element of
   the largest parameter (``torchao_step``; :func:`estimator.training.mechanisms.torchao_adamw_step_bytes`, measured
   on the H100 to 0.01 %).
+- torchao 8-bit AdamW (``AdamW8bit``, request ``ao-adamw-8bit``; ``torchao/optim/subclass_8bit.py`` @v0.18.0,
+  ``OptimState8bit.zeros``): per state uint8 ``codes`` and one fp32 ``scale`` per 256-element block (``block_size=
+  256``): 2 x (1 + 4/256) = 2.03 bytes per parameter; the same compiled step, 8.03 bytes per element of the
+  largest parameter (no int64 codes: the 8-bit codes go straight into the state).
 - Muon (``torch.optim.Muon``; pytorch/pytorch ``torch/optim/_muon.py`` @098e03f9): one ``momentum_buffer``
   (``zeros_like(p.grad)``) per 2-D parameter; "Other parameters, such as bias, and embedding, should be optimized
   by a standard method such as AdamW" (its docstring): the callers add AdamW's second state for the embedding, the
@@ -130,6 +134,12 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
                   step_cost="bnb32"),
     OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
                   cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
+                  memory_measured=False, time_measured=False, torchao_step=True),
+    # torchao AdamW8bit (not bitsandbytes' "adamw-8bit"): uint8 codes and an fp32 scale per 256-element block, the
+    # same per-parameter compiled step as AdamW4bit without the 4-bit codes (measured on the H100)
+    OptimizerSpec("ao-adamw-8bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=8, block_size=256,
+                  cpu_offload_refusal="torchao 8-bit AdamW runs its own GPU kernels on its state tensor subclass; "
                   "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
                   memory_measured=False, time_measured=False, torchao_step=True),
     OptimizerSpec("muon", full_states=1, saved_tensors=1, adam_ratio=0.71, matrix_only=True, only_impl="for-loop",

@@ -170,3 +170,17 @@ def test_the_zero3_way_out_of_a_bitsandbytes_job_is_deepspeed() -> None:
     plain = [s.changes for s in estimate(EstimateRequest.model_validate(body)).suggestions
              if s.changes.get("parallelism.sharding") == "zero3"]
     assert plain and all("parallelism.framework" not in c for c in plain)
+
+
+def test_an_imported_torchao_8bit_optimizer_is_ao_adamw_8bit() -> None:
+    """Hugging Face ``optim: adamw_torch_8bit`` (axolotl's ``optimizer``) is torchao's AdamW8bit, not
+    bitsandbytes': it imports as ``ao-adamw-8bit``."""
+    from pathlib import Path
+
+    from app.imports import SourceFile, import_files
+
+    name = "axolotl/llama3-8b-deepspeed-alst.yaml"
+    text = (Path(__file__).parent / "data" / "configs" / name).read_text()
+    assert "optimizer: adamw_torch_8bit" in text
+    result = import_files([SourceFile(name, text, None)])
+    assert result.request.model_dump(mode="json")["training"]["optimizer"] == "ao-adamw-8bit"

@@ -184,3 +184,10 @@ def test_an_imported_torchao_8bit_optimizer_is_ao_adamw_8bit() -> None:
     assert "optimizer: adamw_torch_8bit" in text
     result = import_files([SourceFile(name, text, None)])
     assert result.request.model_dump(mode="json")["training"]["optimizer"] == "ao-adamw-8bit"
+
+
+def test_the_form_offers_ao_adamw_8bit() -> None:
+    from app.web.forms import field_specs
+
+    choices = {s.name: s for s in field_specs()}["training.optimizer"].choices
+    assert "ao-adamw-8bit" in choices and "adamw-8bit" in choices

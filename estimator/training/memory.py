@@ -133,6 +133,7 @@ class _States:
     optimizer: Final[int]
     optimizer_temp: Final[int]
     gathered: Final[int]  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
+    gathered_loss: Final[int]  # ... while the loss runs and its backward starts (FSDP2: the root and one layer)
     # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
     root_reduce: Final[int]
     gathered_backward: Final[int]  # + unsharded gradients and the reduce-scatter input (backward)
@@ -146,13 +147,15 @@ class _States:
 
     def __init__(self, params: int, compute_cache: int, grads: int, optimizer: int, optimizer_temp: int,
                  gathered: int, root_reduce: int, gathered_backward: int, persistent_gathered: int, grad_buckets: int,
-                 backward_buckets: int, grads_persistent: bool, grads_before_first_layer: int) -> None:
+                 backward_buckets: int, grads_persistent: bool, grads_before_first_layer: int,
+                 gathered_loss: int) -> None:
         self.params = params
         self.compute_cache = compute_cache
         self.grads = grads
         self.optimizer = optimizer
         self.optimizer_temp = optimizer_temp
         self.gathered = gathered
+        self.gathered_loss = gathered_loss
         self.root_reduce = root_reduce
         self.gathered_backward = gathered_backward
         self.persistent_gathered = persistent_gathered
@@ -269,6 +272,7 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
         cache = int(place.linear_trainable_local * sb.compute_param)
     temp = _optimizer_temp(job, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(job, place, layout) if sharded_params else (0, 0)
+    gathered_loss = _loss_gather_buffers(job, place, gathered) if sharded_params else 0
     persistent_gathered = 0
     if fsdp2_sgo:
         # all-gathered once in forward, kept unsharded until post_backward (reshard_after_forward=False)
@@ -283,7 +287,8 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
     return _States(params, cache, grads + held_embedding_grad, optimizer, temp, gathered,
                    root_reduce, gathered_bwd, persistent_gathered, buckets, bwd_buckets,
                    grads_persistent=p.framework == "megatron",
-                   grads_before_first_layer=_grads_before_first_layer(job, shape, layout, place, grads))
+                   grads_before_first_layer=_grads_before_first_layer(job, shape, layout, place, grads),
+                   gathered_loss=gathered_loss)
 
 
 def _full_embedding_grad(job: Job, shape: ModelShape, layout: Layout) -> int:
@@ -360,6 +365,35 @@ def _gather_buffers(job: Job, place: ParamPlacement, layout: Layout) -> tuple[in
     return forward, forward + _reduce_scatter_layer(job, place)
 
 
+def _loss_gather_buffers(job: Job, place: ParamPlacement, gathered: int) -> int:
+    """Unsharded parameters alive while the loss runs (the ``forward`` phase) and while its backward starts (the
+    ``backward`` phase): FSDP2 holds the root group and one decoder layer's, not two.
+
+    - Forward: the root group is never resharded after forward (``FSDPState._lazy_init``: "For the root, do not
+      reshard after forward", ``post_forward_mesh_info = None``); each layer frees its unsharded parameters in its
+      ``post_forward`` (``reshard_after_forward=True``), but ``FSDPParamGroup.wait_for_unshard`` keeps the flat
+      all-gather output of the group last gathered in forward (``comm_ctx.all_gather_state``, "Defer free to allow
+      for overlap of this copy-out with next all-gather collective") until the next all-gather or the root's
+      ``FSDPState._post_forward`` ("Free the last all-gather result if needed"). A Hugging Face causal LM computes
+      its loss inside the root module's forward: the last layer's all-gather output (its parameters, unsharded, in
+      the compute dtype) is alive during the loss, freed when the forward returns.
+    - Backward: the root's ``_pre_backward`` runs at the first gradient (the loss's), before the loss backward, and
+      ``FSDPParamGroup.pre_backward`` prefetches the next group in backward order (``_backward_prefetch``): the last
+      layer's all-gather output is allocated while the log-softmax backward runs; its copy-out, and the prefetch of
+      the layer before, wait for that layer's own ``pre_backward``.
+
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_state.py`` and ``_fsdp_param_group.py`` (torch 2.11 measured, 2.13
+    read). Measured on the H100 (issue 33, Qwen3-30B-A3B LoRA under FSDP2 at W = 8,
+    ``tests/data/stacks_h100_raw/call3_results.jsonl``): the forward peak sits one layer (1.16 GiB) above the
+    forward's end, whose allocation holds the root but no layer; the backward peak sits the loss backward's
+    transient plus one layer above it. DeepSpeed ZeRO-3's prefetch (``stage3_prefetch_bucket_size``) keeps its
+    ``gathered`` count."""
+    if job.parallelism.framework != "pytorch":
+        return gathered
+    compute = 2 if job.training.precision != "fp32" else 4
+    return (place.max_layer_local + place.root_local) * compute
+
+
 def _in_flight(job: Job, layout: Layout, stage: str = "first") -> float:
     """Micro-batches whose activations the first pipeline stage holds (Narayanan 2021 Sec. 2.2; interleaved
     schedule: x (1 + (p-1)/(p*v)), Korthikanti 2022 Sec. 4.2.3); rank 1 (``middle``, an uneven split's busiest
@@ -426,8 +460,9 @@ def _stage_base(job: Job, layout: Layout, place: ParamPlacement, st: _States, st
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     rows = (
-        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered),
-        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered + bwd_bk),
+        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered_loss),
+        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0,
+              st.gathered_loss + bwd_bk),
         Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, 0, 0,
               st.gathered_backward + bwd_bk),
         Phase("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer, 0, 0,

@@ -488,6 +488,14 @@ def _stored(base: _StageBase, act: ActivationModel) -> int:
             + (act.residual_bytes if base.keeps_residual else 0))
 
 
+def _head_extra(base: _StageBase, act: ActivationModel) -> int:
+    """What the final norm and the LM head save (:attr:`ActivationModel.head_saved_bytes`) on the stage holding the
+    loss, beyond the residual stream :func:`_stored` already counts there (the norm's input)."""
+    if not base.has_logits:
+        return 0
+    return max(0, act.head_saved_bytes - (act.residual_bytes if base.keeps_residual else 0))
+
+
 def _layer_temp(base: _StageBase, act: ActivationModel) -> int:
     """One layer's backward transient: the MLP's and the attention core's backward run one after the other, so
     the larger counts, with the recomputed activations."""
@@ -498,13 +506,14 @@ def _phases(base: _StageBase, act: ActivationModel) -> tuple[Phase, ...]:
     """The six phases of one stage with one micro-batch's activations: the stored activations in forward and
     backward (one layer's in the first layer's backward), the logits, and one layer's backward transient."""
     stored = _stored(base, act)
+    at_loss = stored + _head_extra(base, act)
     fwd_logits = act.logits_forward_bytes if base.has_logits else 0
     bwd_logits = act.logits_backward_bytes if base.has_logits else 0
     layer_temp = _layer_temp(base, act)
     fwd, bwd, layer, first, end, opt = base.rows
     return (
-        Phase(fwd.name, fwd.parameters, fwd.gradients, fwd.optimizer_states, stored, fwd_logits, fwd.temporary),
-        Phase(bwd.name, bwd.parameters, bwd.gradients, bwd.optimizer_states, stored, bwd_logits, bwd.temporary),
+        Phase(fwd.name, fwd.parameters, fwd.gradients, fwd.optimizer_states, at_loss, fwd_logits, fwd.temporary),
+        Phase(bwd.name, bwd.parameters, bwd.gradients, bwd.optimizer_states, at_loss, bwd_logits, bwd.temporary),
         Phase(layer.name, layer.parameters, layer.gradients, layer.optimizer_states, stored, 0,
               layer.temporary + layer_temp),
         Phase(first.name, first.parameters, first.gradients, first.optimizer_states, act.stored_per_layer_bytes, 0,
@@ -518,10 +527,11 @@ def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
     """The largest :attr:`Phase.allocated` of the stage's :func:`_phases` (the same sums), without building them."""
     s0, s1, s2, s3, s4, s5 = base.allocated
     stored = _stored(base, act)
+    at_loss = stored + _head_extra(base, act)
     temp = _layer_temp(base, act)
     fwd_logits, bwd_logits = (act.logits_forward_bytes, act.logits_backward_bytes) if base.has_logits else (0, 0)
     # two-argument max()es: compiled to comparisons of native ints (max() of more boxes each into a Python int)
-    return max(max(max(s0 + stored + fwd_logits, s1 + stored + bwd_logits), max(s2 + stored + temp,
+    return max(max(max(s0 + at_loss + fwd_logits, s1 + at_loss + bwd_logits), max(s2 + stored + temp,
                s3 + act.stored_per_layer_bytes + temp)), max(s4, s5))
 
 

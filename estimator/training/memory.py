@@ -13,10 +13,11 @@ Instead of summing worst cases, the step is evaluated at the moments where the a
 
 Model states follow ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054) per sharding stage; FSDP2's
 all-gather and reduce-scatter buffers follow ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``
-(unsharded bf16 parameters of the current and the prefetched group; gradients reduce-scattered in the
-``reduce_dtype``). The PyTorch foreach optimizers allocate full-size intermediates over the whole parameter
-list (``torch/optim/adamw.py`` ``_multi_tensor_adamw``: ``torch._foreach_sqrt(exp_avg_sqs)`` and its
-in-place updates); the fused kernels (``_fused_adamw``) do not.
+(unsharded bf16 parameters of the current and the prefetched group inside a layer, of the root and one layer while
+the loss runs: :func:`_loss_gather_buffers`; gradients reduce-scattered in the ``reduce_dtype``). The PyTorch
+foreach optimizers allocate full-size intermediates over the whole parameter list (``torch/optim/adamw.py``
+``_multi_tensor_adamw``: ``torch._foreach_sqrt(exp_avg_sqs)`` and its in-place updates); the fused kernels
+(``_fused_adamw``) do not.
 """
 
 from __future__ import annotations

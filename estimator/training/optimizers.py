@@ -53,7 +53,7 @@ __all__ = ["OPTIMIZERS", "OptimizerSpec", "StepCost", "optimizer_spec"]
 
 #: how the step time prices an optimizer (:func:`estimator.training.timing._optimizer_cost`): ``adam`` = the measured
 #: AdamW bytes of the implementation x ``adam_ratio``; ``adam8bit`` and ``adafactor`` have their own constants.
-StepCost = Literal["adam", "adam8bit", "adafactor", "bnb32"]
+StepCost = Literal["adam", "adam8bit", "adafactor", "bnb32", "torchao"]
 
 
 @dataclass(frozen=True)
@@ -134,13 +134,13 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
                   step_cost="bnb32"),
     OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
                   cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
-                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="torchao",
                   memory_measured=False, time_measured=False, torchao_step=True),
     # torchao AdamW8bit (not bitsandbytes' "adamw-8bit"): uint8 codes and an fp32 scale per 256-element block, the
     # same per-parameter compiled step as AdamW4bit without the 4-bit codes (measured on the H100)
     OptimizerSpec("ao-adamw-8bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=8, block_size=256,
                   cpu_offload_refusal="torchao 8-bit AdamW runs its own GPU kernels on its state tensor subclass; "
-                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="torchao",
                   memory_measured=False, time_measured=False, torchao_step=True),
     OptimizerSpec("muon", full_states=1, saved_tensors=1, adam_ratio=0.71, matrix_only=True, only_impl="for-loop",
                   cpu_offload_refusal="torch.optim.Muon runs Newton-Schulz on the GPU; capplan does not model it "

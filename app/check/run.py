@@ -11,11 +11,17 @@ calibration measures (``benchmarks/calibration/measure.py``, method in ``docs/ca
   optimizer's states exist from step 2 on), NVML's used memory read after them, then the rest timed without
   resets or syncs inside a step; the step time is their median, tokens/s the global batch's tokens over it.
 
-Not tested on a GPU in this session (issue 31): the CPU tests cover its record and its refusal without CUDA.
+- Issue 29's mechanisms as the request says, through :mod:`app.check.stacks`, the functions the GPU measurements
+  (``benchmarks/calibration/measure_stacks.py``) run: the loss kernel (TRL, torchtune, Liger, Cut Cross-Entropy:
+  the library the estimator sizes the request's value as, :func:`app.check.stacks.stack_of`), Liger's kernels,
+  TRL's activation offloading around forward and backward, the paged / low-bit AdamW and Muon, the allocator
+  setting; what ran is in the result's ``mechanisms``. A library that is not installed exits 2 naming the field
+  and the pip package.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -23,8 +29,19 @@ from typing import Any
 
 import torch
 
+from app.check import stacks
 from app.check.random_init import init_weights, materialize
-from app.check.trace import TraceUnsupported, _build, _layers, _optimizer, _refusal, hf_config
+from app.check.trace import (
+    TraceUnsupported,
+    _build,
+    _layers,
+    _optimizer,
+    _refusal,
+    hf_config,
+    loss_kwargs,
+    mechanisms,
+    missing_packages,
+)
 from estimator import EstimateRequest, EstimateResponse
 
 __all__ = ["MEMORY_STEPS", "device_info", "measure"]
@@ -87,15 +104,30 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
     if request.training.method == "qlora":
         raise TraceUnsupported("training.method: QLoRA is not run by capplan check yet "
                                "(benchmarks/calibration/measure.py measures it)")
+    st, applied = mechanisms(request)
+    why = missing_packages(st)
+    if why:
+        raise TraceUnsupported(why)
     steps = max(MEMORY_STEPS + 1, steps)
     tr, par, lay = request.training, request.parallelism, result.layout
     sharded = par.sharding in ("fsdp", "zero3", "hsdp") and lay.shard_group_size > 1
     world = lay.shard_group_size if sharded else 1
     real = sharded and int(os.environ.get("WORLD_SIZE", "1")) == world
+    info: dict[str, Any] = {}
+    if st["alloc_conf"]:  # before CUDA's first allocation, as measure_stacks.py
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = st["alloc_conf"]
+        torch.cuda.memory._set_allocator_settings(st["alloc_conf"])
     torch.cuda.init()
     torch.empty(1, device="cuda")
     cfg = hf_config(request)
-    model = _build(request, cfg)
+    if st["liger_kernels"] or st["loss"] == "liger":  # Liger patches the classes: before the model is built
+        arch = getattr(cfg, "model_type", "")
+        if arch not in stacks.LIGER_FN:
+            field = "training.fused_kernels" if st["liger_kernels"] else "training.loss_kernel"
+            raise TraceUnsupported(f"{field}: Liger has no patch for transformers' {arch!r} models here "
+                                   f"(liger_kernel.transformers: {', '.join(sorted(stacks.LIGER_FN))})")
+        stacks.apply_liger(arch, st["liger_kernels"], st["loss"] == "liger", info)
+    model = _build(request, cfg, st, info)
     mixed = tr.precision == "bf16-mixed"
     if sharded:
         from torch.distributed.device_mesh import init_device_mesh
@@ -119,8 +151,10 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
         materialize(model, "cuda")
     init_weights(model, "cuda")  # as measure.py: the same function (app/check/random_init.py)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = _optimizer(request, params)
+    opt = _optimizer(request, params, model=model, info=info)
     model.train()
+    offload = stacks.offload_context(model, info) if st["offload"] == "trl" else contextlib.nullcontext()
+    extra = loss_kwargs(st)
     g = torch.Generator(device="cpu")
     g.manual_seed(0)
     vocab = int(cfg.get_text_config().vocab_size)
@@ -130,11 +164,11 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
     def micro() -> torch.Tensor:
         if mixed and not sharded:
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                return model(input_ids=ids, labels=ids).loss
-        return model(input_ids=ids, labels=ids).loss
+                return model(input_ids=ids, labels=ids, **extra).loss
+        return model(input_ids=ids, labels=ids, **extra).loss
 
     raw: dict[str, Any] = {"phase_peaks": [], "memory_only": sharded and not real, "world_size": world,
-                           "real_ranks": real}
+                           "real_ranks": real, "stack": st, "mechanisms": applied, "mechanism_settings": info}
     peak_alloc = peak_res = 0
     times = []
     try:
@@ -142,14 +176,15 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
             rec: dict[str, Any] = {"step": step}
             losses = []
             for _ in range(accum):
-                torch.cuda.reset_peak_memory_stats()
-                loss = micro() / accum
-                _phase_peak(rec, "forward")
-                torch.cuda.reset_peak_memory_stats()
-                loss.backward()
-                losses.append(float(loss.detach()))
-                del loss
-                _phase_peak(rec, "backward")
+                with offload:  # TRL's offloading around forward and backward, as SFTTrainer.training_step
+                    torch.cuda.reset_peak_memory_stats()
+                    loss = micro() / accum
+                    _phase_peak(rec, "forward")
+                    torch.cuda.reset_peak_memory_stats()
+                    loss.backward()
+                    losses.append(float(loss.detach()))
+                    del loss
+                    _phase_peak(rec, "backward")
             torch.cuda.reset_peak_memory_stats()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -165,9 +200,10 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(accum):
-                loss = micro() / accum
-                loss.backward()
-                del loss
+                with offload:
+                    loss = micro() / accum
+                    loss.backward()
+                    del loss
             opt.step()
             opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()

@@ -139,7 +139,7 @@ def stack_of(*, stack: str, loss_kernel: str, fused_kernels: str, activation_off
         raise NotApplied("training.activation_offloading", f"{activation_offloading!r} (Unsloth's offloaded "
                          "checkpointer) has no implementation in capplan check; \"all\" runs TRL's offloading hooks")
     opt = OPTIMIZERS.get(optimizer, optimizer)
-    if opt != optimizer or optimizer == "muon":
+    if optimizer in OPTIMIZERS:
         applied["optimizer"] = {"paged-adamw-8bit": "bitsandbytes PagedAdamW8bit",
                                 "paged-adamw-32bit": "bitsandbytes PagedAdamW32bit",
                                 "ao-adamw-4bit": "torchao AdamW4bit", "adamw-8bit": "bitsandbytes AdamW8bit",

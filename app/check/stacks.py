@@ -351,6 +351,8 @@ def make_loss(case: dict[str, Any], model: nn.Module, x: torch.Tensor, res: dict
     if kind == "trl":
         return lambda: model(input_ids=x, labels=x, fused_lm_head=True).loss
     if kind in _LOSS_IMPL:
+        if kind == "cce":  # imported here, so a missing library (or Triton) fails before the model runs
+            import cut_cross_entropy  # noqa: F401
         res["loss_impl"] = _LOSS_IMPL[kind]
         fn = chunked_output_loss if kind == "torchtune" else cce_loss
         return lambda: fn(backbone(input_ids=x).last_hidden_state, head, x, softcap)
@@ -369,6 +371,8 @@ def install_loss(kind: str, model: nn.Module, res: dict[str, Any]) -> dict[str, 
         return {"fused_lm_head": True}
     if kind not in _LOSS_IMPL:
         raise ValueError(kind)
+    if kind == "cce":
+        import cut_cross_entropy  # noqa: F401
     res["loss_impl"] = _LOSS_IMPL[kind]
     fn = chunked_output_loss if kind == "torchtune" else cce_loss
 

@@ -219,3 +219,62 @@ def test_what_fake_tensors_cannot_run_exits_2_naming_the_field(tmp_path: Path, c
     out, err = capsys.readouterr()
     assert exc.value.code == 2
     assert err.startswith(f"Error: {field}: ") and out == ""
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_the_installed_chunked_loss_computes_the_materialized_loss(method: str) -> None:
+    """On real (CPU) tensors of a tiny model, the loss --run / --trace install (a replaced ``forward``, under peft
+    for LoRA) and the loss measure_stacks.py's ``make_loss`` computes (the backbone called directly) both equal
+    Hugging Face's ForCausalLMLoss on the same weights and tokens: the chunks change memory, not the loss."""
+    import torch
+
+    from app.check.random_init import init_weights, materialize
+    from app.check.trace import _build, hf_config, loss_kwargs
+
+    req = _request(method=method, seq_len=64, activation_checkpointing="none")
+    cfg = hf_config(req)
+    ids = torch.randint(0, 32000, (1, 64), generator=torch.Generator().manual_seed(0))
+    losses = {}
+    warnings.simplefilter("ignore")  # transformers' / peft's deprecation notes (restored by pytest after the test)
+    for loss in ("hf", "torchtune"):
+        st = {"loss": loss, "liger_kernels": False, "offload": "none", "optimizer": "adamw", "alloc_conf": None}
+        info: dict[str, Any] = {}
+        model = _build(req, cfg, st, info)
+        materialize(model, "cpu")
+        init_weights(model, "cpu")
+        model = model.float()
+        losses[loss] = float(model(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
+        if loss == "torchtune":
+            assert info["loss_impl"].startswith("torchtune CEWithChunkedOutputLoss")
+            fresh = _build(req, cfg)
+            materialize(fresh, "cpu")
+            init_weights(fresh, "cpu")
+            losses["make_loss"] = float(stacks.make_loss({"stack": st}, fresh.float(), ids, {})().detach())
+    assert losses["torchtune"] == pytest.approx(losses["hf"], rel=1e-5)
+    assert losses["make_loss"] == pytest.approx(losses["hf"], rel=1e-5)
+    assert 9.0 < losses["hf"] < 11.5  # about ln(32000) = 10.4 for random weights: a real loss, not a constant
+
+
+def test_trl_s_fused_head_computes_the_materialized_loss() -> None:
+    """TRL's add_fused_lm_head (ChunkedLogProbFunction, its torch tiles on the CPU), installed before peft as
+    measure_stacks.py installs it: the same loss as Hugging Face's on the same weights (where trl is installed)."""
+    pytest.importorskip("trl")
+    import torch
+
+    from app.check.random_init import init_weights, materialize
+    from app.check.trace import _build, hf_config, loss_kwargs
+
+    warnings.simplefilter("ignore")
+    req = _request(method="lora", seq_len=64, activation_checkpointing="none")
+    cfg = hf_config(req)
+    ids = torch.randint(0, 32000, (1, 64), generator=torch.Generator().manual_seed(0))
+    losses = {}
+    for loss in ("hf", "trl"):
+        st = {"loss": loss, "liger_kernels": False, "offload": "none", "optimizer": "adamw", "alloc_conf": None}
+        info: dict[str, Any] = {}
+        model = _build(req, cfg, st, info)
+        materialize(model, "cpu")
+        init_weights(model, "cpu")
+        losses[loss] = float(model.float()(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
+    assert info["trl"]["version"]
+    assert losses["trl"] == pytest.approx(losses["hf"], rel=1e-5)

@@ -116,7 +116,10 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
     info: dict[str, Any] = {}
     if st["alloc_conf"]:  # before CUDA's first allocation, as measure_stacks.py
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = st["alloc_conf"]
-        torch.cuda.memory._set_allocator_settings(st["alloc_conf"])
+        try:
+            torch.cuda.memory._set_allocator_settings(st["alloc_conf"])
+        except (RuntimeError, AttributeError) as exc:
+            raise TraceUnsupported(f"training.allocator: this torch cannot set {st['alloc_conf']}: {exc}") from exc
     torch.cuda.init()
     torch.empty(1, device="cuda")
     cfg = hf_config(request)

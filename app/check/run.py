@@ -98,7 +98,7 @@ def measure(request: EstimateRequest, result: EstimateResponse, steps: int = 5) 
     if not torch.cuda.is_available():
         raise TraceUnsupported("--run needs a CUDA GPU (torch.cuda.is_available() is false on this machine); "
                                "use --trace here, or run on a machine with GPUs")
-    why = _refusal(request, result)
+    why = _refusal(request, result, run=True)
     if why and request.training.method != "qlora":
         raise TraceUnsupported(why)
     if request.training.method == "qlora":

@@ -294,15 +294,20 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
     return out
 
 
-def _refusal(request: EstimateRequest, result: EstimateResponse) -> str | None:
-    """Why the trace cannot run this request at all (its figures would mean nothing), or ``None``."""
+def _refusal(request: EstimateRequest, result: EstimateResponse, run: bool = False) -> str | None:
+    """Why the trace (``run``: ``--run``) cannot run this request at all (its figures would mean nothing), or
+    ``None``."""
     tr, lay = request.training, result.layout
     if tr.method == "qlora":
         return "training.method: QLoRA's 4-bit weights need bitsandbytes' CUDA kernels; use --run on a GPU"
     if tr.optimizer in ("adamw-8bit", "lion"):
+        if run:
+            return (f"training.optimizer: {tr.optimizer} is not run by capplan check --run yet "
+                    "(benchmarks/calibration/measure.py measures it)")
         return f"training.optimizer: {tr.optimizer} is not traced (no CPU implementation); use --run on a GPU"
     if tr.precision == "fp8-mixed":
-        return "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU"
+        return ("training.precision: fp8-mixed is not run by capplan check --run yet" if run else
+                "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU")
     if lay.pp > 1 or lay.tp > 1 or lay.cp > 1 or lay.ep > 1:
         return (f"parallelism: the trace follows data-parallel sharding only, not TP {lay.tp} / PP {lay.pp} / "
                 f"CP {lay.cp} / EP {lay.ep}")

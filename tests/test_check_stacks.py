@@ -125,6 +125,7 @@ def test_each_measured_case_s_request_maps_back_to_the_mechanism_the_h100_ran(ca
     ({"optimizer": "paged-adamw-8bit"}, {"optimizer": "paged-adamw-8bit"}, "PagedAdamW8bit"),
     ({"optimizer": "paged-adamw"}, {"optimizer": "paged-adamw-32bit"}, "PagedAdamW32bit"),
     ({"optimizer": "adamw-4bit"}, {"optimizer": "ao-adamw-4bit"}, "torchao AdamW4bit"),
+    ({"optimizer": "adamw-8bit"}, {"optimizer": "adamw-8bit"}, "bitsandbytes AdamW8bit"),
     ({"optimizer": "muon", "optimizer_impl": "for-loop"}, {"optimizer": "muon"}, "torch.optim.Muon"),
     ({"allocator": "expandable_segments"}, {"alloc_conf": "expandable_segments:True"}, "expandable_segments"),
 ])
@@ -206,6 +207,7 @@ def test_muon_is_traced_with_one_state_per_decoder_matrix() -> None:
     ({"optimizer": "paged-adamw-8bit"}, "training.optimizer"),
     ({"optimizer": "paged-adamw"}, "training.optimizer"),
     ({"optimizer": "adamw-4bit"}, "training.optimizer"),
+    ({"optimizer": "adamw-8bit"}, "training.optimizer"),
 ])
 def test_what_fake_tensors_cannot_run_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                training: dict[str, Any], field: str) -> None:

@@ -300,10 +300,9 @@ def _refusal(request: EstimateRequest, result: EstimateResponse, run: bool = Fal
     tr, lay = request.training, result.layout
     if tr.method == "qlora":
         return "training.method: QLoRA's 4-bit weights need bitsandbytes' CUDA kernels; use --run on a GPU"
-    if tr.optimizer in ("adamw-8bit", "lion"):
-        if run:
-            return (f"training.optimizer: {tr.optimizer} is not run by capplan check --run yet "
-                    "(benchmarks/calibration/measure.py measures it)")
+    if tr.optimizer == "lion" and run:
+        return "training.optimizer: lion is not in torch.optim: not run by capplan check --run"
+    if tr.optimizer in ("adamw-8bit", "lion") and not run:
         return f"training.optimizer: {tr.optimizer} is not traced (no CPU implementation); use --run on a GPU"
     if tr.precision == "fp8-mixed":
         return ("training.precision: fp8-mixed is not run by capplan check --run yet" if run else
@@ -409,7 +408,13 @@ def _optimizer(request: EstimateRequest, params: list[nn.Parameter], traced: boo
     embedding and LM head that Muon leaves to AdamW) through :func:`app.check.stacks.make_optimizer`, whose
     settings go to ``info``."""
     tr = request.training
-    if tr.optimizer in stacks.OPTIMIZERS and tr.optimizer != "adamw-8bit":
+    if tr.optimizer == "adamw-8bit":  # --run only: bitsandbytes' block-wise 8-bit AdamW, measure.py's settings
+        import bitsandbytes as bnb
+
+        if info is not None:
+            info["optimizer"] = {"class": "bitsandbytes.optim.AdamW8bit", "bitsandbytes": bnb.__version__}
+        return bnb.optim.AdamW8bit(params, lr=1e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    if tr.optimizer in stacks.OPTIMIZERS:
         if model is None:
             raise TraceUnsupported(f"training.optimizer: {tr.optimizer} needs the model")
         opt, settings = stacks.make_optimizer(stacks.OPTIMIZERS[tr.optimizer], {}, model, params)

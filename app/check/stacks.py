@@ -49,6 +49,7 @@ __all__ = [
     "dist_version",
     "ensure_trl_utils",
     "install_loss",
+    "loss_fsdp_units",
     "make_loss",
     "make_optimizer",
     "muon_split",
@@ -384,6 +385,17 @@ def install_loss(kind: str, model: nn.Module, res: dict[str, Any]) -> dict[str, 
 
     model.forward = types.MethodType(forward, model)
     return {}
+
+
+def loss_fsdp_units(kind: str, model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of what the loss ``kind`` calls outside the causal-LM module's forward, each to be its own
+    FSDP2 unit (``fully_shard`` after the decoder layers, before the root: their parameters all-gathered around
+    those calls; torchtune's recipes shard the output projection as its own unit too): the decoder stack and
+    the LM head for ``torchtune`` and ``cce``, nothing for the others (``measure_stacks.py``'s FSDP2 cases)."""
+    if kind not in ("torchtune", "cce"):
+        return []
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return [("model.model", inner.model), ("lm_head", inner.get_output_embeddings())]
 
 
 def ensure_trl_utils(res: dict[str, Any]) -> bool:

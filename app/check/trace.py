@@ -294,9 +294,11 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
     return out
 
 
-def _refusal(request: EstimateRequest, result: EstimateResponse, run: bool = False) -> str | None:
-    """Why the trace (``run``: ``--run``) cannot run this request at all (its figures would mean nothing), or
-    ``None``."""
+def _refusal(request: EstimateRequest, result: EstimateResponse, *, tensor_parallel: bool = False) -> str | None:
+    """Why the trace cannot run this request at all (its figures would mean nothing), or ``None``.
+    ``tensor_parallel``: for ``--run``, which runs TP layouts (:func:`app.check.run.tp_refusal`) but not
+    pipeline, context or expert parallelism (each refused naming its field), and bitsandbytes' 8-bit AdamW."""
+    run = tensor_parallel
     tr, lay = request.training, result.layout
     if tr.method == "qlora":
         return "training.method: QLoRA's 4-bit weights need bitsandbytes' CUDA kernels; use --run on a GPU"
@@ -307,6 +309,12 @@ def _refusal(request: EstimateRequest, result: EstimateResponse, run: bool = Fal
     if tr.precision == "fp8-mixed":
         return ("training.precision: fp8-mixed is not run by capplan check --run yet" if run else
                 "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU")
+    if tensor_parallel:
+        for name in ("pp", "cp", "ep"):
+            if getattr(lay, name) > 1:
+                return (f"parallelism.{name}: --run runs data-parallel and tensor-parallel layouts only, not "
+                        f"{name.upper()} {getattr(lay, name)}")
+        return None
     if lay.pp > 1 or lay.tp > 1 or lay.cp > 1 or lay.ep > 1:
         return (f"parallelism: the trace follows data-parallel sharding only, not TP {lay.tp} / PP {lay.pp} / "
                 f"CP {lay.cp} / EP {lay.ep}")

@@ -8,12 +8,19 @@ GPU machine (torch, transformers and peft installed, no capplan web dependencies
     python3 benchmarks/calibration/check_run_batch.py --out $OUT --baseline
 
 writes ``$OUT/check_run.jsonl`` (one line per case: its class, the exit code, the wall time, the record
-``python -m app.check REQUEST --run --json`` wrote, the tails of its output) and, with ``--baseline``,
-``$OUT/measure/results.jsonl`` and ``provenance.json`` (``measure.py --ids ...``). Back here::
+``python -m app.check REQUEST --run --json`` wrote, the tails of its output) and, with ``--baseline``, the same
+cases measured by the calibration's own scripts, one process each as the calibration runs them:
+``$OUT/measure/results.jsonl`` and ``provenance.json`` (``measure.py --ids ...``: the data-parallel cases) and
+``$OUT/measure_tp/`` (``measure_tp.py --ids ...``: the tensor-parallel case). Back here::
 
     python benchmarks/calibration/check_run_batch.py --compare DIR     # the table: run vs calibration
 
-CPU dry run (tiny shapes, ``--trace`` instead of ``--run``, ``measure.py --dry-run``): ``--dry-run --out DIR``.
+CPU dry run (``--dry-run --baseline --out DIR``): tiny shapes of the same cases; each case through
+``python -m app.check REQUEST --trace`` (the CLI path, the record; the TP case is refused there: the trace
+follows no TP plan) and through ``python -m app.check.run REQUEST --cpu`` (``--run``'s own model build, TP plan,
+FSDP2 wrap, loss and steps on the CPU, with the fake process group; no memory is read on the CPU), then
+``measure.py --dry-run`` and ``measure_tp.py --dry-run`` on the same cases. What it cannot cover: CUDA's memory
+readings, NVML and step times.
 
 ``python -m app.check`` is ``capplan check``'s own path (:func:`app.check.command.check_request`) without the
 typer / FastAPI wrapper, which the GPU machine lacks.
@@ -37,8 +44,8 @@ CALIBRATION = ROOT / "tests" / "data" / "calibration_h200.json"
 TP_RAW = ROOT / "tests" / "data" / "calibration_h200_raw" / "call5_tp.jsonl"
 
 #: (memory class of docs/accuracy.md, calibration case id): the cheapest case of each class that fits an 80 GB
-#: card, plus eager attention (issue 31's estimator finding). The tensor-parallel case is refused by --run (it
-#: runs data-parallel layouts only): its line records the refusal (exit 2, naming ``parallelism``).
+#: card, plus eager attention (issue 31's estimator finding). The tensor-parallel case runs rank 0 of TP 2 under
+#: the fake process group with measure_tp.py's plan (app/check/tensor_parallel.py), memory only.
 CASES: list[tuple[str, str]] = [
     ("full", "l1b-full-mixed-fused-b1-s4096-nock"),
     ("full", "l1b-full-mixed-eager-fused-b1-s2048-nock"),
@@ -78,6 +85,29 @@ def _tail(text: str, n: int = 3000) -> str:
     return text[-n:]
 
 
+def is_tp(case_id: str) -> bool:
+    """Whether a calibration case is measure_tp.py's (a ``-tpN`` layout)."""
+    return "-tp" in case_id
+
+
+def memory_only(case_id: str) -> bool:
+    """Whether the case runs one rank of several through the fake process group (FSDP2 or TP): its step has no
+    real collectives, so only its memory is compared."""
+    return "-fsdp" in case_id or is_tp(case_id)
+
+
+def _commands(request_path: Path, out_path: Path, dry: bool, case_id: str) -> list[tuple[str, list[str]]]:
+    """(mode, command) of one case: ``--run`` on the GPU; on the CPU ``--trace`` (unless TP) and the run path."""
+    if not dry:
+        return [("run", [sys.executable, "-m", "app.check", str(request_path), "--run", "--steps", "5",
+                         "--json", str(out_path)])]
+    cmds = [] if is_tp(case_id) else [("trace", [sys.executable, "-m", "app.check", str(request_path), "--trace",
+                                                 "--json", str(out_path)])]
+    raw = out_path.with_suffix(".raw.json")
+    return [*cmds, ("cpu-run", [sys.executable, "-m", "app.check.run", str(request_path), "--cpu", "--steps", "3",
+                                "--json", str(raw)])]
+
+
 def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
     """Each case through ``python -m app.check`` in its own process; one JSONL line each. The ids that ran."""
     cal = calibration_cases()
@@ -86,63 +116,77 @@ def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
     env.setdefault("CAPPLAN_NATIVE", "0")
     ran = []
     with tempfile.TemporaryDirectory() as tmp, (out / "check_run.jsonl").open("a") as sink:
-        for klass, cid in CASES:
+        for i, (klass, cid) in enumerate(CASES, 1):
             case = cal[cid]
             request = dry_request(case["request"]) if dry else case["request"]
             req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
             req_path.write_text(json.dumps(request))
-            cmd = [sys.executable, "-m", "app.check", str(req_path), "--trace" if dry else "--run",
-                   *([] if dry else ["--steps", "5"]), "--json", str(rec_path)]
-            t0 = time.perf_counter()
-            try:
-                p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-                rc, stdout, stderr = p.returncode, p.stdout, p.stderr
-            except subprocess.TimeoutExpired as exc:
-                rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
-            line = {"class": klass, "case_id": cid, "dry_run": dry, "command": " ".join(cmd[1:]), "rc": rc,
-                    "wall_s": round(time.perf_counter() - t0, 1),
-                    "record": json.loads(rec_path.read_text()) if rec_path.exists() else None,
-                    "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
-            sink.write(json.dumps(line) + "\n")
-            sink.flush()
-            print(f"{klass:16s} {cid:45s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
-            print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
-            if rc == 0:
-                ran.append(cid)
+            for mode, cmd in _commands(req_path, rec_path, dry, cid):
+                print(f"[{i}/{len(CASES)}] {mode} {klass} {cid} ...", flush=True)
+                t0 = time.perf_counter()
+                try:
+                    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                    rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+                except subprocess.TimeoutExpired as exc:
+                    rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
+                raw_path = rec_path.with_suffix(".raw.json")
+                line = {"class": klass, "case_id": cid, "dry_run": dry, "mode": mode, "command": " ".join(cmd[1:]),
+                        "rc": rc, "wall_s": round(time.perf_counter() - t0, 1),
+                        "record": (json.loads(rec_path.read_text()) if mode != "cpu-run" and rec_path.exists()
+                                   else None),
+                        "raw": json.loads(raw_path.read_text()) if mode == "cpu-run" and raw_path.exists() else None,
+                        "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+                rec_path.unlink(missing_ok=True)
+                raw_path.unlink(missing_ok=True)
+                sink.write(json.dumps(line) + "\n")
+                sink.flush()
+                print(f"{klass:16s} {cid:45s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
+                print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
+                if rc == 0 and cid not in ran:
+                    ran.append(cid)
     return ran
 
 
 def baseline(out: Path, ids: list[str], dry: bool, deadline: float) -> None:
-    """The calibration's own measurement of the same cases on this machine (``measure.py --ids``)."""
-    if not ids:
-        return
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "calibration" / "measure.py"), "--ids", *ids,
-           "--out", str(out / "measure"), "--deadline", str(deadline), *(["--dry-run"] if dry else [])]
-    print("baseline:", " ".join(cmd[1:]), flush=True)
-    subprocess.run(cmd, cwd=ROOT, check=False)
+    """The calibration's own measurement of the same cases on this machine: ``measure.py --ids`` (one process,
+    one forked child per case) for the data-parallel cases, ``measure_tp.py --ids`` for the tensor-parallel
+    one, as the calibration measured each."""
+    here = ROOT / "benchmarks" / "calibration"
+    for script, sel, folder in (("measure.py", [i for i in ids if not is_tp(i)], "measure"),
+                                ("measure_tp.py", [i for i in ids if is_tp(i)], "measure_tp")):
+        if not sel:
+            continue
+        cmd = [sys.executable, str(here / script), "--ids", *sel, "--out", str(out / folder),
+               "--deadline", str(deadline), *(["--dry-run"] if dry else [])]
+        print("baseline:", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, cwd=ROOT, check=False)
 
 
 def compare(folder: Path) -> None:
     """Each --run record beside the calibration's committed H200 measurement and, when present, this machine's
-    ``measure.py`` baseline: the same figures (``app.check.record.measured_figures`` of each raw measurement)."""
+    baseline by the calibration's scripts (measure.py, measure_tp.py): the same figures
+    (``app.check.record.measured_figures`` of each raw measurement)."""
     sys.path.insert(0, str(ROOT))
     from app.check.record import measured_figures
 
     cal = calibration_cases()
     base = {}
-    res = folder / "measure" / "results.jsonl"
-    if res.exists():
+    for res in (folder / "measure" / "results.jsonl", folder / "measure_tp" / "results.jsonl"):
+        if not res.exists():
+            continue
         for line in res.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
                 if r.get("status") == "ok":
-                    base[r["id"]] = measured_figures(r["measured"], memory_only="fsdp" in r["id"])
-    print(f"{'case':45s} {'figure':22s} {'check --run':>14s} {'measure.py here':>16s} {'H200 calibration':>17s}")
+                    base[r["id"]] = measured_figures(r["measured"], memory_only=memory_only(r["id"]))
+    print(f"{'case':45s} {'figure':22s} {'check --run':>14s} {'calibration here':>16s} {'H200 calibration':>17s}")
     for line in (folder / "check_run.jsonl").read_text().splitlines():
         row = json.loads(line)
+        if row.get("mode", "run") != "run":
+            continue
         rec = row.get("record") or {}
         got = rec.get("measured") or {}
-        committed = measured_figures(cal[row["case_id"]]["measured"], memory_only="fsdp" in row["case_id"])
+        committed = measured_figures(cal[row["case_id"]]["measured"], memory_only=memory_only(row["case_id"]))
         if not got:
             print(f"{row['case_id']:45s} rc={row['rc']}: {row['stderr_tail'].strip()[-200:]}")
             continue
@@ -202,38 +246,44 @@ def mechanism_request(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_mechanism_cases(out: Path, dry: bool, timeout: float) -> list[str]:
-    """Each mechanism case through ``python -m app.check --run`` (``--trace`` in the dry run) in its own process;
-    one line each in ``check_run_mechanisms.jsonl``. The ids that ran."""
+    """Each mechanism case through ``python -m app.check --run`` (in the dry run ``--trace`` and the run path on
+    the CPU, :func:`_commands`) in its own process; one line each in ``check_run_mechanisms.jsonl``. The ids that
+    ran."""
     measured = stack_cases_measured()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env.setdefault("CAPPLAN_NATIVE", "0")
     ran = []
     with tempfile.TemporaryDirectory() as tmp, (out / "check_run_mechanisms.jsonl").open("a") as sink:
-        for klass, cid in MECHANISM_CASES:
+        for i, (klass, cid) in enumerate(MECHANISM_CASES, 1):
             request = mechanism_request(measured[cid]["case"])
             if dry:
                 request = dry_request(request)
             req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
             req_path.write_text(json.dumps(request))
-            cmd = [sys.executable, "-m", "app.check", str(req_path), "--trace" if dry else "--run",
-                   *([] if dry else ["--steps", "5"]), "--json", str(rec_path)]
-            t0 = time.perf_counter()
-            try:
-                p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-                rc, stdout, stderr = p.returncode, p.stdout, p.stderr
-            except subprocess.TimeoutExpired as exc:
-                rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
-            line = {"class": klass, "case_id": cid, "dry_run": dry, "command": " ".join(cmd[1:]), "rc": rc,
-                    "wall_s": round(time.perf_counter() - t0, 1), "request": request,
-                    "record": json.loads(rec_path.read_text()) if rec_path.exists() else None,
-                    "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
-            sink.write(json.dumps(line) + "\n")
-            sink.flush()
-            print(f"{klass:26s} {cid:56s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
-            print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
-            if rc == 0:
-                ran.append(cid)
+            for mode, cmd in _commands(req_path, rec_path, dry, cid):
+                print(f"[{i}/{len(MECHANISM_CASES)}] {mode} {klass} {cid} ...", flush=True)
+                t0 = time.perf_counter()
+                try:
+                    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                    rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+                except subprocess.TimeoutExpired as exc:
+                    rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
+                raw_path = rec_path.with_suffix(".raw.json")
+                line = {"class": klass, "case_id": cid, "dry_run": dry, "mode": mode, "command": " ".join(cmd[1:]),
+                        "rc": rc, "wall_s": round(time.perf_counter() - t0, 1), "request": request,
+                        "record": (json.loads(rec_path.read_text()) if mode != "cpu-run" and rec_path.exists()
+                                   else None),
+                        "raw": json.loads(raw_path.read_text()) if mode == "cpu-run" and raw_path.exists() else None,
+                        "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+                rec_path.unlink(missing_ok=True)
+                raw_path.unlink(missing_ok=True)
+                sink.write(json.dumps(line) + "\n")
+                sink.flush()
+                print(f"{klass:26s} {cid:56s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
+                print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
+                if rc == 0 and cid not in ran:
+                    ran.append(cid)
     return ran
 
 
@@ -270,7 +320,8 @@ def compare_mechanisms(folder: Path) -> None:
         row = json.loads(line)
         got = (row.get("record") or {}).get("measured") or {}
         if not got:
-            print(f"{row['case_id']:56s} rc={row['rc']}: {row['stderr_tail'].strip()[-200:]}")
+            print(f"{row['case_id']:56s} {row.get('mode', 'run')} rc={row['rc']}: "
+                  f"{(row['stderr_tail'].strip() or row['stdout_tail'].strip())[-200:]}")
             continue
         for field, what in (got.get("mechanisms") or {}).items():
             print(f"{row['case_id']:56s} applied {field}: {what}")
@@ -310,13 +361,15 @@ def main() -> None:
     t0 = time.perf_counter()
     if args.mechanisms:  # issue 29's classes (their own section above)
         ran = run_mechanism_cases(out, args.dry_run, args.timeout)
-        if args.baseline:
-            mechanism_baseline(out, ran, args.dry_run, args.deadline)
+        print(f"--run: {len(ran)} of {len(MECHANISM_CASES)} cases ran, {time.perf_counter() - t0:.0f} s", flush=True)
+        if args.baseline:  # every case, whether or not its run ran
+            mechanism_baseline(out, [cid for _klass, cid in MECHANISM_CASES], args.dry_run, args.deadline)
         print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
         return
     ran = run_cases(out, args.dry_run, args.timeout)
-    if args.baseline:
-        baseline(out, ran, args.dry_run, args.deadline)
+    print(f"--run: {len(ran)} of {len(CASES)} cases ran, {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.baseline:  # every case, whether or not its run ran: the calibration's figures on this machine
+        baseline(out, [cid for _klass, cid in CASES], args.dry_run, args.deadline)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
 
 

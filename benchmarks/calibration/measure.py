@@ -43,19 +43,30 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from torch import nn  # noqa: E402
 
-try:  # on the GPU machine: app/check/random_init.py copied beside this file (docs/check.md)
-    import random_init
-except ImportError:  # in the repository: loaded by its path (it imports torch only, not capplan's packages)
+
+def shared_module(name: str) -> Any:
+    """A torch-only module of ``app/check/`` shared with ``capplan check`` (one implementation): beside this file on
+    the GPU machine (copied there, docs/check.md), else loaded from the repository by its path (it imports no
+    capplan package)."""
+    import importlib
     import importlib.util
 
-    _path = HERE.parents[1] / "app" / "check" / "random_init.py"
-    if not _path.exists():
-        sys.exit(f"measure.py needs random_init.py beside it (copy app/check/random_init.py into {HERE})")
-    _spec = importlib.util.spec_from_file_location("random_init", _path)
-    assert _spec is not None and _spec.loader is not None
-    random_init = importlib.util.module_from_spec(_spec)
-    sys.modules["random_init"] = random_init
-    _spec.loader.exec_module(random_init)
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        path = HERE.parents[1] / "app" / "check" / f"{name}.py"
+        if not path.exists():
+            sys.exit(f"measure.py needs {name}.py beside it (copy app/check/{name}.py into {HERE})")
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+random_init = shared_module("random_init")
+gpu_memory = shared_module("gpu_memory")
 
 #: one implementation with ``capplan check`` (app/check/random_init.py): tied-weight-keeping ``to_empty`` and the
 #: random weights (normal(0, 0.02) matrices, zero LoRA B and biases, unit norms, rotary buffers rebuilt)
@@ -71,29 +82,9 @@ _STATE: dict[str, Any] = {"phase": "start", "step": 0}
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def _nvml():
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
-    except Exception:
-        return None, None
-
-
-def _nvml_mem(nv, h) -> dict[str, int] | None:
-    if nv is None:
-        return None
-    try:
-        try:
-            m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
-            return {"used": int(m.used), "total": int(m.total), "free": int(m.free),
-                    "reserved": int(getattr(m, "reserved", 0))}
-        except Exception:
-            m = nv.nvmlDeviceGetMemoryInfo(h)
-            return {"used": int(m.used), "total": int(m.total), "free": int(m.free)}
-    except Exception:
-        return None
+#: one implementation with ``capplan check --run`` (app/check/gpu_memory.py): NVML memory info version 2
+_nvml = gpu_memory.nvml
+_nvml_mem = gpu_memory.nvml_memory
 
 
 def _nvml_proc_used(nv, h) -> int | None:

@@ -147,19 +147,9 @@ def track_adam_impl() -> None:
 
 
 # ------------------------------------------------------------- the mechanisms: app/check/stacks.py (one implementation)
-try:  # on the GPU machine: app/check/stacks.py copied beside this file, as random_init.py (docs/check.md)
-    import stacks
-except ImportError:  # in the repository: loaded by its path (it imports torch only, not capplan's packages)
-    import importlib.util
-
-    _path = HERE.parents[1] / "app" / "check" / "stacks.py"
-    if not _path.exists():
-        sys.exit(f"measure_stacks.py needs stacks.py beside it (copy app/check/stacks.py into {HERE})")
-    _spec = importlib.util.spec_from_file_location("stacks", _path)
-    assert _spec is not None and _spec.loader is not None
-    stacks = importlib.util.module_from_spec(_spec)
-    sys.modules["stacks"] = stacks
-    _spec.loader.exec_module(stacks)
+#: app/check/stacks.py, one implementation with ``capplan check`` (measure.shared_module: beside this file on the GPU
+#: machine, else loaded from the repository by its path)
+stacks = M.shared_module("stacks")
 
 from stacks import (  # noqa: E402  (the names run_case and smoke use)
     Combined,
@@ -272,6 +262,13 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         inner = model.get_base_model() if method == "lora" else model
         for layer in inner.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mpp)
+        if st["loss"] in ("torchtune", "cce"):
+            # The loss calls the decoder stack and the LM head outside the causal-LM module's forward (torchtune's
+            # recipes shard the output projection as its own unit too): each its own FSDP2 unit, so their
+            # parameters are all-gathered around those calls.
+            fully_shard(inner.model, mesh=mesh, mp_policy=mpp)
+            fully_shard(inner.get_output_embeddings(), mesh=mesh, mp_policy=mpp)
+            res["fsdp_extra_units"] = ["model.model", "lm_head"]
         fully_shard(model, mesh=mesh, mp_policy=mpp)
         model.to_empty(device=dev)
         res["fsdp"] = {"world_size": W, "mp_param_dtype": "bfloat16", "mp_reduce_dtype": "float32",
@@ -541,6 +538,17 @@ def estimate_seconds(case: dict[str, Any]) -> float:
     return est
 
 
+def device_name() -> str:
+    """The GPU's name from nvidia-smi (the driver never initialises CUDA)."""
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout.strip().splitlines()[0]
+    except Exception:
+        return ""
+
+
 def provenance(args: argparse.Namespace) -> dict[str, Any]:
     p = M.provenance(args)
     p["command"] = " ".join([Path(sys.executable).name, *sys.argv])
@@ -562,6 +570,8 @@ def main() -> None:
     ap.add_argument("--git-sha", default=None)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--skip-done-file", action="append", default=[])
+    ap.add_argument("--h200-repeats", action="store_true",
+                    help="measure stack_cases.H200_REPEATS, on an H200 only (nothing elsewhere)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -571,6 +581,14 @@ def main() -> None:
         sel = [S.by_id(i) for i in args.ids]
     elif args.call:
         sel = [c for c in sel if c["call"] in args.call]
+    if args.h200_repeats:
+        sel = [S.by_id(i) for i in S.H200_REPEATS]
+    name = device_name() if not args.dry_run else "dry run"
+    print("device:", name, flush=True)
+    if "H200" in name:  # the same cases measured on an H200 are h200-... cases with the H200 in their request
+        sel = [S.as_h200(c) for c in sel]
+    elif args.h200_repeats:
+        sel = []
     prov = provenance(args)
     prov["selected"] = [c["id"] for c in sel]
     (out / "provenance.json").write_text(json.dumps(prov, indent=1))

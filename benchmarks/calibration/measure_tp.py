@@ -8,7 +8,9 @@ backend "fake"): collectives move no data but their output buffers are allocated
 rank's ``torch.cuda.max_memory_allocated()`` is what one GPU of W would hold. Each case runs in its own
 forked process (a fresh CUDA context and caching allocator); results are appended to DIR/results.jsonl as
 each case ends, so a timeout still leaves the finished ones. Helpers (config, init, optimizers, DDP wrapper,
-peak readings) are measure.py's, so the method is docs/calibration-method.md's.
+peak readings) are measure.py's, so the method is docs/calibration-method.md's. The TP plans, their 2-D FSDP2 wrap,
+the batch and the loss are ``app/check/tensor_parallel.py``'s, which ``capplan check --run`` runs too (one
+implementation: the plan --run measures is the plan calibrated here).
 
 Kinds:
 
@@ -49,6 +51,10 @@ import cases as cases_mod  # noqa: E402
 import measure as M  # noqa: E402  (sets the environment before torch is imported)
 import torch  # noqa: E402
 import transformers  # noqa: E402
+
+#: app/check/tensor_parallel.py, one implementation with ``capplan check --run`` (measure.shared_module: beside this
+#: file on the GPU machine, else loaded from the repository by its path)
+TP = M.shared_module("tensor_parallel")
 
 GPU = cases_mod.GPU
 _SHORT = {"llama-3.2-1b": "l1b", "llama-3.2-3b": "l3b", "llama-3.1-8b": "l8b", "llama-3.1-70b": "l70b",
@@ -150,70 +156,17 @@ def by_id(case_id: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------- the plan
-def tp_plan(sp: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(root plan, per-layer plan) for an HF Llama, torchtitan-style."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel, SequenceParallel
-
-    if not sp:
-        root = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
-                "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
-        layer = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-                 "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-                 "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-                 "mlp.down_proj": RowwiseParallel()}
-        return root, layer
-    root = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
-                                                  use_local_output=False),
-            "model.norm": SequenceParallel(),
-            "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)}
-    layer = {
-        "input_layernorm": SequenceParallel(),
-        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
-                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-        "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-        "self_attn.v_proj": ColwiseParallel(),
-        "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
-        "post_attention_layernorm": SequenceParallel(),
-        "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-        "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
-    }
-    return root, layer
-
-
-def hf_tp_plan() -> tuple[dict[str, Any], dict[str, Any]]:
-    """Hugging Face transformers' plan (``LlamaConfig.base_model_tp_plan`` + ``LlamaForCausalLM._tp_plan``,
-    applied by ``from_pretrained(tp_plan="auto")`` and accelerate's TP): q/k/v/gate/up "colwise", o/down
-    "rowwise", the LM head "colwise_rep" (weight sharded on the vocabulary, output all-gathered to the full
-    vocabulary on every rank), the input embedding and norms not in the plan (replicated), the loss HF's own
-    ``ForCausalLMLoss`` on the full logits (no ``loss_parallel``)."""
-    from torch.distributed.tensor import Replicate
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
-    root = {"lm_head": ColwiseParallel(output_layouts=Replicate())}
-    layer = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-             "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-             "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-             "mlp.down_proj": RowwiseParallel()}
-    return root, layer
-
-
-def apply_tp(model: Any, tp_mesh: Any, sp: bool, plan: str = "vocab-parallel") -> None:
-    from torch.distributed.tensor.parallel import parallelize_module
-
-    root, layer = hf_tp_plan() if plan == "replicated-embeddings" else tp_plan(sp)
-    for blk in model.model.layers:
-        parallelize_module(blk, tp_mesh, layer)
-    parallelize_module(model, tp_mesh, root)
+# One implementation with ``capplan check --run`` (app/check/tensor_parallel.py): the torchtitan-style plan
+# (``tp_plan``), Hugging Face's (``hf_tp_plan``), their application, the 2-D FSDP2 wrap, the loss and its backward.
+tp_plan = TP.torchtitan_plan
+hf_tp_plan = TP.hf_tp_plan
+apply_tp = TP.apply_tp
 
 
 # ------------------------------------------------------------------------------------------------ worker
 def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import loss_parallel
     from torch.testing._internal.distributed.fake_pg import FakeStore
     from transformers import AutoModelForCausalLM
 
@@ -243,32 +196,14 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     if ckpt == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     tied = bool(req["model"].get("tied_embeddings"))
+    plan = case.get("plan", "vocab-parallel")
     if tp > 1:
         assert mesh is not None
-        plan = case.get("plan", "vocab-parallel")
-        apply_tp(model, mesh["tp"], sp, plan)
-        hf = plan == "replicated-embeddings"
-        root, layer = hf_tp_plan() if hf else tp_plan(sp)
-        res["tp_plan"] = {"plan": plan, "sp": sp, "root": {k: repr(v)[:160] for k, v in root.items()},
-                          "layer": {k: type(v).__name__ for k, v in layer.items()}, "loss_parallel": not hf}
-        if hf:  # what the installed transformers declares, for the record
-            res["tp_plan"]["transformers_base_model_tp_plan"] = dict(getattr(cfg, "base_model_tp_plan", {}) or {})
-            res["tp_plan"]["transformers_causal_lm_tp_plan"] = dict(getattr(type(model), "_tp_plan", {}) or {})
+        TP.apply_tp(model, mesh["tp"], sp, plan)
+        res["tp_plan"] = TP.plan_record(plan, sp, cfg, model)
     if wrap == "tp+fsdp2":
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        mpp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        if tied:  # one parameter for both before FSDP groups them (FSDP2 keeps shared parameters in the root)
-            model.lm_head.weight = model.model.embed_tokens.weight
-        for blk in model.model.layers:
-            fully_shard(blk, mesh=mesh["dp"], mp_policy=mpp)
-        fully_shard(model, mesh=mesh["dp"], mp_policy=mpp)
-        res["fsdp"] = {"dp": dp, "mp_param_dtype": "bfloat16", "mp_reduce_dtype": "float32"}
-    model.to_empty(device=dev)
-    if tied and wrap != "tp+fsdp2":
-        # parallelize_module gives each module its own parameter and to_empty unties: tie again (the LM
-        # head's copy is freed), as the model is when loaded.
-        model.lm_head.weight = model.model.embed_tokens.weight
+        res["fsdp"] = {"dp": dp, **TP.apply_fsdp(model, mesh["dp"], tied)}
+    TP.materialize(model, dev, tied, fsdp=wrap == "tp+fsdp2")
     M.init_weights(model, dev)
     m["tied_check"] = bool(model.lm_head.weight is model.model.embed_tokens.weight)
     if wrap == "zero1":
@@ -276,9 +211,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         model = M.ddp_wrap(model, dev, False, res["ddp"])
     M._sync(dev)
 
-    def local(p: torch.Tensor) -> torch.Tensor:
-        return p.to_local() if isinstance(p, DTensor) else p
-
+    local = TP.local
     m["local_param_numel"] = int(sum(local(p).numel() for p in model.parameters()))
     m["local_param_bytes"] = int(sum(local(p).numel() * local(p).element_size() for p in model.parameters()))
     m["param_dtypes"] = sorted({str(p.dtype) for p in model.parameters()})
@@ -298,31 +231,20 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
                             "rank0_largest_numel": int(max((p.numel() for p in mine), default=0)),
                             "all_param_numel": int(sum(p.numel() for p in params))}
     else:
-        # Without SP the norms stay plain tensors: the fused kernel takes no mix of tensors and DTensors in
-        # one call, so they form their own parameter group (same states, same memory).
-        dt = [p for p in params if isinstance(p, DTensor)]
-        plain = [p for p in params if not isinstance(p, DTensor)]
-        groups: Any = [{"params": dt}, {"params": plain}] if dt and plain else params
+        groups, described = TP.optimizer_groups(params)
         opt, res["optimizer"] = M.make_optimizer(tr, groups)
-        res["optimizer"]["param_groups"] = "DTensor / plain" if dt and plain else "one"
+        res["optimizer"]["param_groups"] = described
     model.train()
     use_autocast = wrap != "tp+fsdp2" and prec == "bf16-mixed"
     res["autocast_bf16"] = use_autocast
-    g = torch.Generator(device="cpu")
-    g.manual_seed(0)
-    x = torch.randint(0, req["model"]["vocab_size"], (mbs, seq), generator=g).to(dev)
-    labels = torch.roll(x, -1, dims=1)
-    pos = torch.arange(seq, device=dev).unsqueeze(0).expand(mbs, -1)
+    x, labels, pos = TP.batch(req["model"]["vocab_size"], mbs, seq, dev)
     M._sync(dev)
     m["after_optimizer_init_bytes"] = M._peak(dev)["now"]
+    vocab_parallel = TP.uses_loss_parallel(tp, plan)
 
     def fwd() -> torch.Tensor:
-        with torch.autocast(dev, dtype=torch.bfloat16, enabled=use_autocast):
-            if tp == 1 or case.get("plan") == "replicated-embeddings":
-                return model(input_ids=x, labels=x).loss
-            logits = model(input_ids=x, position_ids=pos).logits
-            with loss_parallel():  # torchtitan: logits stay sharded on the vocabulary
-                return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+        return TP.forward_loss(model, x, labels, pos, vocab_parallel=vocab_parallel, device=dev,
+                               autocast=use_autocast)
 
     peaks = m["phase_peaks"] = []
     peak_alloc = peak_res = 0
@@ -339,11 +261,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
             if phase == "forward":
                 loss = fwd()
             elif phase == "backward":
-                if tp > 1 and case.get("plan") != "replicated-embeddings":
-                    with loss_parallel():
-                        loss.backward()
-                else:
-                    loss.backward()
+                TP.backward(loss, vocab_parallel=vocab_parallel)
             else:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -381,8 +299,9 @@ def provenance(args: argparse.Namespace) -> dict[str, Any]:
         "python": platform.python_version(), "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "transformers": transformers.__version__, "platform": platform.platform(), "dry_run": args.dry_run,
         "git_sha": args.git_sha, "process_group": "fake (torch.testing._internal.distributed.fake_pg.FakeStore)",
-        "script_sha256": {n: hashlib.sha256((HERE / n).read_bytes()).hexdigest()[:16]
-                          for n in ("measure_tp.py", "measure.py", "cases.py")},
+        "script_sha256": {**{n: hashlib.sha256((HERE / n).read_bytes()).hexdigest()[:16]
+                             for n in ("measure_tp.py", "measure.py", "cases.py")},
+                          "tensor_parallel.py": hashlib.sha256(Path(TP.__file__).read_bytes()).hexdigest()[:16]},
     }
     if not args.dry_run:
         try:

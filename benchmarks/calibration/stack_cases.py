@@ -228,6 +228,50 @@ def _call_b() -> list[dict[str, Any]]:
     return out
 
 
+def _call_c() -> list[dict[str, Any]]:
+    """Issue 29, third session: the mechanisms under FSDP2 on the fake process group at W = 8 (rank 0 on this GPU,
+    memory only), and single-GPU held-out cases for the chunked losses and torchao's 4-bit AdamW."""
+    s = sc
+    i = {"issue": 29, "call": 3}
+    ho = {"holdout": "held_out"}
+    f8 = {"ckpt": "full", "seq": 4096, "world": 8, "steps": 3, "timed_steps": 1}
+    out = [
+        s("llama-3.1-8b", **f8, **i),
+        s("llama-3.1-8b", **f8, loss="trl", **i),
+        s("llama-3.1-8b", **f8, loss="torchtune", **i),
+        s("llama-3.1-8b", **f8, loss="liger", liger=True, **i),
+        s("llama-3.1-8b", **f8, offload="trl", **i),
+        s("llama-3.1-8b", **f8, opt="muon", **i),
+        s("llama-3.1-8b", **f8, liger=True, **i, **ho),
+        s("llama-3.1-8b", **f8, opt="ao-adamw-8bit", **i, **ho),
+        s("llama-3.1-8b", **f8, opt="paged-adamw-8bit", **i, **ho),
+        s("mistral-7b-v0.3", **f8, loss="torchtune", **i, **ho),
+        s("llama-3.1-8b", method="lora", ckpt="full", seq=8192, world=8, steps=3, timed_steps=1, loss="trl",
+          **i, **ho),
+        s("llama-3.1-8b", method="lora", ckpt="full", seq=8192, loss="trl", **i, **ho),
+        s("qwen2.5-7b", method="lora", ckpt="full", seq=8192, loss="torchtune", **i, **ho),
+        s("qwen2.5-1.5b", ckpt="full", seq=2048, opt="ao-adamw-4bit", **i, **ho),
+    ]
+    return out
+
+
+#: Cases repeated when the device is an H200 (issue 33: "H100 and H200 where both are lent"): one or more of each
+#: class of issue 33 and of issue 29's mechanisms; ``measure_stacks.py --relabel-device`` renames them ``h200-...``.
+H200_REPEATS = [
+    "h100-py1b4-lora16al-fused-b2-s2048-nock", "h100-py1b4-lora16al-fused-b2-s2048-ck",
+    "h100-py2b8-lora16al-fused-b2-s2048-nock", "h100-py6b9-lora16al-fused-b2-s4096-ck",
+    "h100-py1b4-full-mixed-fused-b2-s2048-ck",
+    "h100-q3a3b-lora16at-fused-b1-s4096-ck-fsdp8",
+    "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-8bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-32bit",
+    "h100-l1b-full-mixed-fused-b1-s2048-ck", "h100-l1b-full-mixed-fused-b1-s8192-ck-offtrl",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck", "h100-l1b-full-mixed-fused-b1-s4096-ck-losstrl",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck-lossliger-ligerk", "h100-l1b-full-mixed-fused-b1-s4096-ck-losscce",
+    "h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon",
+    "h100-l1b-full-mixed-fused-b4-s4096-ck", "h100-l8b-lora16al-fused-b2-s4096-ck",
+    "h100-l8b-lora16al-fused-b1-s32768-ck", "h100-l8b-lora16al-fused-b1-s32768-ck-expseg",
+]
+
+
 # The first device call runs the most valuable cases of both issues (in this order); the second the rest.
 FIRST = [
     "h100-py1b4-lora16al-fused-b2-s2048-nock", "h100-py1b4-lora16al-fused-b2-s2048-ck",
@@ -254,7 +298,7 @@ def _ordered() -> list[dict[str, Any]]:
     every = {c["id"]: c for c in _call_a() + _call_b()}
     first = [dict(every[i], call=1) for i in FIRST]
     rest = [dict(c, call=2) for i, c in every.items() if i not in FIRST]
-    return first + rest
+    return first + rest + _call_c()
 
 
 STACK_CASES: list[dict[str, Any]] = _ordered()
@@ -265,6 +309,18 @@ def by_id(case_id: str) -> dict[str, Any]:
         if c["id"] == case_id:
             return copy.deepcopy(c)
     raise KeyError(case_id)
+
+
+GPU_H200 = "h200-sxm-141gb"
+
+
+def as_h200(case: dict[str, Any]) -> dict[str, Any]:
+    """The same case measured on an H200: id ``h200-...``, the request's GPU the H200."""
+    c = copy.deepcopy(case)
+    c["id"] = "h200-" + c["id"].removeprefix("h100-")
+    c["request"]["hardware"]["gpu"] = GPU_H200
+    c["repeat_of"] = case["id"]
+    return c
 
 
 if __name__ == "__main__":

@@ -280,3 +280,35 @@ def test_trl_s_fused_head_computes_the_materialized_loss() -> None:
         losses[loss] = float(model.float()(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
     assert info["trl"]["version"]
     assert losses["trl"] == pytest.approx(losses["hf"], rel=1e-5)
+
+
+# ------------------------------------------------------------------------------------- --run's path on the CPU
+def _cpu_run(req: EstimateRequest) -> dict[str, Any]:
+    from app.check.run import run_steps
+
+    warnings.simplefilter("ignore")
+    return run_steps(req, estimate(req, CATALOG), 3, "cpu")
+
+
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_run_applies_the_chunked_loss_and_muon_one_gpu_and_fsdp2(gpus: int) -> None:
+    """--run's own steps (``run_steps`` on the CPU: the same build, FSDP2 wrap on the fake group, optimizer and
+    loss as on the GPU) with torchtune's loss and Muon: what ran is recorded, the loss is the materialized one's
+    (the same weights and tokens), and under FSDP2 the loss' decoder stack and LM head are their own units as
+    measure_stacks.py makes them."""
+    par = {"sharding": "fsdp"} if gpus > 1 else {}
+    body = copy.deepcopy(TINY) | {"parallelism": par}
+    body["hardware"] = {"gpu": "h100-sxm5-80gb", "gpus_per_node": gpus}
+    body["training"].update(seq_len=64, precision="bf16-true")
+    plain = _cpu_run(EstimateRequest.model_validate(body))
+    body["training"].update(loss_kernel="chunked", optimizer="muon", optimizer_impl="for-loop")
+    raw = _cpu_run(EstimateRequest.model_validate(body))
+    assert raw["stack"] == {"loss": "torchtune", "liger_kernels": False, "offload": "none", "optimizer": "muon",
+                            "alloc_conf": None}
+    assert set(raw["mechanisms"]) == {"loss_kernel", "optimizer"}
+    assert raw["mechanism_settings"]["optimizer"]["class"].startswith("torch.optim.Muon")
+    assert raw["mechanism_settings"]["optimizer"]["muon_params"] == 2 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 256 * 512)
+    # step 1's loss is the untrained model's: the chunked loss computes the same number (bf16 logits: 1e-2)
+    assert raw["phase_peaks"][0]["loss"] == pytest.approx(plain["phase_peaks"][0]["loss"], rel=1e-2)
+    assert raw.get("fsdp_extra_units") == (["model.model", "lm_head"] if gpus > 1 else None)
+    assert "fsdp_extra_units" not in plain

@@ -387,15 +387,22 @@ def install_loss(kind: str, model: nn.Module, res: dict[str, Any]) -> dict[str, 
     return {}
 
 
-def loss_fsdp_units(kind: str, model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """(name, module) of what the loss ``kind`` calls outside the causal-LM module's forward, each to be its own
-    FSDP2 unit (``fully_shard`` after the decoder layers, before the root: their parameters all-gathered around
-    those calls; torchtune's recipes shard the output projection as its own unit too): the decoder stack and
-    the LM head for ``torchtune`` and ``cce``, nothing for the others (``measure_stacks.py``'s FSDP2 cases)."""
+def loss_fsdp_units(kind: str, model: nn.Module) -> list[tuple[str, Any]]:
+    """(name, module or list of modules) of what the loss ``kind`` calls outside the causal-LM module's forward,
+    each to be its own FSDP2 unit (``fully_shard`` after the decoder layers, before the root: their parameters
+    all-gathered around those calls; torchtune's recipes shard the output projection as its own unit too): the
+    decoder stack and the LM head for ``torchtune`` and ``cce`` (``measure_stacks.py``'s FSDP2 cases); nothing for
+    the other losses, nor when the LM head is the tied embedding: FSDP2 refuses a parameter in two units ("For
+    shared/tied parameters, use fully_shard([module_a, module_b])"), and one unit of both frees the gathered
+    weight between the embedding's and the head's use (the backward then fails on the CPU); the root unit keeps
+    it gathered around :func:`install_loss`'s forward instead."""
     if kind not in ("torchtune", "cce"):
         return []
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return [("model.model", inner.model), ("lm_head", inner.get_output_embeddings())]
+    head = inner.get_output_embeddings()
+    if head.weight is inner.get_input_embeddings().weight:
+        return []
+    return [("model.model", inner.model), ("lm_head", head)]
 
 
 def ensure_trl_utils(res: dict[str, Any]) -> bool:

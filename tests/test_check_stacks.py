@@ -312,3 +312,17 @@ def test_run_applies_the_chunked_loss_and_muon_one_gpu_and_fsdp2(gpus: int) -> N
     assert raw["phase_peaks"][0]["loss"] == pytest.approx(plain["phase_peaks"][0]["loss"], rel=1e-2)
     assert raw.get("fsdp_extra_units") == (["model.model", "lm_head"] if gpus > 1 else None)
     assert "fsdp_extra_units" not in plain
+
+
+def test_the_record_s_mechanisms_are_validated_as_the_api_validates_them() -> None:
+    """``measured.mechanisms`` (field -> what ran) is part of the record's contract: a field name in lower-case
+    words, a reason of at most 500 characters; anything else is refused (the API's 422)."""
+    from pydantic import ValidationError
+
+    from app.schemas.measurement import MeasurementCreate
+
+    rec = _check(_request(loss_kernel="chunked"))
+    assert MeasurementCreate.model_validate(rec).measured.mechanisms == rec["measured"]["mechanisms"]
+    for bad in ({"Loss Kernel": "x"}, {"loss_kernel": ""}, {"loss_kernel": "x" * 501}):
+        with pytest.raises(ValidationError, match="mechanisms"):
+            MeasurementCreate.model_validate(rec | {"measured": rec["measured"] | {"mechanisms": bad}})

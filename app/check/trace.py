@@ -356,7 +356,7 @@ _NOT_TRACEABLE = {
 
 
 def mechanism_refusal(st: dict[str, Any]) -> str | None:
-    """Why ``--trace`` cannot run the stack dict ``st`` (its field named), or ``None``; for ``--run`` use."""
+    """Why ``--trace`` cannot run the stack dict ``st`` (its field named), or ``None`` (``--run`` runs them all)."""
     if st["loss"] not in stacks.TRACEABLE["loss"]:
         return f"training.loss_kernel: {_NOT_TRACEABLE[('training.loss_kernel', st['loss'])]}; use --run on a GPU"
     if st["liger_kernels"]:

@@ -222,11 +222,18 @@ class Constants:
     # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
     fsdp_scale: float = 0.758
-    # Eager mixture of experts (HF Mixtral: a Python loop step per expert, ~12 ops at ~18 us each, and a
-    # ``torch.where`` host sync per expert, so this time adds to the GPU's): seconds per local expert per
-    # forward; and gather/scatter bytes per routed token x hidden element.
-    cpu_expert_s: float = 0.25e-3
+    # Eager mixture of experts (transformers >= 5, ``grouped_mm`` experts: ``timing._cpu_moe_fwd``): the host's
+    # issue time of one MoE block's forward beyond a dense MLP's; and gather/scatter bytes per routed token x
+    # hidden element.
+    cpu_moe_block_fwd_s: float = 2.4e-3
     moe_dispatch_bytes: float = 16.0
+    # transformers 5.17 ``integrations/moe.py`` ``grouped_mm_experts_forward``, counted from the code (bf16):
+    # per routed token and hidden element the gather ``hidden_states[perm // top_k]`` 2+2, its in-place
+    # ``masked_fill_`` 2+2, the down output's ``masked_fill`` 2+2, ``* sample_weights`` 2+2, the inverse
+    # permutation gather 2+2, the top-k ``sum`` read 2 = 22; per routed intermediate element the gate-up output's
+    # ``masked_fill`` (2 x intermediate wide) 2 x (2+2) = 8 (the gate itself is ``act_bytes_gated``).
+    moe_grouped_dispatch_bytes: float = 22.0
+    moe_grouped_mask_bytes: float = 8.0
     # Loss over the vocabulary, bytes per logit (forward + backward): HF upcasts the bf16 logits to fp32,
     # log-softmax, its gradient and the cast back (2+4, 4+4, 4+4, 4+2 ~ 30); Megatron's fused vocab-parallel
     # cross-entropy reads bf16 logits and writes their gradient (~12).

@@ -13,7 +13,8 @@ Two kinds of constants (``docs/accuracy-time.md`` has the data behind each):
   Hugging Face layer code, kernel-launch cost;
 - fitted (least squares on log step time) on the 55 single-GPU H200 calibration steps in
   ``tests/data/calibration_h200.json``: ``gemm_eff``, ``elem_scale``, ``autocast_extra``,
-  ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps.
+  ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps;
+  ``cpu_moe_block_fwd_s`` on its one mixture-of-experts step (Mixtral 8x7B; checked on the H100 Qwen3-MoE steps).
   Five-fold cross-validation of the first five: held-out median |error| 2.3%, p90 5.8%.
 - fitted on the H100 80GB HBM3 (issue 33, ``tests/data/stacks_h100_raw``, its 18 "fit" plain steps):
   ``onchip_share``, the part of the eager elementwise chain that does not scale with HBM bandwidth (it does not
@@ -223,8 +224,15 @@ class Constants:
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
     fsdp_scale: float = 0.758
     # Eager mixture of experts (transformers >= 5, ``grouped_mm`` experts: ``timing._cpu_moe_fwd``): the host's
-    # issue time of one MoE block's forward beyond a dense MLP's; and gather/scatter bytes per routed token x
-    # hidden element.
+    # issue time of one MoE block's forward beyond a dense MLP's (the router, the sort and gathers, the offsets,
+    # the masks, two grouped GEMMs, the gate, the weighting, the inverse permutation and the top-k sum: ~37 more
+    # eager ops than a dense MLP, several of them heavier than an add -- sort, histc, advanced indexing, the
+    # CUTLASS grouped GEMM's host-side setup). Fitted on the one single-GPU MoE calibration step (Mixtral 8x7B
+    # LoRA, H200, transformers 5.17, ``tests/data/calibration_h200.json``: -1.5 % -> -1.0 %) and checked on the
+    # three H100 Qwen3-30B-A3B steps (``tests/test_moe_time.py``), which did not set it. It replaces a per-expert
+    # host sync (0.25 ms x local experts, added to the GPU time: transformers 4's Python loop over the experts
+    # with a ``torch.where`` per expert), which transformers 5's ``grouped_mm`` default no longer has. And
+    # gather/scatter bytes per routed token x hidden element (Megatron's dispatch).
     cpu_moe_block_fwd_s: float = 2.4e-3
     moe_dispatch_bytes: float = 16.0
     # transformers 5.17 ``integrations/moe.py`` ``grouped_mm_experts_forward``, counted from the code (bf16):

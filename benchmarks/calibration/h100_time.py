@@ -47,6 +47,8 @@ def rows() -> tuple[dict[str, Any], ...]:
         # the allocator setting changes no kernel: its case times the same computation
         if mechanism(case) not in ("baseline", "allocator expandable_segments") or not case.get("step_time_s"):
             continue
+        if case.get("world_size_fake"):  # FSDP2 rank 0 under the fake process group: not a single-GPU step
+            continue
         body = request_for(case)
         assert body is not None
         est, bar = _step_s(body)

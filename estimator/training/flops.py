@@ -332,13 +332,17 @@ def grouped_gemm_rows(tokens: float, share: float, n: float) -> float:
     sd = math.sqrt(max(tokens * share * (1.0 - share), 0.0))
     if sd <= 0.0:
         return math.ceil(mean / tile) * tile
-    total = 0.0
-    j = 0
+    # P(X > j tile) is 1 to double precision below mean - 9 sd and 0 above mean + 9 sd: count the first terms
+    # and sum the ~18 sd / tile in between
+    certain = max(math.floor((mean - 9.0 * sd - 0.5) / tile) + 1, 0)
+    total = float(certain)
+    j = certain
+    scale = sd * math.sqrt(2.0)
     while True:
         edge = j * tile + 0.5  # X > j tile for integer X
-        if edge > mean + 8.0 * sd:
+        if edge > mean + 9.0 * sd:
             break
-        total += 0.5 * math.erfc((edge - mean) / (sd * math.sqrt(2.0)))
+        total += 0.5 * math.erfc((edge - mean) / scale)
         j += 1
     return total * tile
 

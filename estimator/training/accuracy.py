@@ -107,7 +107,7 @@ def memory_error_bar_pct(sharded: bool, method: str, measured_kind: bool = True,
 # and H100 SXM; PyTorch FSDP/ZeRO-2 without pipeline parallelism, bf16, full training; Megatron-Core / NeMo /
 # Megatron-Bridge with TP, PP, interleaving and CP, bf16 or fp8, full training, SFT or LoRA). docs/accuracy-time.md
 # lists them.
-# The H100 80GB SXM joined on 2026-12-06 (issue 33: 23 plain single-GPU steps, tests/test_h100_time.py, every one
+# The H100 80GB SXM joined on 2026-12-06 (issue 33: 29 plain single-GPU steps, tests/test_h100_time.py, every one
 # inside the single_gpu class's bar, which was set on the H200 alone).
 MEASURED_SINGLE_GPU_IDS: Final = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb"})
 MEASURED_MULTI_GPU_IDS: Final = frozenset({"h200-sxm-141gb", "h100-sxm5-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"})

@@ -13,7 +13,8 @@ Two kinds of constants (``docs/accuracy-time.md`` has the data behind each):
   Hugging Face layer code, kernel-launch cost;
 - fitted (least squares on log step time) on the 55 single-GPU H200 calibration steps in
   ``tests/data/calibration_h200.json``: ``gemm_eff``, ``elem_scale``, ``autocast_extra``,
-  ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps.
+  ``cpu_layer_fwd_s``, ``lora_bytes``; and ``fsdp_scale`` on its 13 fake-process-group FSDP2 steps;
+  ``cpu_moe_block_fwd_s`` on its one mixture-of-experts step (Mixtral 8x7B; checked on the H100 Qwen3-MoE steps).
   Five-fold cross-validation of the first five: held-out median |error| 2.3%, p90 5.8%.
 - fitted on the H100 80GB HBM3 (issue 33, ``tests/data/stacks_h100_raw``, its 18 "fit" plain steps):
   ``onchip_share``, the part of the eager elementwise chain that does not scale with HBM bandwidth (it does not
@@ -230,11 +231,25 @@ class Constants:
     # FSDP2's copies around its collectives (all-gather copy-out, gradient cast and copy-in: bytes in
     # ``timing._weight_bytes``) scale by ``fsdp_scale``, fitted on fake-process-group runs.
     fsdp_scale: float = 0.758
-    # Eager mixture of experts (HF Mixtral: a Python loop step per expert, ~12 ops at ~18 us each, and a
-    # ``torch.where`` host sync per expert, so this time adds to the GPU's): seconds per local expert per
-    # forward; and gather/scatter bytes per routed token x hidden element.
-    cpu_expert_s: float = 0.25e-3
+    # Eager mixture of experts (transformers >= 5, ``grouped_mm`` experts: ``timing._cpu_moe_fwd``): the host's
+    # issue time of one MoE block's forward beyond a dense MLP's (the router, the sort and gathers, the offsets,
+    # the masks, two grouped GEMMs, the gate, the weighting, the inverse permutation and the top-k sum: ~37 more
+    # eager ops than a dense MLP, several of them heavier than an add -- sort, histc, advanced indexing, the
+    # CUTLASS grouped GEMM's host-side setup). Fitted on the one single-GPU MoE calibration step (Mixtral 8x7B
+    # LoRA, H200, transformers 5.17, ``tests/data/calibration_h200.json``: -1.5 % -> -1.0 %) and checked on the
+    # three H100 Qwen3-30B-A3B steps (``tests/test_moe_time.py``), which did not set it. It replaces a per-expert
+    # host sync (0.25 ms x local experts, added to the GPU time: transformers 4's Python loop over the experts
+    # with a ``torch.where`` per expert), which transformers 5's ``grouped_mm`` default no longer has. And
+    # gather/scatter bytes per routed token x hidden element (Megatron's dispatch).
+    cpu_moe_block_fwd_s: float = 2.4e-3
     moe_dispatch_bytes: float = 16.0
+    # transformers 5.17 ``integrations/moe.py`` ``grouped_mm_experts_forward``, counted from the code (bf16):
+    # per routed token and hidden element the gather ``hidden_states[perm // top_k]`` 2+2, its in-place
+    # ``masked_fill_`` 2+2, the down output's ``masked_fill`` 2+2, ``* sample_weights`` 2+2, the inverse
+    # permutation gather 2+2, the top-k ``sum`` read 2 = 22; per routed intermediate element the gate-up output's
+    # ``masked_fill`` (2 x intermediate wide) 2 x (2+2) = 8 (the gate itself is ``act_bytes_gated``).
+    moe_grouped_dispatch_bytes: float = 22.0
+    moe_grouped_mask_bytes: float = 8.0
     # Loss over the vocabulary, bytes per logit (forward + backward): HF upcasts the bf16 logits to fp32,
     # log-softmax, its gradient and the cast back (2+4, 4+4, 4+4, 4+2 ~ 30); Megatron's fused vocab-parallel
     # cross-entropy reads bf16 logits and writes their gradient (~12).

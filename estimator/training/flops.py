@@ -23,6 +23,7 @@ Counting (one multiply-add = 2 FLOPs):
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 from estimator.job import Job
@@ -30,14 +31,16 @@ from estimator.memo import BoundedMemo
 from estimator.model.spec import Linear, ModelShape
 from estimator.training.layout import Layout
 
-__all__ = ["Gemm", "LayerWork", "Workload", "lora_fused", "model_flops_per_step", "workload"]
+__all__ = ["Gemm", "LayerWork", "Workload", "grouped_gemm_rows", "lora_fused", "model_flops_per_step", "workload"]
 
 _ROW_PARALLEL: Final = {"o_proj", "down_proj"}
 _REPLICATED: Final = {"q_a_proj", "kv_a_proj_with_mqa"}
 
 
 class Gemm:
-    """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient."""
+    """One forward GEMM ``[m, k] x [k, n]``, ``count`` copies; ``trainable``: its weight gets a gradient.
+    ``rows``: the rows the kernel computes when they differ from ``m`` (a grouped GEMM's tile-padded rows per
+    group, :func:`grouped_gemm_rows`); the FLOPs stay ``m``'s."""
 
     m: Final[float]
     k: Final[float]
@@ -45,15 +48,17 @@ class Gemm:
     count: Final[float]
     trainable: Final[bool]
     fp8: Final[bool]
+    rows: Final[float]
 
     def __init__(self, m: float, k: float, n: float, count: float = 1.0, trainable: bool = True,
-                 fp8: bool = False) -> None:
+                 fp8: bool = False, rows: float = 0.0) -> None:
         self.m = m
         self.k = k
         self.n = n
         self.count = count
         self.trainable = trainable
         self.fp8 = fp8
+        self.rows = rows if rows > 0.0 else m
 
     @property
     def flops(self) -> float:
@@ -312,12 +317,47 @@ def _memo_layer_parts(job: Job, shape: ModelShape, layout: Layout, moe: bool) ->
     return found
 
 
+def grouped_gemm_rows(tokens: float, share: float, n: float) -> float:
+    """Expected rows one expert's GEMM computes in ``torch._grouped_mm`` (what transformers >= 5's default
+    ``grouped_mm`` experts and torchtitan run): its CUTLASS kernel (PyTorch ``aten/src/ATen/native/cuda/GroupMM.cu``,
+    ``dispatch_bf16_grouped_kernel_on_tile_size``) tiles each group's rows by 128 (by 64 when the average rows per
+    group or ``n`` is at most 128, the "small" tile on SM90), and a group's last, partial tile costs a whole one.
+    Each of ``tokens`` tokens picks a given expert with probability ``share`` (``experts_per_token / num_experts``,
+    balanced routing), so its rows are binomial (normal approximation, mean ``tokens share``, variance
+    ``tokens share (1 - share)``): ``E[ceil(X / tile)] tile = tile sum_j P(X > j tile)``."""
+    mean = tokens * share
+    if mean <= 0.0:
+        return 0.0
+    tile = 64.0 if (mean <= 128.0 or n <= 128.0) else 128.0
+    sd = math.sqrt(max(tokens * share * (1.0 - share), 0.0))
+    if sd <= 0.0:
+        return math.ceil(mean / tile) * tile
+    # P(X > j tile) is 1 to double precision below mean - 9 sd and 0 above mean + 9 sd: count the first terms
+    # and sum the ~18 sd / tile in between
+    certain = max(math.floor((mean - 9.0 * sd - 0.5) / tile) + 1, 0)
+    total = float(certain)
+    j = certain
+    scale = sd * math.sqrt(2.0)
+    while True:
+        edge = j * tile + 0.5  # X > j tile for integer X
+        if edge > mean + 9.0 * sd:
+            break
+        total += 0.5 * math.erfc((edge - mean) / scale)
+        j += 1
+    return total * tile
+
+
 def _layer(job: Job, shape: ModelShape, layout: Layout, moe: bool) -> LayerWork:
     t, a = job.training, shape.dims
     m = float(t.micro_batch_size * t.seq_len) / layout.cp
     per_expert = m * a.experts_per_token * layout.ep / a.num_experts if moe else m
     parts = _memo_layer_parts(job, shape, layout, moe)
-    gemms = tuple([Gemm(per_expert if routed else m, k, n, count, trainable, fp8)
+    # eager frameworks run the routed experts as one torch grouped GEMM (tile-padded rows per expert); Megatron's
+    # Transformer Engine grouped linears keep the balanced rows
+    grouped = moe and job.parallelism.framework != "megatron"
+    share = float(a.experts_per_token) / a.num_experts if moe else 1.0
+    gemms = tuple([Gemm(per_expert if routed else m, k, n, count, trainable, fp8,
+                        grouped_gemm_rows(m * layout.ep, share, n) if routed and grouped else 0.0)
                    for routed, k, n, count, trainable, fp8 in parts.gemms])
     attn, seq = attention_flops(shape, job, layout)
     return LayerWork(gemms, attn, seq, t.attention == "eager", parts.flash_library, parts.base_linear_params,

@@ -166,8 +166,9 @@ class Pass:
 def _gemm_times(gemms: tuple[Gemm, ...], r: Rates) -> tuple[float, float]:
     fwd = bwd = 0.0
     for g in gemms:
-        fwd += g.count * r.gemm_time(g.m, g.k, g.n, g.fp8)
-        dgrad = r.gemm_time(g.m, g.n, g.k, g.fp8)
+        fwd += g.count * r.gemm_time(g.rows, g.k, g.n, g.fp8)
+        dgrad = r.gemm_time(g.rows, g.n, g.k, g.fp8)
+        # a grouped GEMM's weight gradient reduces over each group's rows (no output tile to pad)
         wgrad = r.gemm_time(g.k, g.m, g.n, g.fp8) if g.trainable else 0.0
         bwd += g.count * (dgrad + wgrad)
     return fwd, bwd
@@ -238,7 +239,12 @@ def _elementwise_bytes(w: LayerWork, work: Workload, style: Style, k: Constants,
     # fused LoRA adapters (Megatron-Bridge / NeMo inside the TE layer, AutoModel's triton kernels) move
     # ``lora_fused_ratio`` of the eager PEFT bytes
     per_token += k.lora_bytes * w.lora_elems * (k.lora_fused_ratio if style.fused_lora else 1.0)
-    per_token += k.moe_dispatch_bytes * work.hidden * w.topk
+    if w.topk and not style.fused:
+        # transformers' ``grouped_mm`` experts (``_cpu_moe_fwd``): the dispatch and combine copies per routed token
+        # and hidden element, and the masks on the gate-up output per routed intermediate element
+        per_token += k.moe_grouped_dispatch_bytes * work.hidden * w.topk + k.moe_grouped_mask_bytes * w.ffn_local
+    else:
+        per_token += k.moe_dispatch_bytes * work.hidden * w.topk
     return per_token * work.tokens
 
 
@@ -297,7 +303,23 @@ def _cpu_fwd(w: LayerWork, job: Job, style: Style, k: Constants) -> float:
     if style.fused:
         return k.cpu_fused_layer_fwd_s
     adapters = sum(1 for g in w.gemms if g.trainable) / 2.0 if job.training.method != "full" else 0.0
-    return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters
+    return k.cpu_layer_fwd_s + 5.0 * k.launch_s * adapters + _cpu_moe_fwd(w, k)
+
+
+def _cpu_moe_fwd(w: LayerWork, k: Constants) -> float:
+    """CPU seconds to issue one eager mixture-of-experts block's forward beyond a dense MLP's (0 for a dense layer).
+
+    transformers >= 5 runs the routed experts of its MoE models (``@use_experts_implementation``: Mixtral,
+    Qwen2/3-MoE, ...) through ``grouped_mm`` by default (transformers 5.17.0 ``modeling_utils.py``
+    ``get_correct_experts_implementation``: ``"grouped_mm" if requested_experts is None``;
+    ``integrations/moe.py`` ``grouped_mm_experts_forward``): no Python loop over the experts and, on SM90 in bf16,
+    ``torch._grouped_mm``'s CUTLASS kernel with "no d2h sync" (PyTorch ``GroupedBlas.cpp`` ``_grouped_mm_cuda``),
+    so the host never waits on the GPU there: the block's issue time (the router's linear, softmax, top-k and
+    renormalisation, the sort by expert, the gathers, ``histc`` / ``cumsum`` offsets, the masks, the two grouped
+    GEMMs, the gate, the routing-weight product, the inverse permutation and the top-k sum; its backward
+    ``cpu_bwd_ratio`` of it, like the layer's) counts against the CPU budget of the step, independent of the
+    number of experts (:attr:`Constants.cpu_moe_block_fwd_s`)."""
+    return k.cpu_moe_block_fwd_s if w.experts_local else 0.0
 
 
 def _host_fwd(w: LayerWork, job: Job, style: Style, k: Constants) -> float:
@@ -306,7 +328,7 @@ def _host_fwd(w: LayerWork, job: Job, style: Style, k: Constants) -> float:
     if style.fused or job.training.method == "full":
         return _cpu_fwd(w, job, style, k) + _cpu_qlora_fwd(w, job, k)
     adapters = sum(1 for g in w.gemms if g.trainable) / 2.0
-    return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, job, k)
+    return k.cpu_layer_fwd_s + k.peft_adapter_fwd_s * adapters + _cpu_qlora_fwd(w, job, k) + _cpu_moe_fwd(w, k)
 
 
 def _cpu_qlora_fwd(w: LayerWork, job: Job, k: Constants) -> float:
@@ -360,10 +382,6 @@ def _layer_times(w: LayerWork, job: Job, layout: Layout, shape: ModelShape, work
     recompute, re_flops, re_cpu = _recompute(job, w, fwd, g_fwd, a_fwd, _elem_and_hbm(r, eager, e_fwd))
     cpu = _cpu_fwd(w, job, style, k)
     cpu_q = _cpu_qlora_fwd(w, job, k)
-    if w.experts_local and not style.fused:
-        # eager MoE (HF Mixtral) syncs the host once per expert: its issue time adds to the GPU time
-        sync = k.cpu_expert_s * w.experts_local
-        fwd, recompute = fwd + sync, recompute + (sync if recompute else 0.0)
     bwd_flops = sum(g.flops * (2.0 if g.trainable else 1.0) for g in w.gemms)
     flops = w.gemm_flops + bwd_flops + 3.5 * w.attn_flops + re_flops
     return _LayerTimes(fwd, bwd, recompute, cpu * (1.0 + k.cpu_bwd_ratio + re_cpu) + cpu_q * (1.0 + re_cpu), a_fwd,

@@ -5,6 +5,7 @@ the record is what the API stores (posted through the app), --run without CUDA, 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,11 @@ def test_post_stores_the_record_through_the_api(tmp_path: Path, monkeypatch: pyt
         result = runner.invoke(cli, ["check", write_input(tmp_path, json.dumps(TINY)), "--trace", "--post",
                                      "http://capplan.example", "--api-key", key])
         assert result.exit_code == 0, result.output
-        assert "stored as measurement 1" in result.stdout
-        stored = client.get("/api/v1/measurements/1").json()
+        said = re.search(r"stored as measurement (\d+): http://capplan.example/measurements/(\d+)", result.stdout)
+        assert said and said.group(1) == said.group(2), result.stdout
+        stored = client.get(f"/api/v1/measurements/{said.group(1)}").json()
         assert stored["kind"] == "trace" and stored["request"]["training"]["method"] == "lora"
+        assert stored["created_by"] == "check-cli"
 
 
 def test_run_without_cuda_says_so(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from app.core.settings import Settings
 from app.core.startup import load_source_catalog, prepare_database
 from app.main import create_app
 from app.models import Measurement
+from app.repositories.api_keys import create_key
 from app.schemas.measurement import MeasurementCreate, request_key
 from app.services.measurements import (
     SHIPPED_DIR,
@@ -35,6 +36,7 @@ from app.services.measurements import (
     shipped_measurements,
     store_measurement,
 )
+from app.web.measurements_page import gpu_model
 from estimator import EstimateRequest
 from tests.api.fake_catalog import fake_catalog
 from tests.conftest import fresh_postgres_database
@@ -245,6 +247,12 @@ def _gib2(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def _row_cells(table: str, label: str) -> list[str]:
+    """The ``<td>`` texts of the row of ``table`` (HTML) whose header is ``label``."""
+    row = table[table.index(f">{label}</th>"):]
+    return [html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row[:row.index("</tr>")])]
+
+
 def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url: str) -> None:
     shipped = json.loads(SHIPPED.read_text())
     app = create_app(Settings(database_url=database_url, allowed_hosts="*"))
@@ -268,9 +276,13 @@ def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url:
             panel = text[text.index('id="measured-beside"'):]
             table = panel[panel.index(f'data-measurement="{item["id"]}"'):panel.index("</table>")]
             assert "Measured on your hardware" in text and "NVIDIA H100 80GB HBM3" in table
-            peak = table[table.index("Peak allocated"):]
-            peak = peak[:peak.index("</tr>")]
-            assert _gib2(rec["measured"]["peak_allocated_bytes"]) in peak, (item["id"], peak)
+            peak = _row_cells(table, "Peak allocated")
+            assert peak[0] == _gib2(rec["measured"]["peak_allocated_bytes"]) and peak[2].endswith("%"), peak
+            # measured on an H100, estimated for the request's H200: the step time is shown, not compared
+            assert "Measured on another GPU than this estimate's NVIDIA H200 SXM 141GB" in html.unescape(table)
+            if rec["measured"].get("step_time_s"):
+                step = _row_cells(table, "Step time")
+                assert step[0] != "—" and step[1:] == ["—", "—"], step
         assert "NVIDIA H100 80GB HBM3" in listing
     # a restart on the same database: nothing added, the same rows
     again = create_app(Settings(database_url=database_url, allowed_hosts="*"))
@@ -286,3 +298,36 @@ def test_seed_false_stores_none(tmp_path: Path) -> None:
     with TestClient(create_app(settings)) as http:
         assert http.get("/api/v1/measurements").json()["total"] == 0
         assert http.get("/measurements").status_code == 200
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 SXM5 80GB", "H100"), ("NVIDIA H200", "H200"),
+    ("NVIDIA H200 SXM 141GB", "H200"), ("NVIDIA A100-SXM4-80GB", "A100"), ("AMD Instinct MI300X 192GB", "MI300X"),
+    ("NVIDIA L40S 48GB", "L40S"), ("NVIDIA GB200 (Blackwell GPU of a Grace Blackwell superchip, 186GB, 1,200 W)",
+                                   "GB200"), ("NVIDIA GeForce RTX 4090", None), (None, None),
+])
+def test_gpu_model_reads_torch_and_catalog_names(name: str | None, model: str | None) -> None:
+    assert gpu_model(name) == model
+
+
+def test_a_record_of_the_estimates_gpu_compares_its_step_time(tmp_path: Path) -> None:
+    """The control: the LoRA record, said to come from an H200 (the request's GPU), has its step time beside
+    the prediction with the difference, and no note."""
+    lora = next(r for r in json.loads(SHIPPED.read_text()) if r["request"]["training"]["method"] == "lora")
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'capplan.db'}", allowed_hosts="*"))
+    with TestClient(app) as http:
+        with app.state.sessionmaker() as session:
+            _row, key = create_key(session=session, name="control")
+            session.commit()
+        mine = http.post("/api/v1/measurements", json={**lora, "gpu_name": "NVIDIA H200", "label": "control"},
+                         headers={"X-API-Key": key})
+        assert mine.status_code == 201, mine.text
+        page = http.get(f"/measurements/{mine.json()['id']}").text
+        link = re.search(r'href="(/estimate\?[^"]*)" id="measurement-estimate"', page)
+        assert link
+        text = http.get(html.unescape(link.group(1))).text
+        table = text[text.index(f'data-measurement="{mine.json()["id"]}"'):]
+        table = table[:table.index("</table>")]
+        assert "Measured on another GPU" not in table
+        step = _row_cells(table, "Step time")
+        assert step[0] != "—" and step[1] != "—" and step[2].endswith("%"), step

@@ -60,6 +60,7 @@ def test_post_a_record_open_the_estimate_see_it_beside_the_prediction(page, live
     assert predicted, "the prediction is on the page too"
     cells = peak.locator("td").all_inner_texts()
     assert cells[0] == "21.00 GiB" and cells[1].endswith("GiB") and cells[2].endswith("%"), cells
+    expect(table.locator(".measured-other-gpu")).to_have_count(0)  # an H200's record of an H200 request
     # another request (a longer sequence) has no measurement: no panel
     page.goto(page.url.replace("seq_len=2048", "seq_len=4096"))
     expect(page.locator("#estimate-result")).to_be_visible()
@@ -92,6 +93,10 @@ def test_the_shipped_h100_run_records_are_listed_and_shown_beside_their_estimate
     expect(panel).to_contain_text("Measured on your hardware")
     table = panel.locator(f"table[data-measurement='{record['id']}']")
     expect(table.locator("caption")).to_contain_text("NVIDIA H100 80GB HBM3")
+    # the request is the calibration case's, for the H200: the H100's step time is shown, not compared
+    expect(table.locator(".measured-other-gpu")).to_contain_text("NVIDIA H200 SXM 141GB")
+    step = table.locator("tr", has_text="Step time").locator("td").all_inner_texts()
+    assert step[0].endswith("ms") and step[1:] == ["—", "—"], step
     cells = table.locator("tr", has_text="Peak allocated").locator("td").all_inner_texts()
     assert cells[0] == peak and cells[1].endswith("GiB") and cells[2].endswith("%"), (cells, peak)
     assert page.locator("#kpi-total").inner_text(), "the prediction is on the page too"

@@ -160,3 +160,29 @@ def test_the_app_and_the_cli_never_import_the_check_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True,
                           text=True, check=True, env={"PATH": "/usr/bin:/bin", "CAPPLAN_NATIVE": "0"})
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_loading_the_shipped_records_stores_none_twice(tmp_path: Path) -> None:
+    """The shipped --run records are in the database once the command has prepared it (seeded as at start-up):
+    loading their file stores none again, says so, and one changed record is stored; a record the catalog
+    cannot estimate fails the load before anything is stored, naming the record and the field."""
+    from app.services.measurements import SHIPPED_DIR
+
+    shipped = SHIPPED_DIR / "check_run_h100.json"
+    records = json.loads(shipped.read_text())
+    result = runner.invoke(cli, ["measurements", "load", str(shipped)])
+    assert result.exit_code == 0, result.output
+    assert f"stored 0 measurement(s); {len(records)} already stored (the same record)" in result.stdout
+    changed = [*records, {**records[0], "label": "mine"}]
+    result = runner.invoke(cli, ["measurements", "load", write_input(tmp_path, json.dumps(changed))])
+    assert result.exit_code == 0, result.output
+    said = re.search(r"stored 1 measurement\(s\) \(ids (\d+)-\1\); 5 already stored", result.stdout)
+    assert said, result.stdout
+    bad = {**records[1], "request": {**records[1]["request"], "hardware": {"gpu": "no-such-gpu"}}}
+    result = runner.invoke(cli, ["measurements", "load", write_input(tmp_path, json.dumps([{**records[0],
+                                 "label": "other"}, bad]), "bad.json")])
+    assert result.exit_code == 2, result.output
+    assert "record 1: request.hardware.gpu: unknown GPU 'no-such-gpu'" in result.stderr
+    assert "Traceback" not in result.output
+    result = runner.invoke(cli, ["measurements", "load", str(shipped)])
+    assert "stored 0 measurement(s); 5 already stored" in result.stdout  # "other" was not stored

@@ -44,7 +44,7 @@ class _Frozen(BaseModel):
 Method = Literal["full", "lora", "qlora"]
 Precision = Literal["bf16-mixed", "bf16-true", "fp32", "fp8-mixed"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "adafactor", "lion", "paged-adamw-8bit", "paged-adamw", "adamw-4bit",
-                    "muon"]
+                    "muon", "ao-adamw-8bit"]
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
 Checkpointing = Literal["none", "selective", "full"]
 Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp", "hsdp"]

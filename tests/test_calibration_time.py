@@ -29,17 +29,17 @@ from typing import Any
 
 import pytest
 
+from benchmarks.calibration.step_times import measured_step_s as measured_step_s_of
 from estimator.job import job_of
 from estimator.model.spec import ModelShape, resolve_model
 from estimator.request import EstimateRequest
 from estimator.training.layout import build_layout
-from estimator.training.timing import COMM_OVERLAP_PENALTY, step_time
+from estimator.training.timing import step_time, without_collectives_s
 from hardware_catalog import Catalog, load_catalog
 
 DATA = Path(__file__).resolve().parent / "data" / "calibration_h200.json"
 CASE_LIMIT = 0.20
 MEDIAN_LIMIT = 0.10
-NOISY_SPREAD = 0.20
 
 
 @cache
@@ -68,19 +68,13 @@ def estimated_step_s(case: dict[str, Any]) -> float:
     c = catalog()
     t = step_time(job_of(req), shape, layout, c.gpus[req.hardware.gpu], None, c)
     if case["run"].get("world_size_fake"):
-        hidden = t.communication_s - t.exposed_communication_s
-        return t.step_time_s - t.exposed_communication_s - COMM_OVERLAP_PENALTY * hidden
+        return without_collectives_s(t.step_time_s, t.communication_s, t.exposed_communication_s)
     return t.step_time_s
 
 
 def measured_step_s(case: dict[str, Any]) -> float:
-    """The case's step time: the median of its timed steps, or of all its steady-state steps when the timed ones
-    disagree by more than ``NOISY_SPREAD`` (module docstring)."""
-    m = case["measured"]
-    timed = [float(x) for x in m.get("step_times_s") or []]
-    if timed and max(timed) / min(timed) - 1.0 > NOISY_SPREAD:
-        return float(statistics.median([float(x) for x in m.get("memory_step_times_s", [])[1:]] + timed))
-    return float(m["step_time_s"])
+    """The case's step time (:func:`benchmarks.calibration.step_times.measured_step_s`, ``NOISY_SPREAD`` rule)."""
+    return measured_step_s_of(case["measured"])
 
 
 def relative_error(case: dict[str, Any]) -> float:

@@ -28,6 +28,7 @@ from app.core.startup import load_source_catalog, prepare_database
 from app.main import create_app
 from app.models import Measurement
 from app.repositories.api_keys import create_key
+from app.repositories.measurements import add_measurement
 from app.schemas.measurement import MeasurementCreate, request_key
 from app.services.measurements import (
     SHIPPED_DIR,
@@ -218,6 +219,30 @@ def test_seeding_twice_adds_nothing_and_never_touches_a_stored_record(blank_data
     assert {(request_key(b.request), b.measured.peak_allocated_bytes) for b in bodies} <= stored
 
 
+def test_a_record_stored_before_the_schema_grew_is_not_seeded_again(blank_database_engine: Engine) -> None:
+    """A shipped record stored by an older capplan, whose schema lacked fields that now have defaults (here the
+    figures' empty ones, ``unrepresented`` and the like, and two of the request's), is the same record: the seed
+    does not add it again, nor change the stored row."""
+    engine, catalog = blank_database_engine, load_source_catalog()
+    prepare_database(engine, catalog, seed=False)
+    body = shipped_measurements()[2]
+    dumped = body.model_dump(mode="json")
+    older = {side: {k: v for k, v in dumped[side].items() if v != {}} for side in ("measured", "estimated")}
+    request = {**dumped["request"], "training": {k: v for k, v in dumped["request"]["training"].items()
+                                                 if k not in ("loss_kernel", "fused_kernels")}}
+    assert older["measured"] != dumped["measured"] and request != dumped["request"]
+    with Session(engine) as session:
+        add_measurement(session=session, actor="capplan-seed", kind=body.kind, label=body.label, request=request,
+                        request_key=request_key(body.request), gpu_name=body.gpu_name, versions=dumped["versions"],
+                        notes=body.notes, estimator_version="0.0.9", **older)
+        session.commit()
+    before = _rows(engine)
+    report = prepare_database(engine, catalog, migrate=False)
+    assert report is not None and report.measurements is not None
+    assert (report.measurements.added, report.measurements.unchanged) == (4, 1)
+    assert _rows(engine)[:1] == before
+
+
 def test_a_record_the_catalog_cannot_estimate_is_left_out_named(blank_database_engine: Engine) -> None:
     engine = blank_database_engine
     prepare_database(engine, load_source_catalog(), seed=False)
@@ -264,8 +289,10 @@ def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url:
         for item, rec in zip(items, shipped, strict=True):
             one = http.get(f"/api/v1/measurements/{item['id']}").json()
             assert (one["kind"], one["gpu_name"], one["created_by"]) == ("run", rec["gpu_name"], SHIPPED_SEED_ACTOR)
+            body = MeasurementCreate.model_validate(rec).model_dump(mode="json")  # defaults filled in, as stored
             assert (one["request"], one["versions"], one["measured"], one["estimated"], one["notes"]) == (
-                rec["request"], rec["versions"], rec["measured"], rec["estimated"], rec["notes"])
+                body["request"], body["versions"], body["measured"], body["estimated"], body["notes"])
+            assert one["measured"]["peak_allocated_bytes"] == rec["measured"]["peak_allocated_bytes"]
             assert f'href="/measurements/{item["id"]}"' in listing
             page = http.get(f"/measurements/{item['id']}").text
             link = re.search(r'href="(/estimate\?[^"]*)" id="measurement-estimate"', page)

@@ -33,6 +33,10 @@ HELD_OUT = {
     "h100-py1b4-lora16al-fused-b2-s4096-nock", "h100-l1b-full-mixed-fused-b1-s16384-ck",
     "h100-m7b-lora16al-fused-b1-s8192-ck", "h100-q1b5-full-mixed-fused-b1-s2048-ck",
     "h100-py2b8-lora16al-fused-b2-s2048-ck",
+    # third session's device calls (2026-12-06 08:01 UTC, call5): the held-out cases not reached before
+    "h100-py6b9-lora16al-fused-b2-s2048-nock", "h100-q7b-lora16al-fused-b2-s4096-ck",
+    "h100-l3b-full-true-fused-b2-s4096-ck", "h100-q1b5-full-mixed-fused-b4-s4096-ck",
+    "h100-l8b-lora16al-fused-b1-s16384-ck", "h100-l8b-lora16al-fused-b1-s16384-ck-expseg",
 }
 BY_ID = {r["id"]: r for r in rows()}
 

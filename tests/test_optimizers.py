@@ -28,6 +28,7 @@ def test_every_optimizer_of_the_contract_has_one_row() -> None:
     ("paged-adamw-8bit", "bf16-mixed", "pytorch", 2 + 2 * 4 / 2048),  # paged: the same bytes, GPU-resident
     ("paged-adamw", "bf16-true", "pytorch", 8),  # bitsandbytes 32-bit states whatever the parameters' dtype
     ("adamw-4bit", "bf16-mixed", "pytorch", 2 * (0.5 + 4 / 128)),  # torchao: packed 4-bit codes + fp32 scale / 128
+    ("ao-adamw-8bit", "bf16-mixed", "pytorch", 2 * (1 + 4 / 256)),  # torchao: uint8 codes + fp32 scale / 256
     ("muon", "bf16-mixed", "pytorch", 4),  # one momentum buffer per matrix (AdamW's for the rest: the callers)
 ])
 def test_state_bytes_per_parameter(optimizer: str, precision: str, framework: str, expected: float) -> None:
@@ -44,4 +45,4 @@ def test_only_the_gpu_only_optimizers_refuse_cpu_offload() -> None:
     """bitsandbytes (paged or not), torchao 4-bit and Muon run their own GPU code (issue 29 added the last
     four); the PyTorch optimizers offload."""
     refusing = {o.id for o in OPTIMIZERS.values() if o.cpu_offload_refusal}
-    assert refusing == {"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"}
+    assert refusing == {"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon", "ao-adamw-8bit"}

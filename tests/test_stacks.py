@@ -156,6 +156,8 @@ def test_loss_kernels_keep_less_than_the_materialised_loss() -> None:
     assert trl_full[1] == 8 * tokens + tile + 4 * tokens * hidden + 4 * vocab * hidden  # fp32 grad_weight
     assert mat[1] > chunked[1] > max(trl_lora) and mat[1] > max(fused)
     assert loss_bytes("materialized", tokens, vocab, hidden, True)[0] == mat[0] + 2 * tokens * vocab
+    # a soft-cap inside a chunked loss acts on the fp32 chunk: tanh keeps 4 bytes per logit
+    assert loss_bytes("chunked", tokens, vocab, hidden, True)[0] == chunked[0] + 4 * tokens * vocab
     assert loss_bytes("fused", tokens, vocab, hidden, False, head_trainable=True, head_grad_bytes=10) == \
         (fused[0] + 10, fused[1])
 
@@ -274,3 +276,18 @@ def test_liger_on_a_family_it_does_not_patch_is_said() -> None:
     plain = estimate(EstimateRequest.model_validate({**body, "training": {"seq_len": 1024}}))
     assert sum("fused_kernels liger" in w for w in liger.warnings) == 2
     assert liger.memory.breakdown_bytes.activations == plain.memory.breakdown_bytes.activations
+
+
+def test_torchtune_gemma2_caps_no_logit() -> None:
+    """torchtune's Gemma 2 applies its final soft-cap to the normed hidden state (``Gemma2FinalNorm``,
+    pytorch/torchtune ``torchtune/models/gemma2/_component_builders.py``), so a torchtune request keeps no soft-cap
+    tensor per logit; the same chunked loss on Hugging Face's Gemma 2 does (4 bytes per logit, fp32 chunk)."""
+    from estimator import EstimateRequest, estimate
+
+    body = {"model": "gemma-2-9b", "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": 1},
+            "training": {"method": "lora", "seq_len": 4096, "micro_batch_size": 1, "loss_kernel": "chunked",
+                         "activation_checkpointing": "full", "attention": "eager"}}
+    hf = estimate(EstimateRequest.model_validate(body)).memory.peak_allocated_bytes
+    body["training"]["stack"] = "torchtune"
+    tt = estimate(EstimateRequest.model_validate(body)).memory.peak_allocated_bytes
+    assert hf - tt == pytest.approx(4 * 4096 * 256000, rel=0.02)

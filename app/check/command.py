@@ -33,11 +33,13 @@ def check_request(request: EstimateRequest, result: EstimateResponse, *, trace: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # transformers' / peft's / torch's deprecation notes, not the user's
         if trace:
+            from app.check.trace import mechanisms
             from app.check.trace import trace as run_trace
 
             traced = run_trace(request, result)
             measured: dict[str, Any] = {"peak_allocated_bytes": traced.peak_allocated_bytes,
-                                        "parts_bytes": traced.parts_bytes, "unrepresented": traced.unrepresented}
+                                        "parts_bytes": traced.parts_bytes, "unrepresented": traced.unrepresented,
+                                        "mechanisms": mechanism_lines(mechanisms(request)[0], traced.mechanisms)}
             gpu_name, driver = None, None
             notes = (f"capplan check --trace: one steady-state iteration on fake tensors, {traced.seconds:.1f} s; "
                      f"peak in the {traced.peak_phase}; " + "; ".join(traced.notes))
@@ -48,15 +50,33 @@ def check_request(request: EstimateRequest, result: EstimateResponse, *, trace: 
 
             raw = measure(request, result, steps)
             measured = measured_figures(raw, memory_only=raw["memory_only"])
+            measured["mechanisms"] = mechanism_lines(raw["stack"], raw["mechanisms"])
             info = device_info()
             gpu_name, driver = info["gpu_name"], info["driver"]
             notes = (f"capplan check --run: {steps} steps on {gpu_name}"
                      + ("; one rank of the layout through the fake process group (memory only)"
                         if raw["memory_only"] else ""))
             header = notes
+    applied = measured.get("mechanisms") or {}
+    if applied:  # what ran for issue 29's fields, under the header (the record carries it too)
+        header += "".join(f"\n  applied {field}: {what}" for field, what in applied.items())
     rec = record(kind="trace" if trace else "run", request=request, measured=measured, estimated=estimated,
                  versions_=versions(torch, driver), gpu_name=gpu_name, notes=notes[:2000])
     return rec, header
+
+
+def mechanism_lines(stack: dict[str, Any], applied: dict[str, str]) -> dict[str, str]:
+    """The record's ``mechanisms``: request field -> what ran for it, with the version of the library that ran it
+    (:func:`app.check.stacks.needed_packages`)."""
+    from app.check import stacks
+
+    out = dict(applied)
+    for field, lib in stacks.needed_packages(stack).items():
+        name = field.removeprefix("training.")
+        pkg = stacks.PACKAGES[lib]
+        if name in out:
+            out[name] = f"{out[name]} [{pkg} {stacks.dist_version(pkg)}]"[:500]
+    return out
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -14,12 +14,20 @@ calibration measures (``benchmarks/calibration/measure.py``, method in ``docs/ca
   optimizer's states exist from step 2 on), NVML's used memory read after them, then the rest timed without
   resets or syncs inside a step; the step time is their median, tokens/s the global batch's tokens over it.
 
+- Issue 29's mechanisms as the request says, through :mod:`app.check.stacks`, the functions the GPU measurements
+  (``benchmarks/calibration/measure_stacks.py``) run: the loss kernel (TRL, torchtune, Liger, Cut Cross-Entropy:
+  the library the estimator sizes the request's value as, :func:`app.check.stacks.stack_of`), Liger's kernels,
+  TRL's activation offloading around forward and backward, the paged / low-bit / 8-bit AdamW and Muon, the
+  allocator setting; what ran is in the result's ``mechanisms``. A library that is not installed exits 2 naming
+  the field and the pip package.
+
 The CPU tests cover its record, its refusals, and its steps on the CPU (:func:`run_steps` with ``"cpu"``:
 ``tests/test_check_run_tp.py``); ``benchmarks/calibration/check_run_batch.py`` runs it on a GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -27,11 +35,21 @@ from typing import Any
 
 import torch
 
-from app.check import gpu_memory
+from app.check import gpu_memory, stacks
 from app.check import tensor_parallel as TP
 from app.check.random_init import init_weights, materialize
 from app.check.tensor_parallel import TP_FAMILIES
-from app.check.trace import TraceUnsupported, _build, _layers, _optimizer, _refusal, hf_config
+from app.check.trace import (
+    TraceUnsupported,
+    _build,
+    _layers,
+    _optimizer,
+    _refusal,
+    hf_config,
+    loss_kwargs,
+    mechanisms,
+    missing_packages,
+)
 from estimator import EstimateRequest, EstimateResponse
 
 __all__ = ["MEMORY_STEPS", "device_info", "measure", "run_refusal", "run_steps", "tp_refusal"]
@@ -85,9 +103,20 @@ def run_refusal(request: EstimateRequest, result: EstimateResponse) -> str | Non
     why = _refusal(request, result, tensor_parallel=True)
     if why:
         return why
+    try:
+        st, _applied = mechanisms(request)
+    except TraceUnsupported as exc:
+        return str(exc)
     if lay.tp > 1:
-        return tp_refusal(request, result)
-    return None
+        why = tp_refusal(request, result)
+        if why:
+            return why
+        for field, on in (("training.fused_kernels", st["liger_kernels"]),
+                          ("training.activation_offloading", st["offload"] != "none"),
+                          ("training.optimizer", st["optimizer"] not in ("adamw", "sgd", "adafactor"))):
+            if on:
+                return f"{field}: --run's tensor-parallel path (the calibration's TP method) does not apply it"
+    return missing_packages(st)
 
 
 def tp_refusal(request: EstimateRequest, result: EstimateResponse) -> str | None:
@@ -173,16 +202,32 @@ def run_steps(request: EstimateRequest, result: EstimateResponse, steps: int, de
     tp = lay.tp
     world = shard * tp
     real = world > 1 and int(os.environ.get("WORLD_SIZE", "1")) == world
+    st, applied = mechanisms(request)
+    info: dict[str, Any] = {}
     if dev == "cuda":
+        if st["alloc_conf"]:  # before CUDA's first allocation, as measure_stacks.py
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = st["alloc_conf"]
+            try:
+                torch.cuda.memory._set_allocator_settings(st["alloc_conf"])
+            except (RuntimeError, AttributeError) as exc:
+                raise TraceUnsupported(f"training.allocator: this torch cannot set {st['alloc_conf']}: "
+                                       f"{exc}") from exc
         if real:  # each rank's context on its own GPU
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.init()
         torch.empty(1, device="cuda")
     cfg = hf_config(request)
-    model = _build(request, cfg)
+    if st["liger_kernels"] or st["loss"] == "liger":  # Liger patches the classes: before the model is built
+        arch = getattr(cfg, "model_type", "")
+        if arch not in stacks.LIGER_FN:
+            field = "training.fused_kernels" if st["liger_kernels"] else "training.loss_kernel"
+            raise TraceUnsupported(f"{field}: Liger has no patch for transformers' {arch!r} models here "
+                                   f"(liger_kernel.transformers: {', '.join(sorted(stacks.LIGER_FN))})")
+        stacks.apply_liger(arch, st["liger_kernels"], st["loss"] == "liger", info)
+    model = _build(request, cfg, st, info)
     mixed = tr.precision == "bf16-mixed"
     raw: dict[str, Any] = {"phase_peaks": [], "memory_only": world > 1 and not real, "world_size": world,
-                           "real_ranks": real}
+                           "real_ranks": real, "stack": st, "mechanisms": applied, "mechanism_settings": info}
     if world > 1:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -205,6 +250,7 @@ def _steps(request: EstimateRequest, result: EstimateResponse, steps: int, dev: 
 
     tr, par, lay = request.training, request.parallelism, result.layout
     tp = lay.tp
+    offload: Any = contextlib.nullcontext()  # TRL's activation offloading, entered around forward and backward
     vocab = int(cfg.get_text_config().vocab_size)
     accum = tr.gradient_accumulation_steps
     if tp > 1:
@@ -241,20 +287,28 @@ def _steps(request: EstimateRequest, result: EstimateResponse, steps: int, dev: 
                 MixedPrecisionPolicy()
             for layer in _layers(model):
                 fully_shard(layer, mesh=mesh, mp_policy=mpp)
+            units = stacks.loss_fsdp_units(raw["stack"]["loss"], model)
+            for _name, unit in units:  # as measure_stacks.py: the loss' own FSDP2 units
+                fully_shard(unit, mesh=mesh, mp_policy=mpp)
+            if units:
+                raw["fsdp_extra_units"] = [name for name, _unit in units]
             fully_shard(model, mesh=mesh, mp_policy=mpp)
             model.to_empty(device=dev)
         else:
             materialize(model, dev)
         init_weights(model, dev)  # as measure.py: the same function (app/check/random_init.py)
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = _optimizer(request, params)
+        opt = _optimizer(request, params, model=model, info=raw["mechanism_settings"])
         g = torch.Generator(device="cpu")
         g.manual_seed(0)
         ids = torch.randint(0, vocab, (tr.micro_batch_size, tr.seq_len), generator=g).to(dev)
+        extra = loss_kwargs(raw["stack"])
+        if raw["stack"]["offload"] == "trl":
+            offload = stacks.offload_context(model, raw["mechanism_settings"], dry=dev != "cuda")
 
         def micro() -> torch.Tensor:
             with torch.autocast(dev, dtype=torch.bfloat16, enabled=mixed and not sharded):
-                return model(input_ids=ids, labels=ids).loss
+                return model(input_ids=ids, labels=ids, **extra).loss
 
         def back(loss: torch.Tensor) -> None:
             loss.backward()
@@ -270,14 +324,15 @@ def _steps(request: EstimateRequest, result: EstimateResponse, steps: int, dev: 
         rec: dict[str, Any] = {"step": step}
         losses = []
         for _ in range(accum):
-            _reset(dev)
-            loss = scaled()
-            _peak_of(dev, rec, "forward")
-            _reset(dev)
-            back(loss)
-            losses.append(float(TP.local(loss.detach()).float().item()))
-            del loss
-            _peak_of(dev, rec, "backward")
+            with offload:  # as SFTTrainer.training_step and measure_stacks.py
+                _reset(dev)
+                loss = scaled()
+                _peak_of(dev, rec, "forward")
+                _reset(dev)
+                back(loss)
+                losses.append(float(TP.local(loss.detach()).float().item()))
+                del loss
+                _peak_of(dev, rec, "backward")
         _reset(dev)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -293,9 +348,10 @@ def _steps(request: EstimateRequest, result: EstimateResponse, steps: int, dev: 
         _sync(dev)
         t0 = time.perf_counter()
         for _ in range(accum):
-            loss = scaled()
-            back(loss)
-            del loss
+            with offload:
+                loss = scaled()
+                back(loss)
+                del loss
         opt.step()
         opt.zero_grad(set_to_none=True)
         _sync(dev)

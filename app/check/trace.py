@@ -23,6 +23,11 @@ How (torchtitan's ``scripts/estimate/estimation.py`` is the peer; its method, co
 What the trace cannot represent is said, not counted (:func:`unrepresented`): CUDA context and allocator
 caching (the estimate's ``overhead``), fused kernels' workspaces, TP / PP / CP / EP plans, CPU offload,
 bitsandbytes 4-bit and 8-bit kernels, and CUDA's autocast op lists (CPU autocast runs instead).
+
+Issue 29's mechanisms (:mod:`app.check.stacks`, one implementation with the GPU measurements): the plain-torch ones
+are traced as the request says (torchtune's chunked loss, Muon); those fake tensors cannot run as the GPU runs them
+(TRL's, Liger's and Cut Cross-Entropy's Triton kernels, bitsandbytes' and torchao's optimizers, offloading to pinned
+host memory) are refused naming the field (:func:`mechanism_refusal`), never traced as another setup.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
+from app.check import stacks
 from app.check.compare import PART_MAP
 from app.check.random_init import materialize
 from estimator import EstimateRequest, EstimateResponse
@@ -47,7 +53,8 @@ from estimator.model.spec import resolve_model
 if TYPE_CHECKING:
     from estimator.request import ModelArch
 
-__all__ = ["TRACED_PARTS", "LiveCounter", "TraceResult", "hf_config", "trace", "unrepresented"]
+__all__ = ["TRACED_PARTS", "LiveCounter", "TraceResult", "hf_config", "mechanism_refusal", "mechanisms", "trace",
+           "unrepresented"]
 
 #: the CUDA caching allocator rounds every block up to 512 bytes (c10/cuda/CUDACachingAllocator.cpp,
 #: ``kMinBlockSize = 512``)
@@ -290,14 +297,18 @@ def unrepresented(request: EstimateRequest, result: EstimateResponse) -> dict[st
 def _refusal(request: EstimateRequest, result: EstimateResponse, *, tensor_parallel: bool = False) -> str | None:
     """Why the trace cannot run this request at all (its figures would mean nothing), or ``None``.
     ``tensor_parallel``: for ``--run``, which runs TP layouts (:func:`app.check.run.tp_refusal`) but not
-    pipeline, context or expert parallelism (each refused naming its field)."""
+    pipeline, context or expert parallelism (each refused naming its field), and bitsandbytes' 8-bit AdamW."""
+    run = tensor_parallel
     tr, lay = request.training, result.layout
     if tr.method == "qlora":
         return "training.method: QLoRA's 4-bit weights need bitsandbytes' CUDA kernels; use --run on a GPU"
-    if tr.optimizer in ("adamw-8bit", "lion"):
+    if tr.optimizer == "lion" and run:
+        return "training.optimizer: lion is not in torch.optim: not run by capplan check --run"
+    if tr.optimizer in ("adamw-8bit", "lion") and not run:
         return f"training.optimizer: {tr.optimizer} is not traced (no CPU implementation); use --run on a GPU"
     if tr.precision == "fp8-mixed":
-        return "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU"
+        return ("training.precision: fp8-mixed is not run by capplan check --run yet" if run else
+                "training.precision: fp8-mixed needs CUDA kernels; use --run on a GPU")
     if tensor_parallel:
         for name in ("pp", "cp", "ep"):
             if getattr(lay, name) > 1:
@@ -308,6 +319,74 @@ def _refusal(request: EstimateRequest, result: EstimateResponse, *, tensor_paral
         return (f"parallelism: the trace follows data-parallel sharding only, not TP {lay.tp} / PP {lay.pp} / "
                 f"CP {lay.cp} / EP {lay.ep}")
     return None
+
+
+# ------------------------------------------------------------------------------------ issue 29's mechanisms
+def mechanisms(request: EstimateRequest) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the stack dict of :mod:`app.check.stacks`, request field -> what runs for it) of the request's resolved
+    training fields (its stack's defaults filled in). Raises :class:`TraceUnsupported` naming the field for a
+    value no implementation here applies."""
+    tr = request.training
+    try:
+        return stacks.stack_of(stack=tr.stack, loss_kernel=tr.loss_kernel or "materialized",
+                               fused_kernels=tr.fused_kernels or "none",
+                               activation_offloading=tr.activation_offloading or "none", optimizer=tr.optimizer,
+                               allocator=tr.allocator)
+    except stacks.NotApplied as exc:
+        raise TraceUnsupported(str(exc)) from exc
+
+
+#: why a trace on fake tensors cannot run a mechanism (request field, stack value) -> reason
+_NOT_TRACEABLE = {
+    ("training.loss_kernel", "liger"): "Liger's fused linear cross-entropy is a Triton kernel, which fake tensors "
+                                       "cannot run; tracing the materialized loss instead would describe another "
+                                       "setup",
+    ("training.loss_kernel", "trl"): "TRL's ChunkedLogProbFunction runs Triton kernels on a GPU; on a CPU it falls "
+                                     "back to torch tiles whose fp32 temporaries are not the GPU's (a 2-layer "
+                                     "Llama at 512 tokens and a 32k vocabulary traced 771 MB against 426 MB for "
+                                     "the materialized loss; the estimate of TRL's loss is 311 MB)",
+    ("training.loss_kernel", "cce"): "Cut Cross-Entropy's forward and backward are Triton kernels, which fake "
+                                     "tensors cannot run; tracing the materialized loss instead would describe "
+                                     "another setup",
+    ("training.fused_kernels", True): "Liger's RMSNorm / SwiGLU / RoPE are Triton kernels, which fake tensors "
+                                      "cannot run; they change what every layer saves for backward",
+    ("training.activation_offloading", "trl"): "offloading copies saved tensors to pinned host memory on a CUDA side "
+                                               "stream: the trace has one (CPU) device and would count them as kept",
+}
+
+
+def mechanism_refusal(st: dict[str, Any]) -> str | None:
+    """Why ``--trace`` cannot run the stack dict ``st`` (its field named), or ``None`` (``--run`` runs them all)."""
+    if st["loss"] not in stacks.TRACEABLE["loss"]:
+        return f"training.loss_kernel: {_NOT_TRACEABLE[('training.loss_kernel', st['loss'])]}; use --run on a GPU"
+    if st["liger_kernels"]:
+        return f"training.fused_kernels: {_NOT_TRACEABLE[('training.fused_kernels', True)]}; use --run on a GPU"
+    if st["offload"] != "none":
+        return (f"training.activation_offloading: {_NOT_TRACEABLE[('training.activation_offloading', 'trl')]}; "
+                "use --run on a GPU")
+    if st["optimizer"] not in stacks.TRACEABLE["optimizer"]:
+        name = {v: k for k, v in stacks.OPTIMIZERS.items()}.get(st["optimizer"], st["optimizer"])
+        what = ("torchao's quantised state tensors" if st["optimizer"].startswith("ao-") else
+                "bitsandbytes' CUDA kernels, its states in CUDA managed memory" if name.startswith("paged-") else
+                "bitsandbytes' CUDA kernels")
+        return f"training.optimizer: {name} runs {what}, which fake tensors cannot run; use --run on a GPU"
+    return None
+
+
+def missing_packages(st: dict[str, Any]) -> str | None:
+    """The first request field whose mechanism needs a library that is not installed, with the pip package."""
+    import importlib.util
+
+    for name, lib in stacks.needed_packages(st).items():
+        if importlib.util.find_spec({"liger": "liger_kernel", "cce": "cut_cross_entropy"}.get(lib, lib)) is None:
+            pkg = stacks.PACKAGES[lib]
+            return f"{name}: needs the package {pkg}, which is not installed here (pip install {pkg})"
+    return None
+
+
+def loss_kwargs(st: dict[str, Any]) -> dict[str, Any]:
+    """The extra arguments of ``model(input_ids=, labels=)`` for the stack's loss (TRL's fused head)."""
+    return {"fused_lm_head": True} if st["loss"] == "trl" else {}
 
 
 # --------------------------------------------------------------------------------------------------- the trace
@@ -321,6 +400,8 @@ class TraceResult:
     world_size: int
     sharded: bool
     notes: list[str] = field(default_factory=list)
+    #: request field -> what ran for it (issue 29's mechanisms, :func:`mechanisms`)
+    mechanisms: dict[str, str] = field(default_factory=dict)
 
 
 #: optimizer implementations with no fake-tensor kernel: FakeTensorMode would run the real kernel on real
@@ -329,8 +410,25 @@ class TraceResult:
 NO_FAKE_KERNEL = {("sgd", "fused")}
 
 
-def _optimizer(request: EstimateRequest, params: list[nn.Parameter], traced: bool = False) -> torch.optim.Optimizer:
+def _optimizer(request: EstimateRequest, params: list[nn.Parameter], traced: bool = False,
+               model: nn.Module | None = None, info: dict[str, Any] | None = None) -> Any:
+    """The request's optimizer on ``params``; issue 29's (paged / low-bit AdamW, Muon: ``model`` names the
+    embedding and LM head that Muon leaves to AdamW) through :func:`app.check.stacks.make_optimizer`, whose
+    settings go to ``info``."""
     tr = request.training
+    if tr.optimizer == "adamw-8bit":  # --run only: bitsandbytes' block-wise 8-bit AdamW, measure.py's settings
+        import bitsandbytes as bnb
+
+        if info is not None:
+            info["optimizer"] = {"class": "bitsandbytes.optim.AdamW8bit", "bitsandbytes": bnb.__version__}
+        return bnb.optim.AdamW8bit(params, lr=1e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    if tr.optimizer in stacks.OPTIMIZERS:
+        if model is None:
+            raise TraceUnsupported(f"training.optimizer: {tr.optimizer} needs the model")
+        opt, settings = stacks.make_optimizer(stacks.OPTIMIZERS[tr.optimizer], {}, model, params)
+        if info is not None:
+            info["optimizer"] = settings
+        return opt
     impl_name = "for-loop" if traced and (tr.optimizer, tr.optimizer_impl) in NO_FAKE_KERNEL else tr.optimizer_impl
     impl = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[impl_name]
     if tr.optimizer == "adamw":
@@ -346,7 +444,10 @@ def _optimizer(request: EstimateRequest, params: list[nn.Parameter], traced: boo
     raise TraceUnsupported(f"training.optimizer: {tr.optimizer} is not traced")
 
 
-def _build(request: EstimateRequest, cfg: Any) -> nn.Module:
+def _build(request: EstimateRequest, cfg: Any, st: dict[str, Any] | None = None,
+           info: dict[str, Any] | None = None) -> nn.Module:
+    """The request's model on the meta device; with the stack dict ``st``, its loss installed on the causal LM
+    before peft wraps it (:func:`app.check.stacks.install_loss`; what it ran goes to ``info``)."""
     from transformers import AutoModelForCausalLM
 
     tr = request.training
@@ -370,6 +471,8 @@ def _build(request: EstimateRequest, cfg: Any) -> nn.Module:
                 model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if st is not None:
+            stacks.install_loss(st["loss"], model, info if info is not None else {})
         if tr.method == "lora":
             from peft import LoraConfig, get_peft_model
 
@@ -432,13 +535,18 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
     why = _refusal(request, result)
     if why:
         raise TraceUnsupported(why)
+    st, applied = mechanisms(request)
+    why = mechanism_refusal(st) or missing_packages(st)
+    if why:
+        raise TraceUnsupported(why)
     started = time.perf_counter()
     tr, par, lay = request.training, request.parallelism, result.layout
     cfg = hf_config(request)
     sharded = par.sharding in ("fsdp", "zero3", "hsdp") and lay.shard_group_size > 1
     world = lay.shard_group_size if sharded else 1
     notes: list[str] = []
-    model = _build(request, cfg)
+    info: dict[str, Any] = {}
+    model = _build(request, cfg, st, info)
     ran = getattr(model.config, "_attn_implementation", None)
     if ran == "eager" and tr.attention != "eager":
         notes.append(f"attention: transformers runs {type(model).__name__} with eager attention (the request "
@@ -471,7 +579,7 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
             else:
                 materialize(model, "cpu")  # tied weights kept tied (``nn.Module.to_empty`` unties them)
             params = [p for p in model.parameters() if p.requires_grad]
-            opt = _optimizer(request, params, traced=True)
+            opt = _optimizer(request, params, traced=True, model=model, info=info)
             if (tr.optimizer, tr.optimizer_impl) in NO_FAKE_KERNEL:
                 notes.append(f"{tr.optimizer} {tr.optimizer_impl} has no fake-tensor kernel: traced as a for-loop")
             model.train()
@@ -503,7 +611,7 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
                 counter.phase, counter.stage = "activations", "forward"
                 ctx = torch.autocast("cpu", dtype=torch.bfloat16) if mixed and not sharded else _null()
                 with ctx, _mask_choices_of_real_tensors():
-                    loss = model(input_ids=ids, labels=ids).loss
+                    loss = model(input_ids=ids, labels=ids, **loss_kwargs(st)).loss
                 counter.phase, counter.stage = "temporary", "backward"
                 loss.backward()
                 del loss
@@ -521,7 +629,7 @@ def trace(request: EstimateRequest, result: EstimateResponse) -> TraceResult:
         k: v for k, v in parts.items() if k not in TRACED_PARTS and v}
     return TraceResult(peak_allocated_bytes=counter.peak, peak_phase=counter.peak_phase, parts_bytes=parts,
                        unrepresented=unrepresented(request, result), seconds=time.perf_counter() - started,
-                       world_size=world, sharded=sharded, notes=notes)
+                       world_size=world, sharded=sharded, notes=notes, mechanisms=applied)
 
 
 class _null:

@@ -102,6 +102,10 @@ class Figures(BaseModel):
         description="the peak's parts by name (parameters, gradients, optimizer_states, activations, ...)")
     unrepresented: dict[PartName, Reason] = Field(
         default_factory=dict, max_length=40, description="parts this side cannot represent, each with why")
+    mechanisms: dict[PartName, Reason] = Field(
+        default_factory=dict, max_length=20, description="issue 29's mechanisms this side applied: request field "
+        "(loss_kernel, fused_kernels, activation_offloading, optimizer, allocator) -> what ran for it (library, "
+        "class, version)")
 
 
 class MeasurementCreate(BaseModel):

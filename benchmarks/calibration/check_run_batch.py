@@ -213,6 +213,144 @@ def ship(folder: Path) -> None:
     print(f"{len(records)} records -> {SHIPPED.relative_to(ROOT)}")
 
 
+# ======================================================================================================================
+# Issue 29's mechanism classes (docs/accuracy.md, "Fine-tuning stacks and round 3 on the H100"): one H100 case of
+# each through ``python -m app.check --run`` (the mechanisms applied by app/check/stacks.py) and, with --baseline,
+# the same cases by measure_stacks.py --ids on the same machine. Kept apart from the classes above (--mechanisms).
+# ======================================================================================================================
+STACKS_RAW = ROOT / "tests" / "data" / "stacks_h100_raw"
+
+#: (mechanism class of docs/accuracy.md, stacks_h100_raw case id): Llama 3.2 1B full fine-tunes, 8-13 s each in
+#: measure_stacks.py on the H100 (call 1's wall times; --run adds its process' start). TRL's chunked loss
+#: (``...-s4096-ck-losstrl``, training.stack trl) is the same class as torchtune's: left out to keep the batch
+#: under 4 minutes
+MECHANISM_CASES: list[tuple[str, str]] = [
+    ("loss_kernel:chunked", "h100-l1b-full-mixed-fused-b1-s4096-ck-losstorchtune"),
+    ("loss_kernel:fused", "h100-l1b-full-mixed-fused-b1-s4096-ck-losscce"),
+    ("fused_kernels:liger", "h100-l1b-full-mixed-fused-b1-s4096-ck-lossliger-ligerk"),
+    ("activation_offloading:all", "h100-l1b-full-mixed-fused-b1-s8192-ck-offtrl"),
+    ("optimizer:blockwise-8bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-8bit"),
+    ("optimizer:paged-adamw", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-32bit"),
+    ("optimizer:muon", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon"),
+]
+
+
+def stack_cases_measured() -> dict[str, dict[str, Any]]:
+    """Case id -> the committed H100 result (``case``: the stack_cases.py case, ``measured``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(STACKS_RAW.glob("call*_results.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("status") == "ok" and "case" in r:
+                    out.setdefault(r["id"], r)
+    return out
+
+
+def mechanism_request(case: dict[str, Any]) -> dict[str, Any]:
+    """The case's request with issue 29's fields (``stacks_compare.request_for``: the mapping the accuracy table
+    uses), so ``--run`` applies the mechanism the case measured."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.calibration.stacks_compare import request_for
+
+    body = request_for(case)
+    if body is None:
+        raise ValueError(f"{case['id']}: no request value describes its mechanism")
+    return body
+
+
+def run_mechanism_cases(out: Path, dry: bool, timeout: float) -> list[str]:
+    """Each mechanism case through ``python -m app.check --run`` (in the dry run ``--trace`` and the run path on
+    the CPU, :func:`_commands`) in its own process; one line each in ``check_run_mechanisms.jsonl``. The ids that
+    ran."""
+    measured = stack_cases_measured()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    env.setdefault("CAPPLAN_NATIVE", "0")
+    ran = []
+    with tempfile.TemporaryDirectory() as tmp, (out / "check_run_mechanisms.jsonl").open("a") as sink:
+        for i, (klass, cid) in enumerate(MECHANISM_CASES, 1):
+            request = mechanism_request(measured[cid]["case"])
+            if dry:
+                request = dry_request(request)
+            req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
+            req_path.write_text(json.dumps(request))
+            for mode, cmd in _commands(req_path, rec_path, dry, cid):
+                print(f"[{i}/{len(MECHANISM_CASES)}] {mode} {klass} {cid} ...", flush=True)
+                t0 = time.perf_counter()
+                try:
+                    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                    rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+                except subprocess.TimeoutExpired as exc:
+                    rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
+                raw_path = rec_path.with_suffix(".raw.json")
+                line = {"class": klass, "case_id": cid, "dry_run": dry, "mode": mode, "command": " ".join(cmd[1:]),
+                        "rc": rc, "wall_s": round(time.perf_counter() - t0, 1), "request": request,
+                        "record": (json.loads(rec_path.read_text()) if mode != "cpu-run" and rec_path.exists()
+                                   else None),
+                        "raw": json.loads(raw_path.read_text()) if mode == "cpu-run" and raw_path.exists() else None,
+                        "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
+                rec_path.unlink(missing_ok=True)
+                raw_path.unlink(missing_ok=True)
+                sink.write(json.dumps(line) + "\n")
+                sink.flush()
+                print(f"{klass:26s} {cid:56s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
+                print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
+                if rc == 0 and cid not in ran:
+                    ran.append(cid)
+    return ran
+
+
+def mechanism_baseline(out: Path, ids: list[str], dry: bool, deadline: float) -> None:
+    """The calibration's own measurement of the same cases here: ``measure_stacks.py --ids`` (the mechanisms from
+    the same app/check/stacks.py)."""
+    if not ids:
+        return
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "calibration" / "measure_stacks.py"), "--ids", *ids,
+           "--out", str(out / "measure_stacks"), "--deadline", str(deadline), *(["--dry-run"] if dry else [])]
+    print("baseline:", " ".join(cmd[1:]), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=False)
+
+
+def compare_mechanisms(folder: Path) -> None:
+    """Each mechanism --run record beside ``measure_stacks.py`` on the same machine and the committed H100
+    measurement (``tests/data/stacks_h100_raw``), the same figures (``measured_figures`` of each raw result), and
+    what --run applied."""
+    sys.path.insert(0, str(ROOT))
+    from app.check.record import measured_figures
+
+    committed = stack_cases_measured()
+    base = {}
+    res = folder / "measure_stacks" / "results.jsonl"
+    if res.exists():
+        for line in res.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("status") == "ok":
+                    base[r["id"]] = measured_figures(r["measured"], memory_only=False)
+    print(f"{'case':56s} {'figure':22s} {'check --run':>14s} {'measure_stacks':>16s} {'H100 committed':>16s} "
+          f"{'run/base':>9s}")
+    for line in (folder / "check_run_mechanisms.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        got = (row.get("record") or {}).get("measured") or {}
+        if not got:
+            print(f"{row['case_id']:56s} {row.get('mode', 'run')} rc={row['rc']}: "
+                  f"{(row['stderr_tail'].strip() or row['stdout_tail'].strip())[-200:]}")
+            continue
+        for field, what in (got.get("mechanisms") or {}).items():
+            print(f"{row['case_id']:56s} applied {field}: {what}")
+        ref = measured_figures(committed[row["case_id"]]["measured"], memory_only=False)
+        for fig in FIGURES:
+            vals = [got.get(fig), base.get(row["case_id"], {}).get(fig), ref.get(fig)]
+            if all(v is None for v in vals):
+                continue
+            shown = [("-" if v is None else f"{v / 2**30:.3f} GiB" if fig.endswith("bytes") else f"{v:.4g}")
+                     for v in vals]
+            ratio = f"{vals[0] / vals[1]:.4f}" if vals[0] and vals[1] else "-"
+            print(f"{row['case_id']:56s} {fig:22s} {shown[0]:>14s} {shown[1]:>16s} {shown[2]:>16s} {ratio:>9s}")
+# ========================================================================== end of issue 29's mechanism classes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="folder for check_run.jsonl (and measure/ with --baseline)")
@@ -222,9 +360,14 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=270.0, help="measure.py's --deadline (seconds)")
     ap.add_argument("--compare", type=Path, help="print the comparison of a folder this wrote")
     ap.add_argument("--ship", type=Path, help="write the records of a folder this wrote to " + str(SHIPPED.name))
+    ap.add_argument("--mechanisms", action="store_true", help="issue 29's mechanism classes only "
+                    "(MECHANISM_CASES, measure_stacks.py as the baseline)")
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare)
+        if (args.compare / "check_run_mechanisms.jsonl").exists():
+            compare_mechanisms(args.compare)
+        if (args.compare / "check_run.jsonl").exists():
+            compare(args.compare)
         return
     if args.ship:
         ship(args.ship)
@@ -234,6 +377,13 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    if args.mechanisms:  # issue 29's classes (their own section above)
+        ran = run_mechanism_cases(out, args.dry_run, args.timeout)
+        print(f"--run: {len(ran)} of {len(MECHANISM_CASES)} cases ran, {time.perf_counter() - t0:.0f} s", flush=True)
+        if args.baseline:  # every case, whether or not its run ran
+            mechanism_baseline(out, [cid for _klass, cid in MECHANISM_CASES], args.dry_run, args.deadline)
+        print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
+        return
     ran = run_cases(out, args.dry_run, args.timeout)
     print(f"--run: {len(ran)} of {len(CASES)} cases ran, {time.perf_counter() - t0:.0f} s", flush=True)
     if args.baseline:  # every case, whether or not its run ran: the calibration's figures on this machine

@@ -1,7 +1,8 @@
 """Issue 33 item 3: single-GPU step time on the H100 80GB HBM3 against the first real H100 measurements.
 
 The cases are the plain ones (``stacks_compare.mechanism`` "baseline": Hugging Face loss, AdamW, no Liger, no
-offloading) of ``tests/data/stacks_h100_raw/call{1,2}_results.jsonl``, labelled ``fit`` (the only ones
+offloading) of ``tests/data/stacks_h100_raw/call*_results.jsonl`` measured on one GPU (the sharded cases, one rank
+through the fake process group, are compute only and left out), labelled ``fit`` (the only ones
 ``efficiency.Constants.onchip_share`` was fitted on) or ``held_out``. Where the same case id (without the ``h100-``
 prefix) was measured on the H200 (``tests/data/calibration_h200.json``), the measured and estimated H100 / H200
 step-time ratios stand beside it: the mechanism the constant models is that ratio.
@@ -46,6 +47,8 @@ def rows() -> tuple[dict[str, Any], ...]:
     for case in load_measured(issues=(29, 33)):
         # the allocator setting changes no kernel: its case times the same computation
         if mechanism(case) not in ("baseline", "allocator expandable_segments") or not case.get("step_time_s"):
+            continue
+        if case.get("world_size_fake"):  # one rank of W through the fake process group: not a single-GPU step
             continue
         body = request_for(case)
         assert body is not None

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import copy
 import hashlib
-import inspect
 import json
 import os
 import resource
@@ -147,239 +146,29 @@ def track_adam_impl() -> None:
         setattr(adam_mod, name, wrap)
 
 
-# ------------------------------------------------------------------------------------------ optimizers
-class Combined:
-    """Two optimizers stepped together (Muon on the 2-D matrices, AdamW on the rest)."""
+# ------------------------------------------------------------- the mechanisms: app/check/stacks.py (one implementation)
+#: app/check/stacks.py, one implementation with ``capplan check`` (measure.shared_module: beside this file on the GPU
+#: machine, else loaded from the repository by its path)
+stacks = M.shared_module("stacks")
 
-    def __init__(self, opts: list[Any]) -> None:
-        self.opts = opts
-        self.state: dict[Any, Any] = {}
-        for o in opts:
-            self.state.update(o.state)
+from stacks import (  # noqa: E402  (the names run_case and smoke use)
+    Combined,
+    add_trl_head,
+    add_trl_head_direct,
+    apply_liger,
+    ensure_trl_utils,
+    make_loss,
+    state_bytes,
+)
 
-    def step(self) -> None:
-        for o in self.opts:
-            o.step()
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for o in self.opts:
-            o.zero_grad(set_to_none=set_to_none)
+__all__ = ["Combined", "add_trl_head", "add_trl_head_direct", "apply_liger", "ensure_trl_utils", "make_loss",
+           "make_optimizer", "run_case", "state_bytes"]
 
 
 def make_optimizer(name: str, tr: dict[str, Any], model: nn.Module, params: list[torch.Tensor]
                    ) -> tuple[Any, dict[str, Any]]:
-    kw = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
-    if name in ("adamw", "adamw-8bit"):
-        t = dict(tr, optimizer=name)
-        return M.make_optimizer(t, params)
-    if name in ("paged-adamw-8bit", "paged-adamw-32bit"):
-        import bitsandbytes as bnb
-
-        cls = bnb.optim.PagedAdamW8bit if name.endswith("8bit") else bnb.optim.PagedAdamW32bit
-        opt = cls(params, **kw)
-        return opt, {"class": f"bitsandbytes.optim.{cls.__name__}", "lr": 1e-5, "weight_decay": 0.01,
-                     "is_paged": getattr(opt, "is_paged", None), "bitsandbytes": getattr(bnb, "__version__", None)}
-    if name in ("ao-adamw-8bit", "ao-adamw-4bit"):
-        import torchao
-        from torchao import optim as ao
-
-        cls = ao.AdamW8bit if name.endswith("8bit") else ao.AdamW4bit
-        opt = cls(params, **kw)
-        return opt, {"class": f"torchao.optim.{cls.__name__}", "lr": 1e-5, "weight_decay": 0.01,
-                     "torchao": getattr(torchao, "__version__", None),
-                     "defaults": {k: v for k, v in opt.defaults.items() if isinstance(v, bool | int | float | str)}}
-    if name == "muon":
-        emb = {id(p) for m in (model.get_input_embeddings(), model.get_output_embeddings()) if m is not None
-               for p in m.parameters()}
-        mats = [p for p in params if p.dim() == 2 and id(p) not in emb]
-        rest = [p for p in params if not (p.dim() == 2 and id(p) not in emb)]
-        muon = torch.optim.Muon(mats, lr=1e-5, weight_decay=0.01)
-        adam = torch.optim.AdamW(rest, fused=True, **kw)
-        return Combined([muon, adam]), {
-            "class": "torch.optim.Muon (2-D decoder matrices) + torch.optim.AdamW(fused=True) (embeddings, LM head, "
-                     "norms, biases)", "muon_params": int(sum(p.numel() for p in mats)),
-            "adamw_params": int(sum(p.numel() for p in rest)),
-            "muon_defaults": {k: v for k, v in muon.defaults.items() if isinstance(v, bool | int | float | str)}}
-    raise ValueError(name)
-
-
-def state_bytes(opt: Any) -> dict[str, int]:
-    out = {"state_bytes": 0, "paged_state_bytes": 0, "paged_tensors": 0}
-    opts = opt.opts if isinstance(opt, Combined) else [opt]
-    seen: set[int] = set()
-    for o in opts:
-        for st in o.state.values():
-            for v in st.values():
-                if not torch.is_tensor(v):
-                    continue
-                t = v
-                inner = getattr(t, "get_plain", None)
-                try:
-                    n = t.numel() * t.element_size()
-                except Exception:
-                    n = 0
-                if hasattr(t, "to_local"):  # DTensor (FSDP2): the local shard
-                    loc = t.to_local()
-                    n = loc.numel() * loc.element_size()
-                elif hasattr(t, "__tensor_flatten__") and type(t).__name__ != "Tensor":  # torchao subclass
-                    names, _ = t.__tensor_flatten__()
-                    parts = [getattr(t, a) for a in names]
-                    n = sum(q.numel() * q.element_size() for q in parts if torch.is_tensor(q))
-                del inner
-                if id(t) in seen:
-                    continue
-                seen.add(id(t))
-                out["state_bytes"] += n
-                if getattr(t, "is_paged", False):
-                    out["paged_state_bytes"] += n
-                    out["paged_tensors"] += 1
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- losses
-_LIGER_FN = {"llama": "apply_liger_kernel_to_llama", "qwen2": "apply_liger_kernel_to_qwen2",
-             "mistral": "apply_liger_kernel_to_mistral", "gemma2": "apply_liger_kernel_to_gemma2",
-             "qwen3_moe": "apply_liger_kernel_to_qwen3_moe", "mixtral": "apply_liger_kernel_to_mixtral"}
-
-
-def apply_liger(arch: str, kernels: bool, flce: bool, res: dict[str, Any]) -> None:
-    import liger_kernel
-    import liger_kernel.transformers as lt
-
-    fn = getattr(lt, _LIGER_FN[arch])
-    params = inspect.signature(fn).parameters
-    kw: dict[str, Any] = {}
-    for k in ("rope", "swiglu", "geglu", "rms_norm"):
-        if k in params:
-            kw[k] = kernels
-    if "fused_linear_cross_entropy" in params:
-        kw["fused_linear_cross_entropy"] = flce
-    if "cross_entropy" in params:
-        kw["cross_entropy"] = False
-    fn(**kw)
-    res["liger"] = {"function": fn.__name__, "kwargs": kw,
-                    "version": getattr(liger_kernel, "__version__", None) or M._dist_version("liger-kernel")}
-
-
-def _parts(model: nn.Module) -> tuple[nn.Module, nn.Module, nn.Module]:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base, base.base_model if hasattr(base, "base_model") else base.model, base.get_output_embeddings()
-
-
-def make_loss(case: dict[str, Any], model: nn.Module, x: torch.Tensor, res: dict[str, Any]):
-    """A function computing the training loss of ``case``'s stack on the batch ``x`` (labels = inputs)."""
-    kind = case["stack"]["loss"]
-    base, backbone, head = _parts(model)
-    softcap = getattr(base.config, "final_logit_softcapping", None)
-    if kind in ("hf", "liger"):
-        return lambda: model(input_ids=x, labels=x).loss
-    if kind == "trl":
-        return lambda: model(input_ids=x, labels=x, fused_lm_head=True).loss
-    if kind == "torchtune":
-        n_chunks = 8
-        labels = torch.cat([x[:, 1:], torch.full_like(x[:, :1], -100)], dim=1)
-        res["loss_impl"] = ("torchtune CEWithChunkedOutputLoss algorithm in plain torch: LM head on 8 sequence chunks "
-                            "(bf16 logits of every chunk kept), each chunk upcast to fp32 inside the loss, summed "
-                            "and divided by the count of labels")
-
-        def f():
-            h = backbone(input_ids=x).last_hidden_state
-            logits = [head(hc) for hc in h.chunk(n_chunks, dim=1)]
-            lab = labels.chunk(n_chunks, dim=1)
-            total = torch.zeros((), device=x.device)
-            for lg, lb in zip(logits, lab, strict=True):
-                lf = lg.float()
-                if softcap:
-                    lf = torch.tanh(lf / softcap) * softcap
-                total = total + nn.functional.cross_entropy(lf.reshape(-1, lf.size(-1)), lb.reshape(-1),
-                                                            reduction="sum", ignore_index=-100)
-            return total / (labels != -100).sum()
-        return f
-    if kind == "cce":
-        from cut_cross_entropy import linear_cross_entropy
-
-        res["loss_impl"] = ("cut_cross_entropy.linear_cross_entropy(hidden.bf16, lm_head.weight.bf16, input_ids, "
-                            "shift=1, softcap=final_logit_softcapping)")
-
-        def g():
-            h = backbone(input_ids=x).last_hidden_state
-            w = head.weight
-            return linear_cross_entropy(h.to(torch.bfloat16), w.to(torch.bfloat16), x, shift=1,
-                                        softcap=softcap, reduction="mean")
-        return g
-    raise ValueError(kind)
-
-
-def ensure_trl_utils(res: dict[str, Any]) -> bool:
-    """True when trl.trainer.utils imports (it needs datasets and pandas). Otherwise a stub module stands in for it
-    with the one name TRL's ChunkedLogProbFunction.backward imports from it, ``maybe_gather_lm_head_ctx``, which is a
-    null context unless DeepSpeed ZeRO-3 is on (trl/trainer/utils.py, 1.16.0)."""
-    try:
-        import trl.trainer.utils
-
-        return True
-    except Exception as e:
-        import types
-
-        res["trl_import_error"] = f"{type(e).__name__}: {e}"[:300]
-        for k in [k for k in sys.modules if k.startswith("trl.trainer")]:
-            del sys.modules[k]
-        import trl
-
-        pkg = types.ModuleType("trl.trainer")
-        pkg.__path__ = []
-        stub = types.ModuleType("trl.trainer.utils")
-        stub.maybe_gather_lm_head_ctx = lambda *params: contextlib.nullcontext()
-        sys.modules["trl.trainer"] = pkg
-        sys.modules["trl.trainer.utils"] = stub
-        pkg.utils = stub
-        trl.trainer = pkg
-        return False
-
-
-def add_trl_head(model: nn.Module, res: dict[str, Any]) -> None:
-    import trl
-
-    if not ensure_trl_utils(res):
-        add_trl_head_direct(model, res)
-        return
-    from trl.trainer.utils import add_fused_lm_head
-
-    add_fused_lm_head(model, outputs=("log_probs", "entropy", "is_top1"))
-    res["trl"] = {"version": trl.__version__,
-                  "how": "trl.trainer.utils.add_fused_lm_head(model, outputs=('log_probs', 'entropy', 'is_top1'))"}
-
-
-def add_trl_head_direct(model: nn.Module, res: dict[str, Any]) -> None:
-    """TRL 1.16's add_fused_lm_head, minus the imports of trl.trainer.utils (datasets, pandas): the same
-    ChunkedLogProbFunction on the valid positions, 32,768-token tiles, loss = -sum(log p) / count."""
-    import types
-
-    import trl
-    from trl.kernels import ChunkedLogProbFunction
-
-    original = model.forward
-    softcap = getattr(model.config, "final_logit_softcapping", None)
-
-    def fwd(self, *args, fused_lm_head=False, labels=None, **kwargs):
-        if not fused_lm_head:
-            return original(*args, labels=labels, **kwargs)
-        kwargs["use_cache"] = False
-        out = self.base_model(*args, **kwargs)
-        hidden = out.last_hidden_state[:, :-1]
-        lab = labels[:, 1:]
-        head = self.get_output_embeddings()
-        mask = lab != -100
-        per_token = ChunkedLogProbFunction.apply(hidden[mask], head.weight, head.bias, lab[mask], 1.0, 32768,
-                                                 softcap, 1.0, ("log_probs", "entropy", "is_top1"))
-        log_probs = per_token[0]
-        loss = -log_probs.sum() / mask.sum().clamp(min=1)
-        return types.SimpleNamespace(loss=loss)
-
-    model.forward = types.MethodType(fwd, model)
-    res["trl"] = {"version": trl.__version__,
-                  "how": "TRL 1.16 add_fused_lm_head's forward re-stated (ChunkedLogProbFunction, 32768-token "
-                         "tiles, valid positions only); trl.trainer.utils not importable here"}
+    """stacks.make_optimizer with measure.py's plain optimizers (adamw, adamw-8bit)."""
+    return stacks.make_optimizer(name, tr, model, params, base=M.make_optimizer)
 
 
 # ------------------------------------------------------------------------------------------------ worker
@@ -765,6 +554,7 @@ def provenance(args: argparse.Namespace) -> dict[str, Any]:
     p["command"] = " ".join([Path(sys.executable).name, *sys.argv])
     p["script_sha256"].update({n: hashlib.sha256((HERE / n).read_bytes()).hexdigest()[:16]
                                for n in ("measure_stacks.py", "stack_cases.py")})
+    p["script_sha256"]["stacks.py"] = hashlib.sha256(Path(stacks.__file__).read_bytes()).hexdigest()[:16]
     for d in ("liger-kernel", "cut-cross-entropy", "torchao", "trl", "bitsandbytes", "triton", "psutil"):
         p[d] = M._dist_version(d)
     return p

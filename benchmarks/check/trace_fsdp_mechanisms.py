@@ -3,18 +3,20 @@
 Run: ``PYTHONPATH=. python benchmarks/check/trace_fsdp_mechanisms.py`` (a few minutes on two cores) writes
 ``tests/data/cpu_trace_fsdp_mechanisms.json``, read by ``tests/test_fsdp_mechanisms_trace.py``.
 
-Each case is traced by ``capplan check --trace``'s machinery (:func:`app.check.trace.trace`: the model built from
-its config on the meta device, FSDP2 ``fully_shard`` on every decoder layer and the root over a fake process group,
-``FakeTensorMode``, every live storage counted in a ``TorchDispatchMode``, rank 0's peak), with two mechanisms put
-in, as ``benchmarks/calibration/measure_stacks.py`` runs them on the GPU:
+Each case is traced by ``capplan check --trace`` (:func:`app.check.trace.trace`: the model built from its config on
+the meta device, FSDP2 ``fully_shard`` on every decoder layer and the root over a fake process group,
+``FakeTensorMode``, every live storage counted in a ``TorchDispatchMode``, rank 0's peak), which applies the
+request's two mechanisms with the functions ``benchmarks/calibration/measure_stacks.py`` runs on the GPU
+(:mod:`app.check.stacks`):
 
-- the torchtune loss (``CEWithChunkedOutputLoss``'s algorithm in plain torch, measure_stacks.py ``make_loss``
-  ``"torchtune"``): the LM head on 8 sequence chunks (the bf16 logits of every chunk kept), each chunk upcast to
-  fp32 inside the loss. It replaces the causal-LM module's ``forward`` on the instance, so FSDP2's root hooks
-  (the tied embedding / LM head all-gather) still run around it;
-- Muon (``torch.optim.Muon`` on the 2-D decoder matrices, ``torch.optim.AdamW`` on the embedding / LM head and the
-  norms, measure_stacks.py ``make_optimizer("muon")``). Under FSDP2 its parameters are DTensors sharded on dim 0;
-  Newton-Schulz's ``X @ X.mT`` on them makes DTensor gather the matrix (the trace counts what it allocates).
+- the torchtune loss (``loss_kernel: "chunked"``; ``CEWithChunkedOutputLoss``'s algorithm in plain torch,
+  ``stacks.chunked_output_loss``): the LM head on 8 sequence chunks (the bf16 logits of every chunk kept), each chunk
+  upcast to fp32 inside the loss. ``stacks.install_loss`` replaces the causal-LM module's ``forward`` on the
+  instance, so FSDP2's root hooks (the tied embedding / LM head all-gather) still run around it;
+- Muon (``optimizer: "muon"``; ``torch.optim.Muon`` on the 2-D decoder matrices, ``torch.optim.AdamW`` on the
+  embedding / LM head and the norms, ``stacks.make_optimizer("muon")``). Under FSDP2 its parameters are DTensors
+  sharded on dim 0; Newton-Schulz's ``X @ X.mT`` on them makes DTensor gather the matrix (the trace counts what it
+  allocates).
 
 First three single-GPU cases the H100 measured (``tests/data/stacks_h100_raw``: Llama 3.2 1B full with the torchtune
 loss and with Muon, Qwen2.5 1.5B LoRA with the torchtune loss, all their layers) are traced on one rank, to show the
@@ -30,13 +32,11 @@ import platform
 import subprocess
 import sys
 import time
-import types
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "data" / "cpu_trace_fsdp_mechanisms.json"
@@ -49,7 +49,6 @@ QWEN25_1B5 = {"name": "Qwen2.5 1.5B", "source": "Qwen/Qwen2.5-1.5B config.json",
               "num_attention_heads": 12, "num_kv_heads": 2, "ffn_hidden_size": 8960, "vocab_size": 151936,
               "tied_embeddings": True, "qkv_bias": True}
 MODELS = {"l1b": LLAMA32_1B, "q1b5": QWEN25_1B5}
-N_CHUNKS = 8  # torchtune CEWithChunkedOutputLoss(num_output_chunks=8), as measure_stacks.py
 
 #: (id, H100 case it reproduces or None, model, method, loss, optimizer, seq_len, ranks)
 CASES: list[tuple[str, str | None, str, str, str, str, int, int]] = [
@@ -78,45 +77,6 @@ def request_body(model: str, method: str, loss: str, optimizer: str, seq: int, r
     return {"model": dict(MODELS[model]), "training": tr,
             "parallelism": {"sharding": "fsdp" if ranks > 1 else "none", "framework": "pytorch"},
             "hardware": {"gpu": "h100-sxm5-80gb", "num_nodes": 1, "gpus_per_node": ranks}}
-
-
-class Combined:
-    """Muon on the 2-D decoder matrices and AdamW on the rest, stepped together (measure_stacks.py ``Combined``)."""
-
-    def __init__(self, opts: list[Any]) -> None:
-        self.opts = opts
-
-    def step(self) -> None:
-        for o in self.opts:
-            o.step()
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for o in self.opts:
-            o.zero_grad(set_to_none=set_to_none)
-
-
-def muon_optimizer(vocab: int) -> Any:
-    def make(request: Any, params: list[nn.Parameter], traced: bool = False) -> Any:
-        # the embedding and the (tied) LM head are the 2-D parameters with a vocabulary-sized dimension
-        mats = [p for p in params if p.dim() == 2 and vocab not in tuple(p.shape)]
-        rest = [p for p in params if not (p.dim() == 2 and vocab not in tuple(p.shape))]
-        kw = {"lr": 1e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
-        return Combined([torch.optim.Muon(mats, lr=1e-5, weight_decay=0.01), torch.optim.AdamW(rest, fused=True, **kw)])
-    return make
-
-
-def chunked_forward(self: nn.Module, input_ids: Any = None, labels: Any = None, **_: Any) -> Any:
-    """torchtune CEWithChunkedOutputLoss's algorithm (measure_stacks.py ``make_loss("torchtune")``)."""
-    causal = self.get_base_model() if hasattr(self, "get_base_model") else self  # a peft model: its causal LM
-    h = causal.model(input_ids=input_ids).last_hidden_state
-    shifted = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
-    logits = [causal.lm_head(hc) for hc in h.chunk(N_CHUNKS, dim=1)]
-    total = torch.zeros((), device=h.device)
-    for lg, lb in zip(logits, shifted.chunk(N_CHUNKS, dim=1), strict=True):
-        lf = lg.float()
-        total = total + nn.functional.cross_entropy(lf.reshape(-1, lf.size(-1)), lb.reshape(-1), reduction="sum",
-                                                    ignore_index=-100)
-    return types.SimpleNamespace(loss=total / (shifted != -100).sum())
 
 
 def h100_peak(case_id: str) -> int | None:
@@ -165,32 +125,22 @@ def run_case(model: str, method: str, loss: str, optimizer: str, seq: int, ranks
     body = request_body(model, method, loss, optimizer, seq, ranks)
     req = EstimateRequest.model_validate(body)
     est = estimate(req)
-    build, make_opt, counter = T._build, T._optimizer, T.LiveCounter
+    counter = T.LiveCounter
     stages: dict[str, int] = {}
     gemms: dict[str, int] = {}
     T.LiveCounter = stage_counter(T, stages, gemms)
-
-    def build_with_loss(request: Any, cfg: Any) -> nn.Module:
-        model = build(request, cfg)
-        if loss == "torchtune":
-            model.forward = types.MethodType(chunked_forward, model)
-        return model
-
-    T._build = build_with_loss
-    if optimizer == "muon":
-        T._optimizer = muon_optimizer(MODELS[model]["vocab_size"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = T.trace(req, est)
     finally:
-        T._build, T._optimizer, T.LiveCounter = build, make_opt, counter
+        T.LiveCounter = counter
     mem = est.memory
     return {"request": body, "traced_peak_bytes": res.peak_allocated_bytes, "traced_peak_phase": res.peak_phase,
             "traced_parts_bytes": res.parts_bytes,
             "traced_stage_peak_bytes": {k: v for k, v in stages.items() if k != "setup"},
             "traced_optimizer_gemms": dict(sorted(gemms.items())),
-            "trace_seconds": round(res.seconds, 1), "notes": res.notes,
+            "trace_seconds": round(res.seconds, 1), "notes": res.notes, "mechanisms": res.mechanisms,
             "estimated_peak_bytes": int(mem.peak_allocated_bytes - mem.managed_bytes),
             "estimated_memory_error_bar_pct": mem.error_bar_pct}
 

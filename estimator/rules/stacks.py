@@ -36,6 +36,8 @@ from typing import Any, Final, Protocol
 from estimator.messages import Text
 
 __all__ = [
+    "BNB_DTENSOR_REASON",
+    "BNB_OPTIMIZERS",
     "MEASURED",
     "MODELLED",
     "STACK_DEFAULTS",
@@ -183,10 +185,11 @@ def training_refusal(t: Training) -> tuple[str, str] | None:
     return None
 
 
-def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
+def request_refusal(t: Any, p: Any, world_size: int | None = None) -> tuple[str, str] | None:
     """(dotted field, reason) for a stack / parallelism combination the stack does not run (``t``, ``p``: the
-    request's training and parallelism sections or their views). Checked with the layout
-    (:mod:`estimator.training.layout`), so the planner never proposes such a combination and an estimate
+    request's training and parallelism sections or their views; ``world_size``: the job's GPUs, ``None`` when
+    unknown: a one-GPU job's sharding shards nothing, and is estimated as the unsharded run it is). Checked with
+    the layout (:mod:`estimator.training.layout`), so the planner never proposes such a combination and an estimate
     refuses it as an unsupported combination (a 422 naming the field)."""
     if t.activation_offloading == "checkpoints" and t.activation_checkpointing != "full":
         return ("training.activation_offloading", "\"checkpoints\" offloads the input of each checkpointed layer "
@@ -200,6 +203,9 @@ def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
                 "offloaded checkpointing (use_gradient_checkpointing=\"unsloth\", unsloth/models/llama.py "
                 "@015bdef0) and fused loss are not run under FSDP / ZeRO-3, tensor or pipeline parallelism; "
                 "use another stack for a sharded job")
+    if t.optimizer in BNB_OPTIMIZERS and p.framework == "pytorch" and (
+            (p.normalized_sharding in ("zero2", "zero3", "hsdp") and world_size != 1) or p.tp > 1):
+        return ("training.optimizer", BNB_DTENSOR_REASON)
     if t.activation_offloading != "none" and p.offload == "optimizer+params":
         return ("training.activation_offloading", "activation offloading and parameter offloading both "
                 "stream over the same PCIe link each step; capplan does not model them together")
@@ -220,6 +226,31 @@ def request_refusal(t: Any, p: Any) -> tuple[str, str] | None:
     return None
 
 
+#: bitsandbytes' optimizers (:mod:`estimator.training.optimizers`): they cannot step DTensor parameters
+BNB_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw"})
+#: Why bitsandbytes' optimizers are refused on PyTorch's DTensor layouts (FSDP2 ``fully_shard``: capplan's PyTorch
+#: zero2 / zero3 / hsdp; tensor parallelism: ``parallelize_module``). Measured: paged 8-bit AdamW on Llama 3.1 8B
+#: under FSDP2 at W = 8 (H100, torch 2.11, bitsandbytes 0.50.2; tests/data/stacks_h100_raw/call4_results.jsonl,
+#: ``h100-l8b-full-mixed-fused-b1-s4096-ck-fsdp8-paged-adamw-8bit``) raised at its first optimizer step. Source
+#: (bitsandbytes 0.50.2, ``bitsandbytes/optim/optimizer.py`` ``init_state`` / ``get_state_buffer``): the 8-bit states
+#: follow the parameter (``torch.zeros_like(p)``: a DTensor) but ``absmax1`` / ``absmax2`` (``torch.zeros((blocks,))``)
+#: and the qmaps are plain tensors, and a paged state (``F.get_paged``, >= 1e5 elements, the 32-bit one included) is
+#: a plain tensor over CUDA managed memory; the package has no DTensor handling, so its custom ops
+#: (``torch.ops.bitsandbytes.optimizer_update_8bit_blockwise`` / ``optimizer_update_32bit``) get mixed arguments.
+#: Not refused: DeepSpeed ZeRO, whose optimizer steps a flat fp32 partition (a plain tensor:
+#: ``deepspeed/runtime/zero/stage_1_and_2.py`` ``param_group['params'] = [self.single_partition_of_fp32_groups[i]]``;
+#: not measured), PyTorch zero1 (DDP + ``ZeroRedundancyOptimizer``: plain tensors), and a one-GPU job's sharding,
+#: which shards nothing and is sized as the unsharded run it is (the planner labels one-GPU plans so). A refusal
+#: rather than a warning: the run stops at its first step (as Unsloth's refusal under FSDP), and the planner never
+#: proposes it.
+BNB_DTENSOR_REASON: Final = (
+    "bitsandbytes' optimizers cannot step PyTorch DTensor parameters (FSDP2 sharding zero2 / zero3 / hsdp, or "
+    "tensor parallelism): measured on an H100 (bitsandbytes 0.50.2, torch 2.11, FSDP2 at W = 8) the first step "
+    "raises \"bitsandbytes.optimizer_update_8bit_blockwise.default got mixed torch.Tensor and DTensor\" (its absmax, "
+    "qmap and paged states are plain tensors: bitsandbytes/optim/optimizer.py init_state); use framework "
+    "deepspeed (ZeRO steps a flat, plain fp32 partition), sharding none / zero1, or optimizer adamw-4bit (torchao: "
+    "wraps its states in DTensor)")
+
 _OPTIMIZER_LINES: Final[dict[str, str]] = {
     "paged-adamw-8bit": "paged-adamw-8bit: bitsandbytes keeps the states in CUDA unified memory; sized as "
                         "GPU-resident (pages go to the host only when the GPU is oversubscribed, which this estimate "
@@ -228,6 +259,9 @@ _OPTIMIZER_LINES: Final[dict[str, str]] = {
                    "to the host only when the GPU is oversubscribed, which this estimate does not count as a fit).",
     "adamw-4bit": "adamw-4bit: torchao AdamW4bit, 4-bit codes and an fp32 scale per 128-element block, 1.06 bytes "
                   "per parameter for both states.",
+    "ao-adamw-8bit": "ao-adamw-8bit: torchao AdamW8bit (not bitsandbytes' adamw-8bit), 8-bit codes and an fp32 "
+                     "scale per 256-element block, 2.03 bytes per parameter for both states; its compiled step "
+                     "dequantises the largest tensor's states to fp32 (8 bytes per element).",
     "muon": "muon: torch.optim.Muon on the decoder matrices (one momentum buffer each, Newton-Schulz on the whole "
             "matrix), AdamW on the embedding, the LM head and the vectors; under FSDP or tensor parallelism each "
             "matrix is gathered for Newton-Schulz, which the step time does not count.",
@@ -283,7 +317,8 @@ MEASURED: Final[frozenset[tuple[str, str]]] = frozenset({
 #: the optimizers whose memory is checked per mechanism (:func:`memory_mechanism_keys`): issue 29's and
 #: bitsandbytes' 8-bit AdamW, whose block-wise states are the paged 8-bit one's (one class: paging moves them,
 #: the same kernels size them)
-MECHANISM_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon"})
+MECHANISM_OPTIMIZERS: Final = frozenset({"adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adamw-4bit", "muon",
+                                         "ao-adamw-8bit"})
 OPTIMIZER_MEMORY_CLASS: Final = {"adamw-8bit": "blockwise-8bit", "paged-adamw-8bit": "blockwise-8bit"}
 
 

@@ -82,10 +82,11 @@ class ActivationModel:
     tokens: Final[int]
     attention_backward_bytes: Final[int]  # transient of one layer's attention-core backward beyond what it stored
     offload_keep_layers: Final[int]  # activation offloading: layers' stored tensors left on the GPU (0: no offload)
+    head_saved_bytes: Final[int]  # saved by the final norm and the LM head (:func:`_head_saved_per_token`)
 
     def __init__(self, per_layer_bytes: int, stored_per_layer_bytes: int, recompute_layer_bytes: int,
                  logits_forward_bytes: int, logits_backward_bytes: int, residual_bytes: int, tokens: int,
-                 attention_backward_bytes: int = 0, offload_keep_layers: int = 0) -> None:
+                 attention_backward_bytes: int = 0, offload_keep_layers: int = 0, head_saved_bytes: int = 0) -> None:
         self.per_layer_bytes = per_layer_bytes
         self.stored_per_layer_bytes = stored_per_layer_bytes
         self.recompute_layer_bytes = recompute_layer_bytes
@@ -95,6 +96,7 @@ class ActivationModel:
         self.tokens = tokens
         self.attention_backward_bytes = attention_backward_bytes
         self.offload_keep_layers = offload_keep_layers
+        self.head_saved_bytes = head_saved_bytes
 
 
 def _regime(job: Job, layout: Layout) -> tuple[int, bool]:
@@ -370,6 +372,45 @@ def _qk_norm_bytes(shape: ModelShape, job: Job) -> float:
             + 4 * (a.num_attention_heads + shape.kv_heads))
 
 
+def _head_saved_per_token(shape: ModelShape, job: Job, layout: Layout) -> float:
+    """What the final norm and the LM head save for backward, per token, on the stage that holds the loss: alive
+    from the end of the decoder stack through the loss and the start of its backward (the ``forward`` and
+    ``backward`` phases; the head's and the norm's backward free them before the last layer's backward runs).
+
+    - The final RMSNorm saves what a layer's norms save (:func:`_norm_bytes`: the fp32 input, and with a trained
+      weight the normalised tensor) plus its fp32 ``rsqrt`` (4 bytes a token); Liger's RMSNorm (which patches the
+      final norm's class too) :func:`~estimator.training.mechanisms.liger_norm_bytes`; a LayerNorm its input (the
+      fp32 cast under autocast) and its fp32 mean and rstd (:func:`_layer_norms_bytes`).
+    - A trained LM head (full fine-tune) saves its input for the weight's gradient: the norm's output in the
+      compute dtype (the bf16 cast under autocast, the residual dtype otherwise); a frozen one (LoRA) saves none.
+      Counted with the materialised loss only: the chunked and fused loss kernels' own accounting starts at the
+      head's input (:func:`estimator.training.mechanisms.loss_bytes`).
+
+    Measured: Llama 3.1 8B full fine-tunes under FSDP2 (``tests/data/calibration_h200.json``, 4,096 and 16,384
+    tokens at W = 8): the forward's end grows 32,703 B a token beyond the layers' checkpoints and the fp32
+    log-probabilities, 8 x 4,096 (fp32 input, bf16 normalised tensor, bf16 head input); traced for Qwen3-30B-A3B
+    LoRA (``tests/data/fidelity_h100_raw/cpu_trace_qwen3_moe.json``, ``<outside>:norm``): 8,196 B a token = 4 x
+    2,048 + 4. Before issue 33 only the residual stream (the norm's input in the residual dtype) was counted; the
+    caller subtracts it where it still counts it (:func:`estimator.training.memory._head_extra`)."""
+    rv = job
+    t, a = rv.training, shape.dims
+    if rv.parallelism.framework == "megatron":
+        return 0.0  # Megatron's own accounting (Korthikanti's Table 2)
+    residual, autocast = _regime(job, layout)
+    h = a.hidden_size
+    trained = t.method == "full"
+    if a.norm == "layernorm":
+        norm = (4 if autocast and residual != 4 else residual) * h + 8.0
+    elif t.fused_kernels == "liger":
+        norm = float(liger_norm_bytes(h, residual))
+    else:
+        norm = _norm_bytes(h, residual, trained, a.norm_fp32_scale) + 4.0
+    head = 0
+    if trained and t.loss_kernel == "materialized":
+        head = (2 if autocast else residual) * h
+    return (norm + head) / (layout.tp if layout.sequence_parallel else 1)
+
+
 def _split(value: float, divisor: int) -> float:
     return value / divisor
 
@@ -447,8 +488,10 @@ def _logits(job: Job, shape: ModelShape, layout: Layout, tokens: int) -> tuple[i
     t = rv.training
     if t.loss_kernel != "materialized":  # issue 29: the stack's loss kernel (estimator.training.mechanisms.loss_bytes)
         grad_bytes = 2 if t.precision == "bf16-true" else 4
+        # torchtune's Gemma 2 soft-caps the normed hidden state, not the logits (mechanisms.loss_bytes)
+        logit_softcap = bool(shape.dims.final_logit_softcapping) and t.stack != "torchtune"
         return loss_bytes(t.loss_kernel, tokens, vocab_local, shape.dims.hidden_size,
-                          bool(shape.dims.final_logit_softcapping), impl="trl" if t.stack == "trl" else "torchtune",
+                          logit_softcap, impl="trl" if t.stack == "trl" else "torchtune",
                           head_trainable=t.method == "full",
                           head_grad_bytes=int(vocab_local * shape.dims.hidden_size * grad_bytes))
     softcap = 2 * logits if shape.dims.final_logit_softcapping else 0  # tanh output saved (bf16)
@@ -466,9 +509,11 @@ class ActivationRates:
     residual_div: Final[int]
     tokens_per_sequence: Final[int]
     full_checkpointing: Final[bool]
+    head_per_token: Final[float]  # saved by the final norm and the LM head per token
 
     def __init__(self, per_token: float, recompute_per_token: float, attention_backward_per_token: float,
-                 residual_dtype: int, residual_div: int, tokens_per_sequence: int, full_checkpointing: bool) -> None:
+                 residual_dtype: int, residual_div: int, tokens_per_sequence: int, full_checkpointing: bool,
+                 head_per_token: float = 0.0) -> None:
         self.per_token = per_token
         self.recompute_per_token = recompute_per_token
         self.attention_backward_per_token = attention_backward_per_token
@@ -476,6 +521,7 @@ class ActivationRates:
         self.residual_div = residual_div
         self.tokens_per_sequence = tokens_per_sequence
         self.full_checkpointing = full_checkpointing
+        self.head_per_token = head_per_token
 
 
 def _rates_key(job: Job, shape: ModelShape, layout: Layout) -> tuple[object, ...]:
@@ -513,7 +559,8 @@ def _activation_rates(job: Job, shape: ModelShape, layout: Layout) -> Activation
                            residual_dtype=_regime(job, layout)[0],
                            residual_div=layout.tp if layout.sequence_parallel else 1,
                            tokens_per_sequence=t.seq_len,
-                           full_checkpointing=t.activation_checkpointing == "full")
+                           full_checkpointing=t.activation_checkpointing == "full",
+                           head_per_token=_head_saved_per_token(shape, job, layout))
 
 
 def activation_model(job: Job, shape: ModelShape, layout: Layout,
@@ -535,7 +582,7 @@ def activation_model(job: Job, shape: ModelShape, layout: Layout,
                            recompute_layer_bytes=recompute, logits_forward_bytes=fwd, logits_backward_bytes=bwd,
                            residual_bytes=residual, tokens=tokens,
                            attention_backward_bytes=int(r.attention_backward_per_token * tokens),
-                           offload_keep_layers=keep)
+                           offload_keep_layers=keep, head_saved_bytes=int(r.head_per_token * tokens))
 
 
 def offloaded_activation_bytes(job: Job, shape: ModelShape, layout: Layout, stage: str) -> int:

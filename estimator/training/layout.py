@@ -241,7 +241,7 @@ def _check_combinations(job: Job) -> None:
     refusal = optimizer_spec(t.optimizer).cpu_offload_refusal
     if refusal is not None and p.offload != "none":
         raise UnsupportedCombinationError(refusal, "training.optimizer")
-    stack_refusal = request_refusal(t, p)  # issue 29: what the fine-tuning stack does not run
+    stack_refusal = request_refusal(t, p, rv.hardware.world_size)  # issue 29: what the fine-tuning stack does not run
     if stack_refusal is not None:
         raise UnsupportedCombinationError(stack_refusal[1], stack_refusal[0])
 

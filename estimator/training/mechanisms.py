@@ -38,6 +38,9 @@ Sources (file @ commit, as read):
 - Optimizers: :mod:`estimator.training.optimizers` (their rows); Muon ``torch/optim/_muon.py`` @098e03f9
   (``_zeropower_via_newtonschulz``: bf16 copy, transposed to the short side, ``ns_steps=5`` of
   ``A = X X^T; B = bA + cA^2; X = aX + BX``).
+- torchao low-bit AdamW (``AdamW4bit`` / ``AdamW8bit``; pytorch/ao tag v0.18.0, the wheel measured:
+  ``torchao/optim/adam.py``, ``subclass_4bit.py``, ``subclass_8bit.py``, ``quant_utils.py``): see
+  :func:`torchao_adamw_step_bytes`.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ __all__ = [
     "offload_hook_pinned_bytes",
     "offload_split",
     "offload_transfer_seconds",
+    "torchao_adamw_step_bytes",
 ]
 
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
@@ -88,7 +92,12 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
 
     ``chunked``, ``impl="torchtune"`` (``CEWithChunkedOutputLoss``, eager): the bf16 logits and the fp32
     log-probabilities of every chunk kept (6 bytes per logit), one fp32 chunk (its upcast and softmax, 8 bytes per
-    logit of one chunk) in flight each way.
+    logit of one chunk) in flight each way. A logit soft-cap (``softcap``) applied in such a loss acts on the
+    upcast chunk, so ``tanh`` keeps its fp32 output: 4 bytes per logit (H100, Gemma 2 2B LoRA at 4k tokens, the
+    soft-cap in the loss after ``.float()``: measured 1.63 GiB over the bf16 2 bytes, 4,096 x 256,000 x 2 bytes =
+    1.95 GiB). torchtune's own Gemma 2 caps no logit (``Gemma2FinalNorm`` soft-caps the normed hidden state
+    before the output projection: pytorch/torchtune ``torchtune/models/gemma2/_component_builders.py``), so
+    the caller passes ``softcap=False`` for that stack.
 
     ``chunked``, ``impl="trl"`` (TRL's ``ChunkedLogProbFunction``, huggingface/trl
     ``trl/kernels/chunked_logprob.py`` @483dc652, what ``loss_type="chunked_nll"`` runs): the projection on
@@ -119,7 +128,7 @@ def loss_bytes(kernel: str, tokens: int, vocab_local: float, hidden: int, softca
         return int(kept + stats + tile), int(kept + tile + 4 * tokens * hidden + 2 * head_grad_bytes)
     if kernel == "chunked":
         chunk = logits / CHUNKED_LOSS_CHUNKS
-        kept_logits = 6 * logits + cap
+        kept_logits = 6 * logits + (4 * logits if softcap else 0)
         return int(kept_logits + 8 * chunk), int(kept_logits + 8 * chunk)
     grad_input = 2 * tokens * hidden
     chunk_logits = 2 * tokens * hidden
@@ -316,3 +325,45 @@ def muon_gather_bytes(rows: int, cols: int, shards: int, grad_bytes: int = 4) ->
     if shards <= 1:
         return 0
     return int(2 * rows * cols * grad_bytes * (shards - 1) / shards)
+
+
+#: torchao ``_AdamBase._new_buffer`` (``torchao/optim/adam.py``, v0.18.0): "follow bitsandbytes, only quantize tensors
+#: >= 4096 values" (and a whole number of blocks); smaller tensors get ``torch.zeros_like`` states
+TORCHAO_MIN_QUANT_NUMEL: Final = 4096
+
+
+def torchao_adamw_step_bytes(numel: int, block_bits: int, block_size: int) -> int:
+    """The transient of torchao's low-bit AdamW step for its largest parameter tensor (``numel`` local elements).
+
+    ``_AdamBase.step`` (``torchao/optim/adam.py`` @v0.18.0) loops over the parameters and calls
+    ``torch.compile(single_param_adam, fullgraph=True, dynamic=False)`` once per parameter, so only one
+    parameter's intermediates exist at a time (freed when its compiled call returns): the peak is that of the
+    largest quantised tensor (the embedding / LM head of a full fine-tune; one FSDP2 shard of it: ``_new_buffer``
+    quantises ``p.to_local()``). Inside the compiled graph Inductor realises, per state (``exp_avg``,
+    ``exp_avg_sq``):
+
+    - the fp32 state after ``exp_avg.float().lerp(grad_f32, 1 - beta1)`` (the dequantised state, ``float()``
+      through ``dequant_with_qmap``): read by the per-block ``amax`` of ``scale_tensor``, by the quantisation and
+      by the parameter update, so it is materialised: 4 bytes per element;
+    - the new fp32 ``scale``, one per ``block_size`` elements (``scale_tensor``), before ``copy_`` into the state;
+    - 4-bit only: the codes of ``quantize_4bit_with_qmap`` (``quant_utils.py``): the branchless binary search
+      builds them with ``torch.where(input >= qmap[8], 8, 0)``, an int64 tensor, materialised before the packing
+      ``(codes[::2] << 4) | codes[1::2]`` (``subclass_4bit.py``, ``aten.copy_``): 8 bytes per element. The 8-bit
+      state (``subclass_8bit.py``) writes ``quantize_8bit_with_qmap``'s uint8 codes straight into the state.
+
+    So 2 x (4 + 8) + 2 x 4 / 128 = 24.0625 bytes per element for ``AdamW4bit``, 2 x 4 + 2 x 4 / 256 = 8.03125
+    for ``AdamW8bit``. The parameter's and the gradient's own fp32 ``float()`` are fused away (no buffer). Checked
+    two ways: Inductor's generated wrapper for ``single_param_adam`` (torch 2.13, CPU: exactly these buffers, plus
+    the CPU backend's ``cat`` of the unpacked codes), and the H100 (torch 2.11, tests/data/stacks_h100_raw call 3):
+    optimizer-phase peak minus the memory at backward end = 6,320,455,680 B for Llama 3.2 1B (24.0625 x its
+    262,668,288-element embedding, to the byte), 5,616,125,952 B for Qwen2.5 1.5B (24.0625 x 233,373,696 =
+    5,615,554,560, +0.01 %); AdamW8bit on Llama 3.2 1B: 2,109,644,800 B vs 8.03125 x 262,668,288 = 2,109,554,688.
+    A tensor torchao does not quantise (fewer than 4096 elements or not a whole number of blocks) keeps fp32
+    ``zeros_like`` states and a fully fused step: no transient. Measured with fp32 master parameters
+    (bf16-mixed); bf16 parameters are assumed to give the same buffers (the upcasts are fused)."""
+    if numel < TORCHAO_MIN_QUANT_NUMEL or block_size <= 0 or numel % block_size:
+        return 0
+    fp32_states = 2 * 4 * numel
+    codes = 2 * 8 * numel if block_bits == 4 else 0
+    scales = 2 * 4 * (numel // block_size)
+    return fp32_states + codes + scales

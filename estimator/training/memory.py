@@ -13,10 +13,11 @@ Instead of summing worst cases, the step is evaluated at the moments where the a
 
 Model states follow ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054) per sharding stage; FSDP2's
 all-gather and reduce-scatter buffers follow ``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``
-(unsharded bf16 parameters of the current and the prefetched group; gradients reduce-scattered in the
-``reduce_dtype``). The PyTorch foreach optimizers allocate full-size intermediates over the whole parameter
-list (``torch/optim/adamw.py`` ``_multi_tensor_adamw``: ``torch._foreach_sqrt(exp_avg_sqs)`` and its
-in-place updates); the fused kernels (``_fused_adamw``) do not.
+(unsharded bf16 parameters of the current and the prefetched group inside a layer, of the root and one layer while
+the loss runs: :func:`_loss_gather_buffers`; gradients reduce-scattered in the ``reduce_dtype``). The PyTorch
+foreach optimizers allocate full-size intermediates over the whole parameter list (``torch/optim/adamw.py``
+``_multi_tensor_adamw``: ``torch._foreach_sqrt(exp_avg_sqs)`` and its in-place updates); the fused kernels
+(``_fused_adamw``) do not.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from estimator.messages import N_
 from estimator.model.spec import ModelShape
 from estimator.training.activations import ActivationModel, activation_model, activation_rates
 from estimator.training.layout import Layout
-from estimator.training.mechanisms import loss_transient_fp32_bytes
+from estimator.training.mechanisms import loss_transient_fp32_bytes, torchao_adamw_step_bytes
 from estimator.training.optimizers import optimizer_spec
 from estimator.training.overhead import (
     OverheadInput,
@@ -39,7 +40,7 @@ from estimator.training.overhead import (
     overhead_bytes,
     reserved_minus_allocated_bytes,
 )
-from estimator.training.params import ParamPlacement, place_params
+from estimator.training.params import ParamPlacement, adapted_linears, place_params
 from estimator.training.precision import optimizer_state_bytes, state_bytes
 
 __all__ = ["MemoryFloor", "MemoryPeak", "Phase", "max_micro_batch", "memory_floor", "peak_memory", "peak_total"]
@@ -133,6 +134,7 @@ class _States:
     optimizer: Final[int]
     optimizer_temp: Final[int]
     gathered: Final[int]  # FSDP/ZeRO-3 unsharded parameters in flight (forward)
+    gathered_loss: Final[int]  # ... while the loss runs and its backward starts (FSDP2: the root and one layer)
     # FSDP: the root group's unsharded gradients + reduce-scatter copy at the end of backward
     root_reduce: Final[int]
     gathered_backward: Final[int]  # + unsharded gradients and the reduce-scatter input (backward)
@@ -146,13 +148,15 @@ class _States:
 
     def __init__(self, params: int, compute_cache: int, grads: int, optimizer: int, optimizer_temp: int,
                  gathered: int, root_reduce: int, gathered_backward: int, persistent_gathered: int, grad_buckets: int,
-                 backward_buckets: int, grads_persistent: bool, grads_before_first_layer: int) -> None:
+                 backward_buckets: int, grads_persistent: bool, grads_before_first_layer: int,
+                 gathered_loss: int) -> None:
         self.params = params
         self.compute_cache = compute_cache
         self.grads = grads
         self.optimizer = optimizer
         self.optimizer_temp = optimizer_temp
         self.gathered = gathered
+        self.gathered_loss = gathered_loss
         self.root_reduce = root_reduce
         self.gathered_backward = gathered_backward
         self.persistent_gathered = persistent_gathered
@@ -267,8 +271,9 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
         # fp32 adapters, each saved for backward: measured as a token-independent ~2 B per adapter parameter in
         # the saved-tensor probes of device call 7)
         cache = int(place.linear_trainable_local * sb.compute_param)
-    temp = _optimizer_temp(job, place, layout) if opt_on_gpu else 0
+    temp = _optimizer_temp(job, shape, place, layout) if opt_on_gpu else 0
     gathered, gathered_bwd = _gather_buffers(job, place, layout) if sharded_params else (0, 0)
+    gathered_loss = _loss_gather_buffers(job, place, gathered) if sharded_params else 0
     persistent_gathered = 0
     if fsdp2_sgo:
         # all-gathered once in forward, kept unsharded until post_backward (reshard_after_forward=False)
@@ -283,7 +288,8 @@ def _states(job: Job, shape: ModelShape, layout: Layout, place: ParamPlacement) 
     return _States(params, cache, grads + held_embedding_grad, optimizer, temp, gathered,
                    root_reduce, gathered_bwd, persistent_gathered, buckets, bwd_buckets,
                    grads_persistent=p.framework == "megatron",
-                   grads_before_first_layer=_grads_before_first_layer(job, shape, layout, place, grads))
+                   grads_before_first_layer=_grads_before_first_layer(job, shape, layout, place, grads),
+                   gathered_loss=gathered_loss)
 
 
 def _full_embedding_grad(job: Job, shape: ModelShape, layout: Layout) -> int:
@@ -330,9 +336,13 @@ def _root_reduce_bytes(job: Job, place: ParamPlacement) -> int:
     return place.root_local * (compute + reduce_bytes)
 
 
-def _optimizer_temp(job: Job, place: ParamPlacement, layout: Layout) -> int:
+def _optimizer_temp(job: Job, shape: ModelShape, place: ParamPlacement, layout: Layout) -> int:
     t = job.training
-    if not optimizer_spec(t.optimizer).temporaries:
+    spec = optimizer_spec(t.optimizer)
+    if spec.torchao_step:
+        return torchao_adamw_step_bytes(_largest_trainable_local(job, shape, place, layout), spec.block_bits,
+                                        spec.block_size)
+    if not spec.temporaries:
         return 0
     dtype = 2 if t.precision == "bf16-true" else 4
     if t.optimizer_impl == "foreach":
@@ -340,6 +350,17 @@ def _optimizer_temp(job: Job, place: ParamPlacement, layout: Layout) -> int:
     if t.optimizer_impl == "for-loop":
         return int(place.largest_tensor * dtype * 2 / layout.optimizer_shard)
     return 0
+
+
+def _largest_trainable_local(job: Job, shape: ModelShape, place: ParamPlacement, layout: Layout) -> int:
+    """Elements of the largest trainable tensor this rank's optimizer steps: the largest parameter (full; its
+    ZeRO / FSDP2 shard), or the largest LoRA factor (``rank x max(in, out)`` of the adapted linears)."""
+    if job.training.method == "full":
+        return place.largest_tensor // layout.optimizer_shard
+    rank = job.training.lora_rank
+    linears = adapted_linears(shape, job.training.lora_targets)
+    factors = [rank * max(lin.in_features, lin.out_features) for lin in linears]
+    return max(factors, default=0) // (layout.tp * layout.optimizer_shard)
 
 
 def _reduce_scatter_layer(job: Job, place: ParamPlacement) -> int:
@@ -358,6 +379,35 @@ def _gather_buffers(job: Job, place: ParamPlacement, layout: Layout) -> tuple[in
     compute = 2 if job.training.precision != "fp32" else 4
     forward = 2 * layer * compute + place.root_local * compute
     return forward, forward + _reduce_scatter_layer(job, place)
+
+
+def _loss_gather_buffers(job: Job, place: ParamPlacement, gathered: int) -> int:
+    """Unsharded parameters alive while the loss runs (the ``forward`` phase) and while its backward starts (the
+    ``backward`` phase): FSDP2 holds the root group and one decoder layer's, not two.
+
+    - Forward: the root group is never resharded after forward (``FSDPState._lazy_init``: "For the root, do not
+      reshard after forward", ``post_forward_mesh_info = None``); each layer frees its unsharded parameters in its
+      ``post_forward`` (``reshard_after_forward=True``), but ``FSDPParamGroup.wait_for_unshard`` keeps the flat
+      all-gather output of the group last gathered in forward (``comm_ctx.all_gather_state``, "Defer free to allow
+      for overlap of this copy-out with next all-gather collective") until the next all-gather or the root's
+      ``FSDPState._post_forward`` ("Free the last all-gather result if needed"). A Hugging Face causal LM computes
+      its loss inside the root module's forward: the last layer's all-gather output (its parameters, unsharded, in
+      the compute dtype) is alive during the loss, freed when the forward returns.
+    - Backward: the root's ``_pre_backward`` runs at the first gradient (the loss's), before the loss backward, and
+      ``FSDPParamGroup.pre_backward`` prefetches the next group in backward order (``_backward_prefetch``): the last
+      layer's all-gather output is allocated while the log-softmax backward runs; its copy-out, and the prefetch of
+      the layer before, wait for that layer's own ``pre_backward``.
+
+    ``torch/distributed/fsdp/_fully_shard/_fsdp_state.py`` and ``_fsdp_param_group.py`` (torch 2.11 measured, 2.13
+    read). Measured on the H100 (issue 33, Qwen3-30B-A3B LoRA under FSDP2 at W = 8,
+    ``tests/data/stacks_h100_raw/call3_results.jsonl``): the forward peak sits one layer (1.16 GiB) above the
+    forward's end, whose allocation holds the root but no layer; the backward peak sits the loss backward's
+    transient plus one layer above it. DeepSpeed ZeRO-3's prefetch (``stage3_prefetch_bucket_size``) keeps its
+    ``gathered`` count."""
+    if job.parallelism.framework != "pytorch":
+        return gathered
+    compute = 2 if job.training.precision != "fp32" else 4
+    return (place.max_layer_local + place.root_local) * compute
 
 
 def _in_flight(job: Job, layout: Layout, stage: str = "first") -> float:
@@ -426,8 +476,9 @@ def _stage_base(job: Job, layout: Layout, place: ParamPlacement, st: _States, st
     bk, bwd_bk = st.grad_buckets, st.backward_buckets
     first_layer_grads = st.grads if accumulating or st.grads_persistent else st.grads_before_first_layer
     rows = (
-        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered),
-        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered + bwd_bk),
+        Phase("forward", gathered + st.compute_cache, grads_during_fwd + bk, st.optimizer, 0, 0, st.gathered_loss),
+        Phase("backward", gathered + bwd_cache, grads_during_fwd + bk, st.optimizer, 0, 0,
+              st.gathered_loss + bwd_bk),
         Phase("backward-layer", gathered + bwd_cache, max(grads_during_fwd, head_grads) + bk, st.optimizer, 0, 0,
               st.gathered_backward + bwd_bk),
         Phase("backward-first-layer", gathered, first_layer_grads + bk, st.optimizer, 0, 0,
@@ -453,6 +504,14 @@ def _stored(base: _StageBase, act: ActivationModel) -> int:
             + (act.residual_bytes if base.keeps_residual else 0))
 
 
+def _head_extra(base: _StageBase, act: ActivationModel) -> int:
+    """What the final norm and the LM head save (:attr:`ActivationModel.head_saved_bytes`) on the stage holding the
+    loss, beyond the residual stream :func:`_stored` already counts there (the norm's input)."""
+    if not base.has_logits:
+        return 0
+    return max(0, act.head_saved_bytes - (act.residual_bytes if base.keeps_residual else 0))
+
+
 def _layer_temp(base: _StageBase, act: ActivationModel) -> int:
     """One layer's backward transient: the MLP's and the attention core's backward run one after the other, so
     the larger counts, with the recomputed activations."""
@@ -463,13 +522,14 @@ def _phases(base: _StageBase, act: ActivationModel) -> tuple[Phase, ...]:
     """The six phases of one stage with one micro-batch's activations: the stored activations in forward and
     backward (one layer's in the first layer's backward), the logits, and one layer's backward transient."""
     stored = _stored(base, act)
+    at_loss = stored + _head_extra(base, act)
     fwd_logits = act.logits_forward_bytes if base.has_logits else 0
     bwd_logits = act.logits_backward_bytes if base.has_logits else 0
     layer_temp = _layer_temp(base, act)
     fwd, bwd, layer, first, end, opt = base.rows
     return (
-        Phase(fwd.name, fwd.parameters, fwd.gradients, fwd.optimizer_states, stored, fwd_logits, fwd.temporary),
-        Phase(bwd.name, bwd.parameters, bwd.gradients, bwd.optimizer_states, stored, bwd_logits, bwd.temporary),
+        Phase(fwd.name, fwd.parameters, fwd.gradients, fwd.optimizer_states, at_loss, fwd_logits, fwd.temporary),
+        Phase(bwd.name, bwd.parameters, bwd.gradients, bwd.optimizer_states, at_loss, bwd_logits, bwd.temporary),
         Phase(layer.name, layer.parameters, layer.gradients, layer.optimizer_states, stored, 0,
               layer.temporary + layer_temp),
         Phase(first.name, first.parameters, first.gradients, first.optimizer_states, act.stored_per_layer_bytes, 0,
@@ -483,10 +543,11 @@ def _peak_allocated(base: _StageBase, act: ActivationModel) -> int:
     """The largest :attr:`Phase.allocated` of the stage's :func:`_phases` (the same sums), without building them."""
     s0, s1, s2, s3, s4, s5 = base.allocated
     stored = _stored(base, act)
+    at_loss = stored + _head_extra(base, act)
     temp = _layer_temp(base, act)
     fwd_logits, bwd_logits = (act.logits_forward_bytes, act.logits_backward_bytes) if base.has_logits else (0, 0)
     # two-argument max()es: compiled to comparisons of native ints (max() of more boxes each into a Python int)
-    return max(max(max(s0 + stored + fwd_logits, s1 + stored + bwd_logits), max(s2 + stored + temp,
+    return max(max(max(s0 + at_loss + fwd_logits, s1 + at_loss + bwd_logits), max(s2 + stored + temp,
                s3 + act.stored_per_layer_bytes + temp)), max(s4, s5))
 
 

@@ -27,7 +27,15 @@ Sources:
 - torchao 4-bit AdamW (``AdamW4bit``; pytorch/ao ``torchao/optim/subclass_4bit.py`` @029bb60a,
   ``OptimState4bit.zeros``): per state ``codes`` (two 4-bit codes per uint8) and one fp32 ``scale`` per
   128-element block (``block_size=128``), plus a 16-entry qmap per tensor: 2 x (0.5 + 4/128) = 1.0625 bytes per
-  parameter; its own kernels, GPU only.
+  parameter; its own kernels, GPU only. Its step (``torchao/optim/adam.py`` @v0.18.0, ``_AdamBase.step``) runs
+  ``torch.compile(single_param_adam)`` one parameter at a time, and the compiled graph materialises each state
+  dequantised to fp32, the int64 codes of the 4-bit binary search and the new scales: 24.06 bytes per element of
+  the largest parameter (``torchao_step``; :func:`estimator.training.mechanisms.torchao_adamw_step_bytes`, measured
+  on the H100 to 0.01 %).
+- torchao 8-bit AdamW (``AdamW8bit``, request ``ao-adamw-8bit``; ``torchao/optim/subclass_8bit.py`` @v0.18.0,
+  ``OptimState8bit.zeros``): per state uint8 ``codes`` and one fp32 ``scale`` per 256-element block (``block_size=
+  256``): 2 x (1 + 4/256) = 2.03 bytes per parameter; the same compiled step, 8.03 bytes per element of the
+  largest parameter (no int64 codes: the 8-bit codes go straight into the state).
 - Muon (``torch.optim.Muon``; pytorch/pytorch ``torch/optim/_muon.py`` @098e03f9): one ``momentum_buffer``
   (``zeros_like(p.grad)``) per 2-D parameter; "Other parameters, such as bias, and embedding, should be optimized
   by a standard method such as AdamW" (its docstring): the callers add AdamW's second state for the embedding, the
@@ -45,7 +53,7 @@ __all__ = ["OPTIMIZERS", "OptimizerSpec", "StepCost", "optimizer_spec"]
 
 #: how the step time prices an optimizer (:func:`estimator.training.timing._optimizer_cost`): ``adam`` = the measured
 #: AdamW bytes of the implementation x ``adam_ratio``; ``adam8bit`` and ``adafactor`` have their own constants.
-StepCost = Literal["adam", "adam8bit", "adafactor", "bnb32"]
+StepCost = Literal["adam", "adam8bit", "adafactor", "bnb32", "torchao"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,9 @@ class OptimizerSpec:
     row / column second moment, counted per matrix by the callers. ``saved_tensors``: state tensors per
     parameter tensor in a saved ``optimizer.state_dict()`` (checkpoint records). ``temporaries``: whether the
     PyTorch foreach / for-loop implementations' intermediates apply (bitsandbytes has its own fused kernel: it
-    always runs as ``fused``). ``cpu_offload_refusal``: why it cannot run on the CPU (``None``: it can).
+    always runs as ``fused``). ``torchao_step``: torchao's low-bit AdamW, whose per-parameter compiled step
+    allocates :func:`estimator.training.mechanisms.torchao_adamw_step_bytes` for the largest parameter.
+    ``cpu_offload_refusal``: why it cannot run on the CPU (``None``: it can).
     ``step_cost`` / ``adam_ratio``: how its step is priced. ``memory_measured`` / ``time_measured``: among the
     set-ups our H200 runs measured (docs/accuracy.md).
     """
@@ -79,6 +89,7 @@ class OptimizerSpec:
     paged: bool = False
     matrix_only: bool = False
     only_impl: OptimizerImpl | None = None
+    torchao_step: bool = False
 
     def state_bytes(self, dtype_bytes: int) -> float:
         """Optimizer-state bytes per trainable parameter, with states of ``dtype_bytes`` (factored: 0 here).
@@ -123,8 +134,14 @@ OPTIMIZERS: Final[dict[str, OptimizerSpec]] = {o.id: o for o in (
                   step_cost="bnb32"),
     OptimizerSpec("adamw-4bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=4, block_size=128,
                   cpu_offload_refusal="torchao 4-bit AdamW runs its own GPU kernels on its state tensor subclass; "
-                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="adam8bit",
-                  memory_measured=False, time_measured=False),
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="torchao",
+                  memory_measured=False, time_measured=False, torchao_step=True),
+    # torchao AdamW8bit (not bitsandbytes' "adamw-8bit"): uint8 codes and an fp32 scale per 256-element block, the
+    # same per-parameter compiled step as AdamW4bit without the 4-bit codes (measured on the H100)
+    OptimizerSpec("ao-adamw-8bit", full_states=2, saved_tensors=2, temporaries=False, block_bits=8, block_size=256,
+                  cpu_offload_refusal="torchao 8-bit AdamW runs its own GPU kernels on its state tensor subclass; "
+                  "capplan does not model torchao's separate CPUOffloadOptimizer", step_cost="torchao",
+                  memory_measured=False, time_measured=False, torchao_step=True),
     OptimizerSpec("muon", full_states=1, saved_tensors=1, adam_ratio=0.71, matrix_only=True, only_impl="for-loop",
                   cpu_offload_refusal="torch.optim.Muon runs Newton-Schulz on the GPU; capplan does not model it "
                   "offloaded", memory_measured=False, time_measured=False),

@@ -29,6 +29,7 @@ from estimator.messages import N_, Num, Text, capitalized, join
 from estimator.model.spec import ModelShape
 from estimator.request import Checkpointing, EstimateRequest, Hardware, Method, Offload, Sharding, Training
 from estimator.response import Suggestion
+from estimator.rules.stacks import BNB_OPTIMIZERS
 from estimator.training.layout import build_layout, layout_or_none
 from estimator.training.memory import peak_memory, peak_total
 from estimator.training.timing import step_time_model
@@ -161,7 +162,10 @@ def _levers(job: Job) -> list[_Candidate]:
     if t.activation_checkpointing != "full":
         out.append((Text("full activation checkpointing"), {"training.activation_checkpointing": "full"}))
     if rv.hardware.world_size > 1 and p.normalized_sharding in ("none", "zero1", "zero2"):
-        out.append((Text("ZeRO-3 / FSDP sharding"), {"parallelism.sharding": "zero3"}))
+        zero3: dict[str, Any] = {"parallelism.sharding": "zero3"}
+        if t.optimizer in BNB_OPTIMIZERS and p.framework == "pytorch":
+            zero3["parallelism.framework"] = "deepspeed"  # bitsandbytes cannot step FSDP2's DTensors (rules.stacks)
+        out.append((Text("ZeRO-3 / FSDP sharding"), zero3))
     if t.method != "qlora" and p.offload == "none" and (rv.hardware.world_size > 1
                                                            or p.normalized_sharding in ("zero2", "zero3")):
         out.append((Text("optimizer states offloaded to CPU memory"), {"parallelism.offload": "optimizer"}))

@@ -66,7 +66,7 @@ from estimator.training.params import adapted_linears as _adapted_linears
 from hardware_catalog import Catalog, Gpu, Server
 
 __all__ = ["HOST_BOUND_SHARE", "StepTime", "Style", "host_issue_ratio", "step_time", "step_time_model", "style_for",
-           "time_assumptions", "virtual_stages"]
+           "time_assumptions", "virtual_stages", "without_collectives_s"]
 
 # Host side of CPU offload: effective memory bandwidth of a 2-socket DDR5 server for CPU-Adam (assumption:
 # ~half of 2 x 8 channels x DDR5-4800 = 614 GB/s theoretical), bytes moved per parameter (fp32 p, g, m, v
@@ -736,10 +736,28 @@ def _optimizer_cost(job: Job, k: Constants) -> tuple[float, float]:
         # and the two fp32 states and writes the parameter and the states: 16 + 12 bytes per fp32 parameter, 12 + 10
         # per bf16 one (counted). The paged states are read where they are (GPU-resident, as the memory assumes).
         return (22.0 if bf16 else 28.0), k.adam8bit_tensor_s
+    if spec.step_cost == "torchao":
+        # the compiled per-parameter step (Constants.torchao_adamw*_tensor_s): fused AdamW's bytes plus the
+        # per-tensor cost of calling it from Python once per parameter
+        per, _ = _adam_bytes(job, k)
+        return per, (k.torchao_adamw4_tensor_s if spec.block_bits == 4 else k.torchao_adamw8_tensor_s)
     if spec.step_cost == "adafactor":
         return k.adafactor_bytes + (k.adafactor_upcast_bytes if bf16 else 0.0), k.adam_tensor_forloop_s
     per, per_tensor = _adam_bytes(job, k)
     return per * spec.adam_ratio, per_tensor
+
+
+def _full_tensors_per_layer(shape: ModelShape, attn: int) -> int:
+    """Parameter tensors of one decoder layer, each a separate step for a per-tensor optimizer loop: the attention
+    and MLP weights (fused ``query_key_value`` / ``gate_up_proj`` count once), their biases (q, k, v: three, or one
+    fused; the output projection's; each MLP linear's) and the norms (a LayerNorm has a bias too)."""
+    d = shape.dims
+    fused = d.fused_projections
+    mlp = 2 if (fused or not d.gated_mlp) else 3
+    biases = (((1 if fused else 3) if d.qkv_bias else 0) + (1 if d.attention_bias else 0)
+              + (mlp if d.mlp_bias else 0))
+    norms = d.norms_per_layer * (2 if d.norm == "layernorm" else 1)
+    return (2 if fused else attn) + mlp + biases + norms
 
 
 def _optimizer_params(job: Job, shape: ModelShape, layout: Layout,
@@ -749,7 +767,7 @@ def _optimizer_params(job: Job, shape: ModelShape, layout: Layout,
     rv = job
     params = float(pl.sharded_bytes(layout, 1.0, "optimizer"))
     attn = 5 if shape.is_mla else 4
-    per_layer = attn + (3 if shape.dims.gated_mlp else 2) + shape.dims.norms_per_layer
+    per_layer = _full_tensors_per_layer(shape, attn)
     if rv.training.method != "full":
         targets = rv.training.lora_targets
         per_layer = 2 * (attn + (3 if targets == "all-linear" else 0) - (1 if targets == "qkv" else 0))
@@ -1051,6 +1069,15 @@ class _StageStep:
         self.bubble = bubble
         self.opt = opt
         self.off = off
+
+
+def without_collectives_s(step_s: float, communication_s: float, exposed_communication_s: float) -> float:
+    """The step with collectives that do no work: what one rank of a layout runs through PyTorch's fake process
+    group (``torch.testing._internal.distributed.fake_pg``, the calibration's sharded cases), where each collective
+    returns at once. The exposed communication goes, and so does the overlap penalty the hidden part puts on compute
+    (``COMM_OVERLAP_PENALTY``); FSDP2's copy-in / copy-out and DDP's bucket copies stay (they are real work)."""
+    hidden = communication_s - exposed_communication_s
+    return step_s - exposed_communication_s - COMM_OVERLAP_PENALTY * hidden
 
 
 class StepTime:

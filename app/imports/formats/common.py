@@ -26,7 +26,8 @@ _OPTIM: dict[str, tuple[str, str | None, str | None, str]] = {
     "adamw_apex_fused": ("adamw", "fused", None, ""),
     "adamw_bnb_8bit": ("adamw-8bit", None, None, ""),
     "adamw_8bit": ("adamw-8bit", None, None, ""),
-    "adamw_torch_8bit": ("adamw-8bit", None, None, ""),  # torchao AdamW8bit
+    "adamw_torch_8bit": ("adamw-8bit", None, "ao-adamw-8bit", "torchao 8-bit AdamW (not bitsandbytes): a 256-element "
+                         "block per fp32 scale, its step compiled per parameter"),
     "paged_adamw_8bit": ("adamw-8bit", None, "paged-adamw-8bit", "bitsandbytes paged 8-bit AdamW: states in CUDA "
                          "unified memory, evicted to the host under memory pressure"),
     "paged_adamw_32bit": ("adamw", None, "paged-adamw", "bitsandbytes paged AdamW: 32-bit states in CUDA unified "

@@ -386,8 +386,9 @@ def keys_revoke(name_or_prefix: Annotated[str, typer.Argument(help="the key's na
 
 
 @db_cli.command("upgrade")
-def db_upgrade(seed: Annotated[bool, typer.Option(help="also seed the hardware catalog")] = True) -> None:
-    """Apply the Alembic migrations (alembic upgrade head), then seed the catalog."""
+def db_upgrade(seed: Annotated[bool, typer.Option(help="also seed the hardware catalog and the shipped "
+                                                   "measurements")] = True) -> None:
+    """Apply the Alembic migrations (alembic upgrade head), then seed the catalog and the shipped measurements."""
     settings = get_settings()
     engine = make_engine(settings.database_url)
     report = prepare_database(engine, load_source_catalog() if seed else None, seed=seed)
@@ -395,6 +396,10 @@ def db_upgrade(seed: Annotated[bool, typer.Option(help="also seed the hardware c
     if report is not None:
         typer.echo(f"catalog {report.version}: {report.added} added, {report.changed} changed, "
                    f"{report.unchanged} unchanged, {len(report.conflicts)} conflicts")
+    if report is not None and report.measurements is not None:
+        m = report.measurements
+        typer.echo(f"shipped measurements: {m.added} added, {m.unchanged} already stored"
+                   + (f", {len(m.left_out)} left out: " + "; ".join(m.left_out) if m.left_out else ""))
 
 
 @catalog_cli.command("show")

@@ -5,6 +5,7 @@ the record is what the API stores (posted through the app), --run without CUDA, 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,11 @@ def test_post_stores_the_record_through_the_api(tmp_path: Path, monkeypatch: pyt
         result = runner.invoke(cli, ["check", write_input(tmp_path, json.dumps(TINY)), "--trace", "--post",
                                      "http://capplan.example", "--api-key", key])
         assert result.exit_code == 0, result.output
-        assert "stored as measurement 1" in result.stdout
-        stored = client.get("/api/v1/measurements/1").json()
+        said = re.search(r"stored as measurement (\d+): http://capplan.example/measurements/(\d+)", result.stdout)
+        assert said and said.group(1) == said.group(2), result.stdout
+        stored = client.get(f"/api/v1/measurements/{said.group(1)}").json()
         assert stored["kind"] == "trace" and stored["request"]["training"]["method"] == "lora"
+        assert stored["created_by"] == "check-cli"
 
 
 def test_run_without_cuda_says_so(tmp_path: Path) -> None:
@@ -157,3 +160,29 @@ def test_the_app_and_the_cli_never_import_the_check_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True,
                           text=True, check=True, env={"PATH": "/usr/bin:/bin", "CAPPLAN_NATIVE": "0"})
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_loading_the_shipped_records_stores_none_twice(tmp_path: Path) -> None:
+    """The shipped --run records are in the database once the command has prepared it (seeded as at start-up):
+    loading their file stores none again, says so, and one changed record is stored; a record the catalog
+    cannot estimate fails the load before anything is stored, naming the record and the field."""
+    from app.services.measurements import SHIPPED_DIR
+
+    shipped = SHIPPED_DIR / "check_run_h100.json"
+    records = json.loads(shipped.read_text())
+    result = runner.invoke(cli, ["measurements", "load", str(shipped)])
+    assert result.exit_code == 0, result.output
+    assert f"stored 0 measurement(s); {len(records)} already stored (the same record)" in result.stdout
+    changed = [*records, {**records[0], "label": "mine"}]
+    result = runner.invoke(cli, ["measurements", "load", write_input(tmp_path, json.dumps(changed))])
+    assert result.exit_code == 0, result.output
+    said = re.search(r"stored 1 measurement\(s\) \(ids (\d+)-\1\); 5 already stored", result.stdout)
+    assert said, result.stdout
+    bad = {**records[1], "request": {**records[1]["request"], "hardware": {"gpu": "no-such-gpu"}}}
+    result = runner.invoke(cli, ["measurements", "load", write_input(tmp_path, json.dumps([{**records[0],
+                                 "label": "other"}, bad]), "bad.json")])
+    assert result.exit_code == 2, result.output
+    assert "record 1: request.hardware.gpu: unknown GPU 'no-such-gpu'" in result.stderr
+    assert "Traceback" not in result.output
+    result = runner.invoke(cli, ["measurements", "load", str(shipped)])
+    assert "stored 0 measurement(s); 5 already stored" in result.stdout  # "other" was not stored

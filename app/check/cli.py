@@ -130,14 +130,15 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
         api_key: Annotated[str | None, typer.Option(help="the server's API key (with --post)")] = None,
     ) -> None:
         """Store measurement records: our calibration measurements (each case beside today's estimate) or records
-        written by capplan check --json; into the configured database, or POSTed to a server."""
+        written by capplan check --json; into the configured database (a record stored already, the same in
+        every field, is not stored twice), or POSTed to a server."""
         from pydantic import ValidationError
 
         from app.check.record import calibration_records
         from app.core.startup import load_source_catalog
         from app.schemas.measurement import MeasurementCreate
-        from app.services.measurements import store_measurement
-        from estimator import EstimatorError
+        from app.services.measurements import seed_measurements
+        from estimator import EstimatorError, estimate
 
         if post is not None and not api_key:
             fail("--post needs --api-key")
@@ -154,16 +155,20 @@ def register(cli: typer.Typer, fail: Any, read_json: Any, validation_message: An
             except ValidationError as exc:
                 fail(f"record {i}: " + validation_message([{**e, "loc": ("body", *e["loc"])}
                                                            for e in exc.errors(include_url=False)]))
+        already = 0
         if post is not None:
             ids = [_post_or_fail(fail, post, api_key or "", b.model_dump(mode="json"))["id"] for b in bodies]
         else:
             with prepared_session() as session:
-                try:
-                    rows = [store_measurement(session=session, catalog=catalog, body=b, actor="capplan-cli")
-                            for b in bodies]
-                except EstimatorError as exc:
-                    fail(f"{exc.field}: {exc.message}" if exc.field else exc.message)
+                for i, body in enumerate(bodies):  # a bad request fails the load before anything is stored
+                    try:
+                        estimate(body.request, catalog)
+                    except EstimatorError as exc:
+                        fail(f"record {i}: request.{exc.field}: {exc.message}" if exc.field
+                             else f"record {i}: {exc.message}")
+                report = seed_measurements(session=session, catalog=catalog, bodies=bodies, actor="capplan-cli")
                 session.commit()
-                ids = [r.id for r in rows]
+                ids, already = report.ids, report.unchanged
         typer.echo(f"stored {len(ids)} measurement(s)" + (f" (ids {ids[0]}-{ids[-1]})" if ids else "")
+                   + (f"; {already} already stored (the same record)" if already else "")
                    + (f"; left out {len(skipped)}: " + "; ".join(skipped) if skipped else ""))

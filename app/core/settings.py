@@ -26,7 +26,8 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; postgres:// and postgresql:// are rewritten to postgresql+psycopg://",
     )
     migrate_on_start: bool = Field(default=True, description="run `alembic upgrade head` when the app starts")
-    seed_catalog_on_start: bool = Field(default=True, description="seed the hardware catalog on start")
+    seed_catalog_on_start: bool = Field(
+        default=True, description="seed the hardware catalog and the shipped measurement records on start")
     rate_limit_anonymous: str = Field(default="120/minute", description="requests without an API key, per IP")
     rate_limit_per_key: str = Field(default="600/minute", description="default limit of one API key")
     rate_limit_web_writes: str = Field(

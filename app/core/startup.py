@@ -1,4 +1,5 @@
-"""What the app (and ``capplan db upgrade``) does to a database before serving: migrate, then seed."""
+"""What the app (and ``capplan db upgrade``) does to a database before serving: migrate, then seed (the hardware
+catalog, then the measurement records shipped with capplan)."""
 
 from __future__ import annotations
 
@@ -30,15 +31,27 @@ def load_source_catalog() -> Any:
 
 
 def prepare_database(engine: Engine, catalog: Catalog, *, migrate: bool = True, seed: bool = True) -> SeedReport | None:
+    """Migrate (``migrate``), then (``seed``) bring the catalog rows up to date with ``catalog`` and add the
+    shipped measurement records not stored yet (``app/data/measurements``: our ``capplan check --run`` records
+    from a real GPU; :func:`~app.services.measurements.seed_measurements`, idempotent). The catalog's report,
+    with the measurements' as its ``measurements``."""
     if migrate:
         upgrade(engine)
     if not seed:
         return None
+    from app.services.measurements import seed_measurements, shipped_measurements
+
     with Session(engine) as session:
         report = seed_catalog(session=session, catalog=catalog)
         session.commit()
     log.info("catalog %s: %d added, %d changed, %d unchanged, %d conflicts", report.version, report.added,
              report.changed, report.unchanged, len(report.conflicts))
+    with Session(engine) as session:
+        report.measurements = seed_measurements(session=session, catalog=catalog, bodies=shipped_measurements())
+        session.commit()
+    m = report.measurements
+    log.info("shipped measurements: %d added, %d already stored, %d left out%s", m.added, m.unchanged,
+             len(m.left_out), (": " + "; ".join(m.left_out)) if m.left_out else "")
     return report
 
 

@@ -19,6 +19,7 @@ from app.catalog_kinds import KINDS, Kind, source_items
 from app.models import CatalogAudit, CatalogEntry, CatalogSeed, utcnow
 
 if TYPE_CHECKING:
+    from app.services.measurements import MeasurementSeedReport
     from hardware_catalog import Catalog
 
 __all__ = [
@@ -41,6 +42,8 @@ class SeedReport:
     changed: int = 0
     unchanged: int = 0
     conflicts: list[str] = field(default_factory=list)
+    #: the shipped measurement records seeded in the same ``prepare_database`` call (``None``: not seeded)
+    measurements: MeasurementSeedReport | None = None
 
 
 def get_entry(*, session: Session, kind: Kind, entry_id: str) -> CatalogEntry | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # for the annotations only: the schema imports without SQLAlc
 
 __all__ = [
     "MEASUREMENT_KINDS",
+    "RECORD_FIELDS",
     "Figures",
     "Kind",
     "MeasurementCreate",
@@ -29,6 +31,7 @@ __all__ = [
     "MeasurementOut",
     "MeasurementSummary",
     "Versions",
+    "record_key",
     "request_key",
 ]
 
@@ -50,6 +53,21 @@ def request_key(request: EstimateRequest) -> str:
     """sha256 of the request's canonical JSON (defaults filled in, keys sorted): equal requests, however they
     were written, have equal keys."""
     text = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+#: what a record holds as posted (defaults filled in): what :func:`record_key` covers; the stored row adds its id,
+#: request key, estimator version, time and author
+RECORD_FIELDS = ("kind", "request", "label", "gpu_name", "versions", "measured", "estimated", "notes")
+
+
+def record_key(fields: Mapping[str, Any]) -> str:
+    """sha256 of a record's content (:data:`RECORD_FIELDS`, as stored: defaults filled in, keys sorted), from a
+    :class:`MeasurementCreate`'s ``model_dump(mode="json")`` or a stored row's columns alike: equal records have
+    equal keys, whoever stored them. Seeding (``app.services.measurements.seed_measurements``) adds a record
+    only when no stored one has its key."""
+    content = {name: fields[name] for name in RECORD_FIELDS}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

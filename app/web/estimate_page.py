@@ -237,7 +237,9 @@ def estimate_page(request: Request, catalog: CatalogDep, session: SessionDep) ->
     the same request is shown beside the prediction ("measured on your hardware", issue 31)."""
     context, errors = run_form(catalog, request.query_params)
     if context.get("result") is not None and context.get("inputs") is not None:
-        context.update(measured=measured_beside(session, context["inputs"], context["result"]),
+        gpu = catalog.gpus.get(context["result"].layout.gpu)
+        context.update(measured=measured_beside(session, context["inputs"], context["result"],
+                                                gpu.name if gpu is not None else None),
                        measured_kinds=KIND_LABELS)
     context.update(charts=True, active="home")
     headers = {"HX-Push-Url": context["share_url"]} if "share_url" in context else {}

@@ -4,6 +4,7 @@ when a stored measurement has the page's request (issue 31)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -23,7 +24,7 @@ from app.web.forms import request_to_query
 from app.web.templating import render
 from estimator import EstimateRequest, EstimateResponse
 
-__all__ = ["MeasuredRow", "measured_beside", "router"]
+__all__ = ["MeasuredRow", "gpu_model", "measured_beside", "router"]
 
 router = APIRouter()
 PAGE_SIZE = 25
@@ -66,16 +67,37 @@ def _predicted(result: EstimateResponse) -> dict[str, float | None]:
             "step_time_s": time.step_time_s if time else None, "tokens_per_s": time.tokens_per_s if time else None}
 
 
-def measured_beside(session: Session, request: EstimateRequest,
-                    result: EstimateResponse) -> list[tuple[Measurement, list[MeasuredRow]]]:
+#: a GPU's model in its name: H100, H200, A100, B200, GB200, L40S, MI300X (letters, then digits, then a letter or
+#: none), as torch names the device ("NVIDIA H100 80GB HBM3") and as the catalog does ("NVIDIA H100 SXM5 80GB")
+_GPU_MODEL = re.compile(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b")
+#: the figures a GPU's speed sets: not compared with a prediction for another GPU
+_SPEED_UNITS = ("s", "tok/s")
+
+
+def gpu_model(name: str | None) -> str | None:
+    """The model of a GPU named ``name`` (``H100`` of "NVIDIA H100 80GB HBM3"), or ``None`` when the name shows
+    none (then a measurement is taken to be of the estimate's GPU)."""
+    found = _GPU_MODEL.search((name or "").upper())
+    return found.group(1) if found else None
+
+
+def measured_beside(session: Session, request: EstimateRequest, result: EstimateResponse,
+                    gpu_name: str | None = None) -> list[tuple[Measurement, list[MeasuredRow], str | None]]:
     """The stored measurements of ``request`` (newest first), each with its figures beside this page's
-    prediction: the prediction is today's estimate, not the one stored with the record."""
+    prediction: the prediction is today's estimate, not the one stored with the record. A measurement taken on
+    another GPU model than the estimate's (``gpu_name``, the catalog's name; our H100 ``--run`` records of
+    requests for the H200, say) keeps its step time and tokens/s without a prediction beside them (the
+    difference would be the GPUs'), and comes with the estimate's GPU name (else ``None``)."""
     predicted = _predicted(result)
+    model = gpu_model(gpu_name)
     out = []
     for row in measurements_of(session=session, request_key=request_key(request)):
-        figures = [MeasuredRow(label, unit, row.measured[key], predicted[key]) for key, label, unit in FIGURES
-                   if row.measured.get(key) is not None]
-        out.append((row, figures))
+        theirs = gpu_model(row.gpu_name)
+        other = gpu_name if model is not None and theirs is not None and theirs != model else None
+        figures = [MeasuredRow(label, unit, row.measured[key],
+                               None if other is not None and unit in _SPEED_UNITS else predicted[key])
+                   for key, label, unit in FIGURES if row.measured.get(key) is not None]
+        out.append((row, figures, other))
     return out
 
 

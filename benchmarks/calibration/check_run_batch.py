@@ -14,6 +14,7 @@ cases measured by the calibration's own scripts, one process each as the calibra
 ``$OUT/measure_tp/`` (``measure_tp.py --ids ...``: the tensor-parallel case). Back here::
 
     python benchmarks/calibration/check_run_batch.py --compare DIR     # the table: run vs calibration
+    python benchmarks/calibration/check_run_batch.py --ship DIR        # its records, shipped with the app
 
 CPU dry run (``--dry-run --baseline --out DIR``): tiny shapes of the same cases; each case through
 ``python -m app.check REQUEST --trace`` (the CLI path, the record; the TP case is refused there: the trace
@@ -199,6 +200,19 @@ def compare(folder: Path) -> None:
             print(f"{row['case_id']:45s} {fig:22s} {shown[0]:>14s} {shown[1]:>16s} {shown[2]:>17s}")
 
 
+#: the records capplan ships and seeds at start-up (app/services/measurements.py; docs/check.md)
+SHIPPED = ROOT / "app" / "data" / "measurements" / "check_run_h100.json"
+
+
+def ship(folder: Path) -> None:
+    """Write the records of a folder this wrote (the cases that ran on the GPU, verbatim, in order) to
+    :data:`SHIPPED`, the JSON list the app seeds; tests/test_check_run_h100.py keeps the two equal."""
+    rows = [json.loads(line) for line in (folder / "check_run.jsonl").read_text().splitlines() if line.strip()]
+    records = [r["record"] for r in rows if r.get("mode", "run") == "run" and r["rc"] == 0 and r.get("record")]
+    SHIPPED.write_text(json.dumps(records, indent=1) + "\n")
+    print(f"{len(records)} records -> {SHIPPED.relative_to(ROOT)}")
+
+
 # ======================================================================================================================
 # Issue 29's mechanism classes (docs/accuracy.md, "Fine-tuning stacks and round 3 on the H100"): one H100 case of
 # each through ``python -m app.check --run`` (the mechanisms applied by app/check/stacks.py) and, with --baseline,
@@ -345,6 +359,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
     ap.add_argument("--deadline", type=float, default=270.0, help="measure.py's --deadline (seconds)")
     ap.add_argument("--compare", type=Path, help="print the comparison of a folder this wrote")
+    ap.add_argument("--ship", type=Path, help="write the records of a folder this wrote to " + str(SHIPPED.name))
     ap.add_argument("--mechanisms", action="store_true", help="issue 29's mechanism classes only "
                     "(MECHANISM_CASES, measure_stacks.py as the baseline)")
     args = ap.parse_args()
@@ -353,6 +368,9 @@ def main() -> None:
             compare_mechanisms(args.compare)
         if (args.compare / "check_run.jsonl").exists():
             compare(args.compare)
+        return
+    if args.ship:
+        ship(args.ship)
         return
     if not args.out:
         ap.error("--out is required")

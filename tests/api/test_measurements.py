@@ -1,5 +1,7 @@
 """Measurements: store a measured record (API key needed), read it back unchanged, list and filter, bad records
-are 422s naming the field (examples, and hypothesis-drawn bad figures), and no route alters a stored record."""
+are 422s naming the field (examples, and hypothesis-drawn bad figures), and no route alters a stored record.
+The database starts with the records capplan ships (seeded like the catalog: app/services/measurements.py), so
+counts are taken against what was stored before the test posted anything."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from app.schemas.measurement import request_key
+from app.services.measurements import shipped_measurements
 from estimator import EstimateRequest
 from tests.api.conftest import BOTH_BACKENDS
 from tests.api.problems import assert_problem
@@ -41,6 +44,19 @@ def _post(client: TestClient, auth: dict[str, str], record: dict[str, Any] = REC
     return body
 
 
+def _total(client: TestClient, **params: str) -> int:
+    total: int = client.get(URL, params=params).json()["total"]
+    return total
+
+
+@pytest.fixture
+def seeded(client: TestClient) -> int:
+    """How many measurements the fresh database holds: the shipped records, every one of them seeded."""
+    count = _total(client)
+    assert count == len(shipped_measurements()) > 0
+    return count
+
+
 def test_a_stored_measurement_reads_back_as_posted(client: TestClient, auth: dict[str, str]) -> None:
     saved = _post(client, auth)
     assert saved["request"]["training"]["seq_len"] == 4096  # defaults stored explicitly
@@ -64,18 +80,19 @@ def test_equal_requests_written_differently_share_a_key(client: TestClient, auth
     assert [m["id"] for m in listed["items"]] == [b["id"], a["id"]] and listed["total"] == 2
 
 
-def test_list_pages_and_filters_by_kind(client: TestClient, auth: dict[str, str]) -> None:
+def test_list_pages_and_filters_by_kind(client: TestClient, auth: dict[str, str], seeded: int) -> None:
+    traces = _total(client, kind="trace")
     for kind in ("trace", "run", "calibration", "trace"):
         _post(client, auth, {**RECORD, "kind": kind})
     page = client.get(URL, params={"limit": 2, "offset": 1}).json()
-    assert (page["total"], page["limit"], page["offset"], len(page["items"])) == (4, 2, 1, 2)
+    assert (page["total"], page["limit"], page["offset"], len(page["items"])) == (seeded + 4, 2, 1, 2)
     assert [m["kind"] for m in page["items"]] == ["calibration", "run"]
-    assert client.get(URL, params={"kind": "trace"}).json()["total"] == 2
+    assert _total(client, kind="trace") == traces + 2
 
 
-def test_posting_needs_a_key(client: TestClient) -> None:
+def test_posting_needs_a_key(client: TestClient, seeded: int) -> None:
     assert_problem(client.post(URL, json=RECORD), 401)
-    assert client.get(URL).json()["total"] == 0
+    assert _total(client) == seeded
 
 
 def test_no_route_alters_a_stored_record(client: TestClient, auth: dict[str, str]) -> None:
@@ -104,7 +121,7 @@ def test_no_route_alters_a_stored_record(client: TestClient, auth: dict[str, str
     (("surprise",), True, "surprise"),
 ])
 def test_bad_records_are_422_naming_the_field(
-    client: TestClient, auth: dict[str, str], path: tuple[str, ...], value: Any, field: str
+    client: TestClient, auth: dict[str, str], seeded: int, path: tuple[str, ...], value: Any, field: str
 ) -> None:
     record = copy.deepcopy(RECORD)
     target = record
@@ -114,7 +131,7 @@ def test_bad_records_are_422_naming_the_field(
     body = assert_problem(client.post(URL, json=record, headers=auth), 422)
     named = {e["field"] for e in body["errors"]}
     assert any(n == field or n.startswith(field.split(".[")[0]) for n in named), (field, named)
-    assert client.get(URL).json()["total"] == 0
+    assert _total(client) == seeded
 
 
 @pytest.mark.parametrize("path", ["/999", "/0"])
@@ -133,7 +150,7 @@ _BAD_FIGURE = st.one_of(
        side=st.sampled_from(["measured", "estimated"]), value=_BAD_FIGURE)
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 def test_any_bad_figure_is_a_422_never_stored(
-    client: TestClient, auth: dict[str, str], field: str, side: str, value: Any
+    client: TestClient, auth: dict[str, str], seeded: int, field: str, side: str, value: Any
 ) -> None:
     record = copy.deepcopy(RECORD)
     record[side][field] = value
@@ -141,4 +158,4 @@ def test_any_bad_figure_is_a_422_never_stored(
                     headers={**auth, "Content-Type": "application/json"})
     body = assert_problem(r, 422)
     assert any(e["field"].startswith(f"{side}.{field}") or e["field"] == "body" for e in body["errors"]), body
-    assert client.get(URL).json()["total"] == 0
+    assert _total(client) == seeded

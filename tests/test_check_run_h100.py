@@ -38,6 +38,7 @@ from app.services.measurements import (
     store_measurement,
 )
 from app.web.measurements_page import gpu_model
+from benchmarks.calibration.check_run_batch import shipped_records
 from estimator import EstimateRequest
 from tests.api.fake_catalog import fake_catalog
 from tests.conftest import fresh_postgres_database
@@ -170,7 +171,8 @@ def test_the_step_time_tolerance_is_wider_than_the_noise_and_narrower_than_a_met
 
 def test_the_shipped_file_is_the_h100_records_verbatim() -> None:
     shipped = json.loads(SHIPPED.read_text())
-    assert shipped == [row["record"] for row in _runs()]
+    assert shipped[:len(_runs())] == [row["record"] for row in _runs()]
+    assert shipped == shipped_records([CALL, CALL.parent / "call3"])  # then the mechanism classes
     assert [b.model_dump(mode="json") for b in shipped_measurements()] == [
         MeasurementCreate.model_validate(r).model_dump(mode="json") for r in shipped]
 
@@ -193,7 +195,7 @@ def _rows(engine: Engine) -> list[dict[str, Any]]:
 
 def test_seeding_twice_adds_nothing_and_never_touches_a_stored_record(blank_database_engine: Engine) -> None:
     """A user stored one shipped record already (the same content) and another of a shipped request with other
-    figures: the seed adds the four others, leaves both as they were, and a second seed adds nothing."""
+    figures: the seed adds the others, leaves both as they were, and a second seed adds nothing."""
     engine, catalog = blank_database_engine, load_source_catalog()
     assert prepare_database(engine, catalog, seed=False) is None
     assert _rows(engine) == []
@@ -207,13 +209,14 @@ def test_seeding_twice_adds_nothing_and_never_touches_a_stored_record(blank_data
     before = _rows(engine)
     first = prepare_database(engine, catalog, migrate=False)
     assert first is not None and first.measurements is not None
-    assert (first.measurements.added, first.measurements.unchanged, first.measurements.left_out) == (4, 1, [])
+    n = len(bodies)
+    assert (first.measurements.added, first.measurements.unchanged, first.measurements.left_out) == (n - 1, 1, [])
     after = _rows(engine)
-    assert after[:2] == before and len(after) == 6
-    assert [r["created_by"] for r in after] == ["a-user", "a-user", *[SHIPPED_SEED_ACTOR] * 4]
+    assert after[:2] == before and len(after) == n + 1
+    assert [r["created_by"] for r in after] == ["a-user", "a-user", *[SHIPPED_SEED_ACTOR] * (n - 1)]
     second = prepare_database(engine, catalog, migrate=False)
     assert second is not None and second.measurements is not None
-    assert (second.measurements.added, second.measurements.unchanged) == (0, 5)
+    assert (second.measurements.added, second.measurements.unchanged) == (0, n)
     assert _rows(engine) == after
     stored = {(r["request_key"], r["measured"]["peak_allocated_bytes"]) for r in after}
     assert {(request_key(b.request), b.measured.peak_allocated_bytes) for b in bodies} <= stored
@@ -239,7 +242,7 @@ def test_a_record_stored_before_the_schema_grew_is_not_seeded_again(blank_databa
     before = _rows(engine)
     report = prepare_database(engine, catalog, migrate=False)
     assert report is not None and report.measurements is not None
-    assert (report.measurements.added, report.measurements.unchanged) == (4, 1)
+    assert (report.measurements.added, report.measurements.unchanged) == (len(shipped_measurements()) - 1, 1)
     assert _rows(engine)[:1] == before
 
 
@@ -247,11 +250,12 @@ def test_a_record_the_catalog_cannot_estimate_is_left_out_named(blank_database_e
     engine = blank_database_engine
     prepare_database(engine, load_source_catalog(), seed=False)
     small = fake_catalog()
-    no_h200 = small.model_copy(update={"gpus": {k: g for k, g in small.gpus.items() if k != "h200-sxm-141gb"}})
+    gone = {"h200-sxm-141gb", "h100-sxm5-80gb"}  # the records' GPUs
+    no_h200 = small.model_copy(update={"gpus": {k: g for k, g in small.gpus.items() if k not in gone}})
     with Session(engine) as session:
         report = seed_measurements(session=session, catalog=no_h200, bodies=shipped_measurements())
         session.commit()
-    assert report.added == 0 and len(report.left_out) == 5
+    assert report.added == 0 and len(report.left_out) == len(shipped_measurements())
     assert all("request.hardware.gpu" in why for why in report.left_out), report.left_out
     assert _rows(engine) == []
 
@@ -283,7 +287,7 @@ def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url:
     app = create_app(Settings(database_url=database_url, allowed_hosts="*"))
     with TestClient(app) as http:
         api = http.get("/api/v1/measurements", params={"kind": "run"}).json()
-        assert api["total"] == len(shipped) == 5
+        assert api["total"] == len(shipped) >= 5
         items = sorted(api["items"], key=lambda m: m["id"])
         listing = http.get("/measurements").text
         for item, rec in zip(items, shipped, strict=True):
@@ -305,11 +309,13 @@ def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url:
             assert "Measured on your hardware" in text and "NVIDIA H100 80GB HBM3" in table
             peak = _row_cells(table, "Peak allocated")
             assert peak[0] == _gib2(rec["measured"]["peak_allocated_bytes"]) and peak[2].endswith("%"), peak
-            # measured on an H100, estimated for the request's H200: the step time is shown, not compared
-            assert "Measured on another GPU than this estimate's NVIDIA H200 SXM 141GB" in html.unescape(table)
+            other = rec["request"]["hardware"]["gpu"] != "h100-sxm5-80gb"
+            # measured on an H100, estimated for the request's H200: the step time is shown, not compared; the
+            # mechanism records' requests name the H100: compared
+            assert ("Measured on another GPU than this estimate's" in html.unescape(table)) == other
             if rec["measured"].get("step_time_s"):
                 step = _row_cells(table, "Step time")
-                assert step[0] != "—" and step[1:] == ["—", "—"], step
+                assert step[0] != "—" and (step[1:] == ["—", "—"]) == other, step
         assert "NVIDIA H100 80GB HBM3" in listing
     # a restart on the same database: nothing added, the same rows
     again = create_app(Settings(database_url=database_url, allowed_hosts="*"))

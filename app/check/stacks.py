@@ -70,7 +70,8 @@ TRACEABLE = {"loss": {"hf", "torchtune"}, "optimizer": {"adamw", "sgd", "adafact
              "offload": {"none"}, "liger_kernels": {False}}
 #: the request's optimizers -> the stack dict's (the measured implementation of each)
 OPTIMIZERS = {"paged-adamw-8bit": "paged-adamw-8bit", "paged-adamw": "paged-adamw-32bit",
-              "adamw-4bit": "ao-adamw-4bit", "muon": "muon", "adamw-8bit": "adamw-8bit"}
+              "adamw-4bit": "ao-adamw-4bit", "ao-adamw-8bit": "ao-adamw-8bit", "muon": "muon",
+              "adamw-8bit": "adamw-8bit"}
 
 
 class NotApplied(ValueError):
@@ -143,7 +144,8 @@ def stack_of(*, stack: str, loss_kernel: str, fused_kernels: str, activation_off
     if optimizer in OPTIMIZERS:
         applied["optimizer"] = {"paged-adamw-8bit": "bitsandbytes PagedAdamW8bit",
                                 "paged-adamw-32bit": "bitsandbytes PagedAdamW32bit",
-                                "ao-adamw-4bit": "torchao AdamW4bit", "adamw-8bit": "bitsandbytes AdamW8bit",
+                                "ao-adamw-4bit": "torchao AdamW4bit", "ao-adamw-8bit": "torchao AdamW8bit",
+                                "adamw-8bit": "bitsandbytes AdamW8bit",
                                 "muon": "torch.optim.Muon (2-D decoder matrices) + fused AdamW (the rest)"}[opt]
     alloc = "expandable_segments:True" if allocator == "expandable_segments" else None
     if alloc:

@@ -204,11 +204,25 @@ def compare(folder: Path) -> None:
 SHIPPED = ROOT / "app" / "data" / "measurements" / "check_run_h100.json"
 
 
-def ship(folder: Path) -> None:
-    """Write the records of a folder this wrote (the cases that ran on the GPU, verbatim, in order) to
-    :data:`SHIPPED`, the JSON list the app seeds; tests/test_check_run_h100.py keeps the two equal."""
-    rows = [json.loads(line) for line in (folder / "check_run.jsonl").read_text().splitlines() if line.strip()]
-    records = [r["record"] for r in rows if r.get("mode", "run") == "run" and r["rc"] == 0 and r.get("record")]
+def shipped_records(folders: list[Path]) -> list[dict[str, Any]]:
+    """The records of the folders this wrote (the cases that ran on the GPU, verbatim, in order: each folder's
+    memory classes, ``check_run.jsonl``, then its mechanism classes, ``check_run_mechanisms.jsonl``)."""
+    records: list[dict[str, Any]] = []
+    for folder in folders:
+        for name in ("check_run.jsonl", "check_run_mechanisms.jsonl"):
+            path = folder / name
+            if not path.exists():
+                continue
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            records += [r["record"] for r in rows
+                        if r.get("mode", "run") == "run" and r["rc"] == 0 and r.get("record")]
+    return records
+
+
+def ship(folders: list[Path]) -> None:
+    """Write :func:`shipped_records` to :data:`SHIPPED`, the JSON list the app seeds;
+    tests/test_check_run_h100.py keeps the two equal."""
+    records = shipped_records(folders)
     SHIPPED.write_text(json.dumps(records, indent=1) + "\n")
     print(f"{len(records)} records -> {SHIPPED.relative_to(ROOT)}")
 
@@ -232,6 +246,9 @@ MECHANISM_CASES: list[tuple[str, str]] = [
     ("optimizer:blockwise-8bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-8bit"),
     ("optimizer:paged-adamw", "h100-l1b-full-mixed-fused-b1-s2048-ck-paged-adamw-32bit"),
     ("optimizer:muon", "h100-l1b-full-mixed-fused-b1-s2048-ck-muon"),
+    # torchao's low-bit AdamW (classes added after call 3 of check_run_h100: run in call 4)
+    ("optimizer:adamw-4bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-ao-adamw-4bit"),
+    ("optimizer:ao-adamw-8bit", "h100-l1b-full-mixed-fused-b1-s2048-ck-ao-adamw-8bit"),
 ]
 
 
@@ -259,7 +276,7 @@ def mechanism_request(case: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def run_mechanism_cases(out: Path, dry: bool, timeout: float) -> list[str]:
+def run_mechanism_cases(out: Path, dry: bool, timeout: float, only: list[str] | None = None) -> list[str]:
     """Each mechanism case through ``python -m app.check --run`` (in the dry run ``--trace`` and the run path on
     the CPU, :func:`_commands`) in its own process; one line each in ``check_run_mechanisms.jsonl``. The ids that
     ran."""
@@ -270,6 +287,8 @@ def run_mechanism_cases(out: Path, dry: bool, timeout: float) -> list[str]:
     ran = []
     with tempfile.TemporaryDirectory() as tmp, (out / "check_run_mechanisms.jsonl").open("a") as sink:
         for i, (klass, cid) in enumerate(MECHANISM_CASES, 1):
+            if only and cid not in only:
+                continue
             request = mechanism_request(measured[cid]["case"])
             if dry:
                 request = dry_request(request)
@@ -359,7 +378,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
     ap.add_argument("--deadline", type=float, default=270.0, help="measure.py's --deadline (seconds)")
     ap.add_argument("--compare", type=Path, help="print the comparison of a folder this wrote")
-    ap.add_argument("--ship", type=Path, help="write the records of a folder this wrote to " + str(SHIPPED.name))
+    ap.add_argument("--ship", type=Path, nargs="+", help="write the records of folders this wrote to "
+                    + str(SHIPPED.name))
+    ap.add_argument("--ids", nargs="*", help="with --mechanisms: only these cases of MECHANISM_CASES")
     ap.add_argument("--mechanisms", action="store_true", help="issue 29's mechanism classes only "
                     "(MECHANISM_CASES, measure_stacks.py as the baseline)")
     args = ap.parse_args()
@@ -378,10 +399,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if args.mechanisms:  # issue 29's classes (their own section above)
-        ran = run_mechanism_cases(out, args.dry_run, args.timeout)
+        ran = run_mechanism_cases(out, args.dry_run, args.timeout, args.ids)
         print(f"--run: {len(ran)} of {len(MECHANISM_CASES)} cases ran, {time.perf_counter() - t0:.0f} s", flush=True)
         if args.baseline:  # every case, whether or not its run ran
-            mechanism_baseline(out, [cid for _klass, cid in MECHANISM_CASES], args.dry_run, args.deadline)
+            ids = [cid for _klass, cid in MECHANISM_CASES if not args.ids or cid in args.ids]
+            mechanism_baseline(out, ids, args.dry_run, args.deadline)
         print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
         return
     ran = run_cases(out, args.dry_run, args.timeout)

@@ -172,7 +172,7 @@ def test_the_step_time_tolerance_is_wider_than_the_noise_and_narrower_than_a_met
 def test_the_shipped_file_is_the_h100_records_verbatim() -> None:
     shipped = json.loads(SHIPPED.read_text())
     assert shipped[:len(_runs())] == [row["record"] for row in _runs()]
-    assert shipped == shipped_records([CALL, CALL.parent / "call3"])  # then the mechanism classes
+    assert shipped == shipped_records([CALL, CALL.parent / "call3", CALL.parent / "call4"])  # then the mechanisms
     assert [b.model_dump(mode="json") for b in shipped_measurements()] == [
         MeasurementCreate.model_validate(r).model_dump(mode="json") for r in shipped]
 

@@ -122,7 +122,13 @@ def test_new_optimizer_rows_state_bytes() -> None:
         assert not spec.memory_measured and spec.cpu_offload_refusal
 
 
-def test_a_new_optimizer_is_estimated_and_its_bar_widened() -> None:
+def test_a_new_optimizer_is_estimated_with_its_measured_bar() -> None:
+    """torchao's AdamW4bit: 1.0625 bytes a state element instead of 4, and since its H100 measurements (issue 29)
+    the memory bar of its mechanism (estimator/data/accuracy.json), at least the plain class's."""
+    import json
+    from pathlib import Path
+
+    bars = json.loads((Path(__file__).resolve().parents[1] / "estimator" / "data" / "accuracy.json").read_text())
     body = {"model": "llama-3.1-8b", "training": {"optimizer": "adamw-4bit", "seq_len": 1024},
             "hardware": {"gpu": "h200-sxm-141gb", "gpus_per_node": 1}}
     four = estimate(EstimateRequest.model_validate(body))
@@ -130,8 +136,9 @@ def test_a_new_optimizer_is_estimated_and_its_bar_widened() -> None:
     saved = adamw.memory.breakdown_bytes.optimizer_states - four.memory.breakdown_bytes.optimizer_states
     params = four.model.trainable_params
     assert saved == pytest.approx(params * (8 - 1.0625), rel=0.01)
-    assert any("adamw-4bit" in a for a in four.assumptions)  # the unmeasured-optimizer line
-    assert four.memory.error_bar_pct > adamw.memory.error_bar_pct
+    assert any("adamw-4bit" in a for a in four.assumptions)
+    assert four.memory.error_bar_pct == max(adamw.memory.error_bar_pct,
+                                            bars["mechanism_memory_error_bar_pct"]["optimizer:adamw-4bit"])
 
 
 # ------------------------------------------------------------------------------------------ mechanisms

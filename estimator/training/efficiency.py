@@ -165,11 +165,14 @@ class Constants:
     # torchao 0.18 AdamW8bit / AdamW4bit: ``_AdamBase.step`` calls ``torch.compile(single_param_adam,
     # fullgraph=True, dynamic=False)`` once per parameter from Python (torchao/optim/adam.py @ v0.18.0), so each
     # tensor pays the compiled function's guard evaluation and its generated kernels' launches (4-bit: the qmap
-    # quantisation, int64 codes and their packing, more kernels). Measured on the H100 (issue 29, call 1 / call 3):
-    # Llama 3.2 1B full, 147 parameter tensors, step 0.1342 s (8-bit) and 0.2384 s (4-bit) against 0.0911 s with
-    # fused AdamW: 293 us and 1002 us per tensor over fused AdamW's bytes. Qwen2.5 1.5B (339 tensors) held out.
-    torchao_adamw8_tensor_s: float = 293.0e-6
-    torchao_adamw4_tensor_s: float = 1002.0e-6
+    # quantisation, int64 codes and their packing, more kernels). Measured on the H100 (issue 29), Llama 3.2 1B full,
+    # 147 parameter tensors, against 0.0911 s with fused AdamW, in two machine sessions (tests/data/stacks_h100_raw
+    # call 1 / 3 at 05:21-07:54 UTC and call 6 at 08:40): 8-bit 0.1342 s and 0.1377 s (293 and 317 us per tensor),
+    # 4-bit 0.2384 s and 0.1399 s (1002 and 333 us: the same case, 1.7x apart between sessions, each steady within
+    # its own steps: a host-side cost this model does not explain). The constants are the means of the sessions
+    # (305 us, 667 us); the 4-bit spread is what its error bar carries. Qwen2.5 1.5B (339 tensors) held out.
+    torchao_adamw8_tensor_s: float = 305.0e-6
+    torchao_adamw4_tensor_s: float = 667.0e-6
     # Hugging Face Adafactor (factored second moment, no first moment, no weight decay), copy-equivalent bytes
     # per parameter counted from ``transformers/optimization.py``: RMS of the parameter 4, grad**2 4+4, + eps
     # 4+4, row and column means 4+4, the outer product of the factors 4, update *= grad 4+4+4, RMS of the

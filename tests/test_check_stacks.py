@@ -115,7 +115,7 @@ def test_each_measured_case_s_request_maps_back_to_the_mechanism_the_h100_ran(ca
 
 @pytest.mark.parametrize(("training", "expected", "says"), [
     ({"stack": "trl"}, {"loss": "trl"}, "TRL ChunkedLogProbFunction"),
-    ({"stack": "torchtune"}, {"loss": "torchtune"}, "torchtune CEWithChunkedOutputLoss"),
+    ({"stack": "torchtune"}, {"loss": "torchtune", "logit_softcap": False}, "torchtune CEWithChunkedOutputLoss"),
     ({"loss_kernel": "chunked"}, {"loss": "torchtune"}, "torchtune"),
     ({"loss_kernel": "fused"}, {"loss": "cce"}, "Cut Cross-Entropy"),
     ({"fused_kernels": "liger"}, {"loss": "liger", "liger_kernels": True}, "Liger fused linear cross-entropy"),

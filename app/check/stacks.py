@@ -150,8 +150,12 @@ def stack_of(*, stack: str, loss_kernel: str, fused_kernels: str, activation_off
     alloc = "expandable_segments:True" if allocator == "expandable_segments" else None
     if alloc:
         applied["allocator"] = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-    return ({"loss": loss, "liger_kernels": liger, "offload": offload, "optimizer": opt, "alloc_conf": alloc},
-            applied)
+    st = {"loss": loss, "liger_kernels": liger, "offload": offload, "optimizer": opt, "alloc_conf": alloc}
+    if loss == "torchtune" and stack == "torchtune":
+        # torchtune's own Gemma 2 soft-caps the normed hidden state (Gemma2FinalNorm), never the logits
+        # (estimator.training.mechanisms.loss_bytes): its loss caps nothing
+        st["logit_softcap"] = False
+    return st, applied
 
 
 def needed_packages(st: dict[str, Any]) -> dict[str, str]:
@@ -348,7 +352,7 @@ def make_loss(case: dict[str, Any], model: nn.Module, x: torch.Tensor, res: dict
     :func:`cce_loss`."""
     kind = case["stack"]["loss"]
     base, backbone, head = _parts(model)
-    softcap = getattr(base.config, "final_logit_softcapping", None)
+    softcap = getattr(base.config, "final_logit_softcapping", None) if _caps(case["stack"]) else None
     if kind in ("hf", "liger"):
         return lambda: model(input_ids=x, labels=x).loss
     if kind == "trl":
@@ -362,7 +366,12 @@ def make_loss(case: dict[str, Any], model: nn.Module, x: torch.Tensor, res: dict
     raise ValueError(kind)
 
 
-def install_loss(kind: str, model: nn.Module, res: dict[str, Any]) -> dict[str, Any]:
+def _caps(st: dict[str, Any]) -> bool:
+    """Whether the loss applies the model's final logit soft-cap (not torchtune's own stack: :func:`stack_of`)."""
+    return bool(st.get("logit_softcap", True))
+
+
+def install_loss(kind: str, model: nn.Module, res: dict[str, Any], logit_softcap: bool = True) -> dict[str, Any]:
     """Make ``model(input_ids=x, labels=x, **extra).loss`` compute the loss ``kind``, on the causal-LM module
     ``model`` before peft wraps it (peft's forward calls the instance's); returns ``extra`` (TRL's
     ``fused_lm_head=True``). ``torchtune`` and ``cce`` replace the instance's ``forward``, so a module's hooks
@@ -382,8 +391,8 @@ def install_loss(kind: str, model: nn.Module, res: dict[str, Any]) -> dict[str, 
     def forward(self: nn.Module, input_ids: Any = None, labels: Any = None, **_: Any) -> Any:
         base, backbone, head = _parts(self)
         h = backbone(input_ids=input_ids).last_hidden_state
-        return types.SimpleNamespace(loss=fn(h, head, labels, getattr(base.config, "final_logit_softcapping",
-                                                                       None)))
+        cap = getattr(base.config, "final_logit_softcapping", None) if logit_softcap else None
+        return types.SimpleNamespace(loss=fn(h, head, labels, cap))
 
     model.forward = types.MethodType(forward, model)
     return {}

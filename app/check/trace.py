@@ -472,7 +472,7 @@ def _build(request: EstimateRequest, cfg: Any, st: dict[str, Any] | None = None,
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if st is not None:
-            stacks.install_loss(st["loss"], model, info if info is not None else {})
+            stacks.install_loss(st["loss"], model, info if info is not None else {}, stacks._caps(st))
         if tr.method == "lora":
             from peft import LoraConfig, get_peft_model
 

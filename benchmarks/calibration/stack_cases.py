@@ -251,7 +251,15 @@ def _call_c() -> list[dict[str, Any]]:
         s("llama-3.1-8b", method="lora", ckpt="full", seq=8192, loss="trl", **i, **ho),
         s("qwen2.5-7b", method="lora", ckpt="full", seq=8192, loss="torchtune", **i, **ho),
         s("qwen2.5-1.5b", ckpt="full", seq=2048, opt="ao-adamw-4bit", **i, **ho),
+        # torchtune's own stack on Gemma 2: its chunked loss caps no logit (Gemma2FinalNorm caps the hidden state)
+        dict(s("gemma-2-2b", method="lora", ckpt="full", seq=4096, attention="eager", loss="torchtune", **i, **ho),
+             torchtune_stack=True),
     ]
+    for c in out:
+        if c.pop("torchtune_stack", False):
+            c["id"] += "-ttstack"
+            c["stack"]["logit_softcap"] = False
+            c["request_stack"] = "torchtune"
     return out
 
 

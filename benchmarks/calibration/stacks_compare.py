@@ -70,6 +70,8 @@ def request_for(case: dict[str, Any]) -> dict[str, Any] | None:
     s = case["stack"]
     t = body.setdefault("training", {})
     t.update(LOSS_FIELDS[s.get("loss", "hf")])
+    if case.get("request_stack"):  # the stack itself (its defaults, e.g. torchtune's Gemma 2 without a logit cap)
+        t["stack"] = case["request_stack"]
     if s.get("liger_kernels"):
         t["fused_kernels"] = "liger"
     if s.get("offload", "none") != "none":

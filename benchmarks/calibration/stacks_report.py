@@ -214,7 +214,7 @@ def render(every: list[dict[str, Any]], bars: dict[str, dict[str, Any]],
              "### Allocated peak by memory class, H200 and H100", "",
              *_class_table(every), "",
              "The H100 has no tensor-parallel case. Asked for an H200 in every device call of issues 29 and 33 "
-             "(2026-12-06 05:21-08:49 UTC, nine machine starts): each machine that came was an H100, so the "
+             "(2026-12-06 05:21-09:28 UTC, ten machine starts): each machine that came was an H100, so the "
              "round-3 classes have no H200 measurement of their own; the H200 column is the calibration's.", "",
              "### Memory error bar per mechanism (p90 of the fit cases, rounded up; held-out coverage)", ""]
     lines += _bar_table(bars)

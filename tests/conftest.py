@@ -65,20 +65,24 @@ def redis_url() -> str:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def blank_database_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    """An engine on an empty database: a SQLite file, and (marked postgres) a fresh PostgreSQL database; for
-    the migration tests, which build the schema of an older revision themselves."""
-    from app.core.db import make_engine
-
+def blank_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty database: a SQLite file, and (marked postgres) a fresh PostgreSQL database."""
     if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'capplan.db'}")
-        yield engine
-        engine.dispose()
+        yield f"sqlite:///{tmp_path / 'capplan.db'}"
         return
     with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
-        engine = make_engine(url)
-        yield engine
-        engine.dispose()
+        yield url
+
+
+@pytest.fixture
+def blank_database_engine(blank_database_url: str) -> Iterator[Engine]:
+    """An engine on :func:`blank_database_url`; for the migration tests, which build the schema of an older
+    revision themselves."""
+    from app.core.db import make_engine
+
+    engine = make_engine(blank_database_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture(scope="session")

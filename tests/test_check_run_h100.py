@@ -13,7 +13,6 @@ import json
 import re
 import statistics
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,6 @@ from app.web.measurements_page import gpu_model
 from benchmarks.calibration.check_run_batch import shipped_records
 from estimator import EstimateRequest
 from tests.api.fake_catalog import fake_catalog
-from tests.conftest import fresh_postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
 CALL = ROOT / "tests" / "data" / "check_run_h100" / "call2"
@@ -263,15 +261,6 @@ def test_a_record_the_catalog_cannot_estimate_is_left_out_named(blank_database_e
 # ------------------------------------------------------------------------------------------ shown by the app
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'capplan.db'}"
-        return
-    with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
-        yield url
-
-
 def _gib2(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
@@ -282,7 +271,8 @@ def _row_cells(table: str, label: str) -> list[str]:
     return [html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row[:row.index("</tr>")])]
 
 
-def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(database_url: str) -> None:
+def test_a_fresh_app_shows_the_h100_records_beside_their_estimates(blank_database_url: str) -> None:
+    database_url = blank_database_url
     shipped = json.loads(SHIPPED.read_text())
     app = create_app(Settings(database_url=database_url, allowed_hosts="*"))
     with TestClient(app) as http:

@@ -223,35 +223,54 @@ def test_what_fake_tensors_cannot_run_exits_2_naming_the_field(tmp_path: Path, c
     assert err.startswith(f"Error: {field}: ") and out == ""
 
 
+def _stack(loss: str) -> dict[str, Any]:
+    return {"loss": loss, "liger_kernels": False, "offload": "none", "optimizer": "adamw", "alloc_conf": None}
+
+
+def _ids() -> Any:
+    import torch
+
+    return torch.randint(0, 32000, (1, 64), generator=torch.Generator().manual_seed(0))
+
+
+def _random_model(req: EstimateRequest, cfg: Any, st: dict[str, Any] | None = None,
+                  info: dict[str, Any] | None = None) -> Any:
+    """--run's build of ``req`` (with the loss ``st`` installed) on the CPU, random weights, in fp32."""
+    from app.check.random_init import init_weights, materialize
+    from app.check.trace import _build
+
+    model = _build(req, cfg, st, info)
+    materialize(model, "cpu")
+    init_weights(model, "cpu")
+    return model.float()
+
+
+def _installed_loss(req: EstimateRequest, cfg: Any, st: dict[str, Any], info: dict[str, Any], ids: Any) -> float:
+    """The loss of the model with ``st``'s loss installed, as --run calls it."""
+    from app.check.trace import loss_kwargs
+
+    model = _random_model(req, cfg, st, info)
+    return float(model(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
+
+
 @pytest.mark.parametrize("method", ["full", "lora"])
 def test_the_installed_chunked_loss_computes_the_materialized_loss(method: str) -> None:
     """On real (CPU) tensors of a tiny model, the loss --run / --trace install (a replaced ``forward``, under peft
     for LoRA) and the loss measure_stacks.py's ``make_loss`` computes (the backbone called directly) both equal
     Hugging Face's ForCausalLMLoss on the same weights and tokens: the chunks change memory, not the loss."""
-    import torch
-
-    from app.check.random_init import init_weights, materialize
-    from app.check.trace import _build, hf_config, loss_kwargs
+    from app.check.trace import hf_config
 
     req = _request(method=method, seq_len=64, activation_checkpointing="none")
     cfg = hf_config(req)
-    ids = torch.randint(0, 32000, (1, 64), generator=torch.Generator().manual_seed(0))
+    ids = _ids()
     losses = {}
     warnings.simplefilter("ignore")  # transformers' / peft's deprecation notes (restored by pytest after the test)
     for loss in ("hf", "torchtune"):
-        st = {"loss": loss, "liger_kernels": False, "offload": "none", "optimizer": "adamw", "alloc_conf": None}
-        info: dict[str, Any] = {}
-        model = _build(req, cfg, st, info)
-        materialize(model, "cpu")
-        init_weights(model, "cpu")
-        model = model.float()
-        losses[loss] = float(model(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
+        st, info = _stack(loss), {}
+        losses[loss] = _installed_loss(req, cfg, st, info, ids)
         if loss == "torchtune":
             assert info["loss_impl"].startswith("torchtune CEWithChunkedOutputLoss")
-            fresh = _build(req, cfg)
-            materialize(fresh, "cpu")
-            init_weights(fresh, "cpu")
-            losses["make_loss"] = float(stacks.make_loss({"stack": st}, fresh.float(), ids, {})().detach())
+            losses["make_loss"] = float(stacks.make_loss({"stack": st}, _random_model(req, cfg), ids, {})().detach())
     assert losses["torchtune"] == pytest.approx(losses["hf"], rel=1e-5)
     assert losses["make_loss"] == pytest.approx(losses["hf"], rel=1e-5)
     assert 9.0 < losses["hf"] < 11.5  # about ln(32000) = 10.4 for random weights: a real loss, not a constant
@@ -259,25 +278,18 @@ def test_the_installed_chunked_loss_computes_the_materialized_loss(method: str) 
 
 def test_trl_s_fused_head_computes_the_materialized_loss() -> None:
     """TRL's add_fused_lm_head (ChunkedLogProbFunction, its torch tiles on the CPU), installed before peft as
-    measure_stacks.py installs it: the same loss as Hugging Face's on the same weights (where trl is installed)."""
-    pytest.importorskip("trl")
-    import torch
-
-    from app.check.random_init import init_weights, materialize
-    from app.check.trace import _build, hf_config, loss_kwargs
+    measure_stacks.py installs it: the same loss as Hugging Face's on the same weights (trl is in the test extra)."""
+    from app.check.trace import hf_config
 
     warnings.simplefilter("ignore")
     req = _request(method="lora", seq_len=64, activation_checkpointing="none")
     cfg = hf_config(req)
-    ids = torch.randint(0, 32000, (1, 64), generator=torch.Generator().manual_seed(0))
+    ids = _ids()
     losses = {}
+    info: dict[str, Any] = {}
     for loss in ("hf", "trl"):
-        st = {"loss": loss, "liger_kernels": False, "offload": "none", "optimizer": "adamw", "alloc_conf": None}
-        info: dict[str, Any] = {}
-        model = _build(req, cfg, st, info)
-        materialize(model, "cpu")
-        init_weights(model, "cpu")
-        losses[loss] = float(model.float()(input_ids=ids, labels=ids, **loss_kwargs(st)).loss.detach())
+        info = {}
+        losses[loss] = _installed_loss(req, cfg, _stack(loss), info, ids)
     assert info["trl"]["version"]
     assert losses["trl"] == pytest.approx(losses["hf"], rel=1e-5)
 

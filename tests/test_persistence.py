@@ -33,17 +33,12 @@ from app.models import (
 from app.repositories.catalog import apply_override, get_entry, seed_catalog
 from app.repositories.saved import create_item, list_items
 from tests.api.fake_catalog import Server, fake_catalog
-from tests.conftest import fresh_postgres_database
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'capplan.db'}"
-        return
-    with fresh_postgres_database(request.getfixturevalue("postgres_server_url")) as url:
-        yield url
+@pytest.fixture
+def db_url(blank_database_url: str) -> str:
+    """An empty database: a SQLite file, or a fresh PostgreSQL database (tests/conftest.py)."""
+    return blank_database_url
 
 
 @pytest.fixture

@@ -109,21 +109,27 @@ def _commands(request_path: Path, out_path: Path, dry: bool, case_id: str) -> li
                                 "--json", str(raw)])]
 
 
-def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
-    """Each case through ``python -m app.check`` in its own process; one JSONL line each. The ids that ran."""
-    cal = calibration_cases()
+def _env() -> dict[str, str]:
+    """The environment of each case's process: this checkout first on the path, the estimator as plain Python."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env.setdefault("CAPPLAN_NATIVE", "0")
-    ran = []
-    with tempfile.TemporaryDirectory() as tmp, (out / "check_run.jsonl").open("a") as sink:
-        for i, (klass, cid) in enumerate(CASES, 1):
-            case = cal[cid]
-            request = dry_request(case["request"]) if dry else case["request"]
+    return env
+
+
+def _run_each(out: Path, sink_name: str, cases: list[tuple[str, str, dict[str, Any]]], dry: bool, timeout: float,
+              width: tuple[int, int], keep_request: bool = False) -> list[str]:
+    """Each ``(class, case id, request)`` through :func:`_commands` (``python -m app.check``) in its own process;
+    one JSON line per command in ``out / sink_name`` (with the request when ``keep_request``). The ids that ran."""
+    env = _env()
+    ran: list[str] = []
+    kw, cw = width
+    with tempfile.TemporaryDirectory() as tmp, (out / sink_name).open("a") as sink:
+        for i, (klass, cid, request) in enumerate(cases, 1):
             req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
             req_path.write_text(json.dumps(request))
             for mode, cmd in _commands(req_path, rec_path, dry, cid):
-                print(f"[{i}/{len(CASES)}] {mode} {klass} {cid} ...", flush=True)
+                print(f"[{i}/{len(cases)}] {mode} {klass} {cid} ...", flush=True)
                 t0 = time.perf_counter()
                 try:
                     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -133,6 +139,7 @@ def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
                 raw_path = rec_path.with_suffix(".raw.json")
                 line = {"class": klass, "case_id": cid, "dry_run": dry, "mode": mode, "command": " ".join(cmd[1:]),
                         "rc": rc, "wall_s": round(time.perf_counter() - t0, 1),
+                        **({"request": request} if keep_request else {}),
                         "record": (json.loads(rec_path.read_text()) if mode != "cpu-run" and rec_path.exists()
                                    else None),
                         "raw": json.loads(raw_path.read_text()) if mode == "cpu-run" and raw_path.exists() else None,
@@ -141,11 +148,38 @@ def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
                 raw_path.unlink(missing_ok=True)
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
-                print(f"{klass:16s} {cid:45s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
+                print(f"{klass:{kw}s} {cid:{cw}s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
                 print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
                 if rc == 0 and cid not in ran:
                     ran.append(cid)
     return ran
+
+
+def run_cases(out: Path, dry: bool, timeout: float) -> list[str]:
+    """Each case through ``python -m app.check`` in its own process; one JSONL line each. The ids that ran."""
+    cal = calibration_cases()
+    cases = [(klass, cid, dry_request(cal[cid]["request"]) if dry else cal[cid]["request"]) for klass, cid in CASES]
+    return _run_each(out, "check_run.jsonl", cases, dry, timeout, (16, 45))
+
+
+def _ok_figures(paths: list[Path], only_memory: Any) -> dict[str, dict[str, Any]]:
+    """Case id -> ``measured_figures`` of each ok line of the calibration scripts' ``results.jsonl`` files."""
+    from app.check.record import measured_figures
+
+    out: dict[str, dict[str, Any]] = {}
+    for res in paths:
+        if not res.exists():
+            continue
+        for line in res.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r.get("status") == "ok":
+                    out[r["id"]] = measured_figures(r["measured"], memory_only=only_memory(r["id"]))
+    return out
+
+
+def _shown(fig: str, vals: list[Any]) -> list[str]:
+    return [("-" if v is None else f"{v / 2**30:.3f} GiB" if fig.endswith("bytes") else f"{v:.4g}") for v in vals]
 
 
 def baseline(out: Path, ids: list[str], dry: bool, deadline: float) -> None:
@@ -171,15 +205,7 @@ def compare(folder: Path) -> None:
     from app.check.record import measured_figures
 
     cal = calibration_cases()
-    base = {}
-    for res in (folder / "measure" / "results.jsonl", folder / "measure_tp" / "results.jsonl"):
-        if not res.exists():
-            continue
-        for line in res.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r.get("status") == "ok":
-                    base[r["id"]] = measured_figures(r["measured"], memory_only=memory_only(r["id"]))
+    base = _ok_figures([folder / "measure" / "results.jsonl", folder / "measure_tp" / "results.jsonl"], memory_only)
     print(f"{'case':45s} {'figure':22s} {'check --run':>14s} {'calibration here':>16s} {'H200 calibration':>17s}")
     for line in (folder / "check_run.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -195,8 +221,7 @@ def compare(folder: Path) -> None:
             vals = [got.get(fig), base.get(row["case_id"], {}).get(fig), committed.get(fig)]
             if all(v is None for v in vals):
                 continue
-            shown = [("-" if v is None else f"{v / 2**30:.3f} GiB" if fig.endswith("bytes") else f"{v:.4g}")
-                     for v in vals]
+            shown = _shown(fig, vals)
             print(f"{row['case_id']:45s} {fig:22s} {shown[0]:>14s} {shown[1]:>16s} {shown[2]:>17s}")
 
 
@@ -281,43 +306,13 @@ def run_mechanism_cases(out: Path, dry: bool, timeout: float, only: list[str] | 
     the CPU, :func:`_commands`) in its own process; one line each in ``check_run_mechanisms.jsonl``. The ids that
     ran."""
     measured = stack_cases_measured()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-    env.setdefault("CAPPLAN_NATIVE", "0")
-    ran = []
-    with tempfile.TemporaryDirectory() as tmp, (out / "check_run_mechanisms.jsonl").open("a") as sink:
-        for i, (klass, cid) in enumerate(MECHANISM_CASES, 1):
-            if only and cid not in only:
-                continue
-            request = mechanism_request(measured[cid]["case"])
-            if dry:
-                request = dry_request(request)
-            req_path, rec_path = Path(tmp) / f"{cid}.request.json", Path(tmp) / f"{cid}.record.json"
-            req_path.write_text(json.dumps(request))
-            for mode, cmd in _commands(req_path, rec_path, dry, cid):
-                print(f"[{i}/{len(MECHANISM_CASES)}] {mode} {klass} {cid} ...", flush=True)
-                t0 = time.perf_counter()
-                try:
-                    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-                    rc, stdout, stderr = p.returncode, p.stdout, p.stderr
-                except subprocess.TimeoutExpired as exc:
-                    rc, stdout, stderr = 124, str(exc.stdout or ""), str(exc.stderr or "")
-                raw_path = rec_path.with_suffix(".raw.json")
-                line = {"class": klass, "case_id": cid, "dry_run": dry, "mode": mode, "command": " ".join(cmd[1:]),
-                        "rc": rc, "wall_s": round(time.perf_counter() - t0, 1), "request": request,
-                        "record": (json.loads(rec_path.read_text()) if mode != "cpu-run" and rec_path.exists()
-                                   else None),
-                        "raw": json.loads(raw_path.read_text()) if mode == "cpu-run" and raw_path.exists() else None,
-                        "stdout_tail": _tail(stdout), "stderr_tail": _tail(stderr)}
-                rec_path.unlink(missing_ok=True)
-                raw_path.unlink(missing_ok=True)
-                sink.write(json.dumps(line) + "\n")
-                sink.flush()
-                print(f"{klass:26s} {cid:56s} {mode:7s} rc={rc} {line['wall_s']:6.1f}s", flush=True)
-                print(stdout.strip()[-1500:] or stderr.strip()[-800:], flush=True)
-                if rc == 0 and cid not in ran:
-                    ran.append(cid)
-    return ran
+    cases = []
+    for klass, cid in MECHANISM_CASES:
+        if only and cid not in only:
+            continue
+        request = mechanism_request(measured[cid]["case"])
+        cases.append((klass, cid, dry_request(request) if dry else request))
+    return _run_each(out, "check_run_mechanisms.jsonl", cases, dry, timeout, (26, 56), keep_request=True)
 
 
 def mechanism_baseline(out: Path, ids: list[str], dry: bool, deadline: float) -> None:
@@ -339,14 +334,7 @@ def compare_mechanisms(folder: Path) -> None:
     from app.check.record import measured_figures
 
     committed = stack_cases_measured()
-    base = {}
-    res = folder / "measure_stacks" / "results.jsonl"
-    if res.exists():
-        for line in res.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r.get("status") == "ok":
-                    base[r["id"]] = measured_figures(r["measured"], memory_only=False)
+    base = _ok_figures([folder / "measure_stacks" / "results.jsonl"], lambda _cid: False)
     print(f"{'case':56s} {'figure':22s} {'check --run':>14s} {'measure_stacks':>16s} {'H100 committed':>16s} "
           f"{'run/base':>9s}")
     for line in (folder / "check_run_mechanisms.jsonl").read_text().splitlines():
@@ -363,8 +351,7 @@ def compare_mechanisms(folder: Path) -> None:
             vals = [got.get(fig), base.get(row["case_id"], {}).get(fig), ref.get(fig)]
             if all(v is None for v in vals):
                 continue
-            shown = [("-" if v is None else f"{v / 2**30:.3f} GiB" if fig.endswith("bytes") else f"{v:.4g}")
-                     for v in vals]
+            shown = _shown(fig, vals)
             ratio = f"{vals[0] / vals[1]:.4f}" if vals[0] and vals[1] else "-"
             print(f"{row['case_id']:56s} {fig:22s} {shown[0]:>14s} {shown[1]:>16s} {shown[2]:>16s} {ratio:>9s}")
 # ========================================================================== end of issue 29's mechanism classes

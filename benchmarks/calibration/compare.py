@@ -49,7 +49,7 @@ def provenance(path: Path = CALIBRATION_FILE) -> dict[str, Any]:
     return data
 
 
-def _klass(req: EstimateRequest) -> str:
+def memory_class(req: EstimateRequest) -> str:
     """The error-bar class of a measured case (``estimator.training.accuracy``): tensor parallelism (alone or under
     FSDP2) first, then sharded, LoRA/QLoRA, full."""
     if req.parallelism.tp > 1:
@@ -65,7 +65,7 @@ def memory_row(case: dict[str, Any]) -> MemoryRow:
     measured = case["measured"]
     oom = bool(measured.get("oom"))
     peak = None if oom else int(measured["peak_allocated_bytes"])
-    return MemoryRow(case["id"], _klass(req), oom, peak, est.peak_allocated_bytes, est.total_bytes,
+    return MemoryRow(case["id"], memory_class(req), oom, peak, est.peak_allocated_bytes, est.total_bytes,
                      est.capacity_bytes, est.fits, family(case))
 
 

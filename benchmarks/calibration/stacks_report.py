@@ -94,17 +94,11 @@ def mechanism_bars(every: list[dict[str, Any]], floor: float, err: str = "error_
     return out
 
 
-def _h100_class(case: dict[str, Any]) -> str:
-    """The memory class (docs/accuracy.md's bars) of a case's request, as the H200 calibration classes its own."""
-    req = case["request"]
-    sharded = bool(case.get("world_size_fake")) and req.get("parallelism", {}).get("sharding") not in (None, "none")
-    return "sharded" if sharded else ("lora" if req["training"]["method"] != "full" else "full")
-
-
 def _class_table(every: list[dict[str, Any]]) -> list[str]:
     """Allocated peak by memory class: the H200 calibration (accuracy_report.all_rows) beside this section's H100
     cases (every mechanism included; a paged optimizer's managed states left out as the counter leaves them)."""
     from benchmarks.calibration.accuracy_report import all_rows
+    from benchmarks.calibration.compare import memory_class
 
     h200: dict[str, list[float]] = {}
     for r in all_rows():
@@ -113,8 +107,9 @@ def _class_table(every: list[dict[str, Any]]) -> list[str]:
     cases = {c["id"]: c for c in load_measured(issues=(29, 33))}
     h100: dict[str, list[float]] = {}
     for r in every:
-        if r.get("error_pct") is not None:
-            h100.setdefault(_h100_class(cases[r["id"]]), []).append(abs(r["error_pct"]))
+        body = request_for(cases[r["id"]])
+        if r.get("error_pct") is not None and body is not None:  # the H200 calibration's class rule
+            h100.setdefault(memory_class(EstimateRequest.model_validate(body)), []).append(abs(r["error_pct"]))
 
     def cells(errs: list[float] | None) -> str:
         if not errs:

@@ -17,7 +17,6 @@ import os
 import platform
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.check.record import versions  # noqa: E402
-from app.check.trace import TraceUnsupported, trace  # noqa: E402
 from app.core.startup import load_source_catalog  # noqa: E402
 from benchmarks.calibration.stacks_compare import load_measured, request_for  # noqa: E402
+from benchmarks.check.trace_vs_calibration import quiet_trace  # noqa: E402
 from estimator import EstimateRequest, estimate  # noqa: E402
 
 #: microsoft/Phi-3-mini-4k-instruct config.json (the fields the builder reads)
@@ -76,15 +75,11 @@ def main() -> None:
     for cid, body, measured, where in cases():
         request = EstimateRequest.model_validate(body)
         result = estimate(request, catalog)
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                t = trace(request, result)
-            except TraceUnsupported as exc:
-                rows.append({"id": cid, "refused": str(exc)})
-                continue
-        row: dict[str, Any] = {"id": cid, "seconds": round(time.perf_counter() - t0, 1),
+        t = quiet_trace(request, result)
+        if isinstance(t, str):
+            rows.append({"id": cid, "refused": t})
+            continue
+        row: dict[str, Any] = {"id": cid, "seconds": round(t.seconds, 1),
                                "traced_bytes": t.peak_allocated_bytes,
                                "estimated_bytes": result.memory.peak_allocated_bytes,
                                "estimate_vs_trace_pct": round(100 * (result.memory.peak_allocated_bytes

@@ -16,12 +16,13 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.check.record import versions  # noqa: E402
-from app.check.trace import TraceUnsupported, trace  # noqa: E402
+from app.check.trace import TraceResult, TraceUnsupported, trace  # noqa: E402
 from app.core.startup import load_source_catalog  # noqa: E402
 from estimator import EstimateRequest, estimate  # noqa: E402
 
@@ -38,6 +39,17 @@ CASES = [
 ]
 
 
+def quiet_trace(request: EstimateRequest, result: Any) -> TraceResult | str:
+    """``capplan check --trace`` of ``request`` with transformers' and peft's warnings silenced, or why the trace
+    refuses it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return trace(request, result)
+        except TraceUnsupported as exc:
+            return str(exc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "check" / "trace_vs_calibration.json")
@@ -51,13 +63,10 @@ def main() -> None:
         case = by_id[cid]
         request = EstimateRequest.model_validate(case["request"])
         result = estimate(request, catalog)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                t = trace(request, result)
-            except TraceUnsupported as exc:
-                rows.append({"id": cid, "refused": str(exc)})
-                continue
+        t = quiet_trace(request, result)
+        if isinstance(t, str):
+            rows.append({"id": cid, "refused": t})
+            continue
         measured = case["measured"]["peak_allocated_bytes"]
         row = {"id": cid, "traced_bytes": t.peak_allocated_bytes, "measured_bytes": measured,
                "estimated_bytes": result.memory.peak_allocated_bytes,

@@ -532,7 +532,7 @@ def _rates_key(job: Job, shape: ModelShape, layout: Layout) -> tuple[object, ...
     t = rv.training
     return (shape, layout.tp, layout.cp, layout.sequence_parallel, layout.sharding, t.method, t.lora_targets,
             t.lora_rank, t.lora_dropout, t.precision, t.attention, t.activation_checkpointing, t.seq_len,
-            rv.parallelism.framework, t.fused_kernels, t.loss_kernel, t.stack, t.activation_offloading)
+            rv.parallelism.framework, t.fused_kernels, t.loss_kernel)
 
 
 _RATES: Final[BoundedMemo[tuple[object, ...], ActivationRates]] = BoundedMemo(8192)

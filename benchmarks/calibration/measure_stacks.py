@@ -262,13 +262,11 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
         inner = model.get_base_model() if method == "lora" else model
         for layer in inner.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mpp)
-        if st["loss"] in ("torchtune", "cce"):
-            # The loss calls the decoder stack and the LM head outside the causal-LM module's forward (torchtune's
-            # recipes shard the output projection as its own unit too): each its own FSDP2 unit, so their
-            # parameters are all-gathered around those calls.
-            fully_shard(inner.model, mesh=mesh, mp_policy=mpp)
-            fully_shard(inner.get_output_embeddings(), mesh=mesh, mp_policy=mpp)
-            res["fsdp_extra_units"] = ["model.model", "lm_head"]
+        units = stacks.loss_fsdp_units(st["loss"], model)  # what the loss calls outside the causal LM's forward
+        for _name, unit in units:
+            fully_shard(unit, mesh=mesh, mp_policy=mpp)
+        if units:
+            res["fsdp_extra_units"] = [name for name, _unit in units]
         fully_shard(model, mesh=mesh, mp_policy=mpp)
         model.to_empty(device=dev)
         res["fsdp"] = {"world_size": W, "mp_param_dtype": "bfloat16", "mp_reduce_dtype": "float32",
@@ -292,18 +290,7 @@ def run_case(case: dict[str, Any], res: dict[str, Any], dry: bool) -> None:
     x = torch.randint(0, req["model"]["vocab_size"], (mbs, seq), generator=g).to(dev)
     loss_fn = make_loss(case, model, x, res)
 
-    if st["offload"] == "trl":
-        from trl.models.activation_offloading import get_act_offloading_ctx_manager
-
-        if dry:  # OffloadActivations asks torch.accelerator for the device: none on the CPU
-            off_ctx: Any = contextlib.nullcontext()
-        else:
-            off_ctx = get_act_offloading_ctx_manager(model)
-        res["offload_impl"] = ("trl.models.activation_offloading.get_act_offloading_ctx_manager(model) "
-                               "(use_pin_memory, use_streams, min_offload_size=1024, max_fwd_stash_size=5), entered "
-                               "around forward and backward as SFTTrainer.training_step does")
-    else:
-        off_ctx = contextlib.nullcontext()
+    off_ctx: Any = stacks.offload_context(model, res, dry) if st["offload"] == "trl" else contextlib.nullcontext()
 
     def fwd():
         if use_autocast:

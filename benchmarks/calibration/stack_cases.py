@@ -103,8 +103,10 @@ _DEFAULT_STACK = {"loss": "hf", "liger_kernels": False, "offload": "none", "opti
 
 
 def sc(model: str, *, issue: int, call: int, holdout: str = "fit", loss: str = "hf", liger: bool = False,
-       offload: str = "none", opt: str = "adamw", alloc_conf: str | None = None, **kw: Any) -> dict[str, Any]:
-    """A ``cases.make_case`` case on one H100 with a ``stack`` block and the hold-out label."""
+       offload: str = "none", opt: str = "adamw", alloc_conf: str | None = None, tag: str = "",
+       **kw: Any) -> dict[str, Any]:
+    """A ``cases.make_case`` case on one H100 with a ``stack`` block and the hold-out label (``tag``: a suffix
+    that tells a repeat of a case apart, e.g. more timed steps)."""
     case = C.make_case(model, call=call, **kw)
     req = case["request"]
     req["hardware"]["gpu"] = GPU_H100
@@ -121,6 +123,8 @@ def sc(model: str, *, issue: int, call: int, holdout: str = "fit", loss: str = "
         tags.append(opt)
     if alloc_conf:
         tags.append("expseg")
+    if tag:
+        tags.append(tag)
     case["id"] = "h100-" + case["id"] + ("-" + "-".join(tags) if tags else "")
     if opt in ("adamw-8bit",):
         req["training"]["optimizer"] = opt
@@ -263,6 +267,28 @@ def _call_c() -> list[dict[str, Any]]:
     return out
 
 
+def _call_d() -> list[dict[str, Any]]:
+    """Issue 29, fourth session: the two step-time misses, each with new held-out cases. Muon under FSDP2 (fake
+    process group): the W = 8 Llama 3.1 8B case again with three timed steps (its first measurement timed one step
+    of three, which moved 1.72 -> 1.28 s between steps 2 and 3), two new families and W = 4, all held out from the
+    constants, which come from the kernel micro-benchmarks (``measure_optimizer_kernels.py``). bitsandbytes' 8-bit
+    AdamW on three more models, LoRA among them (many small tensors: its per-tensor host path)."""
+    s = sc
+    i = {"issue": 29, "call": 8}
+    ho = {"holdout": "held_out"}
+    f8 = {"ckpt": "full", "seq": 4096, "world": 8, "steps": 6, "timed_steps": 3}
+    return [
+        s("llama-3.1-8b", **f8, opt="muon", tag="t3", **i),
+        s("llama-3.2-3b", **f8, opt="muon", **i, **ho),
+        s("mistral-7b-v0.3", **f8, opt="muon", **i, **ho),
+        s("llama-3.1-8b", **dict(f8, world=4), opt="muon", **i, **ho),
+        s("qwen2.5-1.5b", ckpt="full", seq=2048, opt="adamw-8bit", **i, **ho),
+        s("llama-3.2-3b", ckpt="full", seq=2048, opt="adamw-8bit", **i, **ho),
+        s("mistral-7b-v0.3", method="lora", ckpt="full", seq=4096, opt="adamw-8bit", **i, **ho),
+        s("llama-3.2-3b", ckpt="full", seq=2048, opt="paged-adamw-8bit", **i, **ho),
+    ]
+
+
 #: Cases repeated when the device is an H200 (issue 33: "H100 and H200 where both are lent"): one or more of each
 #: class of issue 33 and of issue 29's mechanisms; ``measure_stacks.py --relabel-device`` renames them ``h200-...``.
 H200_REPEATS = [
@@ -306,7 +332,7 @@ def _ordered() -> list[dict[str, Any]]:
     every = {c["id"]: c for c in _call_a() + _call_b()}
     first = [dict(every[i], call=1) for i in FIRST]
     rest = [dict(c, call=2) for i, c in every.items() if i not in FIRST]
-    return first + rest + _call_c()
+    return first + rest + _call_c() + _call_d()
 
 
 STACK_CASES: list[dict[str, Any]] = _ordered()

@@ -80,9 +80,9 @@ def test_the_estimate_is_within_tolerance_of_the_fsdp2_trace(cid: str) -> None:
 
 
 def test_muons_gather_under_fsdp2_stays_below_the_peak() -> None:
-    """Newton-Schulz on an FSDP2-sharded matrix gathers it (DTensor's ``X @ X.mT``): the traced optimizer step
-    holds at most a few full matrices beyond the sharded states, far below the step's peak; the estimate adds no
-    memory for it (estimator.training.mechanisms.muon_gather_bytes prices it as traffic only)."""
+    """Newton-Schulz on an FSDP2-sharded matrix gathers operands (DTensor's redistributions of ``X @ X.mT`` and
+    ``A @ A``): the traced optimizer step holds at most a few full matrices beyond the sharded states, far below the
+    step's peak; the estimate adds no memory for it."""
     muon = FSDP["l1b-full-mixed-s2048-ck-muon-fsdp8"]
     adamw = FSDP["l1b-full-mixed-s4096-ck-materialized-fsdp8"]
     stages = muon["traced_stage_peak_bytes"]
@@ -106,10 +106,11 @@ def test_the_script_describes_the_cases_it_wrote() -> None:
 
 
 @pytest.mark.parametrize("cid", sorted(c for c in FSDP if FSDP[c]["optimizer"] == "muon"))
-def test_muons_newton_schulz_runs_on_whole_matrices_on_every_rank(cid: str) -> None:
-    """Under FSDP2 each rank runs Newton-Schulz on every whole matrix (not on its 1/8 shard), as
-    ``estimator.training.timing.muon_time`` prices it: the traced optimizer step's matrix products add up to
-    ``muon_newton_schulz_flops`` of each decoder matrix, whole, times the layers."""
+def test_the_trace_sees_muons_newton_schulz_as_dtensor_operators_on_whole_matrices(cid: str) -> None:
+    """The trace's dispatch mode runs above DTensor, so under FSDP2 it sees Muon's Newton-Schulz operators with the
+    matrices' global shapes: their FLOPs add up to ``muon_newton_schulz_flops`` of each whole decoder matrix times
+    the layers, and ``muon_dtensor_ops`` counts those operators. What each rank runs locally, below DTensor's
+    sharding propagation, is ``muon_newton_schulz_local_flops`` (tests/test_muon_dtensor.py)."""
     from estimator.training.mechanisms import muon_newton_schulz_flops
 
     case = FSDP[cid]

@@ -536,7 +536,7 @@ RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step ti
 | `fused_ratio` (Megatron fused elementwise bytes / eager) | 0.50 | 56 published Megatron rows (was 0.25) |
 | `lora_fused_ratio` (Megatron LoRA adapter bytes / PEFT) | 0 | NeMo 24.07's 3 LoRA rows |
 | `eager_bytes_scale` (eager attention's score kernels / their bytes) | 1.58 | 4 eager steps, device call 4 |
-| `adam8bit_fp32_bytes`, `adam8bit_tensor_s` (AdamW8bit) | 115 B/param, 110 us/tensor | 4 8-bit AdamW steps, call 4 |
+| `adam8bit_elem_s`, `adam8bit_tensor_s` (AdamW8bit) | 28.3 ps/element (CUDA cores), 45 us/tensor | H100 kernel profile (`optimizer_kernels.py`; was 115 B/param at the HBM rate, 110 us/tensor, fitted on 4 H200 steps) |
 | `cpu_qlora_linear_s` (Python path of one 4-bit linear's forward) | 0.97 ms | 9 QLoRA steps, device call 4 |
 | `attn_wide_fwd/bwd_ratio` (per head-dim doubling above 128) | 0.40, 0.32 | measured: Gemma 2 / Llama SDPA kernels |
 

@@ -15,8 +15,9 @@ request's two mechanisms with the functions ``benchmarks/calibration/measure_sta
   instance, so FSDP2's root hooks (the tied embedding / LM head all-gather) still run around it;
 - Muon (``optimizer: "muon"``; ``torch.optim.Muon`` on the 2-D decoder matrices, ``torch.optim.AdamW`` on the
   embedding / LM head and the norms, ``stacks.make_optimizer("muon")``). Under FSDP2 its parameters are DTensors
-  sharded on dim 0; Newton-Schulz's ``X @ X.mT`` on them makes DTensor gather the matrix (the trace counts what it
-  allocates).
+  sharded on dim 0; Newton-Schulz's products on them make DTensor redistribute operands (the trace counts what it
+  allocates; its dispatch mode runs above DTensor, so it sees the operators with the global shapes:
+  ``benchmarks/check/muon_dtensor.py`` records the GEMMs each rank runs below them).
 
 First three single-GPU cases the H100 measured (``tests/data/stacks_h100_raw``: Llama 3.2 1B full with the torchtune
 loss and with Muon, Qwen2.5 1.5B LoRA with the torchtune loss, all their layers) are traced on one rank, to show the
@@ -91,8 +92,8 @@ def h100_peak(case_id: str) -> int | None:
 def stage_counter(T: Any, seen: dict[str, int], gemms: dict[str, int]) -> type:
     """``capplan check --trace``'s counter, also keeping the highest live bytes of each stage (forward, backward,
     optimizer): the optimizer step's own peak is where Muon's gathered matrices would show; and the shapes of the
-    optimizer step's matrix products (``aten.mm`` / ``aten.addmm``, "rows x inner x cols": Newton-Schulz's GEMMs on
-    the whole matrix or on this rank's shard)."""
+    optimizer step's matrix products (``aten.mm`` / ``aten.addmm``, "rows x inner x cols", as DTensor-level operators:
+    the global shapes; what each rank runs locally is ``mechanisms.muon_newton_schulz_local_flops``)."""
 
     class StageCounter(T.LiveCounter):  # type: ignore[misc,name-defined]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

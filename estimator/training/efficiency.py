@@ -156,12 +156,26 @@ class Constants:
     adam_tensor_fused_s: float = 4.0e-6
     adam_tensor_foreach_s: float = 13.0e-6
     adam_tensor_forloop_s: float = 93.0e-6
-    # bitsandbytes AdamW8bit (0.50.2, block-wise, not paged): copy-equivalent bytes per parameter of its update
-    # kernel (fp32 / bf16 parameters) and the serial cost per parameter tensor of its Python loop, which
-    # synchronises the device after every tensor (``timing._optimizer_cost``). Set in device call 5.
-    adam8bit_fp32_bytes: float = 115.0
-    adam8bit_bf16_bytes: float = 109.0
-    adam8bit_tensor_s: float = 110.0e-6
+    # bitsandbytes AdamW8bit / PagedAdamW8bit (0.50.2, block-wise). The update kernel
+    # (``kOptimizerStatic8bit2StateBlockwise``, csrc/kernels.cu) is bound by the CUDA cores, not by HBM: it quantises
+    # each new state against the 256-entry dynamic code book per element, so it runs about 5x longer than its 16
+    # bytes per parameter would take, takes the same time with bf16 as with fp32 parameters, and runs as fast on the
+    # H100 as on the H200 (one GH100 die, the same clocks; the HBM bandwidth differs by 1.43x). Seconds per element on
+    # a GH100 (67 fp32 TFLOP/s, catalog), the kernel's CUDA time under torch.profiler on the H100
+    # (benchmarks/calibration/optimizer_kernels.py over tests/data/optimizer_kernels_h100: 27.9-28.6 ps on Llama 3.2
+    # 1B's tensors in fp32 and bf16, 100 x 8.4M and 4 x 268M elements); other GPUs scale by their catalog fp32
+    # (CUDA-core) TFLOP/s (``Rates.cuda_core_scale``). Each tensor then costs its Python path, launch and the
+    # ``torch.cuda.synchronize()`` bitsandbytes runs after it (``Optimizer8bit.step``: ``sync_gpu(p)``): 45 us on the
+    # H100's host for AdamW8bit, 28 us more for PagedAdamW8bit (``prefetch_state``: a ``cudaMemPrefetchAsync`` per
+    # paged state before each update). The H200 calibration's host took longer: see docs/accuracy-time.md.
+    adam8bit_elem_s: float = 28.3e-12
+    adam8bit_tensor_s: float = 45.0e-6
+    paged_tensor_s: float = 28.0e-6
+    # torch.optim.Muon on FSDP2 shards: each Newton-Schulz operator is a DTensor operator, which the host dispatches
+    # (sharding propagation, redistribution, the local call) in about 127 us on the H100's host (median of one
+    # decoder layer's step, 200 operators, 3 models x W = 4, 8: benchmarks/calibration/optimizer_kernels.py), while
+    # the local GEMMs take a fraction of that: the step is host-bound (``timing.muon_time``).
+    dtensor_op_s: float = 127.0e-6
     # torchao 0.18 AdamW8bit / AdamW4bit: ``_AdamBase.step`` calls ``torch.compile(single_param_adam,
     # fullgraph=True, dynamic=False)`` once per parameter from Python (torchao/optim/adam.py @ v0.18.0), so each
     # tensor pays the compiled function's guard evaluation and its generated kernels' launches (4-bit: the qmap
@@ -267,6 +281,7 @@ H200_FIT: Final = Constants()
 H200_PEAK_BF16: Final = 989.5e12
 H200_HBM: Final = 4800e9
 H200_SM_COUNT: Final = 132  # hardware_catalog h200-sxm-141gb sm_count (the H100 SXM5's too: the same GH100 die)
+GH100_FP32_TFLOPS: Final = 67.0  # hardware_catalog h200-sxm-141gb / h100-sxm5-80gb fp32_tflops (CUDA cores)
 
 # Maximum achievable bf16 matmul FLOP/s as a fraction of the datasheet dense peak, per GPU. GPUs do not reach
 # the same fraction of their own peak: the fitted GEMM efficiency is the H200's and carries to another GPU
@@ -313,6 +328,7 @@ class Rates:
     fa2_ratio: float = 1.0  # FlashAttention-2 (flash-attn) speed relative to the native kernel on this GPU
     intensity_scale: float = 1.0  # this GPU's FLOP per HBM byte over the H200's (GEMM saturation sizes)
     elem_bytes: float = 0.0  # the layer elementwise kernels' copy-equivalent bytes/s (0: ``hbm_bytes``)
+    cuda_core_scale: float = 1.0  # a CUDA-core-bound kernel's time here over a GH100's (its fp32 TFLOP/s over this)
 
     def gemm_time(self, m: float, k: float, n: float, fp8: bool = False) -> float:
         """Roofline GEMM time in seconds (formula in the module docstring)."""
@@ -384,7 +400,8 @@ def _rates_for(gpu: GpuSpec, precision: str, k: Constants) -> Rates:
     gemm_eff = k.gemm_eff * gemm_fraction_scale(gpu)
     return Rates(gemm_flops=peak * gemm_eff, fp8_flops=fp8 * gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
                  peak_bf16=float(gpu.bf16_tflops_dense) * 1e12 if precision != "fp32" else peak, k=k,
-                 fa2_ratio=fa2, intensity_scale=intensity, elem_bytes=_elem_bytes(gpu, hbm, k))
+                 fa2_ratio=fa2, intensity_scale=intensity, elem_bytes=_elem_bytes(gpu, hbm, k),
+                 cuda_core_scale=GH100_FP32_TFLOPS / float(gpu.fp32_tflops or GH100_FP32_TFLOPS))
 
 
 def _elem_bytes(gpu: GpuSpec, hbm: float, k: Constants) -> float:

@@ -63,8 +63,11 @@ __all__ = [
     "liger_swiglu_saving",
     "loss_bytes",
     "loss_transient_fp32_bytes",
+    "muon_dtensor_ops",
     "muon_gather_bytes",
     "muon_newton_schulz_flops",
+    "muon_newton_schulz_local_flops",
+    "muon_split_long_side",
     "offload_hook_pinned_bytes",
     "offload_split",
     "offload_transfer_seconds",
@@ -316,6 +319,48 @@ def muon_newton_schulz_flops(rows: int, cols: int, steps: int = NS_STEPS) -> flo
     long one, each step is ``X X^T`` (2 m^2 n), ``A @ A`` (2 m^3) and ``B @ X`` (2 m^2 n)."""
     m, n = min(rows, cols), max(rows, cols)
     return steps * (4.0 * m * m * n + 2.0 * m ** 3)
+
+
+#: Below this many elements (``m x n``) DTensor's cost-based sharding propagation keeps every Newton-Schulz product
+#: of a wide or square ``Shard(0)`` matrix split over its rows (gathering the other operand); from it on it splits
+#: the long side and runs ``A @ A`` whole (:func:`muon_newton_schulz_local_flops`). A tall matrix is transposed first,
+#: so its shard already lies along the long side, which stays split at any size. Bracketed by probing torch 2.13 on
+#: the CPU at W = 4 and 8 (benchmarks/check/muon_dtensor.py): rows split up to 393,216 elements (256 x 1536), long
+#: side split from 524,288 (256 x 2048, 512 x 1024, 128 x 4096); 2^19, 1 MiB of bf16; tall from 256 x 128 up.
+MUON_LONG_SPLIT_MIN_ELEMENTS: Final = 1 << 19
+
+
+def muon_split_long_side(rows: int, cols: int) -> bool:
+    """Whether DTensor splits the long side of this matrix's Newton-Schulz products rather than its rows
+    (:data:`MUON_LONG_SPLIT_MIN_ELEMENTS`)."""
+    return rows > cols or rows * cols >= MUON_LONG_SPLIT_MIN_ELEMENTS
+
+
+def muon_newton_schulz_local_flops(rows: int, cols: int, shards: int, steps: int = NS_STEPS) -> float:
+    """FLOPs one rank runs for Muon's Newton-Schulz on a matrix FSDP2 shards over ``shards`` ranks (a DTensor
+    ``Shard(0)``), as DTensor's sharding propagation (torch ``distributed/tensor/_ops/_matrix_ops.py``, chosen by
+    redistribution cost) runs it. A tall matrix, or one of :data:`MUON_LONG_SPLIT_MIN_ELEMENTS` or more: the long
+    side ``n`` of ``X X^T`` (a ``Partial`` sum, all-reduced) and of ``B @ X`` split over the ranks, ``A @ A`` whole:
+    ``4 m^2 n / shards + 2 m^3`` per step. A smaller wide or square one: every product split by rows, ``1 / shards``
+    of the whole.
+    The local GEMM shapes were recorded for Llama 3.1 8B's, Llama 3.2 3B's and Qwen2.5 1.5B's matrices at W = 4 and
+    8 (torch 2.11 on the H100, tests/data/optimizer_kernels_h100; torch 2.13 on the CPU, tests/test_muon_dtensor.py).
+    Whole matrices (:func:`muon_newton_schulz_flops`) when ``shards`` is 1."""
+    if shards <= 1:
+        return muon_newton_schulz_flops(rows, cols, steps)
+    if not muon_split_long_side(rows, cols):
+        return muon_newton_schulz_flops(rows, cols, steps) / shards
+    m, n = min(rows, cols), max(rows, cols)
+    return steps * (4.0 * m * m * n / shards + 2.0 * m ** 3)
+
+
+def muon_dtensor_ops(rows: int, cols: int, steps: int = NS_STEPS) -> int:
+    """Operators ``torch.optim.Muon`` dispatches per matrix and step (torch ``optim/_muon.py``,
+    ``_single_tensor_muon`` and ``_zeropower_via_newtonschulz``): ``lerp_``, ``lerp`` (Nesterov), the bf16 copy,
+    ``norm``, ``clamp``, ``div_``, ``mul_`` (decay) and ``add_``; per Newton-Schulz step the transpose, ``mm`` and
+    two ``addmm``; a tall matrix (``rows > cols``) is transposed in and out. Counted on the H100 (200 for one Llama
+    decoder layer's seven matrices, two of them tall)."""
+    return 8 + 4 * steps + (2 if rows > cols else 0)
 
 
 def muon_gather_bytes(rows: int, cols: int, shards: int, grad_bytes: int = 4) -> int:

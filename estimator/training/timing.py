@@ -58,6 +58,8 @@ from estimator.training.mechanisms import (
     PINNED_BYTES_PER_S,
     cce_head_bytes,
     liger_flce_head_bytes,
+    muon_dtensor_ops,
+    muon_split_long_side,
     offload_transfer_seconds,
 )
 from estimator.training.optimizers import optimizer_spec
@@ -745,15 +747,15 @@ def _optimizer_cost(job: Job, k: Constants) -> tuple[float, float]:
     t, p = rv.training, rv.parallelism
     spec = optimizer_spec(t.optimizer)
     bf16 = t.precision == "bf16-true" and p.framework == "pytorch"
-    if spec.step_cost == "adam8bit":
-        return (k.adam8bit_bf16_bytes if bf16 else k.adam8bit_fp32_bytes), k.adam8bit_tensor_s
+    if spec.step_cost == "adam8bit":  # the kernel's time is per element on the CUDA cores (:func:`optimizer_time`)
+        return 0.0, k.adam8bit_tensor_s + (k.paged_tensor_s if spec.paged else 0.0)
     if spec.step_cost == "bnb32":
         # issue 29: bitsandbytes PagedAdamW32bit runs ``Optimizer2State.update_step`` -> ``F.optimizer_update_32bit``
         # (``bitsandbytes/functional.py``; the CUDA ``kOptimizer32bit2State`` kernel) one tensor at a time from the
         # same Python loop as AdamW8bit (``sync_gpu(p)`` after each); the kernel reads the gradient, the parameter
         # and the two fp32 states and writes the parameter and the states: 16 + 12 bytes per fp32 parameter, 12 + 10
         # per bf16 one (counted). The paged states are read where they are (GPU-resident, as the memory assumes).
-        return (22.0 if bf16 else 28.0), k.adam8bit_tensor_s
+        return (22.0 if bf16 else 28.0), k.adam8bit_tensor_s + k.paged_tensor_s
     if spec.step_cost == "torchao":
         # the compiled per-parameter step (Constants.torchao_adamw*_tensor_s): fused AdamW's bytes plus the
         # per-tensor cost of calling it from Python once per parameter
@@ -799,23 +801,27 @@ def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style:
     params, tensors = _optimizer_params(job, shape, layout, pl)
     per, per_tensor = _optimizer_cost(job, r.k)
     per += 6.0 if style.master_copy else 0.0
-    ns = muon_time(job, shape, layout, r) if optimizer_spec(job.training.optimizer).matrix_only else 0.0
-    return r.mem_time(params * per) + tensors * per_tensor + ns
+    spec = optimizer_spec(job.training.optimizer)
+    cores = params * r.k.adam8bit_elem_s * r.cuda_core_scale if spec.step_cost == "adam8bit" else 0.0
+    ns = muon_time(job, shape, layout, r) if spec.matrix_only else 0.0
+    return r.mem_time(params * per) + cores + tensors * per_tensor + ns
 
 
 def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
-    """Muon's Newton-Schulz (issue 29; :func:`estimator.training.mechanisms.muon_newton_schulz_flops`): five steps of
-    three bf16 GEMMs on every trainable 2-D matrix of the stage, whole. On one GPU that is what runs (H100, Llama 3.2
-    1B and Qwen2.5 1.5B: +5.6 % / +4.9 %). Under FSDP2 the matrices are DTensor shards and torch.optim.Muon's
-    ``X @ X.T`` / ``addmm`` run as DTensor operators (torch ``optim/_muon.py``, ``_zeropower_via_newtonschulz``):
-    the operands are all-gathered each iteration and each rank computes its rows of the products, so the FLOPs are
-    split over the shard group while every operator pays DTensor's dispatch on the host. Priced here as whole
-    matrices per rank, an upper bound on the compute: H100, Llama 3.1 8B full, rank 0 of FSDP2 W = 8 through the fake
-    process group, Muon added 0.63 s to the step where this prices 1.08 s (+37 % on the step without collectives).
-    The per-iteration gathers (:func:`estimator.training.mechanisms.muon_gather_bytes`) are not timed: an assumption
-    names it."""
+    """Muon's Newton-Schulz (issue 29): five steps of three bf16 GEMMs on every trainable 2-D matrix of the stage.
+
+    On one GPU each matrix is whole (H100, Llama 3.2 1B and Qwen2.5 1.5B: +5.6 % / +4.9 %). Under FSDP2 the matrices
+    are DTensor shards (``Shard(0)`` over the parameter shard group) and torch.optim.Muon's ``X @ X.T`` / ``addmm``
+    (torch ``optim/_muon.py``, ``_zeropower_via_newtonschulz``) run as DTensor operators whose sharding propagation
+    splits the two ``m x n`` products over the group and runs ``A @ A`` (``m x m x m``) whole on every rank
+    (:func:`estimator.training.mechanisms.muon_newton_schulz_local_flops`, which also says when a small matrix is
+    split by rows instead; the local GEMM shapes recorded on the H100, torch 2.11, and on the CPU, torch 2.13).
+    Each operator also costs the host DTensor's dispatch
+    (:attr:`Constants.dtensor_op_s` x :func:`estimator.training.mechanisms.muon_dtensor_ops`), which takes longer
+    than the local GEMMs at every size measured: the optimizer step is the longer of the two. The collectives the
+    redistributions issue are not timed (an assumption names them)."""
     t = job.training
-    layers = layout.layers_per_stage
+    shards = layout.param_shard
     if t.method == "full":
         mats = [(lin.out_features, lin.in_features, lin.count) for lin in
                 shape.attention_linears() + shape.mlp_linears(shape.dims.ffn_hidden_size)]
@@ -823,12 +829,28 @@ def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
         rank = t.lora_rank
         mats = [m for lin in _adapted_linears(shape, t.lora_targets)
                 for m in ((rank, lin.in_features, lin.count), (lin.out_features, rank, lin.count))]
-    total = 0.0
+    gpu = 0.0
+    ops = 0
     for rows, cols, count in mats:
-        m, n = min(rows, cols), max(rows, cols)
-        one = r.gemm_time(m, n, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, n)
-        total += NS_STEPS * one * count
-    return total * layers
+        gpu += count * _newton_schulz_time(rows, cols, shards, r)
+        ops += count * muon_dtensor_ops(rows, cols)
+    gpu *= layout.layers_per_stage
+    if shards <= 1:
+        return gpu
+    return max(gpu, ops * layout.layers_per_stage * r.k.dtensor_op_s)
+
+
+def _newton_schulz_time(rows: int, cols: int, shards: int, r: Rates) -> float:
+    """One matrix's Newton-Schulz GEMMs on this rank (:func:`muon_newton_schulz_local_flops`): ``X X^T``
+    (m x n x m), ``A A`` (m x m x m) and ``B X`` (m x m x n), whole on one GPU; under DTensor with the long side ``n``
+    split over ``shards`` and ``A A`` whole, or, for a small matrix, every product's rows (``m``) split."""
+    m, n = min(rows, cols), max(rows, cols)
+    if shards > 1 and not muon_split_long_side(rows, cols):
+        rows_local = m / shards
+        return NS_STEPS * (r.gemm_time(rows_local, n, m) + r.gemm_time(rows_local, m, m)
+                           + r.gemm_time(rows_local, m, n))
+    local = n / shards
+    return NS_STEPS * (r.gemm_time(m, local, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, local))
 
 
 def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,

@@ -35,8 +35,8 @@ _OPTIM: dict[str, tuple[str, str | None, str | None, str]] = {
     "paged_adamw": ("adamw", None, "paged-adamw", "bitsandbytes paged AdamW (32-bit states in unified memory)"),
     "adamw_torch_4bit": ("adamw-8bit", None, "adamw-4bit", "torchao 4-bit AdamW states (half of 8-bit's)"),
     "adamw_4bit": ("adamw-8bit", None, "adamw-4bit", "torchao 4-bit AdamW states (half of 8-bit's)"),
-    "muon": ("adamw", None, "muon", "Muon: one momentum buffer per 2-D matrix (AdamW for the rest), the whole "
-             "matrix gathered for Newton-Schulz under FSDP / TP"),
+    "muon": ("adamw", None, "muon", "Muon: one momentum buffer per 2-D matrix (AdamW for the rest); under FSDP2 "
+             "Newton-Schulz runs on DTensor shards, bound by the host's dispatch"),
     "adafactor": ("adafactor", None, None, ""),
     "sgd": ("sgd", None, None, ""),
     "lion_32bit": ("lion", None, None, ""),

@@ -1,0 +1,91 @@
+"""The step-time constants of bitsandbytes' 8-bit AdamW and of Muon under FSDP2, derived from the H100 kernel
+micro-benchmarks (``measure_optimizer_kernels.py``; raw rows and provenance in ``tests/data/optimizer_kernels_h100``).
+
+* ``adam8bit_elem_s``: CUDA time of the block-wise update kernel (``kOptimizerStatic8bit2StateBlockwise``) per
+  element, the median over the device-bound parameter sets (real Llama 3.2 1B shapes in fp32 and bf16, 100 x 8.4M,
+  4 x 268M elements; AdamW8bit and PagedAdamW8bit run the same kernel).
+* ``adam8bit_tensor_s``: what each parameter tensor adds beyond its kernel (the Python loop, its launch and the
+  ``torch.cuda.synchronize()`` after it), (step - kernels) / tensors, AdamW8bit on the real shapes (fp32, bf16);
+  ``paged_tensor_s``: what PagedAdamW8bit adds per tensor on the same sets (its ``prefetch_state``: a
+  ``cudaMemPrefetchAsync`` per state before each update).
+* ``dtensor_op_s``: host time of one DTensor-level operator of ``torch.optim.Muon``'s step on FSDP2 shards (fake
+  process group, W = 4 and 8): the step of one decoder layer's seven matrices is host-bound (its kernels take a
+  fraction of it), step / operators, median over 3 models x 2 world sizes.
+
+``python -m benchmarks.calibration.optimizer_kernels`` prints them; ``tests/test_optimizer_kernels.py`` keeps the
+constants in ``estimator.training.efficiency`` equal to them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "optimizer_kernels_h100" / "kernels.jsonl"
+BNB_KERNEL = "kOptimizerStatic8bit2StateBlockwise"
+BNB_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
+
+
+def rows(path: Path = DATA) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def bnb_kernel_s(r: dict[str, Any]) -> float:
+    """CUDA seconds of the block-wise update kernel in one step (the profiler's per-kernel totals)."""
+    return sum(s for name, s in r["top_kernels_s"].items() if BNB_KERNEL in name)
+
+
+def _bnb(data: list[dict[str, Any]], device_bound: bool) -> list[dict[str, Any]]:
+    sets = ("llama-3.2-1b", "mid-100", "large-4") if device_bound else ("llama-3.2-1b",)
+    return [r for r in data if r["part"] == "bnb" and r["optimizer"] in BNB_OPTIMIZERS and r["set"] in sets]
+
+
+def adam8bit_elem_s(data: list[dict[str, Any]]) -> float:
+    return statistics.median(bnb_kernel_s(r) / r["numel"] for r in _bnb(data, True))
+
+
+def _rest_per_tensor(r: dict[str, Any]) -> float:
+    return (r["step_s"] - bnb_kernel_s(r)) / r["tensors"]
+
+
+def adam8bit_tensor_s(data: list[dict[str, Any]]) -> float:
+    return statistics.median(_rest_per_tensor(r) for r in _bnb(data, False) if r["optimizer"] == "adamw-8bit")
+
+
+def paged_tensor_s(data: list[dict[str, Any]]) -> float:
+    plain = {r["dtype"]: _rest_per_tensor(r) for r in _bnb(data, False) if r["optimizer"] == "adamw-8bit"}
+    return statistics.median(_rest_per_tensor(r) - plain[r["dtype"]] for r in _bnb(data, False)
+                             if r["optimizer"] == "paged-adamw-8bit")
+
+
+def dtensor_ops(r: dict[str, Any]) -> int:
+    """DTensor-level operators of a row, without the profiler's own record-function markers."""
+    return sum(n for op, n in r["dtensor_op_counts"].items() if not op.startswith("profiler."))
+
+
+def dtensor_op_s(data: list[dict[str, Any]]) -> float:
+    steps = [r for r in data if r["part"] == "muon-step" and r["world"] > 1]
+    return statistics.median(r["step_s"] / dtensor_ops(r) for r in steps)
+
+
+def main() -> None:
+    data = rows()
+    print(f"adam8bit_elem_s   {adam8bit_elem_s(data) * 1e12:.1f} ps per element")
+    print(f"adam8bit_tensor_s {adam8bit_tensor_s(data) * 1e6:.0f} us per tensor")
+    print(f"paged_tensor_s    {paged_tensor_s(data) * 1e6:.0f} us per tensor more")
+    print(f"dtensor_op_s      {dtensor_op_s(data) * 1e6:.0f} us per DTensor operator")
+    for r in data:
+        if r["part"] == "bnb" and r["optimizer"] in BNB_OPTIMIZERS:
+            k = bnb_kernel_s(r)
+            print(f"  bnb {r['set']:13s} {r['dtype']:8s} {r['optimizer']:16s} step {r['step_s'] * 1e3:6.1f} ms"
+                  f" kernel {k * 1e3:6.1f} ms = {k / r['numel'] * 1e12:5.1f} ps/el,"
+                  f" rest {(r['step_s'] - k) / r['tensors'] * 1e6:5.0f} us/tensor")
+        if r["part"] == "muon-step":
+            print(f"  muon W={r['world']} {r['model']:13s} step {r['step_s'] * 1e3:6.1f} ms"
+                  f" ops {dtensor_ops(r)} = {r['step_s'] / dtensor_ops(r) * 1e6:5.0f} us/op")
+
+
+if __name__ == "__main__":
+    main()

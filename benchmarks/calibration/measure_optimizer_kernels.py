@@ -49,10 +49,21 @@ L1B = [(128256, 2048)] + [s for _ in range(16) for s in
                            (2048, 8192), (2048,), (2048,)]] + [(2048,)]
 
 
-def _sets(dry: bool) -> dict[str, list[tuple[int, ...]]]:
+#: Qwen2.5 1.5B's (tied embedding; q/k/v biases; 28 layers)
+Q1B5 = [(151936, 1536)] + [s for _ in range(28) for s in
+                           [(1536, 1536), (1536,), (256, 1536), (256,), (256, 1536), (256,), (1536, 1536),
+                            (8960, 1536), (8960, 1536), (1536, 8960), (1536,), (1536,)]] + [(1536,)]
+
+
+def _sets(dry: bool, only: list[str] | None = None) -> dict[str, list[tuple[int, ...]]]:
     if dry:
         return {"tiny": [(64, 64)] * 3 + [(64,)]}
-    return {"llama-3.2-1b": L1B,
+    sets = _all_sets()
+    return {k: v for k, v in sets.items() if not only or k in only}
+
+
+def _all_sets() -> dict[str, list[tuple[int, ...]]]:
+    return {"llama-3.2-1b": L1B, "qwen2.5-1.5b": Q1B5,
             "large-4": [(16384, 16384)] * 4,  # 1.07 G elements in 4 tensors: the kernel's rate
             "small-400": [(256, 256)] * 400,  # 26 M elements in 400 tensors: the per-tensor host path
             "mid-100": [(4096, 2048)] * 100}  # 839 M elements in 100 tensors
@@ -98,7 +109,7 @@ def _kernel_times(fn: Any, match: tuple[str, ...]) -> dict[str, Any]:
             "top_kernels_s": {k: round(v * 1e-6, 6) for k, v in top.items()}}
 
 
-def bnb_part(out: str, dry: bool) -> None:
+def bnb_part(out: str, dry: bool, only: list[str] | None = None) -> None:
     dev = "cpu" if dry else "cuda"
     sync = (lambda: None) if dry else torch.cuda.synchronize
     rows = []
@@ -108,7 +119,7 @@ def bnb_part(out: str, dry: bool) -> None:
 
         opts += [("adamw-8bit", lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-5)),
                  ("paged-adamw-8bit", lambda ps: bnb.optim.PagedAdamW8bit(ps, lr=1e-5))]
-    for set_name, shapes in _sets(dry).items():
+    for set_name, shapes in _sets(dry, only).items():
         for dtype in (torch.float32, torch.bfloat16):
             if set_name != "llama-3.2-1b" and dtype == torch.bfloat16:
                 continue
@@ -311,6 +322,7 @@ def main() -> None:
     ap.add_argument("--parts", nargs="*", default=["bnb", "muon1", "muon8", "muon4"])
     ap.add_argument("--git-sha", default=None)
     ap.add_argument("--timeout", type=float, default=240.0)
+    ap.add_argument("--sets", nargs="*", default=None, help="the bnb part's parameter sets (default: all)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -319,7 +331,7 @@ def main() -> None:
     for part in args.parts:
         t0 = time.perf_counter()
         if part == "bnb":
-            status = _run(bnb_part, (res, args.dry_run), args.timeout)
+            status = _run(bnb_part, (res, args.dry_run, args.sets), args.timeout)
         else:
             status = _run(muon_part, (res, args.dry_run, int(part.removeprefix("muon"))), args.timeout)
         print(f"part {part}: {status} in {time.perf_counter() - t0:.1f}s", flush=True)

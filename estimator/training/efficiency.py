@@ -401,7 +401,7 @@ def _rates_for(gpu: GpuSpec, precision: str, k: Constants) -> Rates:
     return Rates(gemm_flops=peak * gemm_eff, fp8_flops=fp8 * gemm_eff * k.fp8_gemm_ratio, hbm_bytes=hbm,
                  peak_bf16=float(gpu.bf16_tflops_dense) * 1e12 if precision != "fp32" else peak, k=k,
                  fa2_ratio=fa2, intensity_scale=intensity, elem_bytes=_elem_bytes(gpu, hbm, k),
-                 cuda_core_scale=GH100_FP32_TFLOPS / float(gpu.fp32_tflops or GH100_FP32_TFLOPS))
+                 cuda_core_scale=GH100_FP32_TFLOPS / float(getattr(gpu, "fp32_tflops", None) or GH100_FP32_TFLOPS))
 
 
 def _elem_bytes(gpu: GpuSpec, hbm: float, k: Constants) -> float:

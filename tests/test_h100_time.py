@@ -46,6 +46,18 @@ def test_the_named_cases_are_the_plain_h100_cases() -> None:
     assert {i for i, r in BY_ID.items() if r["holdout"] == "held_out"} == HELD_OUT
 
 
+def test_the_cases_measured_again_on_other_machines_are_inside_their_bars() -> None:
+    """Issue 29's calls 9-10 measured the plain Llama 3.2 1B 2k case again (``-rep8`` on a machine with a slower
+    host: 0.129 s against 0.091 s; ``-rep10`` on another: 0.093 s): inside the launch-bound bar the estimate carries."""
+    from benchmarks.calibration.h100_time import repeats
+
+    reps = {r["id"]: r for r in repeats()}
+    assert set(reps) == {"h100-l1b-full-mixed-fused-b1-s2048-ck-rep8", "h100-l1b-full-mixed-fused-b1-s2048-ck-rep10"}
+    for r in reps.values():
+        assert r["repeat_of"] == "h100-l1b-full-mixed-fused-b1-s2048-ck"
+        assert abs(r["error_pct"]) <= r["bar_pct"], r
+
+
 @pytest.mark.parametrize("case_id", sorted(FIT | HELD_OUT))
 def test_each_case_within_its_error_bar(case_id: str) -> None:
     r = BY_ID[case_id]

@@ -42,7 +42,19 @@ def _h200_cases() -> dict[str, dict[str, Any]]:
 @cache
 def rows() -> tuple[dict[str, Any], ...]:
     """One row per plain H100 case: measured and estimated step seconds, error %, the estimate's error bar, and
-    the H200 twin's measured / estimated step seconds where one was measured."""
+    the H200 twin's measured / estimated step seconds where one was measured. A case measured again on another
+    machine (``repeat_of``: a same-session reference of a later device call) is in :func:`repeats` instead."""
+    return tuple(r for r in _all_rows() if not r.get("repeat_of"))
+
+
+@cache
+def repeats() -> tuple[dict[str, Any], ...]:
+    """The plain cases measured again on another machine (``...-repN``, ``repeat_of`` the case), as :func:`rows`."""
+    return tuple(r for r in _all_rows() if r.get("repeat_of"))
+
+
+@cache
+def _all_rows() -> tuple[dict[str, Any], ...]:
     out: list[dict[str, Any]] = []
     for case in load_measured(issues=(29, 33)):
         # the allocator setting changes no kernel: its case times the same computation
@@ -55,7 +67,8 @@ def rows() -> tuple[dict[str, Any], ...]:
         est, bar = _step_s(body)
         got = float(case["step_time_s"])
         row: dict[str, Any] = {"id": case["id"], "holdout": case.get("holdout", "fit"), "measured_s": got,
-                               "estimated_s": est, "error_pct": 100.0 * (est / got - 1.0), "bar_pct": bar}
+                               "estimated_s": est, "error_pct": 100.0 * (est / got - 1.0), "bar_pct": bar,
+                               "repeat_of": case.get("repeat_of")}
         twin = _h200_cases().get(case["id"].removeprefix("h100-"))
         if twin is not None:
             h200_body = json.loads(json.dumps(body))

@@ -118,7 +118,8 @@ def bnb_part(out: str, dry: bool, only: list[str] | None = None) -> None:
         import bitsandbytes as bnb
 
         opts += [("adamw-8bit", lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-5)),
-                 ("paged-adamw-8bit", lambda ps: bnb.optim.PagedAdamW8bit(ps, lr=1e-5))]
+                 ("paged-adamw-8bit", lambda ps: bnb.optim.PagedAdamW8bit(ps, lr=1e-5)),
+                 ("paged-adamw-32bit", lambda ps: bnb.optim.PagedAdamW32bit(ps, lr=1e-5))]
     for set_name, shapes in _sets(dry, only).items():
         for dtype in (torch.float32, torch.bfloat16):
             if set_name != "llama-3.2-1b" and dtype == torch.bfloat16:

@@ -327,7 +327,7 @@ def _h100_held_out_median() -> float:
 
 
 def _h100_section(h: str) -> list[str]:
-    from benchmarks.calibration.h100_time import summary, table_lines
+    from benchmarks.calibration.h100_time import repeats, summary, table_lines
 
     sm = summary()
     return [f"{h} H100 80GB HBM3, single GPU (issue 33)", "",
@@ -355,7 +355,10 @@ def _h100_section(h: str) -> list[str]:
                   "(`tests/test_h100_time.py`). What else moved: the published H100 rows of PyTorch stacks "
                   "(llm-foundry's H100 tables, torchtitan's two H100 rows, AutoModel) read faster; Megatron / NeMo "
                   "rows (fused kernels) and every row on a GPU of another architecture (A100, B200, ...) did not "
-                  "move."), "",
+                  "move. The same cases measured again on other machines (issue 29's calls 9-10): "
+                  + "; ".join(f"`{r['id']}` {r['measured_s']:.4f} s ({r['error_pct']:+.1f}%, bar {r['bar_pct']:g}%)"
+                              for r in repeats())
+                  + " (call 9's machine had a slower host: this short step is launch-bound)."), "",
             *table_lines(), ""]
 
 
@@ -536,7 +539,7 @@ RMSNorm (HF eager) 57 B per hidden element. Fitted (least squares on log step ti
 | `fused_ratio` (Megatron fused elementwise bytes / eager) | 0.50 | 56 published Megatron rows (was 0.25) |
 | `lora_fused_ratio` (Megatron LoRA adapter bytes / PEFT) | 0 | NeMo 24.07's 3 LoRA rows |
 | `eager_bytes_scale` (eager attention's score kernels / their bytes) | 1.58 | 4 eager steps, device call 4 |
-| `adam8bit_elem_s`, `adam8bit_tensor_s` (AdamW8bit) | 28.3 ps/element (CUDA cores), 45 us/tensor | H100 kernel profile (`optimizer_kernels.py`; was 115 B/param at the HBM rate, 110 us/tensor, fitted on 4 H200 steps) |
+| `adam8bit_elem_s`, `adam8bit_tensor_s` (AdamW8bit) | 28.3 ps/element, 45 us/tensor | H100 kernel profile |
 | `cpu_qlora_linear_s` (Python path of one 4-bit linear's forward) | 0.97 ms | 9 QLoRA steps, device call 4 |
 | `attn_wide_fwd/bwd_ratio` (per head-dim doubling above 128) | 0.40, 0.32 | measured: Gemma 2 / Llama SDPA kernels |
 

@@ -364,9 +364,10 @@ def muon_dtensor_ops(rows: int, cols: int, steps: int = NS_STEPS) -> int:
 
 
 def muon_gather_bytes(rows: int, cols: int, shards: int, grad_bytes: int = 4) -> int:
-    """Bytes one rank receives to run Newton-Schulz on a matrix split over ``shards`` ranks (FSDP / TP): the
-    whole matrix is needed (the iteration multiplies the full ``X X^T``), so ``(shards - 1) / shards`` of it is
-    gathered, and the update scattered back the same size."""
+    """Bytes one rank would receive to run Newton-Schulz on a matrix split over ``shards`` ranks (FSDP / TP) if
+    the whole matrix were gathered once and the update scattered back: ``(shards - 1) / shards`` of it each way.
+    Not what DTensor does (:func:`muon_newton_schulz_local_flops`: it redistributes operands at each Newton-Schulz
+    step, for a long-split matrix two ``m x m`` all-reduces per step); nothing times either, an assumption says so."""
     if shards <= 1:
         return 0
     return int(2 * rows * cols * grad_bytes * (shards - 1) / shards)

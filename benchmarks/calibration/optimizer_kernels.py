@@ -12,6 +12,12 @@ micro-benchmarks (``measure_optimizer_kernels.py``; raw rows and provenance in `
   process group, W = 4 and 8): the step of one decoder layer's seven matrices is host-bound (its kernels take a
   fraction of it), step / operators, median over 3 models x 2 world sizes.
 
+* ``bnb32_fp32_bytes`` / ``bnb32_bf16_bytes``, ``bnb32_tensor_s``: PagedAdamW32bit's kernel (``kOptimizer32bit2State``,
+  bound by HBM: 65 % of the H100's peak) as copy-equivalent bytes per element at the estimator's H100 HBM rate
+  (catalog 3,350 GB/s x ``hbm_eff``), and what each tensor adds, from the third session (the first to run it).
+
+The first session (``kernels.jsonl``) sets the 8-bit and DTensor constants; the second and third
+(``kernels_session2.jsonl``, ``kernels_session3.jsonl``, other machines) are held out: :func:`spread` reports them.
 ``python -m benchmarks.calibration.optimizer_kernels`` prints them; ``tests/test_optimizer_kernels.py`` keeps the
 constants in ``estimator.training.efficiency`` equal to them."""
 
@@ -23,8 +29,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "optimizer_kernels_h100" / "kernels.jsonl"
+DIR = ROOT / "tests" / "data" / "optimizer_kernels_h100"
+DATA = DIR / "kernels.jsonl"
+SESSIONS = (DATA, DIR / "kernels_session2.jsonl", DIR / "kernels_session3.jsonl")
 BNB_KERNEL = "kOptimizerStatic8bit2StateBlockwise"
+BNB32_KERNEL = "kOptimizer32bit2State"
+H100_HBM_BYTES_S = 3350e9  # hardware_catalog h100-sxm5-80gb hbm_bandwidth_gbps
 BNB_OPTIMIZERS = ("adamw-8bit", "paged-adamw-8bit")
 
 
@@ -70,7 +80,44 @@ def dtensor_op_s(data: list[dict[str, Any]]) -> float:
     return statistics.median(r["step_s"] / dtensor_ops(r) for r in steps)
 
 
+def _paged32(data: list[dict[str, Any]], dtype: str, real: bool) -> list[dict[str, Any]]:
+    sets = ("llama-3.2-1b", "qwen2.5-1.5b") if real else ("llama-3.2-1b", "qwen2.5-1.5b", "mid-100", "large-4")
+    return [r for r in data if r["part"] == "bnb" and r["optimizer"] == "paged-adamw-32bit" and r["dtype"] == dtype
+            and r["set"] in sets]
+
+
+def bnb32_kernel_s(r: dict[str, Any]) -> float:
+    return sum(s for name, s in r["top_kernels_s"].items() if BNB32_KERNEL in name)
+
+
+def bnb32_bytes(data: list[dict[str, Any]], dtype: str) -> float:
+    from estimator.training.efficiency import H200_FIT
+
+    per_el = statistics.median(bnb32_kernel_s(r) / r["numel"] for r in _paged32(data, dtype, real=False))
+    return per_el * H100_HBM_BYTES_S * H200_FIT.hbm_eff
+
+
+def bnb32_tensor_s(data: list[dict[str, Any]]) -> float:
+    return statistics.median((r["step_s"] - bnb32_kernel_s(r)) / r["tensors"]
+                             for dtype in ("float32", "bfloat16") for r in _paged32(data, dtype, real=True))
+
+
+def spread() -> list[dict[str, float]]:
+    """Each session's figures (the first fits, the others are held out)."""
+    out = []
+    for path in SESSIONS:
+        d = rows(path)
+        fig = {"adam8bit_elem_ps": adam8bit_elem_s(d) * 1e12, "adam8bit_tensor_us": adam8bit_tensor_s(d) * 1e6,
+               "paged_tensor_us": paged_tensor_s(d) * 1e6, "dtensor_op_us": dtensor_op_s(d) * 1e6}
+        if _paged32(d, "float32", real=True):
+            fig |= {"bnb32_fp32_bytes": bnb32_bytes(d, "float32"), "bnb32_tensor_us": bnb32_tensor_s(d) * 1e6}
+        out.append(fig)
+    return out
+
+
 def main() -> None:
+    for path, fig in zip(SESSIONS, spread(), strict=True):
+        print(path.name, {k: round(v, 1) for k, v in fig.items()})
     data = rows()
     print(f"adam8bit_elem_s   {adam8bit_elem_s(data) * 1e12:.1f} ps per element")
     print(f"adam8bit_tensor_s {adam8bit_tensor_s(data) * 1e6:.0f} us per tensor")

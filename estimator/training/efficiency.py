@@ -171,6 +171,14 @@ class Constants:
     adam8bit_elem_s: float = 28.3e-12
     adam8bit_tensor_s: float = 45.0e-6
     paged_tensor_s: float = 28.0e-6
+    # bitsandbytes PagedAdamW32bit: its kernel (``kOptimizer32bit2State``) is bound by HBM (65 % of the H100's peak);
+    # copy-equivalent bytes per parameter at this model's HBM rate, from its CUDA time on the H100 (12.9 ps per fp32
+    # element, median of four parameter sets; 11.5 ps with bf16 parameters; third profile session,
+    # tests/data/optimizer_kernels_h100/kernels_session3.jsonl; it reads and writes 28 / 22 bytes, counted), and what
+    # each tensor adds (its Python loop with the prefetch of both paged states and the synchronisation), 105 us.
+    bnb32_fp32_bytes: float = 38.8
+    bnb32_bf16_bytes: float = 34.7
+    bnb32_tensor_s: float = 105.0e-6
     # torch.optim.Muon on FSDP2 shards: each Newton-Schulz operator is a DTensor operator, which the host dispatches
     # (sharding propagation, redistribution, the local call) in about 127 us on the H100's host (median of one
     # decoder layer's step, 200 operators, 3 models x W = 4, 8: benchmarks/calibration/optimizer_kernels.py), while

@@ -753,9 +753,10 @@ def _optimizer_cost(job: Job, k: Constants) -> tuple[float, float]:
         # issue 29: bitsandbytes PagedAdamW32bit runs ``Optimizer2State.update_step`` -> ``F.optimizer_update_32bit``
         # (``bitsandbytes/functional.py``; the CUDA ``kOptimizer32bit2State`` kernel) one tensor at a time from the
         # same Python loop as AdamW8bit (``sync_gpu(p)`` after each); the kernel reads the gradient, the parameter
-        # and the two fp32 states and writes the parameter and the states: 16 + 12 bytes per fp32 parameter, 12 + 10
-        # per bf16 one (counted). The paged states are read where they are (GPU-resident, as the memory assumes).
-        return (22.0 if bf16 else 28.0), k.adam8bit_tensor_s + k.paged_tensor_s
+        # and the two fp32 states and writes the parameter and the states (16 + 12 bytes per fp32 parameter, 12 + 10
+        # per bf16 one, counted), at the copy-equivalent bytes its CUDA time gives (Constants.bnb32_*). The paged
+        # states are read where they are (GPU-resident, as the memory assumes).
+        return (k.bnb32_bf16_bytes if bf16 else k.bnb32_fp32_bytes), k.bnb32_tensor_s
     if spec.step_cost == "torchao":
         # the compiled per-parameter step (Constants.torchao_adamw*_tensor_s): fused AdamW's bytes plus the
         # per-tensor cost of calling it from Python once per parameter

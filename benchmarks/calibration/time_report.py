@@ -552,7 +552,8 @@ also moved the Korthikanti / Narayanan rows closer (Narayanan 1.7B +38% -> +16%)
 cost per tensor; DDP's two bucket copies per gradient (`Reducer::mark_variable_ready_dense`,
 `copy_bucket_to_grad`); FSDP2 shard-grad-op's copy-out in forward only. bitsandbytes' 8-bit optimizer updates one
 tensor at a time and calls `torch.cuda.synchronize()` after each (`Optimizer8bit.step`: `sync_gpu(p)`), hence its
-per-tensor term; its kernel moves about 7x its 16 ideal bytes per parameter (the block-wise dynamic quantisation).
+per-tensor term; its kernel is bound by the CUDA cores, about 5x what its 16 bytes per parameter take at the HBM
+rate (the block-wise dynamic quantisation; profiled on the H100 in issue 29: docs/stacks.md).
 QLoRA's small models are CPU-bound: 0.97 ms of Python per 4-bit linear and forward (PEFT's `Linear4bit` wrapper,
 bitsandbytes' `matmul_4bit` and its nested `dequantize_blockwise` / `dequantize_4bit` custom ops through ctypes),
 so an 8B step issues more slowly than the GPU runs it below about 4k tokens; the 70B is GPU-bound.

@@ -132,6 +132,7 @@ def compare(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # what torch.cuda.max_memory_allocated() sees: not the paged optimizer's managed states (issue 33 item 4)
         row["predicted_bytes"] = r.memory.peak_allocated_bytes - r.memory.managed_bytes
         row["predicted_step_s"] = r.time.step_time_s if r.time else None
+        row["step_bar_pct"] = r.time.error_bar_pct if r.time else None  # the bar the estimate carries
         if r.time and case.get("world_size_fake"):  # one rank through the fake process group: no real collectives
             row["predicted_step_s"] = without_collectives_s(r.time.step_time_s, r.time.communication_s,
                                                             r.time.exposed_communication_s)

@@ -289,6 +289,21 @@ def _call_d() -> list[dict[str, Any]]:
     ]
 
 
+def _call_e() -> list[dict[str, Any]]:
+    """Issue 29, fourth session, after the Muon model by mechanism: held-out cases whose estimates were written
+    before they ran (commit message): Muon on LoRA adapters (the small matrices: the host's part binds), on one GPU
+    and under FSDP2 at W = 8, and a fourth family under FSDP2 (Qwen2.5 7B: q/k/v biases, 28 layers)."""
+    s = sc
+    i = {"issue": 29, "call": 11}
+    ho = {"holdout": "held_out"}
+    f8 = {"ckpt": "full", "seq": 4096, "world": 8, "steps": 6, "timed_steps": 3}
+    return [
+        s("llama-3.1-8b", method="lora", **f8, opt="muon", **i, **ho),
+        s("llama-3.1-8b", method="lora", ckpt="full", seq=4096, steps=6, timed_steps=3, opt="muon", **i, **ho),
+        s("qwen2.5-7b", **f8, opt="muon", **i, **ho),
+    ]
+
+
 #: Cases repeated when the device is an H200 (issue 33: "H100 and H200 where both are lent"): one or more of each
 #: class of issue 33 and of issue 29's mechanisms; ``measure_stacks.py --relabel-device`` renames them ``h200-...``.
 H200_REPEATS = [
@@ -332,7 +347,7 @@ def _ordered() -> list[dict[str, Any]]:
     every = {c["id"]: c for c in _call_a() + _call_b()}
     first = [dict(every[i], call=1) for i in FIRST]
     rest = [dict(c, call=2) for i, c in every.items() if i not in FIRST]
-    return first + rest + _call_c() + _call_d()
+    return first + rest + _call_c() + _call_d() + _call_e()
 
 
 STACK_CASES: list[dict[str, Any]] = _ordered()

@@ -836,9 +836,8 @@ def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
         gpu += count * _newton_schulz_time(rows, cols, shards, r)
         ops += count * muon_dtensor_ops(rows, cols)
     gpu *= layout.layers_per_stage
-    if shards <= 1:
-        return gpu
-    return max(gpu, ops * layout.layers_per_stage * r.k.dtensor_op_s)
+    per_op = r.k.dtensor_op_s if shards > 1 else r.k.launch_s  # a DTensor operator's dispatch, or an eager launch
+    return max(gpu, ops * layout.layers_per_stage * per_op)
 
 
 def _newton_schulz_time(rows: int, cols: int, shards: int, r: Rates) -> float:

@@ -234,8 +234,9 @@ def make_optimizer(name: str, tr: dict[str, Any], model: nn.Module, params: list
     if name == "muon":
         mats, rest = muon_split(model, params)
         muon = torch.optim.Muon(mats, lr=1e-5, weight_decay=0.01)
-        adam = torch.optim.AdamW(rest, fused=True, **kw)
-        return Combined([muon, adam]), {
+        # LoRA: every trainable tensor is an adapter matrix, nothing is left for AdamW (which refuses an empty list)
+        adam = [torch.optim.AdamW(rest, fused=True, **kw)] if rest else []
+        return Combined([muon, *adam]), {
             "class": "torch.optim.Muon (2-D decoder matrices) + torch.optim.AdamW(fused=True) (embeddings, LM head, "
                      "norms, biases)", "muon_params": int(sum(p.numel() for p in mats)),
             "adamw_params": int(sum(p.numel() for p in rest)),

@@ -43,6 +43,10 @@ LAYERS: dict[str, list[tuple[int, int]]] = {
     "qwen2.5-1.5b": [(1536, 1536), (256, 1536), (256, 1536), (1536, 1536), (8960, 1536), (8960, 1536),
                      (1536, 8960)],
 }
+#: LoRA r16 on all linears of one Llama 3.1 8B layer: each adapter's A (16 x in) and B (out x 16)
+LORA_LAYERS: dict[str, list[tuple[int, int]]] = {
+    "llama-3.1-8b-lora16": [m for out, inp in LAYERS["llama-3.1-8b"] for m in ((16, inp), (out, 16))],
+}
 #: Llama 3.2 1B's parameter tensors (tied embedding, 16 layers: 7 matrices + 2 RMSNorm weights, final norm)
 L1B = [(128256, 2048)] + [s for _ in range(16) for s in
                           [(2048, 2048), (512, 2048), (512, 2048), (2048, 2048), (8192, 2048), (8192, 2048),
@@ -190,7 +194,7 @@ def _local_gemms(fn: Any) -> dict[str, int]:
     return out
 
 
-def muon_part(out: str, dry: bool, world: int) -> None:
+def muon_part(out: str, dry: bool, world: int, lora: bool = False) -> None:
     from torch.optim._muon import _zeropower_via_newtonschulz
 
     dev = "cpu" if dry else "cuda"
@@ -203,7 +207,7 @@ def muon_part(out: str, dry: bool, world: int) -> None:
 
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
         mesh = init_device_mesh(dev, (world,))
-    layers = {"tiny": [(64, 64), (256, 64)]} if dry else LAYERS
+    layers = {"tiny": [(64, 64), (256, 64)]} if dry else (LORA_LAYERS if lora else LAYERS)
     rows = []
 
     def as_param(shape: tuple[int, int]) -> torch.Tensor:
@@ -320,7 +324,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--dry-run", action="store_true")
-    ap.add_argument("--parts", nargs="*", default=["bnb", "muon1", "muon8", "muon4"])
+    ap.add_argument("--parts", nargs="*", default=["bnb", "muon1", "muon8", "muon4"],
+                    help="bnb, muonW (a decoder layer's matrices at W ranks), muonloraW (its LoRA r16 adapters)")
     ap.add_argument("--git-sha", default=None)
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--sets", nargs="*", default=None, help="the bnb part's parameter sets (default: all)")
@@ -333,6 +338,8 @@ def main() -> None:
         t0 = time.perf_counter()
         if part == "bnb":
             status = _run(bnb_part, (res, args.dry_run, args.sets), args.timeout)
+        elif part.startswith("muonlora"):
+            status = _run(muon_part, (res, args.dry_run, int(part.removeprefix("muonlora")), True), args.timeout)
         else:
             status = _run(muon_part, (res, args.dry_run, int(part.removeprefix("muon"))), args.timeout)
         print(f"part {part}: {status} in {time.perf_counter() - t0:.1f}s", flush=True)

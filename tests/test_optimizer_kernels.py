@@ -24,17 +24,23 @@ def test_the_constants_are_the_measured_medians() -> None:
     assert k.bnb32_fp32_bytes == pytest.approx(ok.bnb32_bytes(third, "float32"), rel=0.01)
     assert k.bnb32_bf16_bytes == pytest.approx(ok.bnb32_bytes(third, "bfloat16"), rel=0.01)
     assert k.bnb32_tensor_s == pytest.approx(ok.bnb32_tensor_s(third), rel=0.02)
+    # Muon's eager operators on one GPU (LoRA adapters, the fourth session): above the launch floor the model
+    # prices them at (timing.muon_parts says why the measured figure is not used)
+    assert ok.muon_eager_op_s(ok.rows(ok.SESSIONS[3])) > 2 * k.launch_s
 
 
 def test_the_held_out_sessions_keep_the_kernel_and_move_the_host() -> None:
-    """Two more machines (held out): the 8-bit kernel within 1 % of the constant (a GPU figure), the host's
-    per-tensor and per-operator figures within a factor of 1.6 of it (they move with the machine's CPU)."""
+    """Three more machines (held out): the 8-bit kernel within 1 % of the constant (a GPU figure), the host's
+    per-tensor and per-operator figures within a factor of 1.6 of it (they move with the machine's CPU: a DTensor
+    operator took 103-190 us)."""
     first, *others = ok.spread()
-    assert len(others) == 2
+    assert len(others) == 3
     for fig in others:
-        assert fig["adam8bit_elem_ps"] == pytest.approx(first["adam8bit_elem_ps"], rel=0.01)
         for key in ("adam8bit_tensor_us", "dtensor_op_us"):
-            assert first[key] / 1.6 < fig[key] < first[key] * 1.6, (key, fig[key], first[key])
+            if key in fig:
+                assert first[key] / 1.6 < fig[key] < first[key] * 1.6, (key, fig[key], first[key])
+        if "adam8bit_elem_ps" in fig:
+            assert fig["adam8bit_elem_ps"] == pytest.approx(first["adam8bit_elem_ps"], rel=0.01)
 
 
 def _row(set_name: str, dtype: str, optimizer: str) -> dict:

@@ -16,8 +16,12 @@ micro-benchmarks (``measure_optimizer_kernels.py``; raw rows and provenance in `
   bound by HBM: 65 % of the H100's peak) as copy-equivalent bytes per element at the estimator's H100 HBM rate
   (catalog 3,350 GB/s x ``hbm_eff``), and what each tensor adds, from the third session (the first to run it).
 
-The first session (``kernels.jsonl``) sets the 8-bit and DTensor constants; the second and third
-(``kernels_session2.jsonl``, ``kernels_session3.jsonl``, other machines) are held out: :func:`spread` reports them.
+* ``muon_eager_op_s`` (reported, not an estimator constant: ``timing.muon_parts`` says why): the same Muon step on
+  plain tensors (one GPU) where the host binds, a Llama 3.1 8B layer's LoRA r16 adapters: step / operators (fourth
+  session, the first to run them).
+
+The first session (``kernels.jsonl``) sets the 8-bit and DTensor constants; the others (``kernels_session2-4``, other
+machines) are held out for them: :func:`spread` reports them.
 ``python -m benchmarks.calibration.optimizer_kernels`` prints them; ``tests/test_optimizer_kernels.py`` keeps the
 constants in ``estimator.training.efficiency`` equal to them."""
 
@@ -31,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 DIR = ROOT / "tests" / "data" / "optimizer_kernels_h100"
 DATA = DIR / "kernels.jsonl"
-SESSIONS = (DATA, DIR / "kernels_session2.jsonl", DIR / "kernels_session3.jsonl")
+SESSIONS = (DATA, DIR / "kernels_session2.jsonl", DIR / "kernels_session3.jsonl", DIR / "kernels_session4.jsonl")
 BNB_KERNEL = "kOptimizerStatic8bit2StateBlockwise"
 BNB32_KERNEL = "kOptimizer32bit2State"
 H100_HBM_BYTES_S = 3350e9  # hardware_catalog h100-sxm5-80gb hbm_bandwidth_gbps
@@ -76,7 +80,12 @@ def dtensor_ops(r: dict[str, Any]) -> int:
 
 
 def dtensor_op_s(data: list[dict[str, Any]]) -> float:
-    steps = [r for r in data if r["part"] == "muon-step" and r["world"] > 1]
+    steps = [r for r in data if r["part"] == "muon-step" and r["world"] > 1 and "lora" not in r["model"]]
+    return statistics.median(r["step_s"] / dtensor_ops(r) for r in steps)
+
+
+def muon_eager_op_s(data: list[dict[str, Any]]) -> float:
+    steps = [r for r in data if r["part"] == "muon-step" and r["world"] == 1 and "lora" in r["model"]]
     return statistics.median(r["step_s"] / dtensor_ops(r) for r in steps)
 
 
@@ -107,8 +116,12 @@ def spread() -> list[dict[str, float]]:
     out = []
     for path in SESSIONS:
         d = rows(path)
-        fig = {"adam8bit_elem_ps": adam8bit_elem_s(d) * 1e12, "adam8bit_tensor_us": adam8bit_tensor_s(d) * 1e6,
-               "paged_tensor_us": paged_tensor_s(d) * 1e6, "dtensor_op_us": dtensor_op_s(d) * 1e6}
+        fig: dict[str, float] = {"dtensor_op_us": dtensor_op_s(d) * 1e6}
+        if _bnb(d, True):
+            fig |= {"adam8bit_elem_ps": adam8bit_elem_s(d) * 1e12, "adam8bit_tensor_us": adam8bit_tensor_s(d) * 1e6,
+                    "paged_tensor_us": paged_tensor_s(d) * 1e6}
+        if any(r["part"] == "muon-step" and "lora" in r["model"] for r in d):
+            fig["muon_eager_op_us"] = muon_eager_op_s(d) * 1e6
         if _paged32(d, "float32", real=True):
             fig |= {"bnb32_fp32_bytes": bnb32_bytes(d, "float32"), "bnb32_tensor_us": bnb32_tensor_s(d) * 1e6}
         out.append(fig)

@@ -809,7 +809,13 @@ def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style:
 
 
 def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
-    """Muon's Newton-Schulz (issue 29): five steps of three bf16 GEMMs on every trainable 2-D matrix of the stage.
+    """Muon's step beyond AdamW's elementwise bytes: the longer of its GPU and host parts (:func:`muon_parts`)."""
+    return max(muon_parts(job, shape, layout, r))
+
+
+def muon_parts(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> tuple[float, float]:
+    """(GPU seconds, host seconds) of Muon's Newton-Schulz (issue 29): five steps of three bf16 GEMMs on every
+    trainable 2-D matrix of the stage.
 
     On one GPU each matrix is whole (H100, Llama 3.2 1B and Qwen2.5 1.5B: +5.6 % / +4.9 %). Under FSDP2 the matrices
     are DTensor shards (``Shard(0)`` over the parameter shard group) and torch.optim.Muon's ``X @ X.T`` / ``addmm``
@@ -837,7 +843,16 @@ def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
         ops += count * muon_dtensor_ops(rows, cols)
     gpu *= layout.layers_per_stage
     per_op = r.k.dtensor_op_s if shards > 1 else r.k.launch_s  # a DTensor operator's dispatch, or an eager launch
-    return max(gpu, ops * layout.layers_per_stage * per_op)
+    return gpu, ops * layout.layers_per_stage * per_op
+
+
+def muon_host_paced(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> bool:
+    """Whether the host, not the GPU, paces Muon's step (:func:`muon_parts`): the step is then launch-bound for
+    its error bar (the host's speed moves it: the DTensor operator took 103-186 us on four H100 machines)."""
+    if not optimizer_spec(job.training.optimizer).matrix_only or job.parallelism.offload != "none":
+        return False
+    gpu, host = muon_parts(job, shape, layout, r)
+    return host > gpu
 
 
 def _newton_schulz_time(rows: int, cols: int, shards: int, r: Rates) -> float:
@@ -1002,13 +1017,16 @@ class _StageBasis:
     dp: Final[_DpCollectives]
     ddp_bucket: Final[float]
     opt: Final[float]
+    opt_host_paced: Final[bool]  # the optimizer step is paced by the host (:func:`muon_host_paced`)
 
-    def __init__(self, stage: str, pl: ParamPlacement, dp: _DpCollectives, ddp_bucket: float, opt: float) -> None:
+    def __init__(self, stage: str, pl: ParamPlacement, dp: _DpCollectives, ddp_bucket: float, opt: float,
+                 opt_host_paced: bool = False) -> None:
         self.stage = stage
         self.pl = pl
         self.dp = dp
         self.ddp_bucket = ddp_bucket
         self.opt = opt
+        self.opt_host_paced = opt_host_paced
 
 
 class _StepBasis:
@@ -1070,7 +1088,8 @@ def _make_basis(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: S
         pl = _placement(job, shape, layout, stage)
         stages.append(_StageBasis(stage, pl, _dp_collectives(job, pl, layout, fabric, style),
                                   ddp_bucket_time(job, layout, r, style, pl),
-                                  optimizer_time(job, shape, layout, r, style, pl)))
+                                  optimizer_time(job, shape, layout, r, style, pl),
+                                  muon_host_paced(job, shape, layout, r)))
     return _StepBasis(gpu, server, constants, r, style, fabric, tuple(stages))
 
 
@@ -1104,9 +1123,10 @@ class _StageStep:
     bubble: Final[float]
     opt: Final[float]
     off: Final[float]
+    opt_host_paced: Final[bool]
 
     def __init__(self, stage: str, mb: Pass, comm: CommTimes, step: float, compute: float, bubble: float,
-                 opt: float, off: float) -> None:
+                 opt: float, off: float, opt_host_paced: bool = False) -> None:
         self.stage = stage
         self.mb = mb
         self.comm = comm
@@ -1115,6 +1135,7 @@ class _StageStep:
         self.bubble = bubble
         self.opt = opt
         self.off = off
+        self.opt_host_paced = opt_host_paced
 
 
 def without_collectives_s(step_s: float, communication_s: float, exposed_communication_s: float) -> float:
@@ -1203,7 +1224,7 @@ def _stage_step(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, basis: _S
     if t.activation_offloading != "none":
         off += m * activation_offload_time(job, shape, layout, gpu, mb, stage)
     step = compute + bubble + comm.exposed + sb.opt + off
-    return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off)
+    return _StageStep(stage, mb, comm, step, compute, bubble, sb.opt, off, sb.opt_host_paced)
 
 
 def _result(job: Job, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Workload,
@@ -1225,5 +1246,5 @@ def _result(job: Job, shape: ModelShape, layout: Layout, gpu: GpuSpec, work: Wor
                       mfu=model_flops / (step * layout.world_size * peak),
                       error_bar_pct=time_error_bar_pct(layout.world_size > 1, time_kind_measured(
                           job, layout, str(getattr(gpu, "id", "") or "")), rv.parallelism.framework, t.seq_len,
-                          mb.host_bound, job_time_mechanism_bar_pct(job, layout)),
+                          mb.host_bound or s.opt_host_paced, job_time_mechanism_bar_pct(job, layout)),
                       flops_per_step=model_flops, breakdown_s=breakdown)

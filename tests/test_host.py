@@ -336,3 +336,21 @@ def test_local_tensors_are_shared_only_where_they_are_equal() -> None:
         layout = build_layout(job, shape)
         for stage in stages(layout):
             assert local_tensors(job, shape, layout, stage) == _local_tensors_uncached(job, shape, layout, stage)
+
+
+def test_a_rack_too_small_for_one_node_is_a_note_or_a_field_error_never_a_crash() -> None:
+    """A multi-node estimate whose ``host.rack_kw_budget`` cannot hold one node: the cluster design used to raise a
+    bare ValueError (``racks_needed``), a 500 from POST /api/v1/plans found by the contract test; now the fabric is
+    left out with the reason in the assumptions, and a request that named the fabric gets a 422 naming the field."""
+    from estimator import estimate
+    from estimator.errors import InvalidRequestError
+
+    base = {"model": "llama-3.1-8b", "training": {"train_tokens": 1e10},
+            "hardware": {"gpu": "h100-sxm5-80gb", "server": "nvidia-dgx-h100", "num_nodes": 2},
+            "host": {"rack_kw_budget": 2}}
+    r = estimate(EstimateRequest.model_validate(base), catalog())
+    assert r.fabric is None
+    assert any("does not fit a 2 kW rack" in a for a in r.assumptions), r.assumptions
+    with pytest.raises(InvalidRequestError) as exc:
+        estimate(EstimateRequest.model_validate({**base, "cluster": {"fabric": "ib-ndr"}}), catalog())
+    assert exc.value.field == "host.rack_kw_budget"

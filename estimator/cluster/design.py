@@ -285,6 +285,9 @@ def _rack_kw(catalog: Catalog, req: ClusterRequest) -> float:
 def _rack(catalog: Catalog, req: ClusterRequest, parts: list[PartLine], power: ClusterPower) -> ClusterRack:
     rack_kw = _rack_kw(catalog, req)
     plan = plan_rack_for_server(req.server, rack_kw, catalog=catalog)
+    if plan.nodes_per_rack == 0:
+        raise InvalidRequestError(f"one {req.server} node does not fit a {rack_kw:g} kW rack (power or space): "
+                                  "raise rack_kw", "rack_kw")
     compute = racks_needed(req.num_nodes, plan)
     switch_units = sum(p.rack_units for p in parts if p.kind == "switch")
     by_space = math.ceil(switch_units / (DEFAULT_RACK_UNITS - PATCH_UNITS))

@@ -365,6 +365,26 @@ def _upgrades() -> Iterator[Body]:
            "candidate": {"server": "dell-xe9680-h100", "num_nodes": 1}, "assumptions": {"electricity_usd_per_kwh": 0.4}}
 
 
+def _stack_estimates() -> Iterator[Body]:
+    """Issue 29's mechanisms: the new optimizers on one GPU and under FSDP2 (Muon's DTensor path among them), the
+    loss kernels x Liger x activation offloading, and each stack's defaults. Appended after every other kind, so
+    the lines before them keep their indexes."""
+    base: Body = {"model": "llama-3.1-8b", "training": {"seq_len": 4096, "activation_checkpointing": "full"}}
+    for optimizer, method, sharding in itertools.product(
+            ["paged-adamw-8bit", "paged-adamw", "adamw-4bit", "ao-adamw-8bit", "muon"], ["full", "lora"],
+            ["none", "fsdp"]):
+        impl = {"optimizer_impl": "for-loop"} if optimizer == "muon" else {}
+        yield {**base, "training": {**base["training"], "method": method, "optimizer": optimizer, **impl},
+               "parallelism": {"sharding": sharding}}
+    for loss, fused, offload in itertools.product(["materialized", "chunked", "fused"], ["none", "liger"],
+                                                  ["none", "checkpoints", "all"]):
+        yield {**base, "training": {**base["training"], "method": "lora", "seq_len": 16384, "loss_kernel": loss,
+                                    "fused_kernels": fused, "activation_offloading": offload}}
+    for stack, method in itertools.product(["transformers", "trl", "axolotl", "llama-factory", "torchtune",
+                                            "unsloth"], ["full", "lora"]):
+        yield {"model": "llama-3.1-8b", "training": {"stack": stack, "method": method}}
+
+
 def requests() -> list[tuple[str, Body]]:
     """Every guard request, in index order: (kind, body)."""
     out: list[tuple[str, Body]] = []
@@ -376,6 +396,7 @@ def requests() -> list[tuple[str, Body]]:
     out += [("tco", b) for b in _tco()]
     out += [("job", b) for b in _jobs()]
     out += [("upgrade", b) for b in _upgrades()]
+    out += [("estimate", b) for b in _stack_estimates()]
     return out
 
 

@@ -1,6 +1,6 @@
 """Muon under FSDP2: what one rank runs for Newton-Schulz on its DTensor shard, from DTensor's own sharding
 propagation (benchmarks/check/muon_dtensor.py: PyTorch's fake process group and fake tensors on the CPU), against
-what ``estimator.training.timing.muon_time`` prices (issue 29). The same local GEMM shapes were recorded on the H100
+what ``estimator.training.timing.muon_parts`` prices (issue 29). The same local GEMM shapes were recorded on the H100
 (torch 2.11, tests/data/optimizer_kernels_h100) for Llama 3.1 8B's, Llama 3.2 3B's and Qwen2.5 1.5B's matrices."""
 
 from __future__ import annotations

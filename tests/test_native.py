@@ -2,7 +2,7 @@
 
 - The loader uses a build only when it matches: every source digest, the interpreter's extension suffix, every
   file present; otherwise it says why, and ``CAPPLAN_NATIVE=1`` turns that into an ``ImportError``.
-- The compiled build gives the same bytes as the plain sources: the request guard (benchmarks/guard.py, 2,704
+- The compiled build gives the same bytes as the plain sources: the request guard (benchmarks/guard.py, 2,754
   requests through estimate, plan, answer, TCO) run once compiled and once plain, byte for byte. Without a
   matching build the test builds one first (about 70 s on two cores; ``scripts/test`` builds it before pytest).
 """
@@ -129,13 +129,14 @@ def test_compiled_modules_are_the_ones_imported(native_build: None) -> None:
 
 @pytest.mark.slow
 def test_the_compiled_build_answers_the_guard_byte_for_byte(native_build: None, tmp_path: Path) -> None:
-    """benchmarks/guard.py: 2,704 fixed requests (estimates, refusals, 26 planner searches, 9 reverse questions,
-    TCO, job cost, upgrade), one canonical JSON line each: compiled and plain output must be the same bytes."""
+    """benchmarks/guard.py: 2,754 fixed requests (estimates, refusals, 26 planner searches, 9 reverse questions,
+    TCO, job cost, upgrade, issue 29's mechanisms), one canonical JSON line each: compiled and plain output must be
+    the same bytes."""
     compiled, plain = tmp_path / "compiled.jsonl", tmp_path / "plain.jsonl"
     for mode, out in (("1", compiled), ("0", plain)):
         run = _run("-m", "benchmarks.guard", "--out", str(out), native_mode=mode)
         assert run.returncode == 0, run.stderr[-4000:]
     compiled_lines, plain_lines = compiled.read_text().splitlines(), plain.read_text().splitlines()
-    assert len(plain_lines) == 2704
+    assert len(plain_lines) == 2754
     differing = [i for i, (a, b) in enumerate(zip(compiled_lines, plain_lines, strict=True)) if a != b]
     assert differing == [], f"{len(differing)} lines differ, first: {plain_lines[differing[0]][:300]}"

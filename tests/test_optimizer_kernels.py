@@ -59,7 +59,7 @@ def test_the_8bit_kernel_is_bound_by_the_cuda_cores_not_hbm() -> None:
 
 def test_a_muon_step_on_fsdp2_shards_is_host_bound() -> None:
     """On one GPU the step is its kernels (65-90 % of it); on FSDP2 shards the kernels take 3-51 % of it: the rest
-    is the host dispatching DTensor operators (the longer of the two is what ``timing.muon_time`` prices)."""
+    is the host dispatching DTensor operators (the longer of the two is what ``timing.muon_parts`` prices)."""
     for r in (r for r in DATA if r["part"] == "muon-step"):
         gpu = sum(s for name, s in r["top_kernels_s"].items() if not name.startswith("Optimizer.step"))
         if r["world"] == 1:

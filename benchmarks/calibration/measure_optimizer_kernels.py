@@ -154,44 +154,22 @@ def bnb_part(out: str, dry: bool, only: list[str] | None = None) -> None:
     _write(out, rows)
 
 
-class _OpCount:
-    """Counts the operators dispatched at the DTensor level (the mode runs before DTensor's own dispatch)."""
+def _probe_tools() -> Any:
+    """benchmarks/check/muon_dtensor.py: its operator counter (``OpCount``) and its profile of the local GEMMs
+    (``gemms_by_parent``), one implementation for the CPU probe and this GPU run."""
+    sys.path.insert(0, str(HERE.parent / "check"))
+    import muon_dtensor
 
-    def __init__(self) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        counts: dict[str, int] = {}
-
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                counts[str(func)] = counts.get(str(func), 0) + 1
-                return func(*args, **(kwargs or {}))
-
-        self.counts = counts
-        self.mode = Mode()
+    return muon_dtensor
 
 
 def _local_gemms(fn: Any) -> dict[str, int]:
-    """Shapes ("rows x inner x cols") of the GEMMs run on this rank's local tensors: ``aten::mm`` / ``aten::addmm``
-    events whose parent is not another such op or DTensor's ``aten::matmul`` (the DTensor-level call)."""
+    """The GEMMs ``fn`` ran, by parent and shape (``muon_dtensor.gemms_by_parent``)."""
     from torch.profiler import profile
 
     with profile(record_shapes=True) as prof:
         fn()
-    out: dict[str, int] = {}
-    for e in prof.events():
-        if e.name not in ("aten::mm", "aten::addmm"):
-            continue
-        parent = e.cpu_parent.name if e.cpu_parent is not None else ""
-        s = e.input_shapes
-        if len(s) < 2:
-            continue
-        a, b = (s[1], s[2]) if e.name == "aten::addmm" else (s[0], s[1])
-        if len(a) != 2 or len(b) != 2:
-            continue
-        key = f"{parent}|{a[0]}x{a[1]}x{b[1]}"
-        out[key] = out.get(key, 0) + 1
-    return out
+    return _probe_tools().gemms_by_parent(prof)
 
 
 def muon_part(out: str, dry: bool, world: int, lora: bool = False) -> None:
@@ -232,8 +210,8 @@ def muon_part(out: str, dry: bool, world: int, lora: bool = False) -> None:
             ns()
             issue = time.perf_counter() - t0
             sync()
-            counter = _OpCount()
-            with counter.mode:
+            counter = _probe_tools().OpCount()
+            with counter:
                 ns()
             sync()
             row = {"part": "muon-ns", "world": world, "model": model, "shape": list(shape), "step_s": med,
@@ -256,8 +234,8 @@ def muon_part(out: str, dry: bool, world: int, lora: bool = False) -> None:
         opt.step()
         issue = time.perf_counter() - t0
         sync()
-        counter = _OpCount()
-        with counter.mode:
+        counter = _probe_tools().OpCount()
+        with counter:
             opt.step()
         sync()
         row = {"part": "muon-step", "world": world, "model": model, "matrices": [list(s) for s in mats],

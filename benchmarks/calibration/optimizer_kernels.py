@@ -60,8 +60,9 @@ def adam8bit_elem_s(data: list[dict[str, Any]]) -> float:
     return statistics.median(bnb_kernel_s(r) / r["numel"] for r in _bnb(data, True))
 
 
-def _rest_per_tensor(r: dict[str, Any]) -> float:
-    return (r["step_s"] - bnb_kernel_s(r)) / r["tensors"]
+def _rest_per_tensor(r: dict[str, Any], kernel_s: Any = None) -> float:
+    """What each tensor adds beyond the optimizer's update kernel (``kernel_s(r)``; the 8-bit one by default)."""
+    return (r["step_s"] - (kernel_s or bnb_kernel_s)(r)) / r["tensors"]
 
 
 def adam8bit_tensor_s(data: list[dict[str, Any]]) -> float:
@@ -107,8 +108,8 @@ def bnb32_bytes(data: list[dict[str, Any]], dtype: str) -> float:
 
 
 def bnb32_tensor_s(data: list[dict[str, Any]]) -> float:
-    return statistics.median((r["step_s"] - bnb32_kernel_s(r)) / r["tensors"]
-                             for dtype in ("float32", "bfloat16") for r in _paged32(data, dtype, real=True))
+    return statistics.median(_rest_per_tensor(r, bnb32_kernel_s) for dtype in ("float32", "bfloat16")
+                             for r in _paged32(data, dtype, real=True))
 
 
 def spread() -> list[dict[str, float]]:

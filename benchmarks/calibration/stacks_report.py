@@ -87,11 +87,13 @@ def mechanism_bars(every: list[dict[str, Any]], floor: float, err: str = "error_
         if not fit:
             continue
         bar = max(floor, float(math.ceil(p90(fit))))
-        carried = [abs(r[err]) <= r["step_bar_pct"] for r in every if key in r["keys"]
-                   and r["holdout"] == "held_out" and r.get(err) is not None and r.get("step_bar_pct")]
+        carried = None
+        if err == "step_error_pct":  # the bar each held-out estimate carries (a wider class bar may apply)
+            carried = sum(abs(r[err]) <= r["step_bar_pct"] for r in every if key in r["keys"]
+                          and r["holdout"] == "held_out" and r.get(err) is not None and r.get("step_bar_pct"))
         out[key] = {"bar_pct": bar, "fit_cases": len(fit), "held_out_cases": len(held),
                     "held_out_inside": sum(1 for e in held if e <= bar),
-                    "held_out_inside_carried": sum(carried) if err == "step_error_pct" else None,
+                    "held_out_inside_carried": carried,
                     "fit_median_pct": round(statistics.median(fit), 2),
                     "held_out_median_pct": round(statistics.median(held), 2) if held else None}
     return out

@@ -33,14 +33,34 @@ COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's DEFAULT_A, DEFAUL
 NS_STEPS = 5  # torch.optim.Muon's DEFAULT_NS_STEPS
 
 
-class _Count(TorchDispatchMode):
+class OpCount(TorchDispatchMode):
+    """Counts the operators dispatched through it, by name; entered above DTensor, it sees DTensor's operators."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.n = 0
+        self.counts: dict[str, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.n += 1
+        self.counts[str(func)] = self.counts.get(str(func), 0) + 1
         return func(*args, **(kwargs or {}))
+
+
+def gemms_by_parent(prof: Any) -> dict[str, int]:
+    """The profiled ``aten::mm`` / ``aten::addmm`` calls as ``"parent|rows x inner x cols"`` -> count. The parent
+    tells the local calls (under the fake-tensor mode, ``PythonDispatchMode``, or under DTensor on a real device,
+    ``PythonSubclass``) from the DTensor-level ones."""
+    out: dict[str, int] = {}
+    for e in prof.events():
+        if e.name not in GEMMS or len(e.input_shapes) < 2:
+            continue
+        s = e.input_shapes
+        a, b = (s[1], s[2]) if e.name == "aten::addmm" else (s[0], s[1])
+        if len(a) != 2 or len(b) != 2:
+            continue
+        parent = e.cpu_parent.name if e.cpu_parent is not None else ""
+        key = f"{parent}|{a[0]}x{a[1]}x{b[1]}"
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 def probe(mesh: Any, world: int, rows: int, cols: int) -> dict[str, Any]:
@@ -49,19 +69,14 @@ def probe(mesh: Any, world: int, rows: int, cols: int) -> dict[str, Any]:
     _zeropower_via_newtonschulz(g, COEFFICIENTS, NS_STEPS, 1e-7)  # fills the sharding-propagation cache
     with profile(record_shapes=True) as prof:
         _zeropower_via_newtonschulz(g, COEFFICIENTS, NS_STEPS, 1e-7)
-    gemms: dict[str, int] = {}
-    flops = 0
-    for e in prof.events():
-        if e.name in GEMMS and e.cpu_parent is not None and e.cpu_parent.name == "PythonDispatchMode":
-            s = e.input_shapes
-            a, b = (s[1], s[2]) if e.name == "aten::addmm" else (s[0], s[1])
-            gemms[f"{a[0]}x{a[1]}x{b[1]}"] = gemms.get(f"{a[0]}x{a[1]}x{b[1]}", 0) + 1
-            flops += 2 * a[0] * a[1] * b[1]
-    counter = _Count()
+    gemms = {key.split("|")[1]: n for key, n in gemms_by_parent(prof).items()
+             if key.startswith("PythonDispatchMode|")}
+    flops = sum(2 * a * k * b * n for key, n in gemms.items() for a, k, b in [map(int, key.split("x"))])
+    counter = OpCount()
     with counter:
         _zeropower_via_newtonschulz(g, COEFFICIENTS, NS_STEPS, 1e-7)
     return {"rows": rows, "cols": cols, "world": world, "local_flops": flops, "local_gemms": gemms,
-            "dtensor_ops": counter.n}
+            "dtensor_ops": sum(counter.counts.values())}
 
 
 def main(argv: list[str]) -> None:

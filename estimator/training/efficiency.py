@@ -182,7 +182,7 @@ class Constants:
     # torch.optim.Muon on FSDP2 shards: each Newton-Schulz operator is a DTensor operator, which the host dispatches
     # (sharding propagation, redistribution, the local call) in about 127 us on the H100's host (median of one
     # decoder layer's step, 200 operators, 3 models x W = 4, 8: benchmarks/calibration/optimizer_kernels.py), while
-    # the local GEMMs take a fraction of that: the step is host-bound (``timing.muon_time``).
+    # the local GEMMs take a fraction of that: the step is host-bound (``timing.muon_parts``).
     dtensor_op_s: float = 127.0e-6
     # torchao 0.18 AdamW8bit / AdamW4bit: ``_AdamBase.step`` calls ``torch.compile(single_param_adam,
     # fullgraph=True, dynamic=False)`` once per parameter from Python (torchao/optim/adam.py @ v0.18.0), so each

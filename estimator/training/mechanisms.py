@@ -65,6 +65,7 @@ __all__ = [
     "loss_transient_fp32_bytes",
     "muon_dtensor_ops",
     "muon_gather_bytes",
+    "muon_local_gemms",
     "muon_newton_schulz_flops",
     "muon_newton_schulz_local_flops",
     "muon_split_long_side",
@@ -336,22 +337,29 @@ def muon_split_long_side(rows: int, cols: int) -> bool:
     return rows > cols or rows * cols >= MUON_LONG_SPLIT_MIN_ELEMENTS
 
 
+def muon_local_gemms(rows: int, cols: int, shards: int) -> tuple[tuple[float, float, float], ...]:
+    """The three GEMMs (``m x k`` by ``k x n``) one rank runs per Newton-Schulz step of Muon on a matrix FSDP2 shards
+    over ``shards`` ranks (a DTensor ``Shard(0)``), as DTensor's sharding propagation (torch
+    ``distributed/tensor/_ops/_matrix_ops.py``, chosen by redistribution cost) runs them; ``m`` is the short side,
+    ``n`` the long one. Whole on one rank: ``X X^T`` (m x n x m), ``A @ A`` (m x m x m), ``B @ X`` (m x m x n). A
+    tall matrix, or one of :data:`MUON_LONG_SPLIT_MIN_ELEMENTS` or more: the long side ``n`` of ``X X^T`` (a
+    ``Partial`` sum, all-reduced) and of ``B @ X`` split over the ranks, ``A @ A`` whole. A smaller wide or square
+    one: every product's rows (``m``) split. Recorded for Llama 3.1 8B's, Llama 3.2 3B's and Qwen2.5 1.5B's matrices
+    at W = 4 and 8 (torch 2.11 on the H100, tests/data/optimizer_kernels_h100; torch 2.13 on the CPU,
+    tests/test_muon_dtensor.py)."""
+    m, n = float(min(rows, cols)), float(max(rows, cols))
+    if shards > 1 and not muon_split_long_side(rows, cols):
+        part = m / shards
+        return (part, n, m), (part, m, m), (part, m, n)
+    local = n / max(shards, 1)
+    return (m, local, m), (m, m, m), (m, m, local)
+
+
 def muon_newton_schulz_local_flops(rows: int, cols: int, shards: int, steps: int = NS_STEPS) -> float:
-    """FLOPs one rank runs for Muon's Newton-Schulz on a matrix FSDP2 shards over ``shards`` ranks (a DTensor
-    ``Shard(0)``), as DTensor's sharding propagation (torch ``distributed/tensor/_ops/_matrix_ops.py``, chosen by
-    redistribution cost) runs it. A tall matrix, or one of :data:`MUON_LONG_SPLIT_MIN_ELEMENTS` or more: the long
-    side ``n`` of ``X X^T`` (a ``Partial`` sum, all-reduced) and of ``B @ X`` split over the ranks, ``A @ A`` whole:
-    ``4 m^2 n / shards + 2 m^3`` per step. A smaller wide or square one: every product split by rows, ``1 / shards``
-    of the whole.
-    The local GEMM shapes were recorded for Llama 3.1 8B's, Llama 3.2 3B's and Qwen2.5 1.5B's matrices at W = 4 and
-    8 (torch 2.11 on the H100, tests/data/optimizer_kernels_h100; torch 2.13 on the CPU, tests/test_muon_dtensor.py).
-    Whole matrices (:func:`muon_newton_schulz_flops`) when ``shards`` is 1."""
-    if shards <= 1:
-        return muon_newton_schulz_flops(rows, cols, steps)
-    if not muon_split_long_side(rows, cols):
-        return muon_newton_schulz_flops(rows, cols, steps) / shards
-    m, n = min(rows, cols), max(rows, cols)
-    return steps * (4.0 * m * m * n / shards + 2.0 * m ** 3)
+    """FLOPs one rank runs for Muon's Newton-Schulz on a matrix sharded over ``shards`` ranks
+    (:func:`muon_local_gemms`): ``4 m^2 n / shards + 2 m^3`` per step when the long side is split, ``1 / shards`` of
+    the whole when the rows are, :func:`muon_newton_schulz_flops` when ``shards`` is 1."""
+    return steps * sum((2.0 * a * k * b for a, k, b in muon_local_gemms(rows, cols, shards)), 0.0)
 
 
 def muon_dtensor_ops(rows: int, cols: int, steps: int = NS_STEPS) -> int:

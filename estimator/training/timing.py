@@ -59,7 +59,7 @@ from estimator.training.mechanisms import (
     cce_head_bytes,
     liger_flce_head_bytes,
     muon_dtensor_ops,
-    muon_split_long_side,
+    muon_local_gemms,
     offload_transfer_seconds,
 )
 from estimator.training.optimizers import optimizer_spec
@@ -796,7 +796,9 @@ def _optimizer_params(job: Job, shape: ModelShape, layout: Layout,
 
 
 def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style: Style,
-                   pl: ParamPlacement) -> float:
+                   pl: ParamPlacement, muon_s: float = 0.0) -> float:
+    """One optimizer step on this GPU: its elementwise bytes, 8-bit kernels, per-tensor loop and ``muon_s``, Muon's
+    Newton-Schulz (the longer of :func:`muon_parts`)."""
     if job.parallelism.offload != "none":
         return 0.0
     params, tensors = _optimizer_params(job, shape, layout, pl)
@@ -804,13 +806,7 @@ def optimizer_time(job: Job, shape: ModelShape, layout: Layout, r: Rates, style:
     per += 6.0 if style.master_copy else 0.0
     spec = optimizer_spec(job.training.optimizer)
     cores = params * r.k.adam8bit_elem_s * r.cuda_core_scale if spec.step_cost == "adam8bit" else 0.0
-    ns = muon_time(job, shape, layout, r) if spec.matrix_only else 0.0
-    return r.mem_time(params * per) + cores + tensors * per_tensor + ns
-
-
-def muon_time(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> float:
-    """Muon's step beyond AdamW's elementwise bytes: the longer of its GPU and host parts (:func:`muon_parts`)."""
-    return max(muon_parts(job, shape, layout, r))
+    return r.mem_time(params * per) + cores + tensors * per_tensor + muon_s
 
 
 def muon_parts(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> tuple[float, float]:
@@ -821,8 +817,8 @@ def muon_parts(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> tuple[f
     are DTensor shards (``Shard(0)`` over the parameter shard group) and torch.optim.Muon's ``X @ X.T`` / ``addmm``
     (torch ``optim/_muon.py``, ``_zeropower_via_newtonschulz``) run as DTensor operators whose sharding propagation
     splits the two ``m x n`` products over the group and runs ``A @ A`` (``m x m x m``) whole on every rank
-    (:func:`estimator.training.mechanisms.muon_newton_schulz_local_flops`, which also says when a small matrix is
-    split by rows instead; the local GEMM shapes recorded on the H100, torch 2.11, and on the CPU, torch 2.13).
+    (:func:`estimator.training.mechanisms.muon_local_gemms`, which also says when a small matrix is split by rows
+    instead; the local GEMM shapes recorded on the H100, torch 2.11, and on the CPU, torch 2.13).
     Each operator also costs the host DTensor's dispatch
     (:attr:`Constants.dtensor_op_s` x :func:`estimator.training.mechanisms.muon_dtensor_ops`), which takes longer
     than the local GEMMs at every size measured: the optimizer step is the longer of the two. The collectives the
@@ -839,33 +835,21 @@ def muon_parts(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> tuple[f
     gpu = 0.0
     ops = 0
     for rows, cols, count in mats:
-        gpu += count * _newton_schulz_time(rows, cols, shards, r)
+        gpu += count * NS_STEPS * sum((r.gemm_time(a, k, b) for a, k, b in muon_local_gemms(rows, cols, shards)), 0.0)
         ops += count * muon_dtensor_ops(rows, cols)
     gpu *= layout.layers_per_stage
     per_op = r.k.dtensor_op_s if shards > 1 else r.k.launch_s  # a DTensor operator's dispatch, or an eager launch
     return gpu, ops * layout.layers_per_stage * per_op
 
 
-def muon_host_paced(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> bool:
-    """Whether the host, not the GPU, paces Muon's step (:func:`muon_parts`): the step is then launch-bound for
-    its error bar (the host's speed moves it: the DTensor operator took 103-186 us on four H100 machines)."""
+def _muon_step(job: Job, shape: ModelShape, layout: Layout, r: Rates) -> tuple[float, bool]:
+    """(Muon's Newton-Schulz seconds, whether the host paces them): the longer of :func:`muon_parts`; a step whose
+    Muon the host paces is launch-bound for its error bar (the host's speed moves it: the DTensor operator took
+    103-190 us on four H100 machines). (0, False) for other optimizers or an offloaded one."""
     if not optimizer_spec(job.training.optimizer).matrix_only or job.parallelism.offload != "none":
-        return False
+        return 0.0, False
     gpu, host = muon_parts(job, shape, layout, r)
-    return host > gpu
-
-
-def _newton_schulz_time(rows: int, cols: int, shards: int, r: Rates) -> float:
-    """One matrix's Newton-Schulz GEMMs on this rank (:func:`muon_newton_schulz_local_flops`): ``X X^T``
-    (m x n x m), ``A A`` (m x m x m) and ``B X`` (m x m x n), whole on one GPU; under DTensor with the long side ``n``
-    split over ``shards`` and ``A A`` whole, or, for a small matrix, every product's rows (``m``) split."""
-    m, n = min(rows, cols), max(rows, cols)
-    if shards > 1 and not muon_split_long_side(rows, cols):
-        rows_local = m / shards
-        return NS_STEPS * (r.gemm_time(rows_local, n, m) + r.gemm_time(rows_local, m, m)
-                           + r.gemm_time(rows_local, m, n))
-    local = n / shards
-    return NS_STEPS * (r.gemm_time(m, local, m) + r.gemm_time(m, m, m) + r.gemm_time(m, m, local))
+    return max(gpu, host), host > gpu
 
 
 def offload_time(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, mb: Pass,
@@ -1017,7 +1001,7 @@ class _StageBasis:
     dp: Final[_DpCollectives]
     ddp_bucket: Final[float]
     opt: Final[float]
-    opt_host_paced: Final[bool]  # the optimizer step is paced by the host (:func:`muon_host_paced`)
+    opt_host_paced: Final[bool]  # the optimizer step is paced by the host (:func:`_muon_step`)
 
     def __init__(self, stage: str, pl: ParamPlacement, dp: _DpCollectives, ddp_bucket: float, opt: float,
                  opt_host_paced: bool = False) -> None:
@@ -1083,13 +1067,13 @@ def _make_basis(job: Job, shape: ModelShape, layout: Layout, gpu: Gpu, server: S
     r = rates_for(gpu, job.training.precision, constants)
     style = style_for(job, layout)
     fabric = fabric_for(gpu, server, layout.gpus_per_node)
+    muon_s, muon_host = _muon_step(job, shape, layout, r)  # the same on every stage (layers_per_stage)
     stages = []
     for stage in _time_stages(layout):
         pl = _placement(job, shape, layout, stage)
         stages.append(_StageBasis(stage, pl, _dp_collectives(job, pl, layout, fabric, style),
                                   ddp_bucket_time(job, layout, r, style, pl),
-                                  optimizer_time(job, shape, layout, r, style, pl),
-                                  muon_host_paced(job, shape, layout, r)))
+                                  optimizer_time(job, shape, layout, r, style, pl, muon_s), muon_host))
     return _StepBasis(gpu, server, constants, r, style, fabric, tuple(stages))
 
 
